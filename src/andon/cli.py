@@ -1,0 +1,246 @@
+"""The command line: parse arguments, call the modules that do the work, print with rich.
+
+Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked packet);
+2 bad input (invalid packets or config, unknown packet id, another runner active);
+3 preflight failed (the integration head does not pass its own suite).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from . import __version__
+from .agents import make_agent
+from .config import CONFIG_NAME, DEFAULT_TOML, load_config
+from .errors import AndonError, PacketError, UsageError
+from .packet import check_packets, load_packets
+from .report import board, show_packet, status_rows, packet_detail
+from .runner import EXIT_USAGE, Runner, open_store
+from .workspace import Repo
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def _repo(ctx: click.Context) -> Repo:
+    return Repo(Path(ctx.obj["repo"]))
+
+
+def _fail(message: str, status: int = EXIT_USAGE) -> None:
+    err.print(f"[red]error:[/red] {message}", markup=True, soft_wrap=True)
+    sys.exit(status)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "--repo", default=".", show_default=True, metavar="PATH",
+              help="The git repository to work on.")
+@click.version_option(__version__, prog_name="andon")
+@click.pass_context
+def main(ctx: click.Context, repo: str) -> None:
+    """andon runs coding agents on a queue of work packets, each in its own git worktree,
+    runs every check itself, and squash-merges only what passed.
+
+    \b
+    Typical session:
+      andon init                 write andon.toml, make packets/
+      andon check                are the packets valid?
+      andon run --agent command --command './my-agent.sh'
+      andon status               the board
+      andon show B01             the evidence for one packet
+      andon unblock B01          after editing a blocked packet
+    Try `andon demo` to see it all on a built-in example.
+    """
+    ctx.obj = {"repo": repo}
+
+
+@main.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing andon.toml.")
+@click.pass_context
+def init(ctx: click.Context, force: bool) -> None:
+    """Write andon.toml with defaults for a pytest project and create packets/.
+
+    The store (.andon/) is kept out of git through .git/info/exclude, so nothing andon
+    writes ever shows in `git status`.
+    """
+    repo = _repo_or_fail(ctx)
+    path = repo.root / CONFIG_NAME
+    if path.exists() and not force:
+        _fail(f"{path} exists; use --force to overwrite it")
+    path.write_text(DEFAULT_TOML, encoding="utf-8")
+    (repo.root / "packets").mkdir(exist_ok=True)
+    open_store(repo).close()
+    out.print(f"wrote {path}\ncreated {repo.root / 'packets'}/ (one folder per packet: "
+              "packet.md, plant/)\nthe store is {0}/ (excluded from git)".format(
+                  repo.root / ".andon"))
+    out.print("next: write a packet, then `andon check` and `andon run`")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Print problems as JSON.")
+@click.pass_context
+def check(ctx: click.Context, as_json: bool) -> None:
+    """Validate every packet; print each problem as file:line: message.
+
+    Exits 2 if anything is wrong. Reads only; the store is not touched.
+    """
+    repo = _repo_or_fail(ctx)
+    config = _config_or_fail(repo)
+    packets, problems = check_packets(repo.root / config.andon.packets_dir, repo.root)
+    if as_json:
+        out.print_json(json.dumps({
+            "ok": not problems, "packets": [p.id for p in packets],
+            "problems": [{"path": str(p.path), "line": p.line, "message": p.message}
+                         for p in problems]}))
+    else:
+        for p in problems:
+            out.print(str(p), soft_wrap=True)
+        if problems:
+            out.print(f"{len(problems)} problem(s) in {config.andon.packets_dir}/")
+        else:
+            out.print(f"{len(packets)} packet(s) OK: {', '.join(p.id for p in packets)}")
+    sys.exit(EXIT_USAGE if problems else 0)
+
+
+@main.command()
+@click.option("--agent", "agent_spec", default=None, metavar="NAME",
+              help="Agent adapter: 'command' or 'scripted:module:function' "
+                   "(default: [agent] default in andon.toml).")
+@click.option("--command", "command", default=None, metavar="SHELL",
+              help="Shell command for the command agent; the prompt is on stdin and in "
+                   "$ANDON_PROMPT_FILE, cwd is the attempt's worktree.")
+@click.option("--only", multiple=True, metavar="ID", help="Run only these packets (repeatable).")
+@click.option("--keep-worktrees", is_flag=True, help="Keep each attempt's worktree for debugging.")
+@click.pass_context
+def run(ctx: click.Context, agent_spec: str | None, command: str | None, only: tuple[str, ...],
+        keep_worktrees: bool) -> None:
+    """Drain the packet queue: for each ready packet, a worktree, the agent, the gates,
+    and a squash merge onto the integration branch if every gate passed.
+
+    Exits 0 when the queue is drained, 1 when a blocked packet halts the line, 2 on invalid
+    input, 3 when the integration branch fails its own suite before anything ran.
+    """
+    repo = _repo_or_fail(ctx)
+    config = _config_or_fail(repo)
+    try:
+        agent = make_agent(agent_spec or config.agent.default, command or config.agent.command)
+    except ValueError as exc:
+        _fail(str(exc))
+    store = open_store(repo)
+    runner = Runner(repo, config, store, lambda p: agent,
+                    echo=lambda s: out.print(s, soft_wrap=True, markup=False),
+                    keep_worktrees=keep_worktrees)
+    try:
+        report = runner.run(list(only) or None)
+    except PacketError as exc:
+        for p in exc.problems:
+            err.print(str(p), soft_wrap=True, markup=False)
+        _fail(f"{len(exc.problems)} problem(s) in the packets; nothing ran (see `andon check`)")
+    except AndonError as exc:
+        _fail(str(exc))
+    out.print(board(store, config))
+    if report.message:
+        (err if report.exit_status else out).print(report.message, soft_wrap=True, markup=False)
+    if report.preflight:
+        for r in report.preflight.runs:
+            err.print(f"evidence: {r.log_path}", markup=False, soft_wrap=True)
+    sys.exit(report.exit_status)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable board.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """The board: every packet, its state, attempts and last result."""
+    repo = _repo_or_fail(ctx)
+    config = _config_or_fail(repo)
+    store = open_store(repo)
+    if as_json:
+        out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
+                                   "packets": status_rows(store)}))
+    else:
+        out.print(board(store, config))
+
+
+@main.command()
+@click.argument("packet_id")
+@click.option("--json", "as_json", is_flag=True, help="Everything, as JSON.")
+@click.pass_context
+def show(ctx: click.Context, packet_id: str, as_json: bool) -> None:
+    """The evidence for one packet: attempts, gates with findings, diff stat, logs."""
+    repo = _repo_or_fail(ctx)
+    store = open_store(repo)
+    detail = packet_detail(store, repo, packet_id)
+    if detail is None:
+        known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"
+        _fail(f"no packet {packet_id!r} in the store; known: {known}")
+    if as_json:
+        out.print_json(json.dumps(detail))
+    else:
+        show_packet(out, detail)
+
+
+@main.command()
+@click.argument("packet_id")
+@click.pass_context
+def unblock(ctx: click.Context, packet_id: str) -> None:
+    """Put a blocked packet back in the queue (after you have edited it)."""
+    repo = _repo_or_fail(ctx)
+    config = _config_or_fail(repo)
+    store = open_store(repo)
+    row = store.packet(packet_id)
+    if row is None:
+        _fail(f"no packet {packet_id!r} in the store")
+    if row["state"] != "blocked":
+        _fail(f"packet {packet_id} is {row['state']}, not blocked")
+    try:
+        packets = {p.id: p for p in load_packets(repo.root / config.andon.packets_dir,
+                                                 repo.root)}
+    except PacketError as exc:
+        for p in exc.problems:
+            err.print(str(p), soft_wrap=True, markup=False)
+        _fail("fix the packets first; the packet stays blocked")
+    p = packets.get(packet_id)
+    if p is None:
+        _fail(f"packet {packet_id} no longer exists in {config.andon.packets_dir}/")
+    edited = p.content_sha != row["content_sha"]
+    store.upsert_packet(p.id, p.slug, str(p.source), p.content_sha,
+                        p.model_dump(mode="json", by_alias=True))
+    store.transition(packet_id, "ready", "unblocked", data={"packet_edited": edited})
+    out.print(f"{packet_id} is ready again; its attempt count starts afresh")
+    if not edited:
+        err.print(f"warning: {p.source} is unchanged since it was blocked; the same failure "
+                  "will probably block it again", markup=False)
+
+
+@main.command()
+@click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
+              help="Build the demo here instead of a temporary directory (must not exist).")
+def demo(where: Path | None) -> None:
+    """Build a small example project with packets and run it with scripted agents:
+    honest ones merged, cheats caught, a repeated failure halting the line.
+
+    Exits 0 only if every outcome is the expected one.
+    """
+    from .demo import run_demo
+    sys.exit(run_demo(out, where))
+
+
+def _repo_or_fail(ctx: click.Context) -> Repo:
+    try:
+        return _repo(ctx)
+    except AndonError as exc:
+        _fail(str(exc))
+        raise  # unreachable
+
+
+def _config_or_fail(repo: Repo):
+    try:
+        return load_config(repo.root)
+    except UsageError as exc:
+        _fail(str(exc))
+        raise

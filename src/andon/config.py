@@ -1,0 +1,145 @@
+"""``andon.toml``: where packets live, how the project's tests run, gate and agent settings.
+
+The file sits at the repository root. Every key has a default that fits a pytest project,
+so an empty file is valid. Unknown keys are errors (a misspelt gate setting must not be
+silently ignored). Errors name the file and line.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .errors import ConfigError
+
+CONFIG_NAME = "andon.toml"
+STATE_DIR = ".andon"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Andon(_Strict):
+    packets_dir: str = "packets"
+    integration_branch: str = "andon/integration"
+    base_branch: str | None = Field(
+        None, description="where the integration branch starts if it does not exist yet; "
+                          "default: the branch checked out when `andon run` starts")
+    keep_worktrees: bool = False
+    worktree_root: str | None = Field(
+        None, description="directory for attempt worktrees; default: a folder in the system "
+                          "temp dir, outside the repository so its conftest.py files never load")
+
+
+class Test(_Strict):
+    command: list[str] = Field(
+        default_factory=lambda: ["python", "-m", "pytest"],
+        description='argv; "python" as the first word means the interpreter running andon')
+    pythonpath: list[str] = Field(
+        default_factory=lambda: ["src"],
+        description="worktree-relative dirs put first on PYTHONPATH so tests import the "
+                    "attempt's code, not an editable install of another checkout")
+    timeout_s: float = Field(900, gt=0)
+
+
+class Gates(_Strict):
+    red_runs: int = Field(3, ge=1)
+    hermetic_runs: int = Field(3, ge=1)
+    hermetic_random_order: bool = True
+
+
+class Agent(_Strict):
+    default: str = "command"
+    command: str | None = Field(None, description="shell command for the `command` adapter")
+    timeout_s: float = Field(1800, gt=0)
+    prompt_template: str | None = Field(None, description="path of a Jinja2 template that "
+                                                          "replaces the built-in prompt")
+
+
+class Config(_Strict):
+    andon: Andon = Field(default_factory=Andon)
+    test: Test = Field(default_factory=Test)
+    gates: Gates = Field(default_factory=Gates)
+    agent: Agent = Field(default_factory=Agent)
+
+    def test_argv(self) -> list[str]:
+        argv = list(self.test.command)
+        if argv and argv[0] == "python":
+            argv[0] = sys.executable
+        return argv
+
+
+DEFAULT_TOML = """\
+# andon configuration; every key is explained in docs/configuration.md
+
+[andon]
+packets_dir = "packets"
+integration_branch = "andon/integration"
+# base_branch = "main"        # where the integration branch starts; default: current branch
+keep_worktrees = false
+
+[test]
+# The harness adds its own flags (JUnit XML report, no addopts, no cache) to this command.
+command = ["python", "-m", "pytest"]   # "python" = the interpreter running andon
+pythonpath = ["src"]                   # the attempt's code comes first on sys.path
+timeout_s = 900
+
+[gates]
+red_runs = 3                # planted tests must fail on the base this many times out of as many
+hermetic_runs = 3           # full-suite runs in a fresh clone of the candidate
+hermetic_random_order = true
+
+[agent]
+default = "command"
+# command = "claude -p --dangerously-skip-permissions < \\"$ANDON_PROMPT_FILE\\""
+timeout_s = 1800
+"""
+
+
+def load_config(repo_root: Path) -> Config:
+    """Read ``<repo_root>/andon.toml``.
+
+    Raises:
+        ConfigError: the file is missing (suggests ``andon init``), is not valid TOML, or has
+            an unknown key or a wrong value; the message gives ``file:line``.
+    """
+    path = repo_root / CONFIG_NAME
+    if not path.is_file():
+        raise ConfigError(f"{path}: not found; run `andon init` first")
+    text = path.read_text(encoding="utf-8")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"at line (\d+)", str(exc))
+        raise ConfigError(f"{path}:{m.group(1) if m else 1}: invalid TOML: {exc}") from None
+    try:
+        return Config.model_validate(data)
+    except ValidationError as exc:
+        lines = []
+        for err in exc.errors():
+            loc = [str(p) for p in err["loc"]]
+            line = _line_of(text, loc)
+            what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            lines.append(f"{path}:{line}: {'.'.join(loc)}: {what}")
+        raise ConfigError("\n".join(lines)) from None
+
+
+def _line_of(text: str, loc: list[str]) -> int:
+    """1-based line of ``table.key`` in a TOML text (best effort; 1 if not found)."""
+    table, key = (loc[0], loc[1]) if len(loc) > 1 else ("", loc[0])
+    current = ""
+    for i, raw in enumerate(text.splitlines(), start=1):
+        s = raw.strip()
+        if s.startswith("["):
+            current = s.strip("[] ")
+            if not key or (not table and current == loc[0]):
+                return i
+        elif current == table and re.match(rf"{re.escape(key)}\s*=", s):
+            return i
+    return 1

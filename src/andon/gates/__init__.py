@@ -1,0 +1,1 @@
+"""Gates run by the harness, never by the agent. One module per gate; see ``base.py``."""

@@ -1,0 +1,111 @@
+"""What every gate returns, and the context it runs in.
+
+A gate is a mechanical check the harness runs itself. Its result is ``pass``, ``fail``,
+``error`` (the check itself could not run properly) or ``skipped`` (not run, and why), with
+a failure layer (``code``, ``test``, ``environment``, ``permission``, ``harness``,
+``verifier``, ``specification``) and evidence: the suite runs it made (argv, cwd, exit
+status, seconds, output tail, log path) and findings (what exactly is wrong, and where).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ..config import Config
+from ..packet import Packet
+from ..testrun import SuiteRun, run_suite
+from ..workspace import Repo
+
+Status = Literal["pass", "fail", "error", "skipped"]
+Layer = Literal["code", "test", "environment", "permission", "harness", "verifier",
+                "specification"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One concrete thing wrong: ``kind`` (e.g. ``tamper``, ``forbidden-path``,
+    ``fail-to-pass``, ``regression``), and where: a repo-relative ``path`` and/or a test id."""
+
+    kind: str
+    message: str
+    path: str | None = None
+    test_id: str | None = None
+
+    def key(self) -> str:
+        return f"{self.kind}|{self.path or ''}|{self.test_id or ''}"
+
+
+@dataclass
+class GateResult:
+    gate: str
+    status: Status
+    summary: str
+    layer: Layer | None = None
+    findings: list[Finding] = field(default_factory=list)
+    runs: list[SuiteRun] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status in ("pass", "skipped")
+
+    def evidence(self) -> dict[str, Any]:
+        return {
+            "findings": [f.__dict__ for f in self.findings],
+            "runs": [r.to_evidence() for r in self.runs],
+            **self.details,
+        }
+
+    def fingerprint(self) -> str:
+        """Stable hash of this failure: gate, findings' kinds/paths/test ids, and the summary
+        with numbers, hex ids and temp paths taken out (they change between runs)."""
+        summary = re.sub(r"/\S+|0x[0-9a-f]+|\d+(\.\d+)?", "#", self.summary.lower())
+        material = "\n".join([self.gate, summary, *sorted(f.key() for f in self.findings)])
+        return hashlib.sha256(material.encode()).hexdigest()[:16]
+
+
+@dataclass
+class GateContext:
+    """Everything a gate may look at. Shas are full commit ids."""
+
+    repo: Repo
+    config: Config
+    packet: Packet
+    worktree: Path
+    evidence_dir: Path
+    base_sha: str
+    plant_sha: str
+    candidate_sha: str | None = None
+    baseline_passed: set[str] = field(default_factory=set)
+    red_ids: set[str] = field(default_factory=set)
+
+    def planted_tests(self) -> list[str]:
+        return planted_tests(self.packet)
+
+    def suite(self, cwd: Path, name: str, select: list[str] | None = None,
+              seed: int | None = None) -> SuiteRun:
+        """Run the project's test command in ``cwd`` the harness's way, with a fresh HOME."""
+        return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed)
+
+
+def planted_tests(packet: Packet) -> list[str]:
+    """Planted paths that pytest would collect as test files (``test_*.py``, ``*_test.py``)."""
+    return [p for p in sorted(packet.plant_files)
+            if re.fullmatch(r"(test_.*|.*_test)\.py", p.rsplit("/", 1)[-1])]
+
+
+def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
+                      select: list[str] | None = None, seed: int | None = None) -> SuiteRun:
+    """Run the project's test command in ``cwd`` with the harness's flags and a fresh,
+    throwaway HOME (so nothing a previous run or the agent left in HOME is read)."""
+    with tempfile.TemporaryDirectory(prefix="andon-home-") as home:
+        return run_suite(
+            config.test_argv(), cwd, evidence_dir, name, select=select or (),
+            random_seed=seed, pythonpath=[cwd / p for p in config.test.pythonpath],
+            timeout_s=config.test.timeout_s, extra_env={"HOME": home},
+        )

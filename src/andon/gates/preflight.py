@@ -1,0 +1,43 @@
+"""``preflight`` gate: before anything runs, the full suite passes on the integration head.
+
+Run in a fresh clone of that commit. If any test fails or errors, or no report is written, the
+run stops with layer ``environment`` and nothing changes. The ids that passed are the
+PASS_TO_PASS baseline for attempts based on that tree; results are cached by tree sha.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+from ..config import Config
+from ..workspace import Repo
+from .base import Finding, GateResult, run_project_suite
+
+
+def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
+    tmp = Path(tempfile.mkdtemp(prefix="andon-preflight-"))
+    try:
+        cwd = repo.clone_at(sha, tmp / "repo")
+        r = run_project_suite(config, cwd, evidence_dir, "preflight")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if r.report_problem:
+        return GateResult("preflight", "error", f"the suite on {sha[:10]} wrote no usable "
+                          f"report: {r.report_problem}", "environment",
+                          [Finding("no-report", r.report_problem)], [r])
+    bad = [x for x in r.results.values() if x.outcome in ("failed", "error")]
+    if bad:
+        findings = [Finding("baseline-failure", f"{x.id} {x.outcome}: {x.message[:200]}",
+                            x.file, x.id) for x in bad]
+        return GateResult("preflight", "fail", f"{len(bad)} test(s) fail on the integration "
+                          f"head {sha[:10]} before any agent ran: {bad[0].id}", "environment",
+                          findings, [r])
+    passed = r.ids_with("passed")
+    if not passed:
+        return GateResult("preflight", "fail", f"no test passed on {sha[:10]}: the test "
+                          "command collects nothing", "environment",
+                          [Finding("no-tests", "0 tests passed")], [r])
+    return GateResult("preflight", "pass", f"{len(passed)} tests passed on {sha[:10]}",
+                      runs=[r], details={"passed_ids": sorted(passed)})

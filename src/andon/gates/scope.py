@@ -1,0 +1,54 @@
+"""``scope`` gate: the change stays where the packet allows, and touches nothing the harness owns.
+
+Read from git, not from the agent: every path that differs between the plant commit and the
+candidate commit. A changed planted file, a change under the packets folder, or to andon.toml
+is a **tamper** finding whatever the tests say. Outside those, a path must match
+``allowed_paths`` (when the packet gives any) and must not match ``forbidden_paths``.
+"""
+
+from __future__ import annotations
+
+from ..config import CONFIG_NAME
+from ..packet import path_matches
+from .base import Finding, GateContext, GateResult
+
+
+def run(ctx: GateContext) -> GateResult:
+    assert ctx.candidate_sha, "scope runs on a candidate commit"
+    packet = ctx.packet
+    packets_dir = ctx.config.andon.packets_dir.strip("/")
+    changes = ctx.repo.changes(ctx.plant_sha, ctx.candidate_sha)
+    findings: list[Finding] = []
+    for c in changes:
+        p = c.path
+        if p in packet.plant_files:
+            findings.append(Finding("tamper", f"planted file {p} was changed ({_verb(c.status)})",
+                                    path=p))
+        elif p == packets_dir or p.startswith(packets_dir + "/"):
+            findings.append(Finding("tamper", f"{p} is in the packets folder, which belongs "
+                                    "to the harness", path=p))
+        elif p == CONFIG_NAME:
+            findings.append(Finding("tamper", f"{p} is andon's configuration", path=p))
+        elif path_matches(p, packet.forbidden_paths):
+            findings.append(Finding("forbidden-path", f"{p} matches forbidden_paths "
+                                    f"{packet.forbidden_paths}", path=p))
+        elif packet.allowed_paths and not path_matches(p, packet.allowed_paths):
+            findings.append(Finding("outside-allowed", f"{p} is outside allowed_paths "
+                                    f"{packet.allowed_paths}", path=p))
+    details = {"changed": [f"{c.status} {c.path}" for c in changes]}
+    if findings:
+        tamper = [f for f in findings if f.kind == "tamper"]
+        head = (tamper or findings)[0].message
+        more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+        return GateResult("scope", "fail", head + more, "permission", findings,
+                          details=details)
+    if not changes:
+        return GateResult("scope", "fail", "the agent changed nothing", "code",
+                          [Finding("no-change", "no file differs from the plant commit")],
+                          details=details)
+    return GateResult("scope", "pass", f"{len(changes)} changed path(s), all allowed",
+                      details=details)
+
+
+def _verb(status: str) -> str:
+    return {"D": "deleted", "A": "added", "T": "type changed"}.get(status, "modified")

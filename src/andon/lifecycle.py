@@ -1,0 +1,60 @@
+"""The packet lifecycle of DESIGN.md, in one place.
+
+    ready ─claim─▶ running ─▶ gating ─green─▶ reviewing ─accept─▶ merging ─▶ done
+      ▲               │          │  red            │ revise            │ (gate = human)
+      └── needs_work ◀┴──────────┴─────────────────┘                   ▼
+            │ attempts exhausted, or same fingerprint twice      awaiting_human ─approve─▶ merging
+            ▼                                                           └─reject─▶ needs_work
+         blocked ── halts the queue until a person acts (`andon unblock`)
+      stale: spec_commit no longer matches spec_path — refused, never run
+
+Two edges are the harness's own, not the agent's: an attempt interrupted by a crash goes back
+to ``ready`` (``running``/``gating``/``reviewing`` → ``ready``) without counting as a failure,
+and a packet with no review stage goes straight from ``gating`` to ``merging``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from .errors import IllegalTransition
+
+State = Literal[
+    "ready", "running", "gating", "reviewing", "merging", "done",
+    "needs_work", "blocked", "awaiting_human", "stale",
+]
+
+STATES: tuple[str, ...] = State.__args__  # type: ignore[attr-defined]
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    "ready": frozenset({"running", "stale"}),
+    "needs_work": frozenset({"running", "stale", "blocked"}),
+    "running": frozenset({"gating", "needs_work", "blocked", "ready"}),
+    "gating": frozenset({"reviewing", "merging", "awaiting_human", "needs_work", "blocked", "ready"}),
+    "reviewing": frozenset({"merging", "awaiting_human", "needs_work", "blocked", "ready"}),
+    "awaiting_human": frozenset({"merging", "needs_work"}),
+    "merging": frozenset({"done", "needs_work", "blocked"}),
+    "blocked": frozenset({"ready"}),
+    "stale": frozenset({"ready"}),
+    "done": frozenset(),
+}
+
+# States a runner may pick a packet up from.
+CLAIMABLE = frozenset({"ready", "needs_work"})
+# States that mean an attempt was in flight; after a crash they are recovered.
+IN_FLIGHT = frozenset({"running", "gating", "reviewing"})
+
+
+def check(from_state: str, to_state: str) -> None:
+    """Raise IllegalTransition unless ``from_state → to_state`` is an edge above.
+
+    Raises:
+        IllegalTransition: unknown state or an edge DESIGN.md does not draw.
+    """
+    if from_state not in TRANSITIONS:
+        raise IllegalTransition(f"unknown state {from_state!r}; states are {', '.join(STATES)}")
+    if to_state not in TRANSITIONS[from_state]:
+        allowed = ", ".join(sorted(TRANSITIONS[from_state])) or "nothing (terminal)"
+        raise IllegalTransition(
+            f"illegal transition {from_state} -> {to_state}; from {from_state} only: {allowed}"
+        )

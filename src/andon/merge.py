@@ -1,0 +1,91 @@
+"""Squash-merge a passed attempt onto the integration branch, once and only once.
+
+No checkout of the integration branch: ``git merge-tree --write-tree`` makes the merged tree,
+``commit-tree`` the squash commit (message names the packet; trailers ``Andon-Packet`` and
+``Andon-Attempt``), ``update-ref`` moves the branch only if it still points where we read it.
+If the integration branch moved since the attempt started, the merged commit runs the full
+suite in a fresh clone before the ref moves. After a crash, the trailers tell whether the
+merge already happened, so it never happens twice.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import crash
+from .config import Config
+from .gates.base import Finding, GateResult, planted_tests, run_project_suite
+from .gates.suite import judge, summarise
+from .packet import Packet
+from .workspace import MergeConflict, Repo, RefMoved, commit_message
+
+
+@dataclass
+class MergeOutcome:
+    merged_sha: str | None   # the commit now on the integration branch, or None
+    check: GateResult | None  # the merged-result suite run, when the branch had moved
+    passed_ids: set[str]      # tests that passed on the merged tree, when known
+
+
+def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
+                  red_ids: set[str], baseline_of, evidence_dir: Path) -> MergeOutcome:
+    """Merge ``attempt`` (a store row with base/candidate shas) and return what happened.
+
+    ``baseline_of(tree_sha) -> set[str]`` gives PASS_TO_PASS ids for a tree. Returns
+    ``merged_sha=None`` with a failing ``check`` when the merged result is not green or
+    conflicts. Never moves a ref unless the merged commit is known to pass.
+    """
+    ref = f"refs/heads/{config.andon.integration_branch}"
+    trailers = {"Andon-Packet": packet.id, "Andon-Attempt": str(attempt["n"])}
+    message = commit_message(f"{packet.id}: {packet.goal.strip().splitlines()[0][:60]}",
+                             f"Squash of attempt {attempt['n']} ({packet.slug}); passed the "
+                             "red, scope, suite and hermetic gates.", trailers)
+    while True:
+        onto = repo.rev_parse(ref)
+        assert onto, f"{ref} vanished"
+        done = repo.find_commit_with_trailers(ref, trailers, since=attempt["base_sha"])
+        if done:
+            return MergeOutcome(done, None, set())
+        try:
+            commit = repo.squash(onto, attempt["base_sha"], attempt["candidate_sha"], message)
+        except MergeConflict as exc:
+            return MergeOutcome(None, GateResult(
+                "merge", "fail", f"conflicts with the integration branch: {exc}", "code",
+                [Finding("merge-conflict", str(exc))]), set())
+        check, passed = None, set()
+        if onto != attempt["base_sha"]:
+            check, passed = _check_merged(repo, config, packet, commit, onto, red_ids,
+                                          baseline_of, evidence_dir)
+            if check.status != "pass":
+                return MergeOutcome(None, check, set())
+        crash.point("before-update-ref")
+        try:
+            repo.set_ref(ref, commit, onto)
+        except RefMoved:
+            continue  # someone else merged first: merge again onto the new head
+        crash.point("after-update-ref")
+        return MergeOutcome(commit, check, passed)
+
+
+def _check_merged(repo: Repo, config: Config, packet: Packet, commit: str, onto: str,
+                  red_ids: set[str], baseline_of, evidence_dir: Path) -> tuple[GateResult, set]:
+    # A temporary ref keeps the dangling squash commit reachable for the clone.
+    tmp_ref = f"refs/andon/merge-check/{packet.id}"
+    repo.set_ref(tmp_ref, commit, None)
+    tmp = Path(tempfile.mkdtemp(prefix="andon-merge-"))
+    try:
+        cwd = repo.clone_at(commit, tmp / "repo")
+        r = run_project_suite(config, cwd, evidence_dir, "merge-check")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+        repo.git("update-ref", "-d", tmp_ref)
+    onto_tree = repo.rev_parse(f"{onto}^{{tree}}")
+    findings = judge(r, planted_tests(packet), red_ids, baseline_of(onto_tree))
+    if findings:
+        return GateResult("merge", "fail", summarise(findings, "merged onto the moved "
+                          "integration branch"), "code", findings, [r]), set()
+    return GateResult("merge", "pass", "the merged result passes the full suite",
+                      runs=[r]), r.ids_with("passed")

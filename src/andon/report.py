@@ -1,0 +1,114 @@
+"""What people read: the status board and the evidence of one packet.
+
+Reads the store only; never recomputes a verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from .config import Config
+from .store import Store
+from .workspace import Repo
+
+STYLE = {"done": "green", "blocked": "bold red", "needs_work": "yellow", "stale": "magenta",
+         "awaiting_human": "cyan", "ready": "white"}
+GATE_MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]![/]",
+             "skipped": "[dim]–[/]"}
+
+
+def status_rows(store: Store) -> list[dict[str, Any]]:
+    """One dict per packet: id, slug, state, attempts (counted), last attempt's outcome."""
+    rows = []
+    for p in store.packets():
+        attempts = store.attempts(p["id"])
+        last = attempts[-1] if attempts else None
+        rows.append({
+            "id": p["id"], "slug": p["slug"], "state": p["state"],
+            "attempts": len([a for a in attempts if a["counted"]]),
+            "interrupted": len([a for a in attempts if not a["counted"]]),
+            "last_attempt": last and {
+                "n": last["n"], "state": last["state"], "reason": last["reason"],
+                "failure_layer": last["failure_layer"], "merge_sha": last["merge_sha"],
+                "evidence_dir": last["evidence_dir"],
+                "gates": {g["gate"]: g["status"] for g in store.gate_results(last["id"])},
+            },
+        })
+    return rows
+
+
+def board(store: Store, config: Config) -> Table:
+    table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
+                  title_justify="left")
+    for col in ("packet", "state", "tries", "gates (last attempt)", "result"):
+        table.add_column(col, overflow="fold")
+    for r in status_rows(store):
+        last = r["last_attempt"]
+        gates = " ".join(f"{g} {GATE_MARK.get(s, s)}" for g, s in (last or {}).get(
+            "gates", {}).items())
+        if r["state"] == "done" and last:
+            result = f"merged {last['merge_sha'][:10]}"
+        elif last and last["reason"]:
+            result = last["reason"].splitlines()[0][:160]
+        else:
+            result = ""
+        style = STYLE.get(r["state"], "white")
+        table.add_row(f"{r['id']} {r['slug']}", f"[{style}]{r['state']}[/]",
+                      str(r["attempts"]), gates, result)
+    return table
+
+
+def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
+    p = store.packet(packet_id)
+    if p is None:
+        return None
+    attempts = []
+    for a in store.attempts(packet_id):
+        stat = ""
+        if a["candidate_sha"] and a["base_sha"] and repo.rev_parse(a["candidate_sha"]):
+            stat = repo.diff_stat(a["base_sha"], a["candidate_sha"])
+        attempts.append({**a, "diff_stat": stat,
+                         "gates": store.gate_results(a["id"]),
+                         "stages": store.stage_runs(a["id"])})
+    return {"packet": p, "attempts": attempts, "events": store.events(packet_id)}
+
+
+def show_packet(out: Console, d: dict[str, Any]) -> None:
+    p = d["packet"]
+    style = STYLE.get(p["state"], "white")
+    out.print(f"[bold]{p['id']}[/] {p['slug']} — [{style}]{p['state']}[/]")
+    out.print(f"goal: {p['definition'].get('goal', '').strip()}", markup=False)
+    out.print(f"packet file: {p['source']}", markup=False)
+    for a in d["attempts"]:
+        counted = "" if a["counted"] else " (interrupted; not counted)"
+        out.print(f"\n[bold]attempt {a['n']}[/]{counted}: {a['state']} — agent {a['agent']}, "
+                  f"branch {a['branch']}")
+        if a["reason"]:
+            out.print(f"  reason: {a['reason']}", markup=False, soft_wrap=True)
+        for s in a["stages"]:
+            claim = (s["claim"] or "").strip().splitlines()
+            out.print(f"  stage {s['stage']}: exit {s['exit_status']}"
+                      f"{' (timed out)' if s['timed_out'] else ''}, {s['duration_s']:.1f} s; "
+                      f"transcript {s['transcript_path']}", markup=False, soft_wrap=True)
+            if claim:
+                out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False)
+        for g in a["gates"]:
+            layer = f" [{g['failure_layer']}]" if g["failure_layer"] else ""
+            out.print(f"  {GATE_MARK.get(g['status'], g['status'])} {g['gate']}"
+                      f"{layer}: {g['summary']}", soft_wrap=True)
+            for f in g["evidence"].get("findings", [])[:10]:
+                where = f["path"] or f["test_id"] or ""
+                out.print(f"      {f['kind']}: {where} — {f['message'][:200]}",
+                          markup=False, soft_wrap=True)
+            for r in g["evidence"].get("runs", []):
+                out.print(f"      run {r.get('name')}: exit {r.get('exit_status')}, "
+                          f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}",
+                          markup=False, soft_wrap=True)
+        if a["diff_stat"]:
+            out.print("  diff stat:", markup=False)
+            out.print("    " + a["diff_stat"].strip().replace("\n", "\n    "), markup=False)
+        if a["evidence_dir"]:
+            out.print(f"  evidence: {a['evidence_dir']}", markup=False, soft_wrap=True)

@@ -1,0 +1,361 @@
+"""The loop: claim → attempt → decide → merge, with retry policy, halting and resume.
+
+One runner per repository at a time (an flock on ``.andon/run.lock``, released by the kernel
+even after SIGKILL). On start it recovers what a killed runner left: attempts in flight are
+marked ``interrupted`` (not counted against the packet), their worktrees and branches removed,
+and the packets put back to ``ready``; a packet caught in ``merging`` is merged — or found
+already merged by its trailers — exactly once.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import crash, lifecycle
+from .agents import Agent
+from .attempt import run_attempt
+from .config import STATE_DIR, Config
+from .errors import StoreError, UsageError
+from .gates import preflight
+from .gates.base import GateResult
+from .merge import merge_attempt
+from .packet import Packet, load_packets
+from .prompt import PreviousFailure
+from .store import Store, now
+from .workspace import Repo
+
+ZERO = "0" * 40
+
+# Exit statuses of `andon run`, for scripts.
+EXIT_OK, EXIT_HALTED, EXIT_USAGE, EXIT_PREFLIGHT = 0, 1, 2, 3
+
+
+@dataclass
+class RunReport:
+    exit_status: int = EXIT_OK
+    merged: list[str] = field(default_factory=list)
+    halted_by: str | None = None
+    message: str = ""
+    preflight: GateResult | None = None
+
+
+def state_dir(repo: Repo) -> Path:
+    return repo.root / STATE_DIR
+
+
+def open_store(repo: Repo) -> Store:
+    """The store of this repository (``.andon/andon.db``), kept out of git via
+    ``.git/info/exclude`` so that nothing andon writes shows up in ``git status``."""
+    d = state_dir(repo)
+    d.mkdir(exist_ok=True)
+    exclude = repo.git_dir / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    lines = exclude.read_text().splitlines() if exclude.exists() else []
+    if f"/{STATE_DIR}/" not in lines:
+        with open(exclude, "a") as f:
+            f.write(("\n" if lines and lines[-1] else "") + f"/{STATE_DIR}/\n")
+    return Store(d / "andon.db")
+
+
+class Runner:
+    """Drain the queue of one repository. ``agent_for(packet)`` picks the agent."""
+
+    def __init__(self, repo: Repo, config: Config, store: Store,
+                 agent_for: Callable[[Packet], Agent],
+                 echo: Callable[[str], None] = lambda s: None, keep_worktrees: bool = False):
+        self.repo, self.config, self.store = repo, config, store
+        self.agent_for, self.echo = agent_for, echo
+        self.keep = keep_worktrees or config.andon.keep_worktrees
+        self.ref = f"refs/heads/{config.andon.integration_branch}"
+        self.evidence_root = state_dir(repo) / "evidence"
+        root = config.andon.worktree_root
+        self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
+            "andon-worktrees/" + repo.root.name + "-"
+            + hashlib.sha1(str(repo.root).encode()).hexdigest()[:8])
+        t = config.agent.prompt_template
+        self.template = repo.root / t if t else None
+        self.packets: dict[str, Packet] = {}
+
+    # -- the loop -----------------------------------------------------------------------
+
+    def run(self, only: list[str] | None = None) -> RunReport:
+        """Run until the queue is empty, a packet blocks, or only waiting work is left.
+
+        Raises:
+            PacketError / ConfigError: invalid input; nothing in the store has changed.
+            StoreError: another runner holds this repository.
+        """
+        lock = self._lock()
+        try:
+            packets = load_packets(self.repo.root / self.config.andon.packets_dir,
+                                   self.repo.root)
+            unknown = sorted(set(only or []) - {p.id for p in packets})
+            if unknown:
+                raise UsageError(f"--only names unknown packet(s): {', '.join(unknown)}; "
+                                 f"known: {', '.join(p.id for p in packets)}")
+            self.packets = {p.id: p for p in packets}
+            report = RunReport()
+            head = self._integration_head()
+            pf = self._preflight(head)
+            if pf.status != "pass":
+                report.exit_status, report.preflight = EXIT_PREFLIGHT, pf
+                report.message = f"preflight failed: {pf.summary}"
+                return report
+            self._sync(packets)
+            if not self.repo.rev_parse(self.ref):
+                self.repo.set_ref(self.ref, head, ZERO)
+                self.store.event("integration-branch-created", data={"sha": head})
+            self._recover()
+            while True:
+                halted = self._halted()
+                if halted:
+                    report.exit_status, report.halted_by = EXIT_HALTED, halted["id"]
+                    report.message = self._halt_message(halted)
+                    return report
+                packet = self._next(only)
+                if packet is None:
+                    return report
+                if self._attempt(packet) == "done":
+                    report.merged.append(packet.id)
+        finally:
+            lock.close()
+
+    def _lock(self):
+        path = state_dir(self.repo) / "run.lock"
+        f = open(path, "a+")
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            f.seek(0)
+            raise StoreError(f"another `andon run` is working on {self.repo.root} "
+                             f"(pid {f.read().strip() or '?'}); wait for it to finish") from None
+        f.truncate(0)
+        f.write(str(os.getpid()))
+        f.flush()
+        return f
+
+    def _integration_head(self) -> str:
+        head = self.repo.rev_parse(self.ref)
+        if head:
+            return head
+        base = self.config.andon.base_branch or self.repo.current_branch() or "HEAD"
+        sha = self.repo.rev_parse(base)
+        if not sha:
+            raise UsageError(f"base branch {base!r} does not resolve to a commit")
+        return sha
+
+    def _preflight(self, sha: str) -> GateResult:
+        tree = self.repo.rev_parse(f"{sha}^{{tree}}")
+        if self.store.baseline(tree) is not None:
+            return GateResult("preflight", "pass", f"cached for tree {tree[:10]}")
+        self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
+                  f" ({sha[:10]})")
+        ev = self.evidence_root / "_preflight" / tree[:12]
+        ev.mkdir(parents=True, exist_ok=True)
+        result = preflight.run(self.repo, self.config, sha, ev)
+        self.echo(f"preflight: {result.status}: {result.summary}")
+        if result.status == "pass":
+            self.store.set_baseline(tree, set(result.details["passed_ids"]), result.evidence())
+        return result
+
+    def _baseline(self, tree: str) -> set[str]:
+        known = self.store.baseline(tree)
+        if known is None:
+            sha = self.repo.rev_parse(self.ref)
+            if self._preflight(sha).status != "pass":
+                raise UsageError("the integration branch no longer passes its suite")
+            known = self.store.baseline(tree) or set()
+        return known
+
+    def _sync(self, packets: list[Packet]) -> None:
+        for p in packets:
+            self.store.upsert_packet(p.id, p.slug, str(p.source), p.content_sha,
+                                     p.model_dump(mode="json", by_alias=True))
+            row = self.store.packet(p.id)
+            stale = self._stale_reason(p)
+            if stale and row["state"] in ("ready", "needs_work"):
+                self.store.transition(p.id, "stale", "spec-changed", data={"why": stale})
+                self.echo(f"{p.id}: stale: {stale}")
+            elif not stale and row["state"] == "stale":
+                self.store.transition(p.id, "ready", "spec-pin-updated")
+
+    def _stale_reason(self, p: Packet) -> str | None:
+        if not (p.spec_path and p.spec_commit):
+            return None
+        if not self.repo.rev_parse(f"{p.spec_commit}^{{commit}}"):
+            return f"spec_commit {p.spec_commit} is not a commit in this repository"
+        head = self._integration_head()
+        diff = self.repo.git("diff", p.spec_commit, head, "--", p.spec_path)
+        return f"{p.spec_path} changed since {p.spec_commit[:10]}:\n{diff}" if diff else None
+
+    def _halted(self) -> dict | None:
+        return next((p for p in self.store.packets() if p["state"] == "blocked"), None)
+
+    def _halt_message(self, row: dict) -> str:
+        attempts = self.store.attempts(row["id"])
+        last = attempts[-1] if attempts else None
+        why = last["reason"] if last else "blocked"
+        where = last["evidence_dir"] if last else ""
+        return (f"line halted: packet {row['id']} is blocked: {why}\n"
+                f"evidence: {where}\n"
+                f"see `andon show {row['id']}`; edit the packet, then `andon unblock {row['id']}`")
+
+    def _next(self, only: list[str] | None) -> Packet | None:
+        states = {p["id"]: p["state"] for p in self.store.packets()}
+        for pid in sorted(self.packets):
+            p = self.packets[pid]
+            if only and pid not in only:
+                continue
+            if states.get(pid) in lifecycle.CLAIMABLE and all(
+                    states.get(r) == "done" for r in p.requires):
+                return p
+        return None
+
+    # -- one attempt --------------------------------------------------------------------
+
+    def _attempt(self, packet: Packet) -> str:
+        agent = self.agent_for(packet)
+        round_ = sum(1 for e in self.store.events(packet.id) if e["kind"] == "unblocked")
+        with self.store.tx():
+            a = self.store.new_attempt(packet.id, agent.name, round_)
+            self.store.transition(packet.id, "running", "claimed", a["id"], {"n": a["n"]})
+        crash.point("after-claim")
+        n = a["n"]
+        ev = self.evidence_root / packet.id / str(n)
+        ev.mkdir(parents=True, exist_ok=True)
+        wt = self._worktree_path(packet.id, n)
+        base = self.repo.rev_parse(self.ref)
+        self.store.update_attempt(a["id"], branch=f"andon/{packet.id}/{n}", worktree=str(wt),
+                                  base_sha=base, evidence_dir=str(ev))
+        a = self.store.attempt(a["id"])
+        self.echo(f"{packet.id} attempt {n}: {agent.name} agent in {wt}")
+        try:
+            result = run_attempt(
+                self.repo, self.config, self.store, packet, a, agent,
+                self._baseline(self.repo.rev_parse(f"{base}^{{tree}}")),
+                self._previous_failure(packet.id), wt, ev,
+                lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"), self.template)
+        finally:
+            if not self.keep:
+                self.repo.remove_worktree(wt)
+        crash.point("after-gates")
+        failure = result.failure
+        if failure is not None:
+            return self._fail(packet, a, failure)
+        if packet.gate == "human":
+            self.store.update_attempt(a["id"], state="passed", ended_at=now())
+            self.store.transition(packet.id, "awaiting_human", "gates-passed", a["id"])
+            self.echo(f"{packet.id}: every gate passed; awaiting a person (`andon show`)")
+            return "awaiting_human"
+        self.store.update_attempt(a["id"], state="passed")
+        self.store.transition(packet.id, "merging", "gates-passed", a["id"])
+        return self._merge(packet, self.store.attempt(a["id"]), result.red_ids)
+
+    def _merge(self, packet: Packet, a: dict, red_ids: set[str]) -> str:
+        ev = Path(a["evidence_dir"])
+        out = merge_attempt(self.repo, self.config, packet, a, red_ids, self._baseline, ev)
+        if out.check is not None:
+            self.store.add_gate_result(a["id"], "merge", out.check.status, out.check.layer,
+                                       out.check.summary, out.check.evidence(), now(), 0.0)
+        if out.merged_sha is None:
+            return self._fail(packet, a, out.check)
+        tree = self.repo.rev_parse(f"{out.merged_sha}^{{tree}}")
+        passed = out.passed_ids or self._hermetic_passed(a["id"])
+        if passed and self.store.baseline(tree) is None:
+            self.store.set_baseline(tree, passed, {"from": "merge", "attempt": a["id"]})
+        self.store.update_attempt(a["id"], state="merged", merge_sha=out.merged_sha,
+                                  ended_at=now())
+        self.store.transition(packet.id, "done", "merged", a["id"], {"sha": out.merged_sha})
+        self.echo(f"{packet.id}: merged as {out.merged_sha[:10]} onto "
+                  f"{self.config.andon.integration_branch}")
+        return "done"
+
+    def _hermetic_passed(self, attempt_id: int) -> set[str]:
+        # The squash of an unmoved branch has exactly the candidate's tree, which the
+        # hermetic gate just ran: its passed ids are the next attempts' baseline.
+        for g in self.store.gate_results(attempt_id):
+            if g["gate"] == "hermetic" and g["status"] == "pass":
+                return set(g["evidence"].get("passed_ids", []))
+        return set()
+
+    def _fail(self, packet: Packet, a: dict, failure: GateResult) -> str:
+        fp = failure.fingerprint()
+        counted = [x for x in self.store.attempts(packet.id)
+                   if x["round"] == a["round"] and x["counted"] and x["id"] != a["id"]
+                   and x["state"] == "failed"]
+        self.store.update_attempt(a["id"], state="failed", fingerprint=fp,
+                                  failure_layer=failure.layer, reason=failure.summary,
+                                  ended_at=now())
+        data = {"gate": failure.gate, "layer": failure.layer, "fingerprint": fp,
+                "reason": failure.summary}
+        if failure.layer in ("specification", "environment"):
+            why = f"{failure.gate} gate ({failure.layer}): {failure.summary}"
+        elif counted and counted[-1]["fingerprint"] == fp:
+            why = (f"same failure as attempt {counted[-1]['n']} (fingerprint {fp}): no new "
+                   f"evidence — {failure.summary}")
+        elif len(counted) + 1 >= packet.max_attempts:
+            why = f"attempts exhausted ({packet.max_attempts}): {failure.summary}"
+        else:
+            self.store.transition(packet.id, "needs_work", "gate-failed", a["id"], data)
+            self.echo(f"{packet.id}: needs work: {failure.gate}: {failure.summary}")
+            return "needs_work"
+        self.store.update_attempt(a["id"], reason=why)
+        self.store.transition(packet.id, "blocked", "blocked", a["id"], {**data, "why": why})
+        self.echo(f"{packet.id}: BLOCKED: {why}")
+        return "blocked"
+
+    def _previous_failure(self, packet_id: str) -> PreviousFailure | None:
+        for x in reversed(self.store.attempts(packet_id)):
+            if x["state"] != "failed":
+                continue
+            g = next((g for g in self.store.gate_results(x["id"])
+                      if g["status"] in ("fail", "error")), None)
+            if g is None:
+                return None
+            lines = [f["message"] for f in g["evidence"].get("findings", [])][:20]
+            runs = g["evidence"].get("runs", [])
+            if runs and runs[-1].get("output_tail"):
+                lines += ["", "test output (tail):", runs[-1]["output_tail"][-3000:]]
+            return PreviousFailure(x["n"], g["gate"], g["failure_layer"] or "?", g["summary"],
+                                   "\n".join(lines))
+        return None
+
+    def _worktree_path(self, packet_id: str, n: int) -> Path:
+        return self.worktree_root / f"{packet_id}-{n}"
+
+    # -- resume -------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        self.repo.git("worktree", "prune")
+        for row in self.store.packets():
+            attempts = self.store.attempts(row["id"])
+            last = attempts[-1] if attempts else None
+            if row["state"] in lifecycle.IN_FLIGHT and last:
+                self._discard(last, f"interrupted: the runner stopped while {row['state']}")
+                self.store.transition(row["id"], "ready", "recovered", last["id"])
+                self.echo(f"{row['id']}: attempt {last['n']} was interrupted; it does not "
+                          "count, the packet is ready again")
+            elif row["state"] == "merging" and last and row["id"] in self.packets:
+                self.echo(f"{row['id']}: finishing the merge of attempt {last['n']}")
+                red = set()
+                for g in self.store.gate_results(last["id"]):
+                    if g["gate"] == "red":
+                        red = set(g["evidence"].get("red_ids", []))
+                self._merge(self.packets[row["id"]], last, red)
+            for a in attempts:  # attempts created just before a crash, never claimed
+                if a["state"] == "running" and row["state"] not in lifecycle.IN_FLIGHT:
+                    self._discard(a, "interrupted before it started")
+
+    def _discard(self, a: dict, why: str) -> None:
+        self.repo.remove_worktree(self._worktree_path(a["packet_id"], a["n"]))
+        branch = f"refs/heads/andon/{a['packet_id']}/{a['n']}"
+        if self.repo.rev_parse(branch):
+            self.repo.git("update-ref", "-d", branch)
+        self.store.update_attempt(a["id"], state="interrupted", counted=0, reason=why,
+                                  ended_at=now())

@@ -1,0 +1,271 @@
+"""The SQLite store: the only code that writes andon's state.
+
+One file (default ``.andon/andon.db`` in the repository, excluded from git), WAL mode,
+schema versions applied in order and recorded in ``schema_migrations``. Every change of a
+packet's state goes through :meth:`Store.transition`, which checks the edge with
+:mod:`andon.lifecycle` and appends an event in the same transaction. The ``events`` table is
+append-only (triggers refuse UPDATE and DELETE).
+
+Times are ISO-8601 UTC strings; durations are float seconds; JSON columns hold dicts.
+A PostgreSQL backend would implement the same public methods.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import lifecycle
+from .errors import StoreError
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _v1(db: sqlite3.Connection) -> None:
+    db.executescript(
+        """
+        CREATE TABLE packets (
+            id TEXT PRIMARY KEY, slug TEXT NOT NULL, source TEXT NOT NULL,
+            content_sha TEXT NOT NULL, state TEXT NOT NULL, definition TEXT NOT NULL,
+            updated_at TEXT NOT NULL);
+        CREATE TABLE attempts (
+            id INTEGER PRIMARY KEY, packet_id TEXT NOT NULL REFERENCES packets(id),
+            n INTEGER NOT NULL, round INTEGER NOT NULL, state TEXT NOT NULL,
+            counted INTEGER NOT NULL DEFAULT 1, agent TEXT, branch TEXT, worktree TEXT,
+            base_sha TEXT, plant_sha TEXT, candidate_sha TEXT, merge_sha TEXT,
+            fingerprint TEXT, failure_layer TEXT, reason TEXT, evidence_dir TEXT,
+            started_at TEXT NOT NULL, ended_at TEXT, UNIQUE (packet_id, n));
+        CREATE TABLE gate_results (
+            id INTEGER PRIMARY KEY, attempt_id INTEGER REFERENCES attempts(id),
+            gate TEXT NOT NULL, status TEXT NOT NULL, failure_layer TEXT,
+            summary TEXT NOT NULL, evidence TEXT NOT NULL, started_at TEXT NOT NULL,
+            duration_s REAL NOT NULL);
+        CREATE TABLE stage_runs (
+            id INTEGER PRIMARY KEY, attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+            stage TEXT NOT NULL, agent TEXT NOT NULL, exit_status INTEGER, timed_out INTEGER,
+            duration_s REAL, transcript_path TEXT, claim TEXT, usage TEXT,
+            started_at TEXT NOT NULL);
+        CREATE TABLE baselines (
+            tree_sha TEXT PRIMARY KEY, passed_ids TEXT NOT NULL, evidence TEXT NOT NULL,
+            created_at TEXT NOT NULL);
+        CREATE TABLE events (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, ts TEXT NOT NULL, packet_id TEXT,
+            attempt_id INTEGER, kind TEXT NOT NULL, from_state TEXT, to_state TEXT,
+            data TEXT NOT NULL);
+        CREATE TRIGGER events_append_only_u BEFORE UPDATE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+        CREATE TRIGGER events_append_only_d BEFORE DELETE ON events
+            BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+        CREATE INDEX attempts_packet ON attempts(packet_id, n);
+        CREATE INDEX gates_attempt ON gate_results(attempt_id);
+        CREATE INDEX events_packet ON events(packet_id, id);
+        """
+    )
+
+
+MIGRATIONS = [_v1]
+
+
+class Store:
+    """Open (creating and migrating if needed) the store at ``path``.
+
+    Raises:
+        StoreError: the file was written by a newer andon (unknown schema version).
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # isolation_level=None: we open transactions ourselves (BEGIN IMMEDIATE) so a
+        # transition's state change and its event commit together or not at all.
+        self.db = sqlite3.connect(path, isolation_level=None, timeout=30)
+        self.db.row_factory = sqlite3.Row
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA foreign_keys=ON")
+        self._migrate()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def _migrate(self) -> None:
+        with self.tx():
+            self.db.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations "
+                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+            )
+            done = {r[0] for r in self.db.execute("SELECT version FROM schema_migrations")}
+            if done and max(done) > len(MIGRATIONS):
+                raise StoreError(
+                    f"{self.path}: schema version {max(done)} is newer than this andon "
+                    f"knows ({len(MIGRATIONS)}); upgrade andon"
+                )
+            for version, migration in enumerate(MIGRATIONS, start=1):
+                if version not in done:
+                    migration(self.db)
+                    self.db.execute(
+                        "INSERT INTO schema_migrations VALUES (?, ?)", (version, now())
+                    )
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; nested use joins the outer one."""
+        if self.db.in_transaction:
+            yield self.db
+            return
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
+    # -- events and transitions ---------------------------------------------------------
+
+    def event(self, kind: str, packet_id: str | None = None, attempt_id: int | None = None,
+              data: dict[str, Any] | None = None, from_state: str | None = None,
+              to_state: str | None = None) -> None:
+        with self.tx() as db:
+            db.execute(
+                "INSERT INTO events (ts, packet_id, attempt_id, kind, from_state, to_state, data)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (now(), packet_id, attempt_id, kind, from_state, to_state,
+                 json.dumps(data or {})),
+            )
+
+    def transition(self, packet_id: str, to_state: str, kind: str,
+                   attempt_id: int | None = None, data: dict[str, Any] | None = None) -> str:
+        """Move a packet to ``to_state`` and log the event; return the previous state.
+
+        Raises:
+            IllegalTransition: the lifecycle has no such edge (see :mod:`andon.lifecycle`).
+            KeyError: no packet with that id.
+        """
+        with self.tx() as db:
+            row = db.execute("SELECT state FROM packets WHERE id = ?", (packet_id,)).fetchone()
+            if row is None:
+                raise KeyError(packet_id)
+            lifecycle.check(row["state"], to_state)
+            db.execute("UPDATE packets SET state = ?, updated_at = ? WHERE id = ?",
+                       (to_state, now(), packet_id))
+            self.event(kind, packet_id, attempt_id, data, row["state"], to_state)
+            return row["state"]
+
+    def events(self, packet_id: str | None = None) -> list[dict[str, Any]]:
+        q = "SELECT * FROM events" + (" WHERE packet_id = ?" if packet_id else "") + " ORDER BY id"
+        return [_row(r) for r in self.db.execute(q, (packet_id,) if packet_id else ())]
+
+    # -- packets ------------------------------------------------------------------------
+
+    def upsert_packet(self, packet_id: str, slug: str, source: str, content_sha: str,
+                      definition: dict[str, Any]) -> bool:
+        """Register a packet (state ``ready``) or refresh its definition. True if new or edited."""
+        with self.tx() as db:
+            row = db.execute("SELECT content_sha FROM packets WHERE id = ?",
+                             (packet_id,)).fetchone()
+            if row is None:
+                db.execute("INSERT INTO packets VALUES (?, ?, ?, ?, 'ready', ?, ?)",
+                           (packet_id, slug, source, content_sha, json.dumps(definition), now()))
+                self.event("registered", packet_id, data={"content_sha": content_sha},
+                           to_state="ready")
+                return True
+            if row["content_sha"] == content_sha:
+                return False
+            db.execute("UPDATE packets SET slug=?, source=?, content_sha=?, definition=?,"
+                       " updated_at=? WHERE id=?",
+                       (slug, source, content_sha, json.dumps(definition), now(), packet_id))
+            self.event("edited", packet_id,
+                       data={"old_sha": row["content_sha"], "content_sha": content_sha})
+            return True
+
+    def packet(self, packet_id: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM packets WHERE id = ?", (packet_id,)).fetchone()
+        return _row(row) if row else None
+
+    def packets(self) -> list[dict[str, Any]]:
+        return [_row(r) for r in self.db.execute("SELECT * FROM packets ORDER BY id")]
+
+    # -- attempts -----------------------------------------------------------------------
+
+    def new_attempt(self, packet_id: str, agent: str, round_: int) -> dict[str, Any]:
+        with self.tx() as db:
+            n = db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE packet_id = ?",
+                           (packet_id,)).fetchone()[0]
+            cur = db.execute(
+                "INSERT INTO attempts (packet_id, n, round, state, agent, started_at)"
+                " VALUES (?, ?, ?, 'running', ?, ?)", (packet_id, n, round_, agent, now()))
+            return self.attempt(cur.lastrowid)  # type: ignore[arg-type]
+
+    def update_attempt(self, attempt_id: int, **fields: Any) -> None:
+        if not fields:
+            return
+        cols = ", ".join(f"{k} = ?" for k in fields)
+        with self.tx() as db:
+            db.execute(f"UPDATE attempts SET {cols} WHERE id = ?", (*fields.values(), attempt_id))
+
+    def attempt(self, attempt_id: int) -> dict[str, Any]:
+        return _row(self.db.execute("SELECT * FROM attempts WHERE id = ?",
+                                    (attempt_id,)).fetchone())
+
+    def attempts(self, packet_id: str) -> list[dict[str, Any]]:
+        return [_row(r) for r in self.db.execute(
+            "SELECT * FROM attempts WHERE packet_id = ? ORDER BY n", (packet_id,))]
+
+    # -- gate results, stage runs, baselines --------------------------------------------
+
+    def add_gate_result(self, attempt_id: int | None, gate: str, status: str,
+                        failure_layer: str | None, summary: str, evidence: dict[str, Any],
+                        started_at: str, duration_s: float) -> None:
+        with self.tx() as db:
+            db.execute("INSERT INTO gate_results (attempt_id, gate, status, failure_layer,"
+                       " summary, evidence, started_at, duration_s) VALUES (?,?,?,?,?,?,?,?)",
+                       (attempt_id, gate, status, failure_layer, summary,
+                        json.dumps(evidence), started_at, duration_s))
+
+    def gate_results(self, attempt_id: int) -> list[dict[str, Any]]:
+        return [_row(r) for r in self.db.execute(
+            "SELECT * FROM gate_results WHERE attempt_id = ? ORDER BY id", (attempt_id,))]
+
+    def add_stage_run(self, attempt_id: int, stage: str, agent: str, exit_status: int | None,
+                      timed_out: bool, duration_s: float, transcript_path: str, claim: str,
+                      usage: dict[str, Any] | None, started_at: str) -> None:
+        with self.tx() as db:
+            db.execute("INSERT INTO stage_runs (attempt_id, stage, agent, exit_status,"
+                       " timed_out, duration_s, transcript_path, claim, usage, started_at)"
+                       " VALUES (?,?,?,?,?,?,?,?,?,?)",
+                       (attempt_id, stage, agent, exit_status, int(timed_out), duration_s,
+                        transcript_path, claim, json.dumps(usage) if usage else None,
+                        started_at))
+
+    def stage_runs(self, attempt_id: int) -> list[dict[str, Any]]:
+        return [_row(r) for r in self.db.execute(
+            "SELECT * FROM stage_runs WHERE attempt_id = ? ORDER BY id", (attempt_id,))]
+
+    def baseline(self, tree_sha: str) -> set[str] | None:
+        """Test ids that passed on this tree in a full-suite run the harness made, or None."""
+        row = self.db.execute("SELECT passed_ids FROM baselines WHERE tree_sha = ?",
+                              (tree_sha,)).fetchone()
+        return set(json.loads(row[0])) if row else None
+
+    def set_baseline(self, tree_sha: str, passed_ids: set[str], evidence: dict[str, Any]) -> None:
+        with self.tx() as db:
+            db.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?)",
+                       (tree_sha, json.dumps(sorted(passed_ids)), json.dumps(evidence), now()))
+
+
+_JSON_COLUMNS = {"definition", "evidence", "data", "usage"}
+
+
+def _row(row: sqlite3.Row) -> dict[str, Any]:
+    out = dict(row)
+    for key in _JSON_COLUMNS & out.keys():
+        if isinstance(out[key], str):
+            out[key] = json.loads(out[key])
+    return out
