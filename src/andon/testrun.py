@@ -1,0 +1,308 @@
+"""Run a project's pytest suite as a subprocess the harness controls; read outcomes per test id.
+
+Outcomes come only from the JUnit XML report pytest writes (``--junitxml``), never from the exit
+status or the summary line: an exit status of 0 says nothing when the code under test can call
+``os._exit(0)``. The report is written with ``junit_family=xunit1`` so every ``<testcase>`` carries
+``file`` and ``line`` attributes (xunit2, pytest's default, drops them). Sources:
+https://docs.pytest.org/en/stable/how-to/output.html#creating-junitxml-format-files and
+https://docs.pytest.org/en/stable/reference/reference.html#confval-junit_family
+
+What pytest 9 writes for a module that fails to import (collection error)::
+
+    <testcase classname="" name="tests.test_loader" file="tests/test_loader.py" time="0.000">
+      <error message="collection failure">…traceback…</error></testcase>
+
+It becomes the result ``"::tests.test_loader"`` with outcome "error". A test that fails and then
+errors in teardown is written as two testcases with the same id; they merge into the worse outcome.
+
+Times are wall seconds. ``parse_junit`` raises ``JUnitError`` (a ``ValueError``); ``run_suite``
+never raises for anything the suite does and records it in ``SuiteRun.report_problem`` instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Literal
+
+Outcome = Literal["passed", "failed", "error", "skipped"]
+OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
+
+PLUGIN_DIR = Path(__file__).parent / "pytest_plugins"
+MESSAGE_CHARS = 500
+TAIL_LINES = 60
+_TAIL_BYTES = 64 * 1024
+
+# When one id appears twice (failed in call, then errored in teardown), the worse outcome wins, so
+# a duplicate can never turn a failure into a pass. The call's failure outranks a teardown error.
+_SEVERITY = {"passed": 0, "skipped": 1, "error": 2, "failed": 3}
+_CHILD_OUTCOME: dict[str, Outcome] = {"failure": "failed", "error": "error", "skipped": "skipped"}
+
+# Never passed to a test process (the outer environment is not inherited at all, and extra may not
+# set them): each one can change which tests run, which plugins load or which Python runs them.
+FORBIDDEN_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME", "VIRTUAL_ENV")
+
+
+class JUnitError(ValueError):
+    """The JUnit report is missing, empty, malformed or truncated."""
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One ``<testcase>``: id ``"<classname>::<name>"``, repo-relative POSIX ``file`` (or None)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    id: str
+    file: str | None
+    outcome: Outcome
+    message: str  # failure/error/skip message, first 500 chars; "" when passed
+
+
+@dataclass
+class SuiteRun:
+    """What one run of the suite did, as the harness observed it."""
+
+    name: str
+    argv: list[str]
+    cwd: str
+    exit_status: int | None  # None when killed by the timeout; -N when ended by signal N
+    timed_out: bool
+    duration_s: float  # wall seconds
+    log_path: Path  # whole stdout+stderr, interleaved
+    junit_path: Path
+    output_tail: str  # last ~60 lines of the log
+    results: dict[str, TestResult]  # by id, in report order; empty when the report is unusable
+    report_problem: str | None  # None when the report was read fine; else why not
+    seed: int | None  # shuffle seed, when the order was shuffled
+
+    def ids_with(self, *outcomes: Outcome) -> set[str]:
+        """Ids of the results whose outcome is one of ``outcomes``."""
+        return {r.id for r in self.results.values() if r.outcome in outcomes}
+
+    def by_file(self, files: Iterable[str]) -> dict[str, TestResult]:
+        """Results whose test file is one of ``files`` (repo-relative paths), by id."""
+        wanted = {PurePosixPath(f).as_posix() for f in files}
+        return {i: r for i, r in self.results.items() if r.file in wanted}
+
+    def to_evidence(self) -> dict:
+        """JSON-serialisable record of the run; results appear as counts per outcome."""
+        counts = Counter(r.outcome for r in self.results.values())
+        return {
+            "name": self.name,
+            "argv": list(self.argv),
+            "cwd": self.cwd,
+            "exit_status": self.exit_status,
+            "timed_out": self.timed_out,
+            "duration_s": round(self.duration_s, 3),
+            "log_path": str(self.log_path),
+            "junit_path": str(self.junit_path),
+            "output_tail": self.output_tail,
+            "counts": {o: counts.get(o, 0) for o in OUTCOMES},
+            "report_problem": self.report_problem,
+            "seed": self.seed,
+        }
+
+
+def _message(child: ET.Element) -> str:
+    msg = child.get("message") or ""
+    # A collection error's message is only "collection failure"; the exception is in the text,
+    # on the lines pytest starts with "E ".
+    if not msg or msg == "collection failure":
+        e_lines = [ln for ln in (child.text or "").splitlines() if ln.startswith("E ")]
+        msg = "\n".join([msg, *e_lines]).strip() if e_lines else (msg or (child.text or "").strip())
+    return msg[:MESSAGE_CHARS]
+
+
+def _testcase(tc: ET.Element) -> TestResult:
+    classname, name = tc.get("classname") or "", tc.get("name") or ""
+    file = tc.get("file")
+    if not file and not classname and name:
+        # A collection error: name is the module's dotted path (xunit2 writes no file attribute).
+        file = name.replace(".", "/") + ".py"
+    outcome: Outcome = "passed"
+    message = ""
+    for child in tc:
+        found = _CHILD_OUTCOME.get(child.tag)
+        if found and _SEVERITY[found] > _SEVERITY[outcome]:
+            outcome, message = found, _message(child)
+    return TestResult(f"{classname}::{name}", file, outcome, message)
+
+
+def parse_junit(path: Path) -> dict[str, TestResult]:
+    """Read a pytest JUnit XML report (root ``<testsuites>`` or ``<testsuite>``) into results by id.
+
+    Raises JUnitError when the file is missing, empty, malformed or truncated, or is not JUnit.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise JUnitError(f"no JUnit report at {path}: {exc.strerror}") from exc
+    if not data.strip():
+        raise JUnitError(f"JUnit report is empty: {path}")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise JUnitError(f"JUnit report truncated or malformed: {exc}") from exc
+    if root.tag not in ("testsuites", "testsuite"):
+        raise JUnitError(f"not a JUnit report: root must be testsuites or testsuite, got {root.tag}")
+    results: dict[str, TestResult] = {}
+    for tc in root.iter("testcase"):
+        new = _testcase(tc)
+        old = results.get(new.id)
+        if old is None or _SEVERITY[new.outcome] > _SEVERITY[old.outcome]:
+            results[new.id] = new
+    return results
+
+
+def harness_env(
+    home: Path, pythonpath: Sequence[Path] = (), extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The whole environment of a harness-run test process, built from an allowlist.
+
+    Nothing is inherited from ``os.environ``. ``PATH`` is fixed (this Python's bin dir first, so
+    a ``./bin/pytest`` or ``python`` wrapper in the tree is never found); ``HOME`` is ``home`` and
+    ``TMPDIR`` is ``home/tmp`` (created here), so no cache survives from run to run; ``PYTHONPATH``
+    holds ``pythonpath`` made absolute, in order. ``extra`` is applied last; a key of
+    FORBIDDEN_ENV in it raises ValueError.
+    """
+    if bad := sorted(set(extra or {}) & set(FORBIDDEN_ENV)):
+        raise ValueError(f"extra must not set {', '.join(FORBIDDEN_ENV)}; got {', '.join(bad)}")
+    home = Path(home).absolute()
+    (home / "tmp").mkdir(parents=True, exist_ok=True)
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(home),
+        "TMPDIR": str(home / "tmp"),
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ written into the worktree
+        "PYTHONHASHSEED": "0",
+    }
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in pythonpath)
+    env.update(extra or {})
+    return env
+
+
+def _tail(path: Path) -> str:
+    with path.open("rb") as f:
+        f.seek(max(0, path.stat().st_size - _TAIL_BYTES))
+        text = f.read().decode("utf-8", errors="replace")
+    return "\n".join(text.splitlines()[-TAIL_LINES:])
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass  # the group is already empty
+
+
+def _wait(proc: subprocess.Popen, timeout_s: float) -> bool:
+    """Wait for ``proc`` to exit WITHOUT reaping it; True when the timeout ran out first.
+
+    Leaving the leader unreaped keeps its pid (= the process group id) reserved, so the killpg
+    that follows can never hit an unrelated group that reused the number.
+    """
+    deadline = time.monotonic() + timeout_s
+    pause = 0.005
+    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return True
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, 0.1)
+    return False
+
+
+def run_suite(
+    command: Sequence[str],
+    cwd: Path,
+    evidence_dir: Path,
+    name: str,
+    *,
+    select: Sequence[str] = (),
+    random_seed: int | None = None,
+    pythonpath: Sequence[Path] = (),
+    timeout_s: float = 600,
+    extra_env: Mapping[str, str] | None = None,
+) -> SuiteRun:
+    """Run ``command`` (pytest argv) in ``cwd`` with harness-decided flags; read its JUnit report.
+
+    Writes ``<evidence_dir>/<name>.log`` (stdout+stderr) and ``<name>.junit.xml``; evidence_dir
+    must lie outside ``cwd``. ``select`` names test files or node ids. ``random_seed`` shuffles
+    the order with the andon_shuffle plugin. After ``timeout_s`` seconds the whole process group
+    is killed. Any process the suite leaves behind in its group is killed too. Raises ValueError
+    for a bad ``name`` or ``evidence_dir``; everything the suite does is recorded, not raised.
+    """
+    if not name or "/" in name or name.startswith("."):
+        raise ValueError(f"name must be a plain file name stem, got {name!r}")
+    cwd = Path(cwd).absolute()
+    evidence_dir = Path(evidence_dir).absolute()
+    if evidence_dir.resolve().is_relative_to(cwd.resolve()):
+        raise ValueError(f"evidence_dir must be outside cwd {cwd}, got {evidence_dir}")
+    evidence_dir.mkdir(parents=True, exist_ok=True)
+    log_path = evidence_dir / f"{name}.log"
+    junit_path = evidence_dir / f"{name}.junit.xml"
+    junit_path.unlink(missing_ok=True)  # a stale report must never be read as this run's
+
+    argv = [
+        *command,
+        f"--junitxml={junit_path}",
+        "-o", "junit_family=xunit1",  # testcases carry file and line
+        "-o", "addopts=",  # the repository's addopts must not narrow what runs
+        "-p", "no:cacheprovider",  # write nothing into the tree
+        "-q", "-rA",
+    ]  # fmt: skip
+    paths = [*pythonpath]
+    if random_seed is not None:
+        # -p no:randomly: an installed pytest-randomly would reorder by its own seed.
+        argv += ["-p", "andon_shuffle", f"--andon-shuffle-seed={random_seed}", "-p", "no:randomly"]
+        paths.append(PLUGIN_DIR)
+    argv += list(select)
+
+    home = Path(tempfile.mkdtemp(prefix=f"andon-{name}-home-"))
+    try:
+        env = harness_env(home, paths, extra_env)
+        started = time.monotonic()
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+            try:
+                timed_out = _wait(proc, timeout_s)
+            finally:
+                _kill_group(proc.pid)  # on timeout, and any child the suite left running
+                status = proc.wait()
+        duration = time.monotonic() - started
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+    results: dict[str, TestResult] = {}
+    if timed_out:
+        problem: str | None = f"timed out after {timeout_s:g} s"
+    elif not junit_path.exists():
+        problem = f"no JUnit report written (the run ended early: exit status {status})"
+    else:
+        try:
+            results, problem = parse_junit(junit_path), None
+        except JUnitError as exc:
+            problem = str(exc)
+    return SuiteRun(
+        name=name, argv=argv, cwd=str(cwd), exit_status=None if timed_out else status,
+        timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
+        output_tail=_tail(log_path), results=results, report_problem=problem, seed=random_seed,
+    )  # fmt: skip

@@ -1,0 +1,363 @@
+"""testrun: real pytest subprocesses on small projects written into tmp_path."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from andon.testrun import JUnitError, harness_env, parse_junit, run_suite
+
+PYTEST = [sys.executable, "-m", "pytest"]
+
+
+def make_project(root: Path, files: dict[str, str]) -> Path:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
+
+
+def run(tmp_path: Path, files: dict[str, str], name: str = "suite", **kw):
+    project = make_project(tmp_path / "proj", files)
+    return run_suite(PYTEST, project, tmp_path / "evidence", name, **kw)
+
+
+def junit_order(path: Path) -> list[str]:
+    return [tc.get("name") for tc in ET.parse(path).iter("testcase")]
+
+
+def assert_process_ends(pid: int) -> None:
+    """The process ends (it blocks forever on its own, so only a kill can end it)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    try:  # a pidfd becomes readable when the process exits: an event, not a sleep
+        ready, _, _ = select.select([fd], [], [], 10)
+        assert ready, f"process {pid} is still alive 10 s after run_suite returned"
+    finally:
+        os.close(fd)
+
+
+OUTCOMES_FILE = """
+    import pytest
+
+    def test_ok():
+        pass
+
+    def test_fail():
+        assert 1 == 2
+
+    @pytest.fixture
+    def broken():
+        raise RuntimeError("boom")
+
+    def test_err(broken):
+        pass
+
+    def test_skip():
+        pytest.skip("not today")
+
+    @pytest.mark.xfail(reason="known bug")
+    def test_xfail():
+        assert 0
+
+    class TestA:
+        @pytest.mark.parametrize("a,b", [(1, 2)])
+        def test_b(self, a, b):
+            pass
+"""
+
+
+def test_outcomes_are_read_per_id_with_file(tmp_path):
+    r = run(tmp_path, {"tests/test_a.py": OUTCOMES_FILE})
+    assert r.report_problem is None
+    assert {i: t.outcome for i, t in r.results.items()} == {
+        "tests.test_a::test_ok": "passed",
+        "tests.test_a::test_fail": "failed",
+        "tests.test_a::test_err": "error",
+        "tests.test_a::test_skip": "skipped",
+        "tests.test_a::test_xfail": "skipped",
+        "tests.test_a.TestA::test_b[1-2]": "passed",
+    }
+    assert {t.file for t in r.results.values()} == {"tests/test_a.py"}
+    assert r.results["tests.test_a::test_ok"].message == ""
+    assert "assert 1 == 2" in r.results["tests.test_a::test_fail"].message
+    assert "boom" in r.results["tests.test_a::test_err"].message
+    assert r.results["tests.test_a::test_skip"].message == "not today"
+    assert r.results["tests.test_a::test_xfail"].message == "known bug"
+    assert r.exit_status == 1 and not r.timed_out and r.seed is None
+
+
+def test_suite_run_helpers_and_evidence(tmp_path):
+    r = run(tmp_path, {"tests/test_a.py": OUTCOMES_FILE, "tests/test_b.py": "def test_b(): pass\n"})
+    assert r.ids_with("failed", "error") == {"tests.test_a::test_fail", "tests.test_a::test_err"}
+    assert set(r.by_file(["tests/test_b.py"])) == {"tests.test_b::test_b"}
+    assert set(r.by_file(["./tests/test_b.py"])) == {"tests.test_b::test_b"}
+    evidence = json.loads(json.dumps(r.to_evidence()))
+    assert evidence["counts"] == {"passed": 3, "failed": 1, "error": 1, "skipped": 2}
+    assert "results" not in evidence
+    assert evidence["argv"] == r.argv and evidence["junit_path"] == str(r.junit_path)
+    assert r.log_path.read_text().count("PASSED") == 3
+    assert "short test summary info" in r.output_tail
+    assert len(r.output_tail.splitlines()) <= 60
+
+
+def test_argv_carries_the_harness_flags_and_junit_is_outside_cwd(tmp_path):
+    r = run(tmp_path, {"tests/test_a.py": "def test_a(): pass\n"}, name="red-1")
+    assert r.argv[: len(PYTEST)] == PYTEST
+    assert f"--junitxml={tmp_path / 'evidence' / 'red-1.junit.xml'}" in r.argv
+    for flag in (["-o", "junit_family=xunit1"], ["-o", "addopts="], ["-p", "no:cacheprovider"]):
+        assert any(r.argv[i : i + 2] == flag for i in range(len(r.argv))), flag
+    assert r.junit_path == tmp_path / "evidence" / "red-1.junit.xml" and r.junit_path.exists()
+    assert r.log_path == tmp_path / "evidence" / "red-1.log"
+    with pytest.raises(ValueError, match="evidence_dir must be outside cwd"):
+        run_suite(PYTEST, tmp_path / "proj", tmp_path / "proj" / "ev", "x")
+
+
+def test_same_id_twice_keeps_the_worse_outcome(tmp_path):
+    files = {
+        "test_t.py": """
+            import pytest
+
+            @pytest.fixture
+            def td():
+                yield
+                raise RuntimeError("teardown boom")
+
+            def test_pass_then_teardown_error(td):
+                pass
+
+            def test_fail_then_teardown_error(td):
+                assert 0
+        """
+    }
+    r = run(tmp_path, files)
+    # pytest writes test_fail_then_teardown_error twice: a failure, then an error
+    assert junit_order(r.junit_path).count("test_fail_then_teardown_error") == 2
+    assert r.results["test_t::test_fail_then_teardown_error"].outcome == "failed"
+    assert r.results["test_t::test_pass_then_teardown_error"].outcome == "error"
+
+
+def test_collection_error_is_an_error_result_pointing_at_the_file(tmp_path):
+    r = run(
+        tmp_path,
+        {"tests/test_ok.py": "def test_ok(): pass\n", "tests/test_loader.py": "import missing_mod\n"},
+    )
+    broken = r.results["::tests.test_loader"]
+    assert (broken.outcome, broken.file) == ("error", "tests/test_loader.py")
+    assert "ModuleNotFoundError" in broken.message and "missing_mod" in broken.message
+    assert r.by_file(["tests/test_loader.py"]) == {broken.id: broken}
+
+
+def test_hand_written_report_without_file_attributes(tmp_path):
+    report = tmp_path / "x.xml"
+    report.write_text(
+        '<testsuite><testcase classname="" name="tests.sub.test_c">'
+        '<error message="collection failure">E   SyntaxError: bad</error></testcase>'
+        '<testcase classname="tests.test_d" name="test_d" />'
+        '<testcase classname="t" name="two"><skipped message="s"/><failure message="f"/>'
+        "<system-out>noise</system-out></testcase></testsuite>"
+    )
+    results = parse_junit(report)
+    assert results["::tests.sub.test_c"].file == "tests/sub/test_c.py"
+    assert results["::tests.sub.test_c"].message == "collection failure\nE   SyntaxError: bad"
+    plain = results["tests.test_d::test_d"]
+    assert (plain.file, plain.outcome, plain.message) == (None, "passed", "")
+    assert (results["t::two"].outcome, results["t::two"].message) == ("failed", "f")
+
+
+def test_select_runs_only_the_named_file_or_node(tmp_path):
+    files = {
+        "tests/test_a.py": "def test_one(): pass\ndef test_two(): pass\n",
+        "tests/test_b.py": "def test_b(): pass\n",
+    }
+    r = run(tmp_path, files, select=["tests/test_a.py"])
+    assert set(r.results) == {"tests.test_a::test_one", "tests.test_a::test_two"}
+    r = run(tmp_path, files, name="node", select=["tests/test_a.py::test_two"])
+    assert set(r.results) == {"tests.test_a::test_two"}
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"pytest.ini": "[pytest]\naddopts = -k nothing\n"},
+        {"pyproject.toml": '[tool.pytest.ini_options]\naddopts = "--deselect tests/test_a.py::test_one"\n'},
+        {"tox.ini": "[pytest]\naddopts = --ignore=tests/test_a.py -p no:python\n"},
+    ],
+)
+def test_repository_addopts_do_not_narrow_the_run(tmp_path, config):
+    files = {"tests/test_a.py": "def test_one(): pass\ndef test_two(): pass\n", **config}
+    r = run(tmp_path, files)
+    assert r.ids_with("passed") == {"tests.test_a::test_one", "tests.test_a::test_two"}
+
+
+def test_outer_environment_does_not_reach_the_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-k nothing")
+    monkeypatch.setenv("PYTEST_PLUGINS", "no_such_plugin_anywhere")
+    monkeypatch.setenv("ANDON_OUTER_MARKER", "leaked")
+    files = {
+        "tests/test_a.py": """
+            import os
+            def test_env():
+                assert "ANDON_OUTER_MARKER" not in os.environ
+                assert "PYTEST_ADDOPTS" not in os.environ
+        """
+    }
+    r = run(tmp_path, files)
+    assert r.report_problem is None
+    assert r.ids_with("passed") == {"tests.test_a::test_env"}
+
+
+def test_harness_env_is_an_allowlist(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-k nothing")
+    monkeypatch.setenv("VIRTUAL_ENV", "/somewhere")
+    env = harness_env(tmp_path / "home", [Path("rel/src"), tmp_path / "b"], {"X": "1"})
+    assert set(env) == {
+        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
+        "PYTHONPATH", "X",
+    }  # fmt: skip
+    assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
+    assert env["HOME"] == str(tmp_path / "home")
+    assert Path(env["TMPDIR"]) == tmp_path / "home" / "tmp" and Path(env["TMPDIR"]).is_dir()
+    assert env["PYTHONPATH"] == f"{Path('rel/src').absolute()}:{tmp_path / 'b'}"
+    assert "PYTHONPATH" not in harness_env(tmp_path / "h2")
+    with pytest.raises(ValueError, match="PYTEST_PLUGINS"):
+        harness_env(tmp_path / "h3", extra={"PYTEST_PLUGINS": "evil"})
+
+
+def test_os_exit_zero_at_import_means_no_report_and_no_stale_results(tmp_path):
+    stale = tmp_path / "evidence" / "suite.junit.xml"
+    stale.parent.mkdir()
+    stale.write_text('<testsuite><testcase classname="tests.test_a" name="test_a"/></testsuite>')
+    files = {
+        "src/pkg/__init__.py": "import os\nos._exit(0)\n",
+        "tests/test_a.py": "import pkg\ndef test_a(): pass\n",
+    }
+    r = run(tmp_path, files, pythonpath=[tmp_path / "proj" / "src"])
+    assert r.exit_status == 0 and not r.timed_out
+    assert r.report_problem == "no JUnit report written (the run ended early: exit status 0)"
+    assert r.results == {}
+
+
+def test_truncated_report_is_a_report_problem(tmp_path):
+    # the code under test overwrites the report with half of one and exits before pytest can
+    files = {
+        "tests/test_a.py": """
+            import os, sys
+            path = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml="))
+            open(path, "w").write('<testsuites><testsuite><testcase classname="t" name="x">')
+            os._exit(0)
+        """
+    }
+    r = run(tmp_path, files)
+    assert r.results == {}
+    assert r.report_problem.startswith("JUnit report truncated or malformed: ")
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    files = {
+        "tests/test_block.py": """
+            import os, subprocess, sys, threading
+            def test_block():
+                child = subprocess.Popen(
+                    [sys.executable, "-c", "import threading; threading.Event().wait()"])
+                with open(os.environ["PIDFILE"], "w") as f:
+                    f.write(str(child.pid))
+                threading.Event().wait()
+        """
+    }
+    r = run(tmp_path, files, timeout_s=2, extra_env={"PIDFILE": str(pidfile)})
+    assert r.timed_out and r.exit_status is None
+    assert r.report_problem == "timed out after 2 s"
+    assert r.results == {}
+    assert 2 <= r.duration_s < 60
+    assert r.to_evidence()["timed_out"] is True
+    assert_process_ends(int(pidfile.read_text()))
+
+
+def test_a_child_left_running_by_a_passing_suite_is_killed(tmp_path):
+    pidfile = tmp_path / "child.pid"
+    files = {
+        "tests/test_leave.py": """
+            import os, subprocess, sys
+            def test_leave():
+                child = subprocess.Popen(
+                    [sys.executable, "-c", "import threading; threading.Event().wait()"])
+                with open(os.environ["PIDFILE"], "w") as f:
+                    f.write(str(child.pid))
+        """
+    }
+    r = run(tmp_path, files, extra_env={"PIDFILE": str(pidfile)})
+    assert r.exit_status == 0 and r.ids_with("passed") == {"tests.test_leave::test_leave"}
+    assert_process_ends(int(pidfile.read_text()))
+
+
+def test_shuffle_is_decided_by_the_seed(tmp_path):
+    names = [f"test_{i:02d}" for i in range(40)]
+    files = {"tests/test_many.py": "".join(f"def {n}(): pass\n" for n in names)}
+    plain = run(tmp_path, files, name="plain")
+    a1 = run(tmp_path, files, name="a1", random_seed=1)
+    a2 = run(tmp_path, files, name="a2", random_seed=1)
+    b = run(tmp_path, files, name="b", random_seed=2)
+    assert junit_order(plain.junit_path) == names
+    order_a1, order_a2, order_b = (junit_order(r.junit_path) for r in (a1, a2, b))
+    assert sorted(order_a1) == names and order_a1 != names
+    assert order_a1 == order_a2
+    assert order_b != order_a1 and sorted(order_b) == names
+    assert (a1.seed, b.seed, plain.seed) == (1, 2, None)
+    assert a1.to_evidence()["seed"] == 1
+    assert "andon-shuffle-seed: 1" in a1.log_path.read_text()
+    assert "andon-shuffle-seed" not in plain.log_path.read_text()
+
+
+def test_pythonpath_wins_over_the_outer_sys_path(tmp_path, monkeypatch):
+    for who in ("outer", "wt/src", "other"):
+        make_project(tmp_path / who, {"pkg/__init__.py": f"WHO = {who!r}\n"})
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "outer"))
+    monkeypatch.syspath_prepend(tmp_path / "outer")  # the outer process would import "outer"
+    files = {"tests/test_who.py": "import pkg\ndef test_who():\n    assert pkg.WHO == 'wt/src', pkg.__file__\n"}
+    r = run(tmp_path, files, pythonpath=[tmp_path / "wt/src", tmp_path / "other"])
+    assert r.ids_with("passed") == {"tests.test_who::test_who"}, r.output_tail
+    r = run(tmp_path, files, name="reversed", pythonpath=[tmp_path / "other", tmp_path / "wt/src"])
+    assert r.ids_with("failed") == {"tests.test_who::test_who"}
+
+
+def test_parse_junit_rejects_missing_empty_truncated_and_foreign_files(tmp_path):
+    with pytest.raises(JUnitError, match="no JUnit report"):
+        parse_junit(tmp_path / "absent.xml")
+    empty = tmp_path / "empty.xml"
+    empty.write_text("")
+    with pytest.raises(JUnitError, match="empty"):
+        parse_junit(empty)
+    truncated = tmp_path / "truncated.xml"
+    truncated.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest"><testcase classname="a" na')
+    with pytest.raises(JUnitError, match="truncated or malformed"):
+        parse_junit(truncated)
+    foreign = tmp_path / "foreign.xml"
+    foreign.write_text("<html><testcase classname='a' name='b'/></html>")
+    with pytest.raises(JUnitError, match="got html"):
+        parse_junit(foreign)
+    assert issubclass(JUnitError, ValueError)
+
+
+def test_nothing_is_written_into_cwd(tmp_path):
+    files = {
+        "conftest.py": "import pytest\n",
+        "src/pkg/__init__.py": "def f():\n    return 1\n",
+        "tests/test_a.py": "import pkg\ndef test_f():\n    assert pkg.f() == 1\ndef test_g():\n    assert 0\n",
+    }
+    project = make_project(tmp_path / "proj", files)
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    r = run_suite(PYTEST, project, tmp_path / "evidence", "suite", pythonpath=[project / "src"])
+    assert r.ids_with("failed") == {"tests.test_a::test_g"}  # a failure makes pytest's cache write
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
