@@ -1,0 +1,329 @@
+"""Git for the harness: worktrees, planting, snapshots, diffs, squash-merges, hermetic clones.
+
+Plain ``git`` subprocesses. The one rule: never touch the user's working tree, index or current
+branch. Everything here goes through plumbing (``commit-tree``, ``merge-tree``, ``update-ref``),
+a temporary index file, or a separate worktree/clone. Harness commits are made as
+``andon <andon@localhost>`` so they work on machines with no git identity configured.
+
+Raises GitError (a git command failed), UsageError (not a repository, a path escaping the
+worktree, moving the user's checked-out branch), RefMoved and MergeConflict (defined here).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from andon.errors import AndonError, GitError, UsageError
+
+ZERO_SHA = "0" * 40
+IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
+            "GIT_COMMITTER_NAME": "andon", "GIT_COMMITTER_EMAIL": "andon@localhost"}
+# Variables that would point git at some other repository or index than the one we name
+# (e.g. when andon is itself started from inside a git hook).
+_LOCATING_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+                  "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
+                  "GIT_PREFIX")
+_TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
+
+
+class RefMoved(AndonError):
+    """A ref was not at the value the caller expected, so it was left alone."""
+
+
+class MergeConflict(AndonError):
+    """A squash-merge conflicts. ``paths`` lists the conflicted repo-relative paths."""
+
+    def __init__(self, paths: list[str], detail: str = ""):
+        self.paths = paths
+        super().__init__(f"merge conflict in: {', '.join(paths)}" + (detail and f"\n{detail}"))
+
+
+@dataclass(frozen=True)
+class Change:
+    """One path changed between two commits; a rename shows as a D and an A."""
+
+    path: str      # repo-relative POSIX path
+    status: str    # "A" | "M" | "D" | "T" (type change)
+    old_mode: str  # "000000" when added
+    new_mode: str  # "000000" when deleted; "120000" symlink, "160000" submodule
+
+
+def commit_message(subject: str, body: str, trailers: Mapping[str, str]) -> str:
+    """Subject line, optional body, then a ``Key: value`` trailer block git recognises.
+
+    Raises ValueError for an empty or multi-line subject, a malformed key or a multi-line value.
+    """
+    subject = subject.strip()
+    if not subject or "\n" in subject:
+        raise ValueError(f"subject must be one non-empty line, got {subject!r}")
+    parts = [subject]
+    if body.strip():
+        parts.append(body.strip("\n"))
+    lines = []
+    for key, value in trailers.items():
+        if not _TRAILER_KEY.match(key):
+            raise ValueError(f"trailer key must match {_TRAILER_KEY.pattern}, got {key!r}")
+        if "\n" in str(value) or not str(value).strip():
+            raise ValueError(f"trailer {key} must be one non-empty line, got {value!r}")
+        lines.append(f"{key}: {str(value).strip()}")
+    if lines:
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+class Repo:
+    """A git repository, addressed by its top level. Raises UsageError if ``root`` is not inside
+    a work tree or the repository has no commits yet."""
+
+    def __init__(self, root: Path):
+        root = Path(root).resolve()
+        try:
+            top = self.git("rev-parse", "--show-toplevel", cwd=root).strip()
+            common = self.git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=root)
+        except (GitError, OSError) as exc:
+            raise UsageError(f"not inside a git work tree: {root}") from exc
+        self.root = Path(top)
+        self.git_dir = Path(common.strip())
+        if self.rev_parse("HEAD") is None:
+            raise UsageError(f"repository at {self.root} has no commits yet")
+
+    def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
+             check: bool, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
+        full = os.environ.copy()
+        for name in _LOCATING_VARS:
+            full.pop(name, None)
+        # GIT_OPTIONAL_LOCKS=0 stops read-only commands from refreshing the user's index.
+        full.update(IDENTITY, GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
+        full.update(env or {})
+        argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args]
+        where = cwd if cwd is not None else getattr(self, "root", None)
+        proc = subprocess.run(argv, cwd=where, input=input, capture_output=True, env=full)
+        if check and proc.returncode != 0:
+            raise GitError(argv, proc.returncode, proc.stderr.decode(errors="replace"))
+        return proc
+
+    def git(self, *args: str, cwd: Path | None = None, input: bytes | None = None,
+            check: bool = True) -> str:
+        """Run git (in ``cwd``, default the top level); return stdout text. GitError on failure."""
+        return os.fsdecode(self._run(args, cwd, input, check).stdout)
+
+    def _sha(self, rev: str) -> str:
+        """``rev`` as a full sha; GitError if it does not resolve. Passing shas onwards keeps a
+        rev that starts with '-' from being read as an option."""
+        sha = self.rev_parse(rev)
+        if sha is None:
+            raise GitError(["git", "rev-parse", rev], 128, f"unknown revision {rev!r}")
+        return sha
+
+    def rev_parse(self, rev: str) -> str | None:
+        """Full sha of ``rev``, or None if it does not resolve."""
+        out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
+        return out.strip() or None
+
+    def current_branch(self) -> str | None:
+        """Short name of the branch checked out at the top level, None when HEAD is detached."""
+        return self.git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip() or None
+
+    def set_ref(self, ref: str, new: str, expected_old: str | None) -> None:
+        """Move ``ref`` to ``new`` atomically if it is now at ``expected_old`` (ZERO_SHA: must not
+        exist; None: no check). RefMoved if it is elsewhere. UsageError for the branch checked out
+        in the user's work tree, since moving it would make their tree look dirty."""
+        if not ref.startswith("refs/"):
+            # update-ref would happily create .git/<ref> for a short name.
+            raise UsageError(f"ref must be a full name such as refs/heads/x, got {ref!r}")
+        if ref == self.git("symbolic-ref", "--quiet", "HEAD", check=False).strip():
+            raise UsageError(f"refusing to move {ref}: it is checked out in {self.root}")
+        args = ["update-ref", "-m", "andon", ref, self._sha(new)]
+        if expected_old is not None:
+            args.append(expected_old)
+        proc = self._run(tuple(args), None, None, check=False)
+        if proc.returncode != 0:
+            now = self.rev_parse(ref) or ZERO_SHA
+            if expected_old is not None and now != expected_old:
+                raise RefMoved(f"{ref} is at {now}, expected {expected_old}")
+            raise GitError(["git", *args], proc.returncode, proc.stderr.decode(errors="replace"))
+
+    def refs_snapshot(self) -> dict[str, str]:
+        """Every ref under refs/ (name -> sha), to spot an agent that moved or made refs."""
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)")
+        return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines())}
+
+    def find_commit_with_trailers(self, ref: str, trailers: Mapping[str, str],
+                                  since: str | None = None) -> str | None:
+        """Newest commit reachable from ``ref`` (and not from ``since``) carrying every given
+        trailer with exactly that value; None if there is none or ``ref`` does not resolve."""
+        tip = self.rev_parse(ref)
+        if tip is None:
+            return None
+        args = ["log", "-z", "--format=%H%n%(trailers:only,unfold)", tip]
+        if since is not None:
+            args.append("^" + self._sha(since))
+        for record in self.git(*args).split("\0"):
+            sha, _, block = record.strip("\n").partition("\n")
+            found: dict[str, set[str]] = {}
+            for line in block.splitlines():
+                key, sep, value = line.partition(":")
+                if sep:  # git matches trailer keys case-insensitively
+                    found.setdefault(key.strip().lower(), set()).add(value.strip())
+            if sha and all(str(v).strip() in found.get(k.lower(), ()) for k, v in trailers.items()):
+                return sha
+        return None
+
+    def add_worktree(self, path: Path, branch: str, start: str) -> Path:
+        """Create branch ``branch`` at ``start`` and check it out in a new worktree at ``path``.
+        GitError if the branch or the path already exists."""
+        path = Path(path).resolve()
+        self.git("worktree", "add", "--quiet", "-b", branch, str(path), self._sha(start))
+        return path
+
+    def add_detached_worktree(self, path: Path, rev: str) -> Path:
+        """Check out ``rev`` (detached) in a new worktree at ``path``."""
+        path = Path(path).resolve()
+        self.git("worktree", "add", "--quiet", "--detach", str(path), self._sha(rev))
+        return path
+
+    def remove_worktree(self, path: Path) -> None:
+        """Remove the worktree at ``path`` whatever state it is in, then prune git's records.
+        A directory already gone is fine. Never removes the top level."""
+        path = Path(path).resolve()
+        if path == self.root:
+            raise UsageError(f"refusing to remove the main work tree {path}")
+        registered = path in self.list_worktrees()
+        # Twice --force also removes locked worktrees; git still refuses ones with submodules,
+        # so fall back to deleting the directory, but only one git told us is a worktree.
+        self.git("worktree", "remove", "--force", "--force", str(path), check=False)
+        if registered and path.exists():
+            shutil.rmtree(path)
+        self.git("worktree", "prune")
+
+    def list_worktrees(self) -> list[Path]:
+        """Every worktree git knows of, the main one first."""
+        out = self.git("worktree", "list", "--porcelain", "-z")
+        return [Path(f[len("worktree "):]) for f in out.split("\0") if f.startswith("worktree ")]
+
+    def plant(self, worktree: Path, files: Mapping[str, Path], message: str) -> str:
+        """Copy each source file to ``worktree/<relpath>`` (bytes and executable bit), stage
+        exactly those paths (even if .gitignore matches them), commit them as andon. Returns the
+        new sha, or the worktree's HEAD unchanged when every file was already there identically.
+        UsageError for a path that is absolute, has '..' or '.git', or lands outside the tree."""
+        worktree = self._worktree(worktree)
+        rels = []
+        for rel, source in files.items():
+            parts = PurePosixPath(rel).parts
+            if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or ".git" in parts:
+                raise UsageError(f"planted path must be relative inside the worktree, got {rel!r}")
+            dest = worktree.joinpath(*parts)
+            # A symlinked directory on the way could send the copy (or mkdir) outside.
+            if not dest.parent.resolve().is_relative_to(worktree):
+                raise UsageError(f"planted path {rel!r} resolves outside {worktree}")
+            if dest.is_symlink():  # replace the link itself rather than write through it
+                dest.unlink()
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, dest)
+            executable = os.stat(source).st_mode & stat.S_IXUSR
+            os.chmod(dest, 0o755 if executable else 0o644)
+            rels.append(str(PurePosixPath(*parts)))
+        lit = "--literal-pathspecs"  # a planted name like "t[1].py" is a name, not a glob
+        if rels:
+            self.git(lit, "add", "--force", "--", *rels, cwd=worktree)
+            diff = (lit, "diff", "--cached", "--quiet", "HEAD", "--", *rels)
+            if self._run(diff, worktree, None, check=False).returncode != 0:
+                self.git(lit, "commit", "--quiet", "--no-verify", "--cleanup=verbatim", "-F", "-",
+                         "--", *rels, cwd=worktree, input=message.encode())
+        return self.git("rev-parse", "--verify", "HEAD", cwd=worktree).strip()
+
+    def _worktree(self, worktree: Path) -> Path:
+        """``worktree`` resolved; UsageError unless it is the top level of a work tree. Without
+        this, git run in a directory whose .git the agent deleted would find an enclosing repo."""
+        worktree = Path(worktree).resolve()
+        top = worktree.is_dir() and self.git("rev-parse", "--show-toplevel", cwd=worktree,
+                                             check=False).strip()
+        if not top or Path(top).resolve() != worktree:
+            raise UsageError(f"not the top level of a git worktree: {worktree}")
+        return worktree
+
+    def snapshot(self, worktree: Path, parent: str, message: str) -> str:
+        """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore respected)
+        as a new commit whose only parent is ``parent``, whatever the agent did to the worktree's
+        HEAD, branch or index. Always a new commit, even if the tree equals the parent's."""
+        worktree = self._worktree(worktree)
+        parent = self._sha(parent)
+        # Seed the temporary index with what is tracked at the worktree's HEAD (the parent if HEAD
+        # is unborn): starting empty would silently drop tracked files that .gitignore matches.
+        seed = self.git("rev-parse", "--verify", "--quiet", "HEAD^{tree}", cwd=worktree,
+                        check=False).strip() or parent
+        with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            for argv in [("read-tree", seed), ("add", "--all", "--", "."), ("write-tree",)]:
+                out = self._run(argv, worktree, None, True, env).stdout
+        return self.git("commit-tree", out.decode().strip(), "-p", parent, "-F", "-",
+                        input=message.encode()).strip()
+
+    def squash(self, onto: str, base: str, head: str, message: str) -> str:
+        """Commit, with ``onto`` as the only parent, the tree of merging base..head into ``onto``.
+        No checkout, no ref moves. MergeConflict listing the conflicted paths if it does not apply.
+        """
+        onto, base, head = self._sha(onto), self._sha(base), self._sha(head)
+        # git 2.39 has `merge-tree --write-tree` but not `--merge-base` (added in 2.40). Two
+        # throwaway commits whose only parent is `base` force `base` to be the merge base even
+        # when `onto` does not descend from it. They stay unreferenced and gc collects them.
+        sides = [self.git("commit-tree", f"{c}^{{tree}}", "-p", base, "-m", "andon: merge side")
+                 .strip() for c in (onto, head)]
+        argv = ("merge-tree", "--write-tree", "-z", "--name-only", *sides)
+        proc = self._run(argv, None, None, check=False)
+        # -z --name-only output: <tree> NUL <conflicted path> NUL ... NUL NUL <messages ...>
+        fields = os.fsdecode(proc.stdout).split("\0")
+        if proc.returncode == 1:
+            end = fields.index("", 1)
+            raise MergeConflict(list(dict.fromkeys(fields[1:end])),
+                                " ".join(f for f in fields[end + 1:] if f))
+        if proc.returncode != 0:
+            raise GitError(["git", *argv], proc.returncode, proc.stderr.decode(errors="replace"))
+        return self.git("commit-tree", fields[0], "-p", onto, "-F", "-",
+                        input=message.encode()).strip()
+
+    def changes(self, base: str, head: str) -> list[Change]:
+        """Every path that differs between ``base`` and ``head``, in git's order."""
+        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--raw", self._sha(base),
+                       self._sha(head))
+        fields = out.split("\0")
+        result = []
+        # -z output is ":<old mode> <new mode> <old sha> <new sha> <status>" NUL "<path>" NUL ...
+        for meta, path in zip(fields[0::2], fields[1::2]):
+            old_mode, new_mode, _, _, status = meta.lstrip(":").split(" ")
+            result.append(Change(path=path, status=status, old_mode=old_mode, new_mode=new_mode))
+        return result
+
+    def file_bytes(self, rev: str, path: str) -> bytes | None:
+        """Content of the blob at ``path`` in ``rev`` (a symlink's target for a symlink); None
+        if the path is absent there or is not a file."""
+        sha = self.rev_parse(f"{self._sha(rev)}:{path}")
+        if sha is None or self.git("cat-file", "-t", sha).strip() != "blob":
+            return None
+        return self._run(("cat-file", "blob", sha), None, None, check=True).stdout
+
+    def diff_stat(self, base: str, head: str) -> str:
+        """Human-readable ``--stat`` summary of base..head."""
+        return self.git("diff-tree", "-r", "--stat", "--no-color", self._sha(base),
+                        self._sha(head))
+
+    def clone_at(self, rev: str, dest: Path) -> Path:
+        """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
+        untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling."""
+        sha, dest = self._sha(rev), Path(dest).resolve()
+        # --shared borrows the source's object store through objects/info/alternates instead of
+        # copying it (--no-hardlinks copies every object: slow on big repos). It also makes every
+        # object readable, so a sha that no ref reaches (a snapshot not yet on a branch) checks
+        # out without a fetch. The clone is short-lived, so the source pruning objects under it
+        # is not a practical risk (gc keeps unreachable objects for two weeks by default).
+        self.git("clone", "--quiet", "--no-checkout", "--shared", str(self.git_dir), str(dest))
+        self.git("checkout", "--quiet", "--detach", sha, cwd=dest)
+        return dest

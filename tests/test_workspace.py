@@ -1,0 +1,560 @@
+"""workspace.Repo against real git repositories made in tmp_path.
+
+Every test that runs an operation against a repository with a "user" in it also checks that
+the user's dirty working tree, index and checked-out branch are exactly as they were.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from andon.errors import GitError, UsageError
+from andon.workspace import (
+    ZERO_SHA,
+    Change,
+    MergeConflict,
+    RefMoved,
+    Repo,
+    commit_message,
+)
+
+USER = {"GIT_AUTHOR_NAME": "User", "GIT_AUTHOR_EMAIL": "user@example.com",
+        "GIT_COMMITTER_NAME": "User", "GIT_COMMITTER_EMAIL": "user@example.com"}
+
+
+@pytest.fixture(autouse=True)
+def no_git_config(tmp_path, monkeypatch):
+    """No global/system config and no identity in the environment: Repo must bring its own."""
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in [*USER, "GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"]:
+        monkeypatch.delenv(var, raising=False)
+
+
+def sh(cwd: Path, *args: str, input: bytes | None = None) -> str:
+    """git as the user or an agent would run it (their identity, their hooks)."""
+    proc = subprocess.run(["git", *args], cwd=cwd, input=input, capture_output=True,
+                          env={**os.environ, **USER})
+    assert proc.returncode == 0, proc.stderr.decode()
+    return proc.stdout.decode()
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(text.encode() if isinstance(text, str) else text)
+    return path
+
+
+def make_repo(path: Path) -> Path:
+    """A repo on `main` with two commits: README.md, src/app.py, .gitignore ignoring *.log."""
+    path.mkdir(parents=True)
+    sh(path, "init", "-q", "-b", "main")
+    write(path / "README.md", "hello\n")
+    write(path / "src/app.py", "print(1)\n")
+    write(path / ".gitignore", "*.log\n")
+    sh(path, "add", "-A")
+    sh(path, "commit", "-qm", "initial")
+    write(path / "src/app.py", "print(1)\nprint(2)\n")
+    sh(path, "commit", "-qam", "second")
+    return path
+
+
+def make_user_dirty(path: Path) -> None:
+    """The user is on branch `feature` with unstaged, staged, untracked and ignored changes."""
+    sh(path, "checkout", "-qb", "feature")
+    write(path / "src/app.py", "print('staged')\n")
+    sh(path, "add", "src/app.py")
+    write(path / "src/app.py", "print('staged then edited')\n")
+    write(path / "README.md", "hello, edited but not staged\n")
+    write(path / "notes.txt", "untracked\n")
+    write(path / "debug.log", "ignored\n")
+
+
+def user_state(path: Path) -> tuple:
+    files = {}
+    for p in sorted(path.rglob("*")):
+        if ".git" not in p.relative_to(path).parts and p.is_file():
+            files[str(p.relative_to(path))] = (p.read_bytes(), stat.S_IMODE(p.stat().st_mode))
+    return (sh(path, "--no-optional-locks", "status", "--porcelain=v2", "--branch",
+               "--untracked-files=all", "--ignored"),
+            sh(path, "rev-parse", "HEAD"), sh(path, "symbolic-ref", "HEAD"),
+            sh(path, "ls-files", "--stage"), files)
+
+
+@pytest.fixture
+def user(tmp_path):
+    """(Repo, path, state-before) for a repository whose user has a dirty tree on `feature`."""
+    path = make_repo(tmp_path / "repo")
+    make_user_dirty(path)
+    return Repo(path), path, user_state(path)
+
+
+def parents(repo: Repo, sha: str) -> list[str]:
+    return repo.git("rev-list", "--parents", "-n1", sha).split()[1:]
+
+
+def changed(repo: Repo, base: str, head: str) -> set[tuple[str, str]]:
+    return {(c.status, c.path) for c in repo.changes(base, head)}
+
+
+# -- Repo basics ------------------------------------------------------------------------
+
+
+def test_repo_rejects_non_repositories_and_repositories_without_commits(tmp_path):
+    with pytest.raises(UsageError, match="not inside a git work tree"):
+        Repo(tmp_path / "home")
+    (tmp_path / "empty").mkdir()
+    sh(tmp_path / "empty", "init", "-q")
+    with pytest.raises(UsageError, match="no commits"):
+        Repo(tmp_path / "empty")
+
+
+def test_repo_finds_top_level_and_common_git_dir(user, tmp_path):
+    repo, path, before = user
+    assert Repo(path / "src").root == path.resolve()
+    assert repo.git_dir == (path / ".git").resolve()
+    wt = repo.add_detached_worktree(tmp_path / "wt", "main")
+    assert Repo(wt).root == wt and Repo(wt).git_dir == repo.git_dir
+    assert repo.current_branch() == "feature"
+    assert Repo(wt).current_branch() is None
+    assert repo.rev_parse("main") == sh(path, "rev-parse", "main").strip()
+    assert repo.rev_parse("no-such-branch") is None
+    assert repo.rev_parse("--all") is None  # a rev is never read as an option
+    assert user_state(path) == before
+
+
+def test_git_error_carries_argv_and_status(user):
+    repo, _, _ = user
+    with pytest.raises(GitError) as info:
+        repo.git("cat-file", "-t", "no-such-object")
+    assert info.value.returncode != 0 and "cat-file" in info.value.argv
+
+
+# -- the golden rule ------------------------------------------------------------------
+
+
+def test_no_operation_touches_the_users_tree_index_or_branch(user, tmp_path):
+    repo, path, before = user
+    base = repo.rev_parse("main")
+    steps = []
+
+    def check(step):
+        steps.append(step)
+        assert user_state(path) == before, f"user state changed by {step}"
+
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", base)
+    check("add_worktree")
+    test_file = write(tmp_path / "p/t.py", "def test(): pass\n")
+    planted = repo.plant(wt, {"tests/test_b01.py": test_file}, "plant B01")
+    check("plant")
+    write(wt / "src/app.py", "print('agent')\n")
+    write(wt / "new.txt", "agent file\n")
+    snap = repo.snapshot(wt, planted, "snapshot")
+    check("snapshot")
+    assert changed(repo, planted, snap) == {("M", "src/app.py"), ("A", "new.txt")}
+    repo.diff_stat(base, snap), repo.file_bytes(snap, "new.txt"), repo.refs_snapshot()
+    check("changes/diff_stat/file_bytes/refs_snapshot")
+    merged = repo.squash(base, base, snap, commit_message("B01", "", {"Andon-Packet": "B01"}))
+    check("squash")
+    repo.set_ref("refs/heads/andon/integration", merged, ZERO_SHA)
+    check("set_ref")
+    assert repo.find_commit_with_trailers("andon/integration", {"Andon-Packet": "B01"}) == merged
+    check("find_commit_with_trailers")
+    clone = repo.clone_at(merged, tmp_path / "clone")
+    assert (clone / "new.txt").read_text() == "agent file\n"
+    check("clone_at")
+    other = repo.add_detached_worktree(tmp_path / "wt2", "andon/integration")
+    repo.list_worktrees()
+    check("add_detached_worktree/list_worktrees")
+    repo.remove_worktree(wt)
+    repo.remove_worktree(other)
+    check("remove_worktree")
+    assert len(steps) == 10
+
+
+# -- plant ----------------------------------------------------------------------------
+
+
+def test_plant_copies_bytes_and_exec_bit_and_commits_only_planted_paths(user, tmp_path):
+    repo, path, before = user
+    base = repo.rev_parse("main")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", base)
+    write(wt / "README.md", "worktree edit that must not be planted\n")
+    write(wt / "tests/test_b.py", "stray file a glob would pick up\n")
+    script = write(tmp_path / "p/run.sh", b"#!/bin/sh\necho \xc3\xa9\n")
+    script.chmod(0o755)
+    files = {"tests/test_a.py": write(tmp_path / "p/a.py", "def test_a(): assert 0\n"),
+             "scripts/run.sh": script,
+             "logs/keep.log": write(tmp_path / "p/keep.log", "ignored name, planted anyway\n"),
+             "tests/test_[ab].py": write(tmp_path / "p/glob.py", "a name, not a pattern\n")}
+    sha = repo.plant(wt, files, "plant B01")
+    assert parents(repo, sha) == [base]
+    assert repo.rev_parse("andon/B01/1") == sha
+    assert repo.git("log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", sha) == \
+        "andon <andon@localhost>|andon <andon@localhost>|plant B01\n"
+    assert {(c.path, c.status, c.new_mode) for c in repo.changes(base, sha)} == {
+        ("tests/test_a.py", "A", "100644"), ("scripts/run.sh", "A", "100755"),
+        ("logs/keep.log", "A", "100644"), ("tests/test_[ab].py", "A", "100644")}
+    assert repo.file_bytes(sha, "scripts/run.sh") == script.read_bytes()
+    assert os.access(wt / "scripts/run.sh", os.X_OK)
+    assert (wt / "README.md").read_text().startswith("worktree edit")  # left as it was
+    assert repo.plant(wt, files, "again") == sha  # identical files: nothing new to commit
+    assert user_state(path) == before
+
+
+@pytest.mark.parametrize("rel", ["../escape.py", "/abs/x.py", ".git/hooks/pre-commit",
+                                 "link/x.py"])
+def test_plant_refuses_paths_outside_the_worktree(user, tmp_path, rel):
+    repo, _, _ = user
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.symlink(outside, wt / "link")
+    with pytest.raises(UsageError):
+        repo.plant(wt, {rel: write(tmp_path / "p/x.py", "x\n")}, "plant")
+    assert list(outside.iterdir()) == [] and not (tmp_path / "escape.py").exists()
+
+
+# -- snapshot -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def attempt(user, tmp_path):
+    """A worktree on andon/B01/1 with one planted test: (repo, user path, before, wt, planted)."""
+    repo, path, before = user
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", repo.rev_parse("main"))
+    planted = repo.plant(wt, {"tests/test_b01.py": write(tmp_path / "p/t.py", "def test(): 1\n")},
+                         "plant")
+    return repo, path, before, wt, planted
+
+
+def test_snapshot_captures_untracked_modified_deleted_but_not_ignored(attempt):
+    repo, path, before, wt, planted = attempt
+    write(wt / "brand new.txt", "new\n")
+    write(wt / "src/app.py", "print('changed')\n")
+    (wt / "README.md").unlink()
+    write(wt / "build.log", "ignored\n")
+    sh(wt, "add", "brand new.txt")  # the worktree's own index must not matter either way
+    index_before = sh(wt, "ls-files", "--stage")
+    snap = repo.snapshot(wt, planted, "snapshot")
+    assert parents(repo, snap) == [planted]
+    assert changed(repo, planted, snap) == {("A", "brand new.txt"), ("M", "src/app.py"),
+                                           ("D", "README.md")}
+    assert repo.file_bytes(snap, "build.log") is None
+    assert repo.git("log", "-1", "--format=%an", snap) == "andon\n"
+    assert sh(wt, "ls-files", "--stage") == index_before  # worktree index untouched
+    assert repo.rev_parse("andon/B01/1") == planted  # snapshot moves no ref
+    assert user_state(path) == before
+
+
+def test_snapshot_includes_the_agents_own_commits_with_plant_as_parent(attempt):
+    repo, path, before, wt, planted = attempt
+    write(wt / "feature.py", "x = 1\n")
+    sh(wt, "add", "feature.py")
+    sh(wt, "commit", "-qm", "agent commit")
+    write(wt / "feature.py", "x = 2\n")  # and an uncommitted edit on top
+    snap = repo.snapshot(wt, planted, "snapshot")
+    assert parents(repo, snap) == [planted]
+    assert repo.file_bytes(snap, "feature.py") == b"x = 2\n"
+    assert user_state(path) == before
+
+
+def test_snapshot_after_agent_switched_branch_captures_the_disk(attempt):
+    repo, path, before, wt, planted = attempt
+    sh(wt, "checkout", "-qb", "other")
+    write(wt / "on_other.py", "y = 1\n")
+    sh(wt, "add", "on_other.py")
+    sh(wt, "commit", "-qm", "agent on other branch")
+    snap = repo.snapshot(wt, planted, "snapshot")
+    assert parents(repo, snap) == [planted]
+    assert changed(repo, planted, snap) == {("A", "on_other.py")}
+    # Checking out an older commit removes the planted test from disk: the snapshot says so.
+    sh(wt, "checkout", "-q", "--detach", "main")
+    assert ("D", "tests/test_b01.py") in changed(repo, planted, repo.snapshot(wt, planted, "s2"))
+    assert user_state(path) == before
+
+
+def test_snapshot_without_changes_is_still_a_new_commit(attempt):
+    repo, _, _, wt, planted = attempt
+    snap = repo.snapshot(wt, planted, "nothing")
+    assert snap != planted and parents(repo, snap) == [planted]
+    assert repo.changes(planted, snap) == []
+
+
+def test_snapshot_keeps_a_tracked_file_that_gitignore_matches(user, tmp_path):
+    repo, path, _ = user
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    write(wt / "kept.log", "tracked despite *.log\n")
+    sh(wt, "add", "--force", "kept.log")
+    sh(wt, "commit", "-qm", "force-add")
+    base = repo.rev_parse("andon/B01/1")
+    assert repo.changes(base, repo.snapshot(wt, base, "s")) == []
+
+
+def test_snapshot_refuses_a_directory_that_is_not_a_worktree(user, tmp_path):
+    repo, path, _ = user
+    with pytest.raises(UsageError, match="not the top level"):
+        repo.snapshot(path / "src", "main", "s")
+    with pytest.raises(UsageError):
+        repo.snapshot(tmp_path / "missing", "main", "s")
+
+
+# -- changes, file_bytes, diff_stat -----------------------------------------------------
+
+
+def test_changes_reports_every_kind_of_change(tmp_path):
+    path = make_repo(tmp_path / "repo")
+    repo = Repo(path)
+    write(path / "gone.txt", "bye\n")
+    write(path / "old name.txt", "rename me\n")
+    write(path / "becomes_link", "file\n")
+    sh(path, "add", "-A")
+    sh(path, "commit", "-qm", "more")
+    base = repo.rev_parse("HEAD")
+    write(path / "README.md", "changed\n")
+    (path / "gone.txt").unlink()
+    sh(path, "mv", "old name.txt", "new name.txt")
+    os.symlink("README.md", path / "link")
+    (path / "becomes_link").unlink()
+    os.symlink("src/app.py", path / "becomes_link")
+    odd = "dir with space/line\nbreak ünï.txt"
+    write(path / odd, "odd\n")
+    sh(path, "add", "-A")
+    sh(path, "commit", "-qm", "changes")
+    got = {c.path: c for c in repo.changes(base, "HEAD")}
+    assert got == {
+        "README.md": Change("README.md", "M", "100644", "100644"),
+        "gone.txt": Change("gone.txt", "D", "100644", "000000"),
+        "old name.txt": Change("old name.txt", "D", "100644", "000000"),
+        "new name.txt": Change("new name.txt", "A", "000000", "100644"),
+        "link": Change("link", "A", "000000", "120000"),
+        "becomes_link": Change("becomes_link", "T", "100644", "120000"),
+        odd: Change(odd, "A", "000000", "100644"),
+    }
+    assert repo.changes(base, base) == []
+    assert repo.file_bytes("HEAD", odd) == b"odd\n"
+    assert repo.file_bytes("HEAD", "link") == b"README.md"  # a symlink's blob is its target
+    assert repo.file_bytes("HEAD", "gone.txt") is None
+    assert repo.file_bytes("HEAD", "src") is None  # a directory is not a file
+    assert repo.file_bytes(base, "gone.txt") == b"bye\n"
+    stat_text = repo.diff_stat(base, "HEAD")
+    assert "README.md" in stat_text and "7 files changed" in stat_text
+
+
+# -- squash ---------------------------------------------------------------------------
+
+
+def attempt_commit(repo: Repo, tmp_path: Path, base: str, edits: dict[str, str]) -> str:
+    """An agent attempt forked at `base` that writes `edits`; returns its snapshot."""
+    n = len(repo.list_worktrees())
+    wt = repo.add_worktree(tmp_path / f"wt-{n}", f"andon/x/{n}", base)
+    for rel, text in edits.items():
+        write(wt / rel, text)
+    return repo.snapshot(wt, base, "snapshot")
+
+
+def test_squash_onto_a_moved_integration_branch(user, tmp_path):
+    repo, path, before = user
+    base = repo.rev_parse("main")
+    moved = attempt_commit(repo, tmp_path, base, {"README.md": "hello from B00\n"})
+    head = attempt_commit(repo, tmp_path, base, {"src/app.py": "print('B01')\n", "b01.txt": "1\n"})
+    refs = repo.refs_snapshot()
+    merged = repo.squash(moved, base, head, "B01\n\nAndon-Packet: B01\n")
+    assert parents(repo, merged) == [moved]
+    assert repo.file_bytes(merged, "README.md") == b"hello from B00\n"
+    assert repo.file_bytes(merged, "src/app.py") == b"print('B01')\n"
+    assert repo.file_bytes(merged, "b01.txt") == b"1\n"
+    assert repo.git("cat-file", "commit", merged).endswith("\n\nB01\n\nAndon-Packet: B01\n")
+    assert repo.git("log", "-1", "--format=%an", merged) == "andon\n"
+    assert repo.refs_snapshot() == refs
+    assert user_state(path) == before
+
+
+def test_squash_conflict_names_the_path_and_moves_nothing(user, tmp_path):
+    repo, path, before = user
+    base = repo.rev_parse("main")
+    moved = attempt_commit(repo, tmp_path, base, {"README.md": "one\n", "ok.txt": "fine\n"})
+    head = attempt_commit(repo, tmp_path, base, {"README.md": "two\n", "ok2.txt": "fine\n"})
+    refs = repo.refs_snapshot()
+    with pytest.raises(MergeConflict) as info:
+        repo.squash(moved, base, head, "B01")
+    assert info.value.paths == ["README.md"]
+    assert "README.md" in str(info.value)
+    assert repo.refs_snapshot() == refs
+    assert user_state(path) == before
+
+
+def test_squash_uses_the_given_base_not_gits_merge_base(user, tmp_path):
+    repo, _, _ = user
+    root = repo.rev_parse("main~1")
+    base = attempt_commit(repo, tmp_path, root, {"f.txt": "1\n2\n"})
+    head = attempt_commit(repo, tmp_path, base, {"g.txt": "g\n"})
+    # `onto` took base's change and one more line, but is not descended from base: against
+    # git's own merge base (root) both sides add f.txt differently and would conflict.
+    onto = attempt_commit(repo, tmp_path, root, {"f.txt": "1\n2\n3\n"})
+    merged = repo.squash(onto, base, head, "B01")
+    assert repo.file_bytes(merged, "f.txt") == b"1\n2\n3\n"
+    assert repo.file_bytes(merged, "g.txt") == b"g\n"
+
+
+# -- refs -----------------------------------------------------------------------------
+
+
+def test_set_ref_compares_and_swaps(user):
+    repo, path, before = user
+    first, second = repo.rev_parse("main~1"), repo.rev_parse("main")
+    ref = "refs/heads/andon/integration"
+    repo.set_ref(ref, first, ZERO_SHA)
+    assert repo.rev_parse(ref) == first
+    with pytest.raises(RefMoved, match="expected"):
+        repo.set_ref(ref, second, ZERO_SHA)  # exists already
+    with pytest.raises(RefMoved):
+        repo.set_ref(ref, second, second)  # wrong old value
+    assert repo.rev_parse(ref) == first
+    repo.set_ref(ref, second, first)
+    assert repo.rev_parse(ref) == second
+    with pytest.raises(RefMoved):
+        repo.set_ref("refs/heads/absent", second, first)
+    assert repo.rev_parse("refs/heads/absent") is None
+    assert user_state(path) == before
+
+
+def test_set_ref_refuses_short_names_and_the_users_branch(user):
+    repo, path, before = user
+    with pytest.raises(UsageError, match="full name"):
+        repo.set_ref("andon/integration", repo.rev_parse("main"), ZERO_SHA)
+    with pytest.raises(UsageError, match="checked out"):
+        repo.set_ref("refs/heads/feature", repo.rev_parse("main~1"), None)
+    assert not (repo.git_dir / "andon").exists()
+    assert user_state(path) == before
+
+
+def test_refs_snapshot_and_worktrees_see_what_an_agent_did(user, tmp_path):
+    repo, _, _ = user
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    refs = repo.refs_snapshot()
+    assert refs["refs/heads/andon/B01/1"] == repo.rev_parse("main")
+    sh(wt, "branch", "sneaky")
+    assert set(repo.refs_snapshot()) - set(refs) == {"refs/heads/sneaky"}
+    assert repo.list_worktrees() == [repo.root, wt]
+    with pytest.raises(GitError):
+        repo.add_worktree(tmp_path / "wt2", "andon/B01/1", "main")  # branch exists
+
+
+def test_find_commit_with_trailers(user):
+    repo, _, _ = user
+    tip = repo.rev_parse("main")
+    made = {}
+    for packet, n in [("B01", "1"), ("B02", "1"), ("B01", "2")]:
+        msg = commit_message(f"{packet} attempt {n}", "Body.", {"Andon-Packet": packet,
+                                                                 "Andon-Attempt": n})
+        tip = made[packet, n] = repo.git("commit-tree", f"{tip}^{{tree}}", "-p", tip, "-F", "-",
+                                         input=msg.encode()).strip()
+    # A trailer-looking line that is not in the trailer block does not count.
+    msg = "B09\n\nAndon-Packet: B09\n\nJust prose, not a trailer block.\n"
+    tip = repo.git("commit-tree", f"{tip}^{{tree}}", "-p", tip, "-F", "-",
+                   input=msg.encode()).strip()
+    repo.set_ref("refs/heads/andon/integration", tip, ZERO_SHA)
+    find = repo.find_commit_with_trailers
+    assert find("andon/integration", {"Andon-Packet": "B01"}) == made["B01", "2"]
+    assert find("andon/integration", {"andon-packet": "B01", "Andon-Attempt": "1"}) == \
+        made["B01", "1"]
+    assert find("andon/integration", {"Andon-Packet": "B02"}) == made["B02", "1"]
+    assert find("andon/integration", {"Andon-Packet": "B09"}) is None
+    assert find("andon/integration", {"Andon-Packet": "B01", "Andon-Attempt": "3"}) is None
+    assert find("andon/integration", {"Andon-Packet": "B01", "Andon-Attempt": "1"},
+                since=made["B02", "1"]) is None
+    assert find("refs/heads/no-such-branch", {"Andon-Packet": "B01"}) is None
+
+
+def test_commit_message_is_parsed_by_git_as_trailers(user):
+    repo, _, _ = user
+    msg = commit_message("Add thing", "Why it matters.\n", {"Andon-Packet": "B01",
+                                                            "Andon-Attempt": "2"})
+    assert msg == "Add thing\n\nWhy it matters.\n\nAndon-Packet: B01\nAndon-Attempt: 2\n"
+    assert repo.git("interpret-trailers", "--parse", input=msg.encode()) == \
+        "Andon-Packet: B01\nAndon-Attempt: 2\n"
+    assert commit_message("Subject", "", {}) == "Subject\n"
+    for bad in [("", {}), ("two\nlines", {}), ("ok", {"Bad Key": "v"}), ("ok", {"K": "a\nb"})]:
+        with pytest.raises(ValueError):
+            commit_message(bad[0], "", bad[1])
+
+
+# -- clone_at and remove_worktree -------------------------------------------------------
+
+
+def test_clone_at_contains_only_committed_content(attempt, tmp_path):
+    repo, path, before, wt, planted = attempt
+    write(wt / "untracked.txt", "not committed\n")
+    write(wt / "cache.log", "ignored\n")
+    clone = repo.clone_at(planted, tmp_path / "clone")
+    assert sh(clone, "rev-parse", "HEAD").strip() == planted
+    assert sh(clone, "status", "--porcelain", "--ignored", "--untracked-files=all") == ""
+    assert (clone / "tests/test_b01.py").exists()
+    assert not (clone / "untracked.txt").exists() and not (clone / "cache.log").exists()
+    write(clone / "made_in_clone.txt", "x\n")
+    assert not (wt / "made_in_clone.txt").exists()
+    # A snapshot no ref points to can be cloned too; ignored files still stay behind.
+    snap = repo.snapshot(wt, planted, "snapshot")
+    clone2 = repo.clone_at(snap, tmp_path / "clone2")
+    assert (clone2 / "untracked.txt").read_text() == "not committed\n"
+    assert not (clone2 / "cache.log").exists()
+    assert user_state(path) == before
+
+
+def test_clone_at_a_rev_only_on_a_non_default_branch(user, tmp_path):
+    repo, path, before = user
+    side = attempt_commit(repo, tmp_path, repo.rev_parse("main"), {"side.txt": "side\n"})
+    repo.set_ref("refs/heads/side", side, ZERO_SHA)
+    clone = repo.clone_at("side", tmp_path / "clone")
+    assert sh(clone, "rev-parse", "HEAD").strip() == side
+    assert (clone / "side.txt").read_text() == "side\n"
+    assert sh(clone, "rev-parse", "--abbrev-ref", "HEAD") == "HEAD\n"  # detached
+    assert user_state(path) == before
+
+
+def test_remove_worktree_tolerates_a_deleted_directory_and_prunes(user, tmp_path):
+    repo, path, before = user
+    gone = repo.add_worktree(tmp_path / "gone", "andon/B01/1", "main")
+    dirty = repo.add_detached_worktree(tmp_path / "dirty", "main")
+    write(dirty / "src/app.py", "uncommitted\n")
+    write(dirty / "untracked.txt", "x\n")
+    shutil.rmtree(gone)
+    repo.remove_worktree(gone)
+    repo.remove_worktree(dirty)
+    assert repo.list_worktrees() == [repo.root]
+    assert not dirty.exists()
+    assert not any((repo.git_dir / "worktrees").glob("*"))
+    repo.remove_worktree(gone)  # twice is fine
+    # An agent that deleted its worktree's .git file makes `git worktree remove` refuse.
+    broken = repo.add_detached_worktree(tmp_path / "broken", "main")
+    (broken / ".git").unlink()
+    repo.remove_worktree(broken)
+    assert not broken.exists() and repo.list_worktrees() == [repo.root]
+    with pytest.raises(UsageError):
+        repo.remove_worktree(path)
+    assert user_state(path) == before
+
+
+def test_inherited_git_location_variables_are_ignored(user, tmp_path, monkeypatch):
+    """As when andon is started from inside a git hook of some other repository."""
+    repo, path, before = user
+    monkeypatch.setenv("GIT_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "elsewhere-index"))
+    assert Repo(path / "src").root == path.resolve()
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    write(wt / "x.txt", "x\n")
+    assert changed(repo, "main", repo.snapshot(wt, "main", "s")) == {("A", "x.txt")}
+    assert not (tmp_path / "elsewhere-index").exists()
+    monkeypatch.delenv("GIT_DIR")
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    assert user_state(path) == before
