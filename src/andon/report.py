@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .config import Config
@@ -18,6 +19,7 @@ STYLE = {"done": "green", "blocked": "bold red", "needs_work": "yellow", "stale"
          "awaiting_human": "cyan", "ready": "white"}
 GATE_MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]![/]",
              "skipped": "[dim]–[/]"}
+GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 
 
 def status_rows(store: Store) -> list[dict[str, Any]]:
@@ -43,12 +45,15 @@ def status_rows(store: Store) -> list[dict[str, Any]]:
 def board(store: Store, config: Config) -> Table:
     table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
                   title_justify="left")
-    for col in ("packet", "state", "tries", "gates (last attempt)", "result"):
-        table.add_column(col, overflow="fold")
+    table.add_column("packet", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("tries", justify="right")
+    table.add_column("gates (last attempt)")
+    table.add_column("result", overflow="fold", ratio=1)
     for r in status_rows(store):
         last = r["last_attempt"]
-        gates = " ".join(f"{g} {GATE_MARK.get(s, s)}" for g, s in (last or {}).get(
-            "gates", {}).items())
+        gates = " ".join(f"{GATE_SHORT.get(g, g)}{GATE_MARK.get(s, s)}" for g, s in
+                         (last or {}).get("gates", {}).items())
         if r["state"] == "done" and last:
             result = f"merged {last['merge_sha'][:10]}"
         elif last and last["reason"]:
@@ -56,8 +61,8 @@ def board(store: Store, config: Config) -> Table:
         else:
             result = ""
         style = STYLE.get(r["state"], "white")
-        table.add_row(f"{r['id']} {r['slug']}", f"[{style}]{r['state']}[/]",
-                      str(r["attempts"]), gates, result)
+        table.add_row(r["id"], f"[{style}]{r['state']}[/]",
+                      str(r["attempts"]), gates, escape(result))
     return table
 
 
@@ -68,8 +73,8 @@ def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | 
     attempts = []
     for a in store.attempts(packet_id):
         stat = ""
-        if a["candidate_sha"] and a["base_sha"] and repo.rev_parse(a["candidate_sha"]):
-            stat = repo.diff_stat(a["base_sha"], a["candidate_sha"])
+        if a["candidate_sha"] and a["plant_sha"] and repo.rev_parse(a["candidate_sha"]):
+            stat = repo.diff_stat(a["plant_sha"], a["candidate_sha"])
         attempts.append({**a, "diff_stat": stat,
                          "gates": store.gate_results(a["id"]),
                          "stages": store.stage_runs(a["id"])})
@@ -96,9 +101,9 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             if claim:
                 out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False)
         for g in a["gates"]:
-            layer = f" [{g['failure_layer']}]" if g["failure_layer"] else ""
+            layer = escape(f" [{g['failure_layer']}]") if g["failure_layer"] else ""
             out.print(f"  {GATE_MARK.get(g['status'], g['status'])} {g['gate']}"
-                      f"{layer}: {g['summary']}", soft_wrap=True)
+                      f"{layer}: {escape(g['summary'])}", soft_wrap=True)
             for f in g["evidence"].get("findings", [])[:10]:
                 where = f["path"] or f["test_id"] or ""
                 out.print(f"      {f['kind']}: {where} — {f['message'][:200]}",
@@ -108,7 +113,7 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                           f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}",
                           markup=False, soft_wrap=True)
         if a["diff_stat"]:
-            out.print("  diff stat:", markup=False)
+            out.print("  what the agent changed (plant commit → candidate):", markup=False)
             out.print("    " + a["diff_stat"].strip().replace("\n", "\n    "), markup=False)
         if a["evidence_dir"]:
             out.print(f"  evidence: {a['evidence_dir']}", markup=False, soft_wrap=True)

@@ -28,9 +28,9 @@ def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _v1(db: sqlite3.Connection) -> None:
-    db.executescript(
-        """
+# Each migration is one SQL script, applied once, in order, in its own transaction.
+MIGRATIONS: list[str] = [
+    """
         CREATE TABLE packets (
             id TEXT PRIMARY KEY, slug TEXT NOT NULL, source TEXT NOT NULL,
             content_sha TEXT NOT NULL, state TEXT NOT NULL, definition TEXT NOT NULL,
@@ -66,11 +66,8 @@ def _v1(db: sqlite3.Connection) -> None:
         CREATE INDEX attempts_packet ON attempts(packet_id, n);
         CREATE INDEX gates_attempt ON gate_results(attempt_id);
         CREATE INDEX events_packet ON events(packet_id, id);
-        """
-    )
-
-
-MIGRATIONS = [_v1]
+    """,
+]
 
 
 class Store:
@@ -95,23 +92,19 @@ class Store:
         self.db.close()
 
     def _migrate(self) -> None:
-        with self.tx():
-            self.db.execute(
-                "CREATE TABLE IF NOT EXISTS schema_migrations "
-                "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-            )
-            done = {r[0] for r in self.db.execute("SELECT version FROM schema_migrations")}
-            if done and max(done) > len(MIGRATIONS):
-                raise StoreError(
-                    f"{self.path}: schema version {max(done)} is newer than this andon "
-                    f"knows ({len(MIGRATIONS)}); upgrade andon"
-                )
-            for version, migration in enumerate(MIGRATIONS, start=1):
-                if version not in done:
-                    migration(self.db)
-                    self.db.execute(
-                        "INSERT INTO schema_migrations VALUES (?, ?)", (version, now())
-                    )
+        self.db.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                        "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)")
+        done = {r[0] for r in self.db.execute("SELECT version FROM schema_migrations")}
+        if done and max(done) > len(MIGRATIONS):
+            raise StoreError(f"{self.path}: schema version {max(done)} is newer than this "
+                             f"andon knows ({len(MIGRATIONS)}); upgrade andon")
+        for version, script in enumerate(MIGRATIONS, start=1):
+            if version not in done:
+                # executescript commits whatever is open first, so the script carries its
+                # own transaction: the schema change and its record land together.
+                self.db.executescript(
+                    f"BEGIN IMMEDIATE; {script}; INSERT OR IGNORE INTO schema_migrations "
+                    f"VALUES ({version}, '{now()}'); COMMIT;")
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:

@@ -264,6 +264,8 @@ def run_suite(
         "-o", "junit_family=xunit1",  # testcases carry file and line
         "-o", "addopts=",  # the repository's addopts must not narrow what runs
         "-p", "no:cacheprovider",  # write nothing into the tree
+        # one module that fails to import must not hide the results of all the others
+        "--continue-on-collection-errors",
         "-q", "-rA",
     ]  # fmt: skip
     paths = [*pythonpath]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -101,11 +100,9 @@ def planted_tests(packet: Packet) -> list[str]:
 
 def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None) -> SuiteRun:
-    """Run the project's test command in ``cwd`` with the harness's flags and a fresh,
-    throwaway HOME (so nothing a previous run or the agent left in HOME is read)."""
-    with tempfile.TemporaryDirectory(prefix="andon-home-") as home:
-        return run_suite(
-            config.test_argv(), cwd, evidence_dir, name, select=select or (),
-            random_seed=seed, pythonpath=[cwd / p for p in config.test.pythonpath],
-            timeout_s=config.test.timeout_s, extra_env={"HOME": home},
-        )
+    """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
+    gives each run a fresh, throwaway HOME and TMPDIR)."""
+    return run_suite(
+        config.test_argv(), cwd, evidence_dir, name, select=select or (), random_seed=seed,
+        pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
+    )

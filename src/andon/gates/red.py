@@ -51,6 +51,8 @@ def run(ctx: GateContext) -> GateResult:
     if findings:
         return GateResult("red", "fail", f"planted tests are not reliably red on the base: "
                           f"{findings[0].message}", "specification", findings, runs)
-    red_ids = set(outcomes)
+    # "::tests.test_x" is pytest's record of a module that did not import; its real test
+    # ids appear only once the code exists, and the suite gate judges them by file.
+    red_ids = {i for i in outcomes if not i.startswith("::")}
     return GateResult("red", "pass", f"{len(red_ids)} planted test(s) red in {n} of {n} runs",
                       runs=runs, details={"red_ids": sorted(red_ids)})
