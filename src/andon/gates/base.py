@@ -102,7 +102,9 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None) -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR)."""
+    # The packets folder holds planted tests for work not done yet: never the project's suite.
+    argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
     return run_suite(
-        config.test_argv(), cwd, evidence_dir, name, select=select or (), random_seed=seed,
+        argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
     )

@@ -54,5 +54,8 @@ def run(ctx: GateContext) -> GateResult:
     # "::tests.test_x" is pytest's record of a module that did not import; its real test
     # ids appear only once the code exists, and the suite gate judges them by file.
     red_ids = {i for i in outcomes if not i.startswith("::")}
-    return GateResult("red", "pass", f"{len(red_ids)} planted test(s) red in {n} of {n} runs",
+    unimportable = len(outcomes) - len(red_ids)
+    what = f"{len(red_ids)} planted test(s)" + (
+        f" and {unimportable} planted module(s) that do not import yet" if unimportable else "")
+    return GateResult("red", "pass", f"{what}: red in {n} of {n} runs",
                       runs=runs, details={"red_ids": sorted(red_ids)})
