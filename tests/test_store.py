@@ -1,0 +1,85 @@
+"""The store: migrations, transitions checked by the lifecycle, append-only events."""
+
+import sqlite3
+
+import pytest
+
+from andon import lifecycle
+from andon.errors import IllegalTransition, StoreError
+from andon.store import MIGRATIONS, Store
+
+
+def test_new_store_is_migrated_and_reopens(tmp_path):
+    """Schema applied once and recorded; opening again changes nothing."""
+    s = Store(tmp_path / "a.db")
+    s.close()
+    s = Store(tmp_path / "a.db")
+    rows = s.db.execute("SELECT version FROM schema_migrations").fetchall()
+    assert [r[0] for r in rows] == list(range(1, len(MIGRATIONS) + 1))
+    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_store_from_a_newer_andon_is_refused(tmp_path):
+    s = Store(tmp_path / "a.db")
+    s.db.execute("INSERT INTO schema_migrations VALUES (99, 'x')")
+    s.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store(tmp_path / "a.db")
+
+
+def test_transition_logs_event_and_illegal_one_raises_without_change(tmp_path):
+    s = Store(tmp_path / "a.db")
+    s.upsert_packet("P1", "x", "p.md", "sha1", {})
+    s.transition("P1", "running", "claimed")
+    with pytest.raises(IllegalTransition, match="running -> done"):
+        s.transition("P1", "done", "bogus")
+    assert s.packet("P1")["state"] == "running"
+    kinds = [(e["kind"], e["from_state"], e["to_state"]) for e in s.events("P1")]
+    assert kinds == [("registered", None, "ready"), ("claimed", "ready", "running")]
+
+
+def test_events_are_append_only(tmp_path):
+    s = Store(tmp_path / "a.db")
+    s.event("x")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        s.db.execute("UPDATE events SET kind = 'y'")
+    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+        s.db.execute("DELETE FROM events")
+
+
+def test_failed_transaction_leaves_no_trace(tmp_path):
+    """A transition and its event commit together or not at all."""
+    s = Store(tmp_path / "a.db")
+    s.upsert_packet("P1", "x", "p.md", "sha1", {})
+    with pytest.raises(RuntimeError):
+        with s.tx():
+            s.transition("P1", "running", "claimed")
+            raise RuntimeError("crash")
+    assert s.packet("P1")["state"] == "ready"
+    assert [e["kind"] for e in s.events("P1")] == ["registered"]
+
+
+def test_edited_packet_is_recorded_as_event(tmp_path):
+    s = Store(tmp_path / "a.db")
+    assert s.upsert_packet("P1", "x", "p.md", "sha1", {})
+    assert not s.upsert_packet("P1", "x", "p.md", "sha1", {})
+    assert s.upsert_packet("P1", "x", "p.md", "sha2", {"goal": "new"})
+    assert [e["kind"] for e in s.events("P1")] == ["registered", "edited"]
+    assert s.packet("P1")["definition"] == {"goal": "new"}
+
+
+def test_every_lifecycle_edge_from_design():
+    """The diagram's edges are allowed; a few it does not draw are not."""
+    for a, b in [("ready", "running"), ("running", "gating"), ("gating", "merging"),
+                 ("gating", "reviewing"), ("reviewing", "merging"), ("merging", "done"),
+                 ("gating", "needs_work"), ("needs_work", "running"), ("needs_work", "blocked"),
+                 ("blocked", "ready"), ("gating", "awaiting_human"),
+                 ("awaiting_human", "merging"), ("awaiting_human", "needs_work"),
+                 ("ready", "stale"), ("running", "ready")]:
+        lifecycle.check(a, b)
+    for a, b in [("ready", "done"), ("done", "ready"), ("blocked", "running"),
+                 ("stale", "running"), ("awaiting_human", "done")]:
+        with pytest.raises(IllegalTransition):
+            lifecycle.check(a, b)
+    with pytest.raises(IllegalTransition, match="unknown state"):
+        lifecycle.check("nope", "ready")
