@@ -10,14 +10,12 @@ merge already happened, so it never happens twice.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import crash
 from .config import Config
-from .gates.base import Finding, GateResult, planted_tests, run_project_suite
+from .gates.base import Finding, GateResult, fresh_clone, planted_tests, run_project_suite
 from .gates.suite import judge, summarise
 from .packet import Packet
 from .workspace import MergeConflict, Repo, RefMoved, commit_message
@@ -75,12 +73,10 @@ def _check_merged(repo: Repo, config: Config, packet: Packet, commit: str, onto:
     # A temporary ref keeps the dangling squash commit reachable for the clone.
     tmp_ref = f"refs/andon/merge-check/{packet.id}"
     repo.set_ref(tmp_ref, commit, None)
-    tmp = Path(tempfile.mkdtemp(prefix="andon-merge-"))
     try:
-        cwd = repo.clone_at(commit, tmp / "repo")
-        r = run_project_suite(config, cwd, evidence_dir, "merge-check")
+        with fresh_clone(repo, commit, "merge") as cwd:
+            r = run_project_suite(config, cwd, evidence_dir, "merge-check")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
         repo.git("update-ref", "-d", tmp_ref)
     onto_tree = repo.rev_parse(f"{onto}^{{tree}}")
     findings = judge(r, planted_tests(packet), red_ids, baseline_of(onto_tree))

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -108,3 +112,14 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
     )
+
+
+@contextmanager
+def fresh_clone(repo: Repo, sha: str, label: str) -> Iterator[Path]:
+    """A throwaway clone of ``repo`` checked out at ``sha``, outside every worktree: nothing
+    the agent left behind (ignored files, caches) exists in it. Removed afterwards."""
+    tmp = Path(tempfile.mkdtemp(prefix=f"andon-{label}-"))
+    try:
+        yield repo.clone_at(sha, tmp / "repo")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -10,20 +10,14 @@ passed.
 from __future__ import annotations
 
 import random
-import shutil
-import tempfile
-from pathlib import Path
 
-from .base import GateContext, GateResult
+from .base import GateContext, GateResult, fresh_clone
 from .suite import judge, summarise
 
 
 def run(ctx: GateContext) -> GateResult:
     assert ctx.candidate_sha
-    clone = Path(tempfile.mkdtemp(prefix=f"andon-hermetic-{ctx.packet.id}-"))
-    try:
-        ctx.repo.clone_at(ctx.candidate_sha, clone / "repo")
-        cwd = clone / "repo"
+    with fresh_clone(ctx.repo, ctx.candidate_sha, f"hermetic-{ctx.packet.id}") as cwd:
         n = ctx.config.gates.hermetic_runs
         plan: list[tuple[str, int | None]] = [(f"hermetic-{i}", None) for i in range(1, n + 1)]
         not_run = []
@@ -49,5 +43,3 @@ def run(ctx: GateContext) -> GateResult:
         return GateResult("hermetic", "pass", summary, runs=runs,
                           details={"not_run": not_run, "seeds": seeds,
                                    "passed_ids": sorted(runs[0].ids_with("passed"))})
-    finally:
-        shutil.rmtree(clone, ignore_errors=True)

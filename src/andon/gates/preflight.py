@@ -7,22 +7,16 @@ PASS_TO_PASS baseline for attempts based on that tree; results are cached by tre
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from pathlib import Path
 
 from ..config import Config
 from ..workspace import Repo
-from .base import Finding, GateResult, run_project_suite
+from .base import Finding, GateResult, fresh_clone, run_project_suite
 
 
 def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
-    tmp = Path(tempfile.mkdtemp(prefix="andon-preflight-"))
-    try:
-        cwd = repo.clone_at(sha, tmp / "repo")
+    with fresh_clone(repo, sha, "preflight") as cwd:
         r = run_project_suite(config, cwd, evidence_dir, "preflight")
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     if r.report_problem:
         return GateResult("preflight", "error", f"the suite on {sha[:10]} wrote no usable "
                           f"report: {r.report_problem}", "environment",
