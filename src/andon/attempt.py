@@ -107,6 +107,6 @@ def _restore_moved_refs(repo: Repo, before: dict[str, str], own_branch: str) -> 
     after = repo.refs_snapshot()
     moved = [r for r, sha in before.items()
              if after.get(r) != sha and r != f"refs/heads/{own_branch}"]
-    for r in moved:
-        repo.set_ref(r, before[r], None)
+    for r in moved:  # not set_ref: it refuses the user's checked-out branch, which we restore
+        repo.git("update-ref", "-m", "andon: restore a ref the agent moved", r, before[r])
     return moved
