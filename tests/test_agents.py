@@ -1,5 +1,7 @@
 """Agent adapters: what the command adapter gives an agent, and how it ends one."""
 
+import os
+import time
 from pathlib import Path
 
 import pytest
@@ -12,13 +14,20 @@ from andon.prompt import PreviousFailure, render_prompt
 from helpers import MUL_TEST, make_project, mul_packet
 
 
-def alive(pid: int) -> bool:
-    """Running, not a zombie (an orphan killed here may wait for a PID 1 that never reaps)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+def alive(pid: int, within_s: float = 10.0) -> bool:
+    """Still running after ``within_s``. SIGKILL is delivered asynchronously, so a process
+    may need a moment to die; a zombie counts as dead (an orphan may wait for a PID 1 that
+    never reaps it)."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+        os.sched_yield()
+    return True
 
 
 @pytest.fixture

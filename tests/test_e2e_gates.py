@@ -18,7 +18,6 @@ from pathlib import Path
 import pytest
 
 from andon.config import DEFAULT_TOML
-from andon.errors import GitError
 from andon.merge import merge_attempt
 from andon.packet import load_packets
 from andon.runner import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
@@ -338,14 +337,10 @@ def test_agent_moving_refs_is_tamper_and_the_ref_is_restored(tmp_path, ref):
     assert git(root, "status", "--porcelain") == ""
 
 
-@pytest.mark.xfail(strict=True, raises=GitError, reason=(
-    "BUG (reported): attempt._restore_moved_refs leaves refs the agent *created*; an agent "
-    "that creates refs/heads/andon/P1/2 makes attempt 2's `git worktree add -b` fail with "
-    "GitError, which escapes Runner.run and leaves P1 in `running`"))
 def test_agent_creating_a_future_attempt_branch_does_not_crash_the_runner(tmp_path):
-    """Attempt 1 fails (wrong mul) and also creates the branch andon's next attempt will
-    need (andon/P1/2) from inside its worktree. The runner must not crash: attempt 1 is
-    rejected, attempt 2 (honest) runs and merges."""
+    """Attempt 1 creates the branch andon's next attempt will need (andon/P1/2) from inside
+    its worktree. The runner must not crash: attempt 1 is rejected as tamper naming that ref,
+    the ref is deleted, and attempt 2 (honest) runs and merges."""
     root = project(tmp_path, {"P1": mul_packet("P1")})
 
     def squatter(ctx):
@@ -359,6 +354,10 @@ def test_agent_creating_a_future_attempt_branch_does_not_crash_the_runner(tmp_pa
     report = runner.run()
 
     assert attempt(runner, "P1", 1)["state"] == "failed"
+    scope = next(g for g in runner.store.gate_results(attempt(runner, "P1", 1)["id"])
+                 if g["status"] == "fail")
+    assert [(f["kind"], f["path"]) for f in findings(scope)] == [
+        ("tamper", "refs/heads/andon/P1/2")]
     assert report.merged == ["P1"] and attempt(runner, "P1", 2)["state"] == "merged"
 
 

@@ -92,8 +92,8 @@ def run_attempt(repo: Repo, config: Config, store: Store, packet: Packet, attemp
     if moved:
         record(GateResult(
             "scope", "fail", f"the agent moved git refs it does not own: {', '.join(moved)}",
-            "permission", [Finding("tamper", f"ref {m} was moved (restored)", path=m)
-                           for m in moved]), now(), 0.0)
+            "permission", [Finding("tamper", f"ref {m} was moved, deleted or made by the "
+                                   "agent (put back)", path=m) for m in moved]), now(), 0.0)
         return out
     for name, fn in GATES_AFTER_AGENT:
         if not timed(name, fn).ok:
@@ -102,11 +102,16 @@ def run_attempt(repo: Repo, config: Config, store: Store, packet: Packet, attemp
 
 
 def _restore_moved_refs(repo: Repo, before: dict[str, str], own_branch: str) -> list[str]:
-    """Put back every pre-existing ref the agent moved or deleted (its worktree shares the
-    repository's refs); return their names. Refs it created are left and harmless."""
+    """Put back every pre-existing ref the agent moved or deleted, and delete refs it made in
+    andon's namespaces (a branch ``andon/<id>/<n+1>`` would collide with a later attempt);
+    its worktree shares the repository's refs. Return their names."""
     after = repo.refs_snapshot()
-    moved = [r for r, sha in before.items()
-             if after.get(r) != sha and r != f"refs/heads/{own_branch}"]
+    own = f"refs/heads/{own_branch}"
+    moved = [r for r, sha in before.items() if after.get(r) != sha and r != own]
     for r in moved:  # not set_ref: it refuses the user's checked-out branch, which we restore
         repo.git("update-ref", "-m", "andon: restore a ref the agent moved", r, before[r])
-    return moved
+    made = [r for r in after if r not in before and r != own
+            and r.startswith(("refs/heads/andon/", "refs/andon/"))]
+    for r in made:
+        repo.git("update-ref", "-d", r)
+    return moved + made

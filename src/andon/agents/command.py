@@ -11,12 +11,10 @@ as its claim — and ignored.
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
-import time
 from pathlib import Path
 
 from .base import AgentRun, StageContext
+from .process import run_process
 
 CLAIM_BYTES = 2000
 
@@ -38,33 +36,11 @@ class CommandAgent:
             ANDON_STAGE=ctx.stage, ANDON_ATTEMPT=str(ctx.attempt),
             ANDON_WORKTREE=str(ctx.worktree), PYTHONDONTWRITEBYTECODE="1",
         )
-        started = time.monotonic()
-        with open(transcript, "wb") as out, open(ctx.prompt_file, "rb") as stdin:
-            proc = subprocess.Popen(["/bin/sh", "-c", self.command], cwd=ctx.worktree,
-                                    stdin=stdin, stdout=out, stderr=subprocess.STDOUT,
-                                    env=env, start_new_session=True)
-            timed_out = False
-            try:
-                proc.wait(timeout=ctx.timeout_s)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-            finally:
-                _kill_group(proc.pid)
-                proc.wait()
-        return AgentRun(
-            agent=self.name, exit_status=None if timed_out else proc.returncode,
-            timed_out=timed_out, duration_s=time.monotonic() - started,
-            transcript_path=transcript, claim=_tail(transcript),
-        )
-
-
-def _kill_group(pgid: int) -> None:
-    # Also after a normal exit: background children of the agent must not keep running
-    # (and writing into the worktree) while the harness gates it.
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+        p = run_process(["/bin/sh", "-c", self.command], ctx.worktree, env, ctx.prompt_file,
+                        transcript, ctx.timeout_s)
+        return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
+                        duration_s=p.duration_s, transcript_path=transcript,
+                        claim=_tail(transcript))
 
 
 def _tail(path: Path) -> str:
