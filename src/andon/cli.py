@@ -13,10 +13,11 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from . import __version__
 from .agents import make_agent
-from .config import CONFIG_NAME, DEFAULT_TOML, load_config
+from .config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from .errors import AndonError, PacketError, UsageError
 from .packet import check_packets, load_packets
 from .report import board, show_packet, status_rows, packet_detail
@@ -27,12 +28,12 @@ out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
-def _repo(ctx: click.Context) -> Repo:
-    return Repo(Path(ctx.obj["repo"]))
+def _repo(ctx: click.Context, require_commit: bool = True) -> Repo:
+    return Repo(Path(ctx.obj["repo"]), require_commit)
 
 
 def _fail(message: str, status: int = EXIT_USAGE) -> None:
-    err.print(f"[red]error:[/red] {message}", markup=True, soft_wrap=True)
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True, soft_wrap=True)
     sys.exit(status)
 
 
@@ -67,16 +68,21 @@ def init(ctx: click.Context, force: bool) -> None:
     The store (.andon/) is kept out of git through .git/info/exclude, so nothing andon
     writes ever shows in `git status`.
     """
-    repo = _repo_or_fail(ctx)
+    repo = _repo_or_fail(ctx, require_commit=False)  # `git init && andon init` works
     path = repo.root / CONFIG_NAME
     if path.exists() and not force:
         _fail(f"{path} exists; use --force to overwrite it")
     path.write_text(DEFAULT_TOML, encoding="utf-8")
-    (repo.root / "packets").mkdir(exist_ok=True)
+    packets = repo.root / "packets"
+    packets.mkdir(exist_ok=True)
+    if not (packets / "conftest.py").exists():
+        (packets / "conftest.py").write_text(PACKETS_CONFTEST)
     open_store(repo).close()
-    out.print(f"wrote {path}\ncreated {repo.root / 'packets'}/ (one folder per packet: "
-              "packet.md, plant/)\nthe store is {0}/ (excluded from git)".format(
-                  repo.root / ".andon"))
+    out.print(f"wrote {path}\n"
+              f"created {packets}/ (one folder per packet: packet.md, plant/), with a "
+              "conftest.py that keeps plain pytest runs from collecting planted tests\n"
+              f"the store is {repo.root / '.andon'}/ (excluded from git)",
+              markup=False, soft_wrap=True)
     out.print("next: write a packet, then `andon check` and `andon run`")
 
 
@@ -98,7 +104,7 @@ def check(ctx: click.Context, as_json: bool) -> None:
                          for p in problems]}))
     else:
         for p in problems:
-            out.print(str(p), soft_wrap=True)
+            out.print(str(p), soft_wrap=True, markup=False)  # globs like src/[ab].py
         if problems:
             out.print(f"{len(problems)} problem(s) in {config.andon.packets_dir}/")
         else:
@@ -230,9 +236,9 @@ def demo(where: Path | None) -> None:
     sys.exit(run_demo(out, where))
 
 
-def _repo_or_fail(ctx: click.Context) -> Repo:
+def _repo_or_fail(ctx: click.Context, require_commit: bool = True) -> Repo:
     try:
-        return _repo(ctx)
+        return _repo(ctx, require_commit)
     except AndonError as exc:
         _fail(str(exc))
         raise  # unreachable

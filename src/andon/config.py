@@ -101,6 +101,15 @@ timeout_s = 1800
 """
 
 
+# Written into the packets folder by `andon init`: a plain `pytest` run of the repository (a
+# developer's, or CI's) must not collect planted tests of work that is not done yet.
+PACKETS_CONFTEST = """\
+# Written by `andon init`. The planted tests in this folder belong to packets that are not
+# done yet: a plain `pytest` run of the repository must not collect them.
+collect_ignore_glob = ["*"]
+"""
+
+
 def load_config(repo_root: Path) -> Config:
     """Read ``<repo_root>/andon.toml``.
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from rich.console import Console
 
 from ..agents import ScriptedAgent
-from ..config import CONFIG_NAME, DEFAULT_TOML, load_config
+from ..config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from ..report import board
 from ..runner import Runner, open_store
 from ..workspace import Repo
@@ -48,6 +48,8 @@ def build_project(root: Path) -> Path:
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
     (root / CONFIG_NAME).write_text(DEFAULT_TOML)
+    (root / "packets").mkdir()
+    (root / "packets" / "conftest.py").write_text(PACKETS_CONFTEST)
     for folder, (packet_md, plant) in PACKETS.items():
         (root / "packets" / folder).mkdir(parents=True)
         (root / "packets" / folder / "packet.md").write_text(packet_md)
