@@ -144,7 +144,8 @@ def generate(root: Path, modules: int, packets: int) -> dict[str, tuple[str, str
         "README.md": "# genproj\n\nGenerated for andon's overhead benchmark.\n",
         "pyproject.toml": '[project]\nname = "genproj"\nversion = "0"\n',
         "src/genproj/__init__.py": "",
-        "andon.toml": f'[test]\ncommand = ["{sys.executable}", "-m", "pytest"]\n'
+        "andon.toml": f'[andon]\nworktree_root = "{root.parent / "worktrees"}"\n\n'
+                      f'[test]\ncommand = ["{sys.executable}", "-m", "pytest"]\n'
                       'pythonpath = ["src"]\n',
     }
     i = 0

@@ -249,6 +249,7 @@ def build_base(pristine: Path, root: Path, agents: Path) -> dict:
         [andon]
         packets_dir = "packets"
         integration_branch = "andon/integration"
+        worktree_root = {json.dumps(str(root.parent / "worktrees"))}
 
         [test]
         command = [{json.dumps(sys.executable)}, "-m", "pytest"]
