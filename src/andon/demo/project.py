@@ -64,7 +64,7 @@ def test_load_rows_reads_every_row():
 
 FILES = {
     "pyproject.toml": '[project]\nname = "ledger"\nversion = "0.1.0"\n\n'
-                      '[tool.pytest.ini_options]\ntestpaths = ["tests"]\n',
+                      '[tool.pytest.ini_options]\ntestpaths = ["tests"]\npythonpath = ["src"]\n',
     ".gitignore": "__pycache__/\n*.pyc\n.pytest_cache/\n",
     "README.md": "# ledger\n\nLoads bank-statement CSV exports.\n",
     "src/ledger/__init__.py": "",
