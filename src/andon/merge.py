@@ -10,6 +10,7 @@ merge already happened, so it never happens twice.
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -38,7 +39,8 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
     """
     ref = f"refs/heads/{config.andon.integration_branch}"
     trailers = {"Andon-Packet": packet.id, "Andon-Attempt": str(attempt["n"])}
-    message = commit_message(f"{packet.id}: {packet.goal.strip().splitlines()[0][:60]}",
+    subject = textwrap.shorten(" ".join(packet.goal.split()), 64, placeholder=" …")
+    message = commit_message(f"{packet.id}: {subject}",
                              f"Squash of attempt {attempt['n']} ({packet.slug}); passed the "
                              "red, scope, suite and hermetic gates.", trailers)
     while True:

@@ -125,6 +125,10 @@ class Runner:
                     report.merged.append(packet.id)
         finally:
             lock.close()
+            try:
+                self.worktree_root.rmdir()  # only when empty: kept worktrees stay
+            except OSError:
+                pass
 
     def _lock(self):
         path = state_dir(self.repo) / "run.lock"
@@ -343,6 +347,7 @@ class Runner:
                           "count, the packet is ready again")
             elif row["state"] == "merging" and last and row["id"] in self.packets:
                 self.echo(f"{row['id']}: finishing the merge of attempt {last['n']}")
+                self.store.event("merge-resumed", row["id"], last["id"], {"n": last["n"]})
                 red = set()
                 for g in self.store.gate_results(last["id"]):
                     if g["gate"] == "red":

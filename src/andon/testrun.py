@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -34,6 +33,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
+
+from .procgroup import kill_group, wait_unreaped
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
@@ -203,30 +204,6 @@ def _tail(path: Path) -> str:
     return "\n".join(text.splitlines()[-TAIL_LINES:])
 
 
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass  # the group is already empty
-
-
-def _wait(proc: subprocess.Popen, timeout_s: float) -> bool:
-    """Wait for ``proc`` to exit WITHOUT reaping it; True when the timeout ran out first.
-
-    Leaving the leader unreaped keeps its pid (= the process group id) reserved, so the killpg
-    that follows can never hit an unrelated group that reused the number.
-    """
-    deadline = time.monotonic() + timeout_s
-    pause = 0.005
-    while os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return True
-        time.sleep(min(pause, left))
-        pause = min(pause * 2, 0.1)
-    return False
-
-
 def run_suite(
     command: Sequence[str],
     cwd: Path,
@@ -285,9 +262,9 @@ def run_suite(
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             try:
-                timed_out = _wait(proc, timeout_s)
+                timed_out = wait_unreaped(proc, timeout_s)
             finally:
-                _kill_group(proc.pid)  # on timeout, and any child the suite left running
+                kill_group(proc.pid)  # on timeout, and any child the suite left running
                 status = proc.wait()
         duration = time.monotonic() - started
     finally:

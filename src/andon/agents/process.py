@@ -10,14 +10,14 @@ gates it — the whole process group is killed with SIGKILL. Bytes are kept as t
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from ..procgroup import kill_group, wait_unreaped
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
@@ -56,21 +56,11 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
-        timed_out = False
         try:
-            proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            timed_out = True
+            timed_out = wait_unreaped(proc, timeout_s)
         finally:
             kill_group(proc.pid)
             proc.wait()
             reader.join()
     return ProcessRun(None if timed_out else proc.returncode, timed_out,
                       time.monotonic() - started, transcript_path, counts[0], counts[1])
-
-
-def kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
