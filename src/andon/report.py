@@ -91,6 +91,8 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
         counted = "" if a["counted"] else " (interrupted; not counted)"
         out.print(f"\n[bold]attempt {a['n']}[/]{counted}: {a['state']} — agent {a['agent']}, "
                   f"branch {a['branch']}")
+        if a["merge_sha"]:
+            out.print(f"  merged as {a['merge_sha']}", markup=False)
         if a["reason"]:
             out.print(f"  reason: {a['reason']}", markup=False, soft_wrap=True)
         for s in a["stages"]:

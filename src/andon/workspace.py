@@ -81,9 +81,9 @@ def commit_message(subject: str, body: str, trailers: Mapping[str, str]) -> str:
 
 class Repo:
     """A git repository, addressed by its top level. Raises UsageError if ``root`` is not inside
-    a work tree or the repository has no commits yet."""
+    a work tree or (unless ``require_commit`` is false) the repository has no commits yet."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, require_commit: bool = True):
         root = Path(root).resolve()
         try:
             top = self.git("rev-parse", "--show-toplevel", cwd=root).strip()
@@ -92,7 +92,7 @@ class Repo:
             raise UsageError(f"not inside a git work tree: {root}") from exc
         self.root = Path(top)
         self.git_dir = Path(common.strip())
-        if self.rev_parse("HEAD") is None:
+        if require_commit and self.rev_parse("HEAD") is None:
             raise UsageError(f"repository at {self.root} has no commits yet")
 
     def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
