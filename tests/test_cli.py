@@ -1,0 +1,418 @@
+"""The command line, always through the real CLI in a subprocess (`python -m andon -C root`).
+
+Covers help texts, `init`, every `andon check` error kind (with file:line, and the store left
+alone), the board and evidence views after a real run, how `show` names a tampered planted
+file or a forbidden path, config and repository errors, and the demo.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from andon.config import DEFAULT_TOML
+from helpers import MUL_CODE, andon, git, make_project, mul_packet, packet_md
+
+HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
+
+
+def store_files(root: Path) -> dict[str, bytes]:
+    """Every file under .andon/ with its bytes ({} when there is no store folder)."""
+    d = root / ".andon"
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def store_dump(root: Path) -> list[str]:
+    """The store's contents as SQL, to compare logically (WAL files may come and go)."""
+    db = sqlite3.connect(root / ".andon" / "andon.db")
+    try:
+        return list(db.iterdump())
+    finally:
+        db.close()
+
+
+def store_counts(root: Path) -> tuple[int, int, int]:
+    """(packets, attempts, events) in the store."""
+    db = sqlite3.connect(root / ".andon" / "andon.db")
+    try:
+        return tuple(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+                     for t in ("packets", "attempts", "events"))
+    finally:
+        db.close()
+
+
+# -- help --------------------------------------------------------------------------------
+
+HELP = {
+    (): ["work packets", "worktree", "init", "check", "run", "status", "show", "unblock",
+         "demo"],
+    ("init",): ["andon.toml", "packets/"],
+    ("check",): ["Validate every packet", "file:line"],
+    ("run",): ["Drain the packet queue", "--agent", "--command", "--only"],
+    ("status",): ["board", "--json"],
+    ("show",): ["evidence", "--json"],
+    ("unblock",): ["blocked packet"],
+    ("demo",): ["example project", "scripted agents"],
+}
+
+
+@pytest.mark.parametrize("command", list(HELP), ids=lambda c: " ".join(c) or "andon")
+def test_help_exits_0_and_says_what_the_command_does(tmp_path, command):
+    """`andon [COMMAND] --help` exits 0 and describes the command (no repository needed)."""
+    r = andon(tmp_path, *command, "--help")
+    assert r.returncode == 0, r.stderr
+    text = " ".join(r.stdout.split())
+    for word in HELP[command]:
+        assert word in text, (word, r.stdout)
+
+
+# -- init --------------------------------------------------------------------------------
+
+def test_init_in_a_fresh_repository(tmp_path):
+    """`andon init` in a just-`git init`ed repository writes andon.toml and packets/ (with its
+    conftest.py), keeps .andon/ out of git (so `git status` shows only those two files); a
+    second `init` exits 2 and leaves the file alone; `--force` rewrites it."""
+    root = tmp_path / "fresh"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+
+    r = andon(root, "init")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (root / "andon.toml").read_text() == DEFAULT_TOML
+    assert (root / "packets").is_dir()
+    assert "/.andon/" in (root / ".git" / "info" / "exclude").read_text().splitlines()
+    assert (root / ".andon").is_dir()
+    assert git(root, "status", "--porcelain", "--untracked-files=all") == (
+        "?? andon.toml\n?? packets/conftest.py\n")
+
+    (root / "andon.toml").write_text("# mine\n")
+    again = andon(root, "init")
+    assert again.returncode == 2
+    assert "exists" in again.stderr and "--force" in again.stderr
+    assert (root / "andon.toml").read_text() == "# mine\n"
+
+    forced = andon(root, "init", "--force")
+    assert forced.returncode == 0, forced.stderr
+    assert (root / "andon.toml").read_text() == DEFAULT_TOML
+    exclude = (root / ".git" / "info" / "exclude").read_text().splitlines()
+    assert exclude.count("/.andon/") == 1
+
+
+# -- check -------------------------------------------------------------------------------
+
+def _md(*lines: str) -> str:
+    return "\n".join(lines) + "\n"
+
+
+GOOD = packet_md("P1")
+# name -> (files to write, the file the problem is in, its line (None: a folder), key words)
+CHECK_ERRORS = {
+    "no front matter": (
+        {"packets/P1/packet.md": "# P1\n\nNo front matter here.\n"},
+        "packets/P1/packet.md", 1, ["must start with a '+++' line"]),
+    "unterminated front matter": (
+        {"packets/P1/packet.md": _md("+++", 'id = "P1"', 'slug = "s"', 'goal = "g"',
+                                     "", "## Context")},
+        "packets/P1/packet.md", 1, ["never closed"]),
+    "TOML syntax": (
+        {"packets/P1/packet.md": _md("+++", 'id = "P1"', 'slug = "s"', 'goal = "no end',
+                                     "+++")},
+        "packets/P1/packet.md", 4, ["invalid TOML"]),
+    "unknown field": (
+        {"packets/P1/packet.md": packet_md("P1", colour="red")},
+        "packets/P1/packet.md", 5, ["unknown field 'colour'"]),
+    "missing field": (
+        {"packets/P1/packet.md": _md("+++", 'id = "P1"', 'slug = "s"', "+++")},
+        "packets/P1/packet.md", 1, ["missing required field 'goal'"]),
+    "wrong type": (
+        {"packets/P1/packet.md": packet_md("P1", max_attempts="3")},
+        "packets/P1/packet.md", 5, ["max_attempts", "integer", "'3'"]),
+    "duplicate id across files": (
+        {"packets/A/packet.md": GOOD, "packets/B/packet.md": GOOD},
+        "packets/B/packet.md", 2, ["duplicate packet id 'P1'", "packets/A/packet.md"]),
+    "duplicate invariant id": (
+        {"packets/P1/packet.md": _md("+++", 'id = "P1"', 'slug = "s"', 'goal = "g"', "",
+                                     "[[invariants]]", 'id = "I1"', 'assert = "a"', "",
+                                     "[[invariants]]", 'id = "I1"', 'assert = "b"', "+++")},
+        "packets/P1/packet.md", 11, ["duplicate invariant id 'I1'"]),
+    "unknown requires": (
+        {"packets/P1/packet.md": packet_md("P1", requires=["P9"])},
+        "packets/P1/packet.md", 5, ["unknown packet id 'P9'"]),
+    "self-require": (
+        {"packets/P1/packet.md": packet_md("P1", requires=["P1"])},
+        "packets/P1/packet.md", 5, ["requires itself"]),
+    "cycle": (
+        {"packets/P1/packet.md": packet_md("P1", requires=["P2"]),
+         "packets/P2/packet.md": packet_md("P2", requires=["P1"])},
+        "packets/P1/packet.md", 5, ["cycle", "P1 -> P2 -> P1"]),
+    "invalid glob": (
+        {"packets/P1/packet.md": packet_md("P1", allowed_paths=["src/[calc"])},
+        "packets/P1/packet.md", 5, ["allowed_paths", "unbalanced", "src/[calc"]),
+    "path both allowed and forbidden": (
+        {"packets/P1/packet.md": packet_md("P1", allowed_paths=["src/calc/[ab].py"],
+                                           forbidden_paths=["src/calc/[ab].py"])},
+        "packets/P1/packet.md", 5, ["'src/calc/[ab].py' also appears in forbidden_paths"]),
+    "empty plant dir": (
+        {"packets/P1/packet.md": GOOD},
+        "packets/P1/plant", None, ["contains no files"]),
+    "missing spec_path file": (
+        {"packets/P1/packet.md": packet_md("P1", spec_path="docs/spec.md",
+                                           spec_commit="abc1234")},
+        "packets/P1/packet.md", 5, ["spec_path", "existing file", "docs/spec.md"]),
+    "spec_path without spec_commit": (
+        {"packets/P1/packet.md": packet_md("P1", spec_path="docs/spec.md"),
+         "docs/spec.md": "# spec\n"},
+        "packets/P1/packet.md", 5, ["spec_path is set but spec_commit is not"]),
+}
+
+
+def project_with(tmp_path: Path, files: dict[str, str]) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, files=files)
+    return root
+
+
+@pytest.mark.parametrize("kind", list(CHECK_ERRORS))
+def test_check_reports_each_error_kind_with_file_and_line(tmp_path, kind):
+    """`andon check` exits 2 and prints `file:line: message` for the problem; it creates no
+    store. `andon run` refuses the same packets with exit 2 and registers nothing."""
+    files, where, line, words = CHECK_ERRORS[kind]
+    root = project_with(tmp_path, files)
+    if kind == "empty plant dir":
+        (root / "packets" / "P1" / "plant").mkdir()
+
+    r = andon(root, "check")
+    assert r.returncode == 2, r.stdout + r.stderr
+    location = f"{root / where}:{line}: " if line else f"{root / where}: "
+    problem = next((ln for ln in r.stdout.splitlines() if ln.startswith(location)), None)
+    assert problem is not None, (location, r.stdout)
+    for word in words:
+        assert word in problem, (word, problem)
+    assert not (root / ".andon").exists()
+
+    run = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert location in run.stderr and "nothing ran" in run.stderr
+    assert store_counts(root) == (0, 0, 0)
+    assert git(root, "for-each-ref", "refs/heads/andon") == ""
+
+
+def test_check_json_lists_every_problem(tmp_path):
+    """`andon check --json` prints parseable JSON with ok=false and each problem's path, line
+    and message; exit status 2."""
+    root = project_with(tmp_path, {
+        "packets/P1/packet.md": packet_md("P1", requires=["P9"]),
+        "packets/P2/packet.md": packet_md("P2", max_attempts=0),
+    })
+    r = andon(root, "check", "--json")
+    assert r.returncode == 2
+    data = json.loads(r.stdout)
+    assert data["ok"] is False
+    got = {(p["path"], p["line"]) for p in data["problems"]}
+    assert got == {(str(root / "packets" / pid / "packet.md"), 5) for pid in ("P1", "P2")}
+    assert any("P9" in p["message"] for p in data["problems"])
+
+
+def test_check_on_valid_packets_exits_0(tmp_path):
+    """Valid packets: `andon check` exits 0 and names them; `--json` says ok."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, {"P1": mul_packet("P1"), "P2": mul_packet("P2", requires=["P1"])})
+    r = andon(root, "check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "2 packet(s) OK: P1, P2" in r.stdout
+    data = json.loads(andon(root, "check", "--json").stdout)
+    assert data == {"ok": True, "packets": ["P1", "P2"], "problems": []}
+
+
+def test_invalid_packet_leaves_an_existing_store_untouched(tmp_path):
+    """After a real run, a packet made invalid: `andon check` exits 2 without touching a byte
+    of the store, and `andon run` exits 2 without registering, attempting or logging anything."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, {"P1": mul_packet("P1")})
+    first = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert first.returncode == 0, first.stdout + first.stderr
+    (root / "packets" / "P2").mkdir()
+    (root / "packets" / "P2" / "packet.md").write_text(packet_md("P2", requires=["P9"]))
+    files, dump = store_files(root), store_dump(root)
+    assert "andon.db" in files and store_counts(root)[0] == 1
+
+    check = andon(root, "check")
+    assert check.returncode == 2 and "unknown packet id 'P9'" in check.stdout
+    assert store_files(root) == files
+
+    run = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "unknown packet id 'P9'" in run.stderr
+    assert store_dump(root) == dump
+
+
+# -- a real run, then the views ---------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def merged(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    """A project whose P1 an honest command agent got merged (the views below only read)."""
+    root = tmp_path_factory.mktemp("merged") / "repo"
+    root.mkdir()
+    make_project(root, {"P1": mul_packet("P1")})
+    run = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return root, run
+
+
+def test_run_prints_the_board(merged):
+    """`andon run` ends by printing the board with the merged packet."""
+    _, run = merged
+    assert re.search(r"P1\s.*done", run.stdout), run.stdout
+
+
+def test_status_table_shows_the_packet_done_and_merged(merged):
+    """`andon status` prints the board: P1, done, and the merge commit."""
+    root, _ = merged
+    r = andon(root, "status")
+    assert r.returncode == 0, r.stderr
+    head = git(root, "rev-parse", "andon/integration").strip()
+    row = next(ln for ln in r.stdout.splitlines() if " P1 " in ln)
+    assert "done" in row and f"merged {head[:10]}" in row
+
+
+def test_status_json_has_state_attempts_and_gates(merged):
+    """`andon status --json` parses and has each packet's state, attempts and gate results."""
+    root, _ = merged
+    r = andon(root, "status", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["integration_branch"] == "andon/integration"
+    [p1] = data["packets"]
+    assert (p1["id"], p1["state"], p1["attempts"], p1["interrupted"]) == ("P1", "done", 1, 0)
+    assert p1["last_attempt"]["gates"] == {"red": "pass", "scope": "pass", "suite": "pass",
+                                           "hermetic": "pass"}
+    assert p1["last_attempt"]["merge_sha"] == git(root, "rev-parse", "andon/integration").strip()
+
+
+def test_show_names_the_gates_and_the_merge_commit(merged):
+    """`andon show P1` names every gate with its result and the full merged sha."""
+    root, _ = merged
+    r = andon(root, "show", "P1")
+    assert r.returncode == 0, r.stderr
+    for gate in ("red", "scope", "suite", "hermetic"):
+        assert re.search(rf"✓ {gate}: ", r.stdout), (gate, r.stdout)
+    head = git(root, "rev-parse", "andon/integration").strip()
+    assert f"merged as {head}" in r.stdout
+    assert "src/calc/ops.py" in r.stdout  # the diff stat
+
+
+def test_show_json_has_attempts_with_gates_and_evidence(merged):
+    """`andon show P1 --json` parses: the packet, its attempts with gates whose evidence
+    names the suite runs and their logs on disk, and the events."""
+    root, _ = merged
+    r = andon(root, "show", "P1", "--json")
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    assert data["packet"]["state"] == "done"
+    [attempt] = data["attempts"]
+    gates = {g["gate"]: g for g in attempt["gates"]}
+    assert set(gates) == {"red", "scope", "suite", "hermetic"}
+    runs = gates["suite"]["evidence"]["runs"]
+    assert runs and all(Path(run["log_path"]).is_file() for run in runs)
+    assert runs[0]["exit_status"] == 0 and runs[0]["counts"]["passed"] == 4
+    assert [e["kind"] for e in data["events"]][-1] == "merged"
+
+
+def test_show_unknown_packet_exits_2_listing_known_ids(merged):
+    """`andon show NOPE` exits 2 and lists the ids the store knows."""
+    root, _ = merged
+    r = andon(root, "show", "NOPE")
+    assert r.returncode == 2
+    assert "'NOPE'" in r.stderr and "known: P1" in r.stderr
+
+
+# -- show on cheating attempts --------------------------------------------------------------
+
+def test_show_names_the_tampered_planted_file(tmp_path):
+    """An agent that implements mul but also guts the planted test is rejected; `andon show`
+    names the planted file as tampered."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, {"P1": mul_packet("P1", max_attempts=1)})
+    agent = HONEST + "; printf 'def test_mul():\\n    pass\\n' > tests/test_mul_p1.py"
+    run = andon(root, "run", "--agent", "command", "--command", agent)
+    assert run.returncode == 1, run.stdout + run.stderr
+    r = andon(root, "show", "P1")
+    assert r.returncode == 0
+    assert re.search(r"tamper: tests/test_mul_p1\.py — planted file tests/test_mul_p1\.py "
+                     r"was changed", r.stdout), r.stdout
+    assert git(root, "for-each-ref", "refs/heads/andon/integration", "--format=%(objectname)"
+               ).strip() == git(root, "rev-parse", "main").strip()
+
+
+def test_show_names_the_forbidden_path(tmp_path):
+    """An agent that implements mul but also writes a forbidden file is rejected; `andon
+    show` names that path as forbidden."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, {"P1": mul_packet("P1", max_attempts=1,
+                                         forbidden_paths=["src/calc/secret.py"])})
+    agent = HONEST + "; echo 'KEY = 1' > src/calc/secret.py"
+    run = andon(root, "run", "--agent", "command", "--command", agent)
+    assert run.returncode == 1, run.stdout + run.stderr
+    r = andon(root, "show", "P1")
+    assert r.returncode == 0
+    assert re.search(r"forbidden-path: src/calc/secret\.py — .*forbidden", r.stdout), r.stdout
+
+
+# -- config and repository errors ----------------------------------------------------------
+
+def test_run_without_andon_toml_says_to_run_init(tmp_path):
+    """No andon.toml: `andon run` exits 2 telling the user to run `andon init`; no store."""
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, {"P1": mul_packet("P1")})
+    (root / "andon.toml").unlink()
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 2
+    assert "andon.toml" in r.stderr and "andon init" in r.stderr
+    assert not (root / ".andon").exists()
+
+
+def test_unknown_key_in_andon_toml_is_reported_with_its_line(tmp_path):
+    """A misspelt key in andon.toml: exit 2 with `andon.toml:<line>` and the key's name."""
+    config = DEFAULT_TOML.replace("[gates]\n", "[gates]\nred_run = 5\n")
+    line = config.splitlines().index("red_run = 5") + 1
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, {"P1": mul_packet("P1")}, config=config)
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 2
+    assert f"andon.toml:{line}: gates.red_run: unknown key" in r.stderr, r.stderr
+    assert not (root / ".andon").exists()
+
+
+@pytest.mark.parametrize("command", [("run", "--agent", "command", "--command", "true"),
+                                     ("status",), ("check",), ("init",)])
+def test_not_a_git_repository_exits_2_with_a_clear_message(tmp_path, command):
+    """Outside any git work tree every command exits 2 saying so, with the path as given."""
+    plain = tmp_path / "plain [dir]"
+    plain.mkdir()
+    r = andon(plain, *command, env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    assert r.returncode == 2
+    assert f"not inside a git work tree: {plain}" in r.stderr, r.stderr
+    assert list(plain.iterdir()) == []
+
+
+# -- demo ----------------------------------------------------------------------------------
+
+def test_demo_runs_every_outcome_as_expected(tmp_path):
+    """`andon demo` builds its example project, runs it, and exits 0 with every outcome as
+    expected (two honest merges, a tamper, a forbidden path, a halting repeated failure)."""
+    r = andon(tmp_path, "demo", "--dir", str(tmp_path / "demo"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr
+    assert "every outcome as expected" in r.stdout
+    assert "UNEXPECTED" not in r.stdout
