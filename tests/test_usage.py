@@ -1,0 +1,96 @@
+"""Usage records: one token convention, costs reported / priced / unknown, totals."""
+
+from types import SimpleNamespace
+
+import pytest
+
+from andon.usage import Usage, from_anthropic, library_version, price, sum_counts, totals
+
+
+def test_anthropic_counts_are_converted_to_the_opentelemetry_convention():
+    # Anthropic's input_tokens excludes cache tokens; the store's includes them.
+    t = from_anthropic(10, 25, 0, 21570)
+    assert t == {"input_tokens": 21580, "output_tokens": 25, "cache_read_tokens": 0,
+                 "cache_write_tokens": 21570}
+    assert from_anthropic(None, 5, None, None)["input_tokens"] is None
+    assert from_anthropic(3, 8, None, None)["input_tokens"] == 3  # no cache block: no cache
+
+
+def test_worked_example_of_formats_md_is_priced_by_the_library():
+    """10 input + 21,570 cache-write + 25 output on claude-opus-4-5 = $0.1354875."""
+    u = Usage(model="claude-opus-4-5", **from_anthropic(10, 25, 0, 21570))
+    price(u)
+    assert u.cost_source == "priced"
+    assert u.cost_usd == pytest.approx(0.1354875, abs=1e-12)
+    assert u.price_source == f"genai-prices {library_version()}"
+
+
+def test_reported_cost_is_used_as_is():
+    u = Usage(model="claude-opus-4-5", **from_anthropic(10, 25, 0, 21570))
+    u.report_cost(0.5)
+    price(u)
+    assert (u.cost_usd, u.cost_source, u.price_source) == (0.5, "reported", None)
+
+
+def test_unknown_model_is_unknown_not_zero():
+    u = Usage(model="no-such-model-7", input_tokens=100, output_tokens=5)
+    price(u)
+    assert u.cost_usd is None and u.cost_source == "unknown"
+    assert any("no price for model 'no-such-model-7'" in n for n in u.notes)
+
+
+def test_unknown_tokens_or_model_leave_cost_unknown():
+    u = price(Usage(model="claude-opus-4-5", input_tokens=None, output_tokens=5))
+    assert u.cost_usd is None and "not reported" in u.notes[0]
+    u = price(Usage(model=None, input_tokens=10, output_tokens=5))
+    assert u.cost_usd is None and "model is unknown" in u.notes[0]
+    assert price(Usage()).cost_usd is None
+
+
+def test_user_price_override_wins_over_the_library():
+    p = SimpleNamespace(input_per_mtok=2.0, output_per_mtok=10.0, cache_read_per_mtok=0.2,
+                        cache_write_per_mtok=None)
+    u = Usage(model="claude-opus-4-5", input_tokens=1_000_000, output_tokens=100_000,
+              cache_read_tokens=500_000, cache_write_tokens=100_000)
+    price(u, {"claude-opus-4-5": p})
+    # 400k uncached × $2 + 500k × $0.2 + 100k cache write at the input rate × $2 + 100k × $10
+    assert u.cost_usd == pytest.approx(0.8 + 0.1 + 0.2 + 1.0)
+    assert u.price_source == 'andon.toml [prices."claude-opus-4-5"]'
+
+
+def test_several_models_are_priced_each_and_one_unknown_makes_all_unknown():
+    u = Usage(model="claude-opus-4-5", models={
+        "claude-opus-4-5": {"input_tokens": 1000, "output_tokens": 10},
+        "claude-haiku-4-5": {"input_tokens": 1000, "output_tokens": 10}})
+    price(u)
+    assert u.cost_source == "priced" and u.cost_usd > 0
+    u.models["mystery-1"] = {"input_tokens": 1, "output_tokens": 1}
+    price(u)
+    assert u.cost_usd is None and u.cost_source == "unknown"
+
+
+def test_provider_prefixed_model_names_are_found():
+    u = price(Usage(model="gemini/gemini-2.5-pro", input_tokens=1000, output_tokens=10))
+    assert u.cost_source == "priced"
+
+
+def test_sum_counts_never_turns_unknown_into_zero():
+    assert sum_counts([{"input_tokens": 1, "output_tokens": None},
+                       {"input_tokens": 2, "output_tokens": None}]) == {
+        "input_tokens": 3, "output_tokens": None, "cache_read_tokens": None,
+        "cache_write_tokens": None}
+    assert sum_counts([{"input_tokens": 1}, {"input_tokens": None}])["input_tokens"] is None
+
+
+def test_totals_count_runs_whose_cost_is_unknown():
+    t = totals([{"input_tokens": 10, "output_tokens": 2, "cost_usd": 0.25, "wall_s": 3.0},
+                {"input_tokens": 5, "cost_usd": None, "wall_s": 1.5}, None])
+    assert t["runs"] == 3 and t["input_tokens"] == 15 and t["output_tokens"] == 2
+    assert t["cost_usd"] == 0.25 and t["cost_unknown_runs"] == 2
+    assert t["wall_s"] == 4.5
+    assert totals([None])["cost_usd"] is None
+
+
+def test_usage_round_trips_through_a_dict():
+    u = Usage(model="m", input_tokens=1, notes=["x"], models={"m": {"input_tokens": 1}})
+    assert Usage.from_dict(u.to_dict()) == u
