@@ -53,6 +53,60 @@ class Gates(_Strict):
     hermetic_random_order: bool = True
 
 
+class StageAgentSettings(_Strict):
+    """One adapter's settings for one stage (``[agents.<name>.stages.<stage>]``): every key
+    that is set replaces the adapter's own."""
+
+    model: str | None = Field(None, description="model name passed to the agent CLI")
+    extra_args: list[str] | None = Field(None, description="appended to the agent's argv")
+    timeout_s: float | None = Field(None, gt=0, description="wall seconds; default "
+                                                            "[agent] timeout_s")
+    env_passthrough: list[str] | None = Field(
+        None, description="more environment variables passed to the agent (names only)")
+
+
+class AgentSettings(StageAgentSettings):
+    """``[agents.<name>]``: settings of one adapter (claude-code, codex, aider, gemini)."""
+
+    permission_args: list[str] | None = Field(
+        None, description="replace the flags andon passes so the agent may edit files and "
+                          "run commands without asking (see docs/agents/<name>.md)")
+    max_output_bytes: int | None = Field(None, gt=0, description="cap of the transcript")
+    stages: dict[str, StageAgentSettings] = Field(default_factory=dict)
+
+    def for_stage(self, stage: str) -> "AgentSettings":
+        """These settings with ``stages.<stage>`` laid over them."""
+        over = self.stages.get(stage)
+        if over is None:
+            return self
+        data = self.model_dump(exclude={"stages"})
+        data.update({k: v for k, v in over.model_dump().items() if v is not None})
+        return AgentSettings.model_validate(data)
+
+
+class Price(_Strict):
+    """``[prices."<model>"]``: your price for a model, USD per million tokens. Cache rates
+    default to the input rate."""
+
+    input_per_mtok: float = Field(ge=0)
+    output_per_mtok: float = Field(ge=0)
+    cache_read_per_mtok: float | None = Field(None, ge=0)
+    cache_write_per_mtok: float | None = Field(None, ge=0)
+
+
+class Budget(_Strict):
+    max_cost_usd: float | None = Field(None, gt=0, description="USD")
+    max_wall_s: float | None = Field(None, gt=0, description="seconds agents ran")
+
+
+class Budgets(_Strict):
+    """``[budgets.attempt]``, ``[budgets.packet]``, ``[budgets.run]``: see budget.py."""
+
+    attempt: Budget = Field(default_factory=Budget)
+    packet: Budget = Field(default_factory=Budget)
+    run: Budget = Field(default_factory=Budget)
+
+
 class Agent(_Strict):
     default: str = "command"
     command: str | None = Field(None, description="shell command for the `command` adapter")
@@ -62,6 +116,9 @@ class Agent(_Strict):
 
 
 class Config(_Strict):
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    prices: dict[str, Price] = Field(default_factory=dict)
+    budgets: Budgets = Field(default_factory=Budgets)
     andon: Andon = Field(default_factory=Andon)
     test: Test = Field(default_factory=Test)
     gates: Gates = Field(default_factory=Gates)
