@@ -10,12 +10,14 @@ gates it — the whole process group is killed with SIGKILL. Bytes are kept as t
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, BinaryIO
 
 from ..procgroup import kill_group, wait_unreaped
 
@@ -31,36 +33,87 @@ class ProcessRun:
     transcript_path: Path
     bytes_written: int
     bytes_dropped: int        # output past max_bytes, counted but not kept
+    stderr_path: Path | None = None   # set when stderr was kept apart from the transcript
+
+
+class _Sink:
+    """Writes one output stream to a file: the first bytes up to a cap, and optionally the
+    last ``keep_tail`` bytes (held in a bounded buffer, written when the stream ends)."""
+
+    def __init__(self, f: BinaryIO, max_bytes: int, keep_tail: int):
+        self.f, self.keep_tail = f, max(0, min(keep_tail, max_bytes))
+        self.head_cap = max_bytes - self.keep_tail
+        self.written = self.dropped = 0
+        self.tail = bytearray()
+
+    def write(self, chunk: bytes) -> None:
+        keep = max(0, min(len(chunk), self.head_cap - self.written))
+        if keep:
+            self.f.write(chunk[:keep])
+            self.written += keep
+        rest = chunk[keep:]
+        if not rest:
+            return
+        if not self.keep_tail:
+            self.dropped += len(rest)
+            return
+        self.tail += rest
+        over = len(self.tail) - self.keep_tail
+        if over > 0:
+            del self.tail[:over]
+            self.dropped += over
+
+    def close(self) -> None:
+        if self.tail:
+            if self.dropped:
+                self.f.write(f"\n[andon: {self.dropped} bytes dropped]\n".encode())
+            self.f.write(self.tail)
+            self.written += len(self.tail)
 
 
 def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_path: Path,
                 transcript_path: Path, timeout_s: float,
-                max_bytes: int = DEFAULT_MAX_BYTES) -> ProcessRun:
+                max_bytes: int = DEFAULT_MAX_BYTES, *, stderr_path: Path | None = None,
+                keep_tail: int = 0) -> ProcessRun:
     """Run ``argv`` in ``cwd`` and return what happened. Raises OSError if it cannot start
-    (for example the executable does not exist)."""
+    (for example the executable does not exist).
+
+    ``stderr_path``: stderr goes to that file (with its own cap of ``max_bytes``) instead of
+    into the transcript, so a machine-readable stdout stays parseable. ``keep_tail``: when the
+    output passes ``max_bytes``, its last ``keep_tail`` bytes are kept as well, written after
+    the first ``max_bytes - keep_tail`` bytes behind a line ``[andon: N bytes dropped]`` —
+    agents print their result (and cost) last. Memory stays bounded by ``keep_tail``.
+    """
     started = time.monotonic()
-    counts = [0, 0]
-    with open(transcript_path, "wb") as out, open(stdin_path, "rb") as stdin:
+    with contextlib.ExitStack() as files:
+        out = _Sink(files.enter_context(open(transcript_path, "wb")), max_bytes, keep_tail)
+        err = (_Sink(files.enter_context(open(stderr_path, "wb")), max_bytes, keep_tail)
+               if stderr_path else None)
+        stdin = files.enter_context(open(stdin_path, "rb"))
         proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, env=dict(env),
-                                start_new_session=True)
+                                stderr=subprocess.PIPE if err else subprocess.STDOUT,
+                                env=dict(env), start_new_session=True)
 
-        def pump() -> None:
-            assert proc.stdout is not None
-            while chunk := proc.stdout.read1(CHUNK):
-                keep = max(0, min(len(chunk), max_bytes - counts[0]))
-                if keep:
-                    out.write(chunk[:keep])
-                counts[0] += keep
-                counts[1] += len(chunk) - keep
+        def pump(stream: IO[bytes], sink: _Sink) -> None:
+            while chunk := stream.read1(CHUNK):  # type: ignore[attr-defined]
+                sink.write(chunk)
 
-        reader = threading.Thread(target=pump, daemon=True)
-        reader.start()
+        readers = [threading.Thread(target=pump, args=(proc.stdout, out), daemon=True)]
+        if err:
+            readers.append(threading.Thread(target=pump, args=(proc.stderr, err),
+                                            daemon=True))
+        for r in readers:
+            r.start()
         try:
             timed_out = wait_unreaped(proc, timeout_s)
         finally:
             kill_group(proc.pid)
             proc.wait()
-            reader.join()
+            for r in readers:
+                r.join()
+            out.close()
+            if err:
+                err.close()
     return ProcessRun(None if timed_out else proc.returncode, timed_out,
-                      time.monotonic() - started, transcript_path, counts[0], counts[1])
+                      time.monotonic() - started, transcript_path, out.written, out.dropped,
+                      stderr_path)
