@@ -23,7 +23,7 @@ import pytest
 from andon import crash
 from andon.config import DEFAULT_TOML
 from andon.store import Store
-from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet
+from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet, with_reviewer
 
 # The honest agent: append `mul` to calc/ops.py in its cwd (the attempt's worktree).
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
@@ -136,7 +136,7 @@ def start_andon(root: Path, log: Path, *args: str) -> subprocess.Popen:
     """`andon run ...` in the background, in its own process group, output to ``log``."""
     with open(log, "wb") as out:
         return subprocess.Popen(
-            [sys.executable, "-m", "andon", "-C", str(root), "run", *args],
+            [sys.executable, "-m", "andon", "-C", str(root), *with_reviewer(("run", *args))],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             env={**os.environ, **GIT_ENV, "COLUMNS": "200"}, start_new_session=True)
 

@@ -1,27 +1,39 @@
-"""One attempt at one packet: worktree → plant → red → agent → snapshot → gates.
+"""One attempt at one packet: worktree → plant → red → stages → snapshots → gates → reviews.
 
-Returns the gate results in order; the caller (``runner``) decides the lifecycle from them.
-The agent's exit status and claims are recorded and never consulted.
+Stages run in order, each a fresh agent run with only its own inputs:
+
+- ``atdd`` writes tests only; the ``atdd-scope`` gate checks that, and ``red`` checks its
+  tests fail on the current code every time and cover each invariant they name twice or more;
+- ``implement`` writes code; ``scope``, ``suite`` and ``hermetic`` gate it (with an atdd
+  stage, any change to a test path is tamper);
+- ``review``, ``review-tests``, ``review-correctness`` each run in a fresh detached worktree
+  of the candidate (``review-correctness`` without the tests) and must change nothing; their
+  JSON documents are validated and decided by :mod:`andon.review`.
+
+The result lists every gate result in order and, on failure, the stage the next attempt
+starts from. The agents' exit statuses and claims are recorded and never consulted.
 """
 
 from __future__ import annotations
 
+import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from . import crash
 from .agents import Agent, StageContext
 from .config import Config
 from .gates import hermetic, red, scope, suite
 from .gates.base import Finding, GateContext, GateResult
-from .packet import Packet
-from .prompt import PreviousFailure, render_prompt
+from .packet import Packet, path_matches
+from .prompt import PreviousFailure, render_prompt, template_for
+from .review import SCHEMA, ReviewRejected, decide, extract_json, validate
 from .store import Store, now
 from .workspace import Repo
 
-GATES_AFTER_AGENT = (("scope", scope.run), ("suite", suite.run), ("hermetic", hermetic.run))
+REVIEW_STAGES = ("review", "review-tests", "review-correctness")
 
 
 @dataclass
@@ -29,76 +41,280 @@ class AttemptResult:
     gates: list[GateResult] = field(default_factory=list)
     red_ids: set[str] = field(default_factory=set)
     candidate_sha: str | None = None
+    route_stage: str = "implement"   # where the next attempt starts if this one failed
 
     @property
     def failure(self) -> GateResult | None:
         return next((g for g in self.gates if not g.ok), None)
 
 
-def run_attempt(repo: Repo, config: Config, store: Store, packet: Packet, attempt: dict,
-                agent: Agent, baseline: set[str], previous: PreviousFailure | None,
-                worktree: Path, evidence_dir: Path, on_gate: Callable[[GateResult], None],
-                template: Path | None) -> AttemptResult:
-    out = AttemptResult()
+class Attempt:
+    """Carry out one attempt; ``agent_for(stage)`` gives the agent of each stage."""
 
-    def record(result: GateResult, started: str, seconds: float) -> GateResult:
-        store.add_gate_result(attempt["id"], result.gate, result.status, result.layer,
-                              result.summary, result.evidence(), started, seconds)
-        out.gates.append(result)
-        on_gate(result)
+    def __init__(self, repo: Repo, config: Config, store: Store, packet: Packet, row: dict,
+                 agent_for: Callable[[str], Agent], baseline: set[str],
+                 previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
+                 on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None]):
+        self.repo, self.config, self.store, self.packet = repo, config, store, packet
+        self.row, self.agent_for, self.previous = row, agent_for, previous
+        self.worktree, self.ev, self.on_gate, self.on_state = worktree, evidence_dir, on_gate, \
+            on_state
+        self.stages = config.stages_of(packet.stages, packet.tier)
+        self.out = AttemptResult()
+        self.ctx = GateContext(repo, config, packet, worktree, evidence_dir, row["base_sha"],
+                               row["base_sha"], baseline_passed=baseline)
+        root = repo.root
+        self.prompt_dir = root / config.agent.prompt_dir if config.agent.prompt_dir else None
+        self.implement_template = (root / config.agent.prompt_template
+                                   if config.agent.prompt_template else None)
+
+    # -- the flow -----------------------------------------------------------------------
+
+    def run(self) -> AttemptResult:
+        start = self.row["start_stage"] or self.stages[0]
+        resume_from_atdd = start == "implement" and self.row["atdd_sha"]
+        start_sha = self.row["atdd_sha"] if resume_from_atdd else self.row["base_sha"]
+        self.repo.add_worktree(self.worktree, self.row["branch"], start_sha)
+        crash.point("after-worktree")
+        if resume_from_atdd:
+            self.ctx.plant_sha = self.row["plant_sha"]
+            self.ctx.atdd_sha = self.row["atdd_sha"]
+        else:
+            self.ctx.plant_sha = self.row["base_sha"]
+            if self.packet.plant_files:
+                self.ctx.plant_sha = self.repo.plant(
+                    self.worktree, self.packet.plant_files,
+                    f"andon: plant the tests of packet {self.packet.id}")
+            self.store.update_attempt(self.row["id"], plant_sha=self.ctx.plant_sha)
+        crash.point("after-plant")
+
+        if "atdd" in self.stages and not resume_from_atdd:
+            if not self._gate("red", red.run).ok:
+                return self._fail_at("atdd")
+            if not self._atdd():
+                return self._fail_at("atdd")
+        elif not self._red_before_implement():
+            return self._fail_at("atdd" if "atdd" in self.stages else "implement")
+        self.out.red_ids = self.ctx.red_ids
+
+        if not self._implement():
+            return self.out
+        for stage in [s for s in self.stages if s in REVIEW_STAGES]:
+            if not self._review(stage):
+                return self.out
+        return self.out
+
+    def _fail_at(self, stage: str) -> AttemptResult:
+        self.out.route_stage = stage
+        return self.out
+
+    def _red_before_implement(self) -> bool:
+        if self.ctx.atdd_sha:
+            self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
+        r = self._gate("red", lambda c: red.run(c, c.planted_tests()))
+        self.ctx.red_ids = set(r.details.get("red_ids", []))
+        return r.ok
+
+    def _atdd(self) -> bool:
+        self._agent("atdd")
+        self.ctx.atdd_sha = self._snapshot("atdd")
+        self.store.update_attempt(self.row["id"], atdd_sha=self.ctx.atdd_sha)
+        if not self._gate("atdd-scope", scope.run_atdd).ok:
+            return False
+        written = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
+        self.ctx.atdd_tests = written
+        r = self._gate("red", lambda c: red.run(c, c.planted_tests(), written))
+        self.ctx.red_ids = set(r.details.get("red_ids", []))
+        return r.ok
+
+    def _implement(self) -> bool:
+        refs_before = self.repo.refs_snapshot()
+        self._agent("implement")
+        crash.point("after-agent")
+        moved = _restore_moved_refs(self.repo, refs_before, self.row["branch"])
+        self.ctx.candidate_sha = self.out.candidate_sha = self._snapshot("implement")
+        self.store.update_attempt(self.row["id"], candidate_sha=self.ctx.candidate_sha)
+        self.on_state("gating", "agent-finished")
+        if moved:
+            self._record(GateResult(
+                "scope", "fail", f"the agent moved git refs it does not own: {', '.join(moved)}",
+                "permission", [Finding("tamper", f"ref {m} was moved, deleted or made by the "
+                                       "agent (put back)", path=m) for m in moved]), now(), 0.0)
+            return False
+        for name, fn in (("scope", scope.run), ("suite", suite.run), ("hermetic", hermetic.run)):
+            if not self._gate(name, fn).ok:
+                return False
+        return True
+
+    # -- stages -------------------------------------------------------------------------
+
+    def _agent(self, stage: str, **extra):
+        prompt = render_prompt(self.packet, self.row["n"], self.config.andon.packets_dir,
+                               self.previous, template_for(stage, self.prompt_dir,
+                                                           self.implement_template),
+                               stage=stage, **extra.get("prompt_vars", {}))
+        prompt_file = self.ev / f"{stage}.prompt.md"
+        prompt_file.write_text(prompt, encoding="utf-8")
+        agent = self.agent_for(stage)
+        started = now()
+        run = agent.run(StageContext(self.packet, stage, self.row["n"],
+                                     extra.get("worktree", self.worktree), prompt, prompt_file,
+                                     self.ev, self.config.agent.timeout_s,
+                                     extra.get("review_file")))
+        self.store.add_stage_run(self.row["id"], stage, run.agent, run.exit_status,
+                                 run.timed_out, run.duration_s, str(run.transcript_path),
+                                 run.claim, run.usage, started)
+        return run
+
+    def _snapshot(self, stage: str) -> str:
+        # The parent is always the harness's own last commit of this attempt, whatever the
+        # agent did to HEAD in its worktree.
+        parent = self.ctx.atdd_sha if stage == "implement" and self.ctx.atdd_sha \
+            else self.ctx.plant_sha
+        sha = self.repo.snapshot(self.worktree, parent, f"andon: what the {stage} stage changed "
+                                 f"in attempt {self.row['n']} of {self.packet.id}")
+        self.repo.set_ref(f"refs/heads/{self.row['branch']}", sha, None)
+        return sha
+
+    def _review(self, stage: str) -> bool:
+        if stage == next(s for s in self.stages if s in REVIEW_STAGES):
+            self.on_state("reviewing", "review-started")
+        started, t0 = now(), time.monotonic()
+        result = Reviewer(self, stage).run()
+        self._record(result, started, time.monotonic() - t0)
+        if not result.ok:
+            self.out.route_stage = result.details.get("revise_stage", "implement")
+        return result.ok
+
+    # -- helpers ------------------------------------------------------------------------
+
+    def _changed_tests(self, base: str, head: str) -> list[str]:
+        return sorted(c.path for c in self.repo.changes(base, head) if c.status != "D"
+                      and path_matches(c.path, self.config.stages.test_paths)
+                      and collectable(c.path))
+
+    def _record(self, result: GateResult, started: str, seconds: float) -> GateResult:
+        self.store.add_gate_result(self.row["id"], result.gate, result.status, result.layer,
+                                   result.summary, result.evidence(), started, seconds)
+        self.out.gates.append(result)
+        self.on_gate(result)
         return result
 
-    def timed(gate: str, fn: Callable[[GateContext], GateResult]) -> GateResult:
+    def _gate(self, name: str, fn: Callable[[GateContext], GateResult]) -> GateResult:
         started, t0 = now(), time.monotonic()
-        return record(fn(ctx), started, time.monotonic() - t0)
+        return self._record(fn(self.ctx), started, time.monotonic() - t0)
 
-    base = attempt["base_sha"]
-    repo.add_worktree(worktree, attempt["branch"], base)
-    crash.point("after-worktree")
-    plant_sha = base
-    if packet.plant_files:
-        plant_sha = repo.plant(worktree, packet.plant_files,
-                               f"andon: plant the tests of packet {packet.id}")
-    store.update_attempt(attempt["id"], plant_sha=plant_sha)
-    crash.point("after-plant")
 
-    ctx = GateContext(repo, config, packet, worktree, evidence_dir, base, plant_sha,
-                      baseline_passed=baseline)
-    r = timed("red", red.run)
-    if not r.ok:
-        return out
-    out.red_ids = ctx.red_ids = set(r.details.get("red_ids", []))
+def collectable(path: str) -> bool:
+    """A file pytest collects as tests (``test_*.py`` / ``*_test.py``)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
-    prompt = render_prompt(packet, attempt["n"], config.andon.packets_dir, previous, template)
-    prompt_file = evidence_dir / "implement.prompt.md"
-    prompt_file.write_text(prompt, encoding="utf-8")
-    refs_before = repo.refs_snapshot()
-    started = now()
-    run = agent.run(StageContext(packet, "implement", attempt["n"], worktree, prompt,
-                                 prompt_file, evidence_dir, config.agent.timeout_s))
-    store.add_stage_run(attempt["id"], "implement", run.agent, run.exit_status, run.timed_out,
-                        run.duration_s, str(run.transcript_path), run.claim, run.usage, started)
-    crash.point("after-agent")
-    moved = _restore_moved_refs(repo, refs_before, attempt["branch"])
 
-    candidate = repo.snapshot(worktree, plant_sha,
-                              f"andon: what the agent changed in attempt {attempt['n']} of "
-                              f"{packet.id}")
-    repo.set_ref(f"refs/heads/{attempt['branch']}", candidate, None)
-    out.candidate_sha = ctx.candidate_sha = candidate
-    store.update_attempt(attempt["id"], candidate_sha=candidate)
-    store.transition(packet.id, "gating", "agent-finished", attempt["id"],
-                     {"exit_status": run.exit_status, "timed_out": run.timed_out})
-    if moved:
-        record(GateResult(
-            "scope", "fail", f"the agent moved git refs it does not own: {', '.join(moved)}",
-            "permission", [Finding("tamper", f"ref {m} was moved, deleted or made by the "
-                                   "agent (put back)", path=m) for m in moved]), now(), 0.0)
-        return out
-    for name, fn in GATES_AFTER_AGENT:
-        if not timed(name, fn).ok:
-            break
-    return out
+class Reviewer:
+    """One review stage: a fresh detached worktree of the candidate, the reviewer agent,
+    validation of its document (asked again on a broken one), and the decision."""
+
+    def __init__(self, attempt: Attempt, stage: str):
+        self.a, self.stage = attempt, stage
+
+    def run(self) -> GateResult:
+        a, stage = self.a, self.stage
+        repo, cand = a.repo, a.ctx.candidate_sha
+        wt = a.worktree.parent / f"{a.worktree.name}-{stage}"
+        repo.add_detached_worktree(wt, cand)
+        try:
+            expected = cand
+            test_like = lambda p: (p in a.packet.plant_files  # noqa: E731
+                                   or path_matches(p, a.config.stages.test_paths))
+            if stage == "review-correctness":
+                expected = self._hide_tests(wt, test_like)
+            diff = self._diff(test_like, with_tests=stage != "review-correctness")
+            stages = [s for s in a.stages if s in ("atdd", "implement")]
+            errors: list[str] = []
+            for ask in range(1, a.config.stages.review_max_asks + 1):
+                review_file = a.ev / f"{stage}.review.json"
+                review_file.unlink(missing_ok=True)
+                run = a._agent(stage, worktree=wt, review_file=review_file, prompt_vars={
+                    "diff": diff, "schema": json.dumps(SCHEMA, indent=2),
+                    "review_file": str(review_file), "revise_stages": stages,
+                    "retry_errors": errors})
+                after = repo.snapshot(wt, expected, "andon: reviewer's worktree")
+                if repo.rev_parse(f"{after}^{{tree}}") != repo.rev_parse(f"{expected}^{{tree}}"):
+                    changed = [c.path for c in repo.changes(expected, after)]
+                    return GateResult(stage, "fail", f"the {stage} reviewer changed files: "
+                                      f"{', '.join(changed)}", "permission",
+                                      [Finding("tamper", f"reviewer changed {p}", path=p)
+                                       for p in changed])
+                raw = (review_file.read_text(encoding="utf-8", errors="replace")
+                       if review_file.exists() else extract_json(run.claim or ""))
+                try:
+                    doc = validate(raw, a.packet, self._line_count, stages)
+                except ReviewRejected as exc:
+                    errors = exc.errors
+                    a.store.add_review(a.row["id"], stage, ask, raw, errors)
+                    continue
+                red_gates = [g.gate for g in a.out.gates if not g.ok]
+                out = decide(doc, a.packet, red_gates)
+                a.store.add_review(a.row["id"], stage, ask, raw, [], doc.model_dump(),
+                                   doc.decision, out.decision, out.revise_stage,
+                                   out.downgraded_because)
+                return self._result(out)
+            return GateResult(stage, "fail", f"no valid review after {ask} asks: "
+                              f"{'; '.join(errors)}", "verifier",
+                              [Finding("invalid-review", e) for e in errors],
+                              details={"revise_stage": a.row["start_stage"] or "implement"})
+        finally:
+            repo.remove_worktree(wt)
+
+    def _result(self, out) -> GateResult:
+        doc = out.document
+        verdicts = {v.invariant: v.verdict for v in doc.verdicts}
+        details = {"revise_stage": out.revise_stage, "verdicts": verdicts,
+                   "downgraded_because": out.downgraded_because}
+        if out.decision == "accept":
+            return GateResult(self.stage, "pass", f"accepted; verdicts: "
+                              f"{_verdict_summary(verdicts)}", details=details)
+        findings = [Finding("violated" if v.verdict == "violated" else v.verdict,
+                            f"invariant {v.invariant} {v.verdict}: {v.reason}",
+                            path=v.evidence) for v in doc.verdicts if v.verdict != "held"]
+        findings += [Finding(f.severity, f.message, path=f.location) for f in doc.findings
+                     if f.severity in ("blocker", "major")]
+        why = "; ".join(out.downgraded_because) or doc.summary or "the reviewer asks for a revision"
+        layer = "test" if out.revise_stage == "atdd" else "code"
+        return GateResult(self.stage, "fail", f"revise → {out.revise_stage}: {why}", layer,
+                          findings, details=details)
+
+    def _hide_tests(self, wt: Path, test_like) -> str:
+        cand = self.a.ctx.candidate_sha
+        files = self.a.repo.git("ls-tree", "-r", "--name-only", "-z", cand).split("\0")
+        hidden = [f for f in files if f and test_like(f)]
+        for f in hidden:
+            (wt / f).unlink(missing_ok=True)
+        return self.a.repo.snapshot(wt, cand, "andon: the tests, hidden from "
+                                    "review-correctness")
+
+    def _diff(self, test_like, with_tests: bool) -> str:
+        a = self.a
+        base = a.ctx.plant_sha
+        paths = [c.path for c in a.repo.changes(base, a.ctx.candidate_sha)]
+        code = [p for p in paths if not test_like(p)]
+        tests = [p for p in paths if test_like(p)] if with_tests else []
+        parts = []
+        for group in (code, tests):  # the code first, the tests last
+            if group:
+                parts.append(a.repo.git("diff", base, a.ctx.candidate_sha, "--", *group))
+        return "\n".join(parts).strip() or "(no change)"
+
+    def _line_count(self, path: str) -> int | None:
+        data = self.a.repo.file_bytes(self.a.ctx.candidate_sha, path)
+        if data is None:
+            return None
+        return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def _verdict_summary(verdicts: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in verdicts.items()) or "no invariants"
 
 
 def _restore_moved_refs(repo: Repo, before: dict[str, str], own_branch: str) -> list[str]:

@@ -119,27 +119,28 @@ def check(ctx: click.Context, as_json: bool) -> None:
 @click.option("--command", "command", default=None, metavar="SHELL",
               help="Shell command for the command agent; the prompt is on stdin and in "
                    "$ANDON_PROMPT_FILE, cwd is the attempt's worktree.")
+@click.option("--reviewer", "reviewer_spec", default=None, metavar="NAME",
+              help="Agent adapter for the review stages (default: [agent] reviewer, else the "
+                   "same as --agent). A reviewer gets $ANDON_REVIEW_FILE for its JSON.")
+@click.option("--reviewer-command", default=None, metavar="SHELL",
+              help="Shell command when the reviewer is the command agent.")
 @click.option("--only", multiple=True, metavar="ID", help="Run only these packets (repeatable).")
 @click.option("--keep-worktrees", is_flag=True, help="Keep each attempt's worktree for debugging.")
 @click.pass_context
-def run(ctx: click.Context, agent_spec: str | None, command: str | None, only: tuple[str, ...],
+def run(ctx: click.Context, agent_spec: str | None, command: str | None,
+        reviewer_spec: str | None, reviewer_command: str | None, only: tuple[str, ...],
         keep_worktrees: bool) -> None:
-    """Drain the packet queue: for each ready packet, a worktree, the agent, the gates,
-    and a squash merge onto the integration branch if every gate passed.
+    """Drain the packet queue: for each ready packet, a worktree, the agent's stages, the
+    gates, the reviews, and a squash merge onto the integration branch if all passed.
 
     Exits 0 when the queue is drained, 1 when a blocked packet halts the line, 2 on invalid
     input, 3 when the integration branch fails its own suite before anything ran.
     """
     repo = _repo_or_fail(ctx)
     config = _config_or_fail(repo)
-    try:
-        agent = make_agent(agent_spec or config.agent.default, command or config.agent.command)
-    except ValueError as exc:
-        _fail(str(exc))
-    store = open_store(repo)
-    runner = Runner(repo, config, store, lambda p: agent,
-                    echo=lambda s: out.print(s, soft_wrap=True, markup=False),
-                    keep_worktrees=keep_worktrees)
+    runner = _runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command,
+                     keep_worktrees)
+    store = runner.store
     try:
         report = runner.run(list(only) or None)
     except PacketError as exc:
@@ -234,6 +235,80 @@ def demo(where: Path | None) -> None:
     """
     from .demo import run_demo
     sys.exit(run_demo(out, where))
+
+
+def _runner(repo: Repo, config, agent_spec: str | None = None, command: str | None = None,
+            reviewer_spec: str | None = None, reviewer_command: str | None = None,
+            keep_worktrees: bool = False) -> Runner:
+    try:
+        agent = make_agent(agent_spec or config.agent.default, command or config.agent.command)
+        rspec = reviewer_spec or config.agent.reviewer
+        rcommand = reviewer_command or config.agent.reviewer_command
+        if rspec:
+            reviewer = make_agent(rspec, rcommand or command or config.agent.command)
+        elif rcommand:
+            reviewer = make_agent("command", rcommand)
+        else:
+            reviewer = agent
+    except ValueError as exc:
+        _fail(str(exc))
+    return Runner(repo, config, open_store(repo),
+                  lambda p, stage: reviewer if stage.startswith("review") else agent,
+                  echo=lambda s: out.print(s, soft_wrap=True, markup=False),
+                  keep_worktrees=keep_worktrees)
+
+
+@main.command()
+@click.argument("packet_id")
+@click.pass_context
+def approve(ctx: click.Context, packet_id: str) -> None:
+    """Approve a packet that awaits a person (gate = "human"): squash-merge it now.
+
+    Look first: `andon show ID` has the diff, the gate evidence, the reviewers' verdicts and
+    findings. Exits 0 when merged, 1 if the merged result failed its checks, 2 if the packet
+    is not awaiting a person.
+    """
+    repo = _repo_or_fail(ctx)
+    config = _config_or_fail(repo)
+    runner = _decision_runner(repo, config)
+    try:
+        state = runner.approve(packet_id, who=_who())
+    except AndonError as exc:
+        _fail(str(exc))
+    out.print(f"{packet_id}: {state}")
+    sys.exit(0 if state == "done" else 1)
+
+
+@main.command()
+@click.argument("packet_id")
+@click.option("--why", required=True, help="The reason; the next attempt's prompt carries it.")
+@click.pass_context
+def reject(ctx: click.Context, packet_id: str, why: str) -> None:
+    """Reject a packet that awaits a person: back to needs_work, with your reason as
+    evidence for the next attempt."""
+    repo = _repo_or_fail(ctx)
+    config = _config_or_fail(repo)
+    runner = _decision_runner(repo, config)
+    try:
+        state = runner.reject(packet_id, who=_who(), why=why)
+    except AndonError as exc:
+        _fail(str(exc))
+    out.print(f"{packet_id}: {state}; `andon run` will try again with your reason")
+
+
+def _decision_runner(repo: Repo, config) -> Runner:
+    def no_agent(packet, stage):
+        raise UsageError("a person's decision runs no agent")
+    return Runner(repo, config, open_store(repo), no_agent,
+                  echo=lambda s: out.print(s, soft_wrap=True, markup=False))
+
+
+def _who() -> str:
+    import getpass
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "a person"
 
 
 def _repo_or_fail(ctx: click.Context, require_commit: bool = True) -> Repo:

@@ -11,6 +11,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -113,6 +114,31 @@ class Agent(_Strict):
     timeout_s: float = Field(1800, gt=0)
     prompt_template: str | None = Field(None, description="path of a Jinja2 template that "
                                                           "replaces the built-in prompt")
+    prompt_dir: str | None = Field(None, description="directory of <stage>.md.j2 templates "
+                                                     "that replace the built-in ones")
+    reviewer: str | None = Field(None, description="adapter for review stages; default: the "
+                                                   "same as for the other stages")
+    reviewer_command: str | None = Field(None, description="shell command of the command "
+                                                           "adapter when it reviews")
+
+
+StageName = Literal["atdd", "implement", "review", "review-tests", "review-correctness"]
+
+
+class Stages(_Strict):
+    default: list[StageName] = Field(
+        default_factory=lambda: ["implement", "review"],
+        description="stages of a packet that names neither `stages` nor a `tier`")
+    tiers: dict[str, list[StageName]] = Field(
+        default_factory=dict, description='stages per tier, e.g. critical = ["atdd", '
+                                          '"implement", "review-tests", "review-correctness"]')
+    test_paths: list[str] = Field(
+        default_factory=lambda: ["tests/**", "test/**", "**/test_*.py", "**/*_test.py",
+                                 "**/conftest.py"],
+        description="globs of test files: the only paths atdd may change, and paths "
+                    "implement may not change when the packet has an atdd stage")
+    review_max_asks: int = Field(2, ge=1, description="how often a reviewer is asked for a "
+                                                      "valid document before the attempt fails")
 
 
 class Config(_Strict):
@@ -123,6 +149,22 @@ class Config(_Strict):
     test: Test = Field(default_factory=Test)
     gates: Gates = Field(default_factory=Gates)
     agent: Agent = Field(default_factory=Agent)
+    stages: Stages = Field(default_factory=Stages)
+
+    def stages_of(self, packet_stages: list[str] | None, tier: str | None) -> list[str]:
+        """The packet's stages: its own, else its tier's, else ``[stages] default``.
+
+        Raises:
+            ConfigError: the packet names a tier that andon.toml does not define.
+        """
+        if packet_stages:
+            return list(packet_stages)
+        if tier:
+            if tier not in self.stages.tiers:
+                raise ConfigError(f"tier {tier!r} is not defined in [stages.tiers] of "
+                                  f"{CONFIG_NAME}; defined: {', '.join(self.stages.tiers) or 'none'}")
+            return list(self.stages.tiers[tier])
+        return list(self.stages.default)
 
     def test_argv(self) -> list[str]:
         argv = list(self.test.command)

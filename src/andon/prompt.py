@@ -1,10 +1,14 @@
 """Build a stage prompt from a packet (and, on a retry, the previous failure's evidence).
 
-The template is Jinja2. The built-in one is ``templates/implement.md.j2``; a project overrides
-it with ``[agent] prompt_template = "path/to/file.md.j2"`` in andon.toml (path relative to the
-repository root). Variables: ``packet`` (the Packet), ``attempt`` (int), ``planted`` (list of
+Templates are Jinja2, one per stage kind: ``templates/implement.md.j2``, ``atdd.md.j2`` and
+``review.md.j2`` (all review stages). A project overrides the implement prompt with
+``[agent] prompt_template = "path.md.j2"``, or any stage with a file ``<stage>.md.j2`` (or
+``review.md.j2``) in ``[agent] prompt_dir`` (paths relative to the repository root).
+Variables: ``packet`` (the Packet), ``attempt`` (int), ``stage`` (str), ``planted`` (list of
 repo-relative paths), ``packets_dir`` (str), ``sections`` (body sections by lowercased heading),
-``previous`` (None, or an object with ``n``, ``gate``, ``layer``, ``reason``, ``details``).
+``previous`` (None, or an object with ``n``, ``gate``, ``layer``, ``reason``, ``details``);
+review stages also get ``diff``, ``schema`` (JSON Schema text), ``review_file``,
+``revise_stages`` and ``retry_errors``.
 """
 
 from __future__ import annotations
@@ -17,7 +21,19 @@ import jinja2
 from .errors import ConfigError
 from .packet import Packet
 
-BUILTIN = Path(__file__).parent / "templates" / "implement.md.j2"
+TEMPLATES = Path(__file__).parent / "templates"
+BUILTIN = TEMPLATES / "implement.md.j2"
+
+
+def template_for(stage: str, prompt_dir: Path | None, implement_override: Path | None) -> Path:
+    """The template file a stage's prompt is rendered from (override first, then built-in)."""
+    kind = "review" if stage.startswith("review") else stage
+    if stage == "implement" and implement_override:
+        return implement_override
+    for name in (f"{stage}.md.j2", f"{kind}.md.j2"):
+        if prompt_dir and (prompt_dir / name).is_file():
+            return prompt_dir / name
+    return TEMPLATES / f"{kind}.md.j2"
 
 
 @dataclass(frozen=True)
@@ -31,7 +47,8 @@ class PreviousFailure:
 
 def render_prompt(packet: Packet, attempt: int, packets_dir: str,
                   previous: PreviousFailure | None = None,
-                  template_path: Path | None = None) -> str:
+                  template_path: Path | None = None, stage: str = "implement",
+                  **extra: object) -> str:
     """Return the prompt text (Markdown).
 
     Raises:
@@ -45,9 +62,9 @@ def render_prompt(packet: Packet, attempt: int, packets_dir: str,
             autoescape=False,  # Markdown for an agent, not HTML
         ).from_string(source)
         return template.render(
-            packet=packet, attempt=attempt, packets_dir=packets_dir,
+            packet=packet, attempt=attempt, packets_dir=packets_dir, stage=stage,
             planted=sorted(packet.plant_files), sections=packet.body_sections(),
-            previous=previous,
+            previous=previous, **extra,
         )
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read prompt template: {exc.strerror}") from None

@@ -77,8 +77,14 @@ def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | 
             stat = repo.diff_stat(a["plant_sha"], a["candidate_sha"])
         attempts.append({**a, "diff_stat": stat,
                          "gates": store.gate_results(a["id"]),
-                         "stages": store.stage_runs(a["id"])})
-    return {"packet": p, "attempts": attempts, "events": store.events(packet_id)}
+                         "stages": store.stage_runs(a["id"]),
+                         "reviews": store.reviews(a["id"])})
+    diff = ""
+    if p["state"] == "awaiting_human" and attempts:
+        last = attempts[-1]
+        diff = repo.git("diff", last["plant_sha"], last["candidate_sha"])
+    return {"packet": p, "attempts": attempts, "events": store.events(packet_id),
+            "diff": diff}
 
 
 def show_packet(out: Console, d: dict[str, Any]) -> None:
@@ -114,8 +120,35 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                 out.print(f"      run {r.get('name')}: exit {r.get('exit_status')}, "
                           f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}",
                           markup=False, soft_wrap=True)
+        for r in a.get("reviews", []):
+            _show_review(out, r)
         if a["diff_stat"]:
             out.print("  what the agent changed (plant commit → candidate):", markup=False)
             out.print("    " + a["diff_stat"].strip().replace("\n", "\n    "), markup=False)
         if a["evidence_dir"]:
             out.print(f"  evidence: {a['evidence_dir']}", markup=False, soft_wrap=True)
+    if d.get("diff"):
+        out.print(f"\n[bold]awaiting a person[/]: the change to decide on (`andon approve "
+                  f"{p['id']}` or `andon reject {p['id']} --why ...`):")
+        out.print(d["diff"], markup=False, highlight=False)
+
+
+def _show_review(out: Console, r: dict[str, Any]) -> None:
+    head = f"  review {r['stage']} (ask {r['ask']}): "
+    if not r["valid"]:
+        out.print(head + "rejected: " + "; ".join(r["errors"]), markup=False, soft_wrap=True)
+        return
+    decided = r["effective_decision"]
+    if decided != r["decision"]:
+        decided = f"{r['decision']} → {decided}"
+    out.print(head + f"{decided}" + (f" (back to {r['revise_stage']})"
+                                     if r["effective_decision"] == "revise" else ""),
+              markup=False)
+    for why in r["downgraded_because"]:
+        out.print(f"      downgraded: {why}", markup=False, soft_wrap=True)
+    for v in r["document"]["verdicts"]:
+        out.print(f"      {v['invariant']}: {v['verdict']} at {v['evidence']} — {v['reason']}",
+                  markup=False, soft_wrap=True)
+    for f in r["document"]["findings"]:
+        out.print(f"      {f['severity']}: {f['location']} — {f['message']}", markup=False,
+                  soft_wrap=True)

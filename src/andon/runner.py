@@ -19,7 +19,7 @@ from pathlib import Path
 
 from . import crash, lifecycle
 from .agents import Agent
-from .attempt import run_attempt
+from .attempt import Attempt
 from .config import STATE_DIR, Config
 from .errors import StoreError, UsageError
 from .gates import preflight
@@ -64,10 +64,10 @@ def open_store(repo: Repo) -> Store:
 
 
 class Runner:
-    """Drain the queue of one repository. ``agent_for(packet)`` picks the agent."""
+    """Drain the queue of one repository. ``agent_for(packet, stage)`` picks the agent."""
 
     def __init__(self, repo: Repo, config: Config, store: Store,
-                 agent_for: Callable[[Packet], Agent],
+                 agent_for: Callable[[Packet, str], Agent],
                  echo: Callable[[str], None] = lambda s: None, keep_worktrees: bool = False):
         self.repo, self.config, self.store = repo, config, store
         self.agent_for, self.echo = agent_for, echo
@@ -78,8 +78,6 @@ class Runner:
         self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
             "andon-worktrees/" + repo.root.name + "-"
             + hashlib.sha1(str(repo.root).encode()).hexdigest()[:8])
-        t = config.agent.prompt_template
-        self.template = repo.root / t if t else None
         self.packets: dict[str, Packet] = {}
 
     # -- the loop -----------------------------------------------------------------------
@@ -224,42 +222,116 @@ class Runner:
     # -- one attempt --------------------------------------------------------------------
 
     def _attempt(self, packet: Packet) -> str:
-        agent = self.agent_for(packet)
+        stages = self.config.stages_of(packet.stages, packet.tier)
         round_ = sum(1 for e in self.store.events(packet.id) if e["kind"] == "unblocked")
+        carry = self._carry_over(packet.id, round_)
+        first = self.agent_for(packet, carry.get("start_stage") or stages[0])
         with self.store.tx():
-            a = self.store.new_attempt(packet.id, agent.name, round_)
+            a = self.store.new_attempt(packet.id, first.name, round_)
             self.store.transition(packet.id, "running", "claimed", a["id"], {"n": a["n"]})
         crash.point("after-claim")
         n = a["n"]
         ev = self.evidence_root / packet.id / str(n)
         ev.mkdir(parents=True, exist_ok=True)
         wt = self._worktree_path(packet.id, n)
-        base = self.repo.rev_parse(self.ref)
+        base = carry.get("base_sha") or self.repo.rev_parse(self.ref)
         self.store.update_attempt(a["id"], branch=f"andon/{packet.id}/{n}", worktree=str(wt),
-                                  base_sha=base, evidence_dir=str(ev))
+                                  base_sha=base, evidence_dir=str(ev), **carry)
         a = self.store.attempt(a["id"])
-        self.echo(f"{packet.id} attempt {n}: {agent.name} agent in {wt}")
+        self.echo(f"{packet.id} attempt {n}: stages {' → '.join(stages)}; {first.name} agent "
+                  f"in {wt}")
         try:
-            result = run_attempt(
-                self.repo, self.config, self.store, packet, a, agent,
+            result = Attempt(
+                self.repo, self.config, self.store, packet, a,
+                lambda stage: self.agent_for(packet, stage),
                 self._baseline(self.repo.rev_parse(f"{base}^{{tree}}")),
                 self._previous_failure(packet.id), wt, ev,
-                lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"), self.template)
+                lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"),
+                lambda state, kind: self.store.transition(packet.id, state, kind, a["id"]),
+            ).run()
         finally:
             if not self.keep:
                 self.repo.remove_worktree(wt)
         crash.point("after-gates")
         failure = result.failure
         if failure is not None:
+            self.store.update_attempt(a["id"], route_stage=result.route_stage)
             return self._fail(packet, a, failure)
         if packet.gate == "human":
             self.store.update_attempt(a["id"], state="passed", ended_at=now())
             self.store.transition(packet.id, "awaiting_human", "gates-passed", a["id"])
-            self.echo(f"{packet.id}: every gate passed; awaiting a person (`andon show`)")
+            self.echo(f"{packet.id}: every check passed; awaiting a person: `andon show "
+                      f"{packet.id}`, then `andon approve {packet.id}` or `andon reject "
+                      f"{packet.id} --why ...`")
             return "awaiting_human"
         self.store.update_attempt(a["id"], state="passed")
         self.store.transition(packet.id, "merging", "gates-passed", a["id"])
         return self._merge(packet, self.store.attempt(a["id"]), result.red_ids)
+
+    def _carry_over(self, packet_id: str, round_: int) -> dict:
+        """Where a retry starts. A failure routed back to ``implement`` keeps the previous
+        attempt's atdd tests (its base, plant and atdd commits); anything else starts afresh
+        from the integration head."""
+        prev = next((x for x in reversed(self.store.attempts(packet_id))
+                     if x["state"] == "failed"), None)
+        if not prev or prev["round"] != round_:
+            return {}
+        if prev["route_stage"] == "implement" and prev["atdd_sha"]:
+            return {"start_stage": "implement", "base_sha": prev["base_sha"],
+                    "plant_sha": prev["plant_sha"], "atdd_sha": prev["atdd_sha"]}
+        return {"start_stage": prev["route_stage"]} if prev["route_stage"] else {}
+
+    # -- human gates --------------------------------------------------------------------
+
+    def approve(self, packet_id: str, who: str) -> str:
+        """A person approves a packet in ``awaiting_human``: merge it now.
+
+        Raises:
+            UsageError: no such packet, or it is not awaiting a person.
+        """
+        lock = self._lock()
+        try:
+            a = self._awaiting(packet_id)
+            self.packets = {p.id: p for p in load_packets(
+                self.repo.root / self.config.andon.packets_dir, self.repo.root)}
+            self.store.transition(packet_id, "merging", "approved", a["id"], {"by": who})
+            red = self._red_ids(a["id"])
+            return self._merge(self.packets[packet_id], self.store.attempt(a["id"]), red)
+        finally:
+            lock.close()
+
+    def reject(self, packet_id: str, who: str, why: str) -> str:
+        """A person rejects a packet in ``awaiting_human``: back to ``needs_work`` with the
+        reason as evidence for the next attempt's prompt."""
+        lock = self._lock()
+        try:
+            a = self._awaiting(packet_id)
+            self.store.add_gate_result(a["id"], "human", "fail", "code", f"rejected by {who}: "
+                                       f"{why}", {"findings": [{"kind": "rejected", "message":
+                                       why, "path": None, "test_id": None}], "by": who},
+                                       now(), 0.0)
+            self.store.update_attempt(a["id"], state="failed", reason=f"rejected by {who}: {why}",
+                                      route_stage="implement", ended_at=now())
+            self.store.transition(packet_id, "needs_work", "rejected", a["id"],
+                                  {"by": who, "why": why})
+            return "needs_work"
+        finally:
+            lock.close()
+
+    def _awaiting(self, packet_id: str) -> dict:
+        row = self.store.packet(packet_id)
+        if row is None:
+            raise UsageError(f"no packet {packet_id!r} in the store")
+        if row["state"] != "awaiting_human":
+            raise UsageError(f"packet {packet_id} is {row['state']}, not awaiting_human")
+        return self.store.attempts(packet_id)[-1]
+
+    def _red_ids(self, attempt_id: int) -> set[str]:
+        red: set[str] = set()
+        for g in self.store.gate_results(attempt_id):
+            if g["gate"] == "red":
+                red |= set(g["evidence"].get("red_ids", []))
+        return red
 
     def _merge(self, packet: Packet, a: dict, red_ids: set[str]) -> str:
         ev = Path(a["evidence_dir"])
@@ -348,11 +420,7 @@ class Runner:
             elif row["state"] == "merging" and last and row["id"] in self.packets:
                 self.echo(f"{row['id']}: finishing the merge of attempt {last['n']}")
                 self.store.event("merge-resumed", row["id"], last["id"], {"n": last["n"]})
-                red = set()
-                for g in self.store.gate_results(last["id"]):
-                    if g["gate"] == "red":
-                        red = set(g["evidence"].get("red_ids", []))
-                self._merge(self.packets[row["id"]], last, red)
+                self._merge(self.packets[row["id"]], last, self._red_ids(last["id"]))
             for a in attempts:  # attempts created just before a crash, never claimed
                 if a["state"] == "running" and row["state"] not in lifecycle.IN_FLIGHT:
                     self._discard(a, "interrupted before it started")

@@ -67,6 +67,18 @@ MIGRATIONS: list[str] = [
         CREATE INDEX gates_attempt ON gate_results(attempt_id);
         CREATE INDEX events_packet ON events(packet_id, id);
     """,
+    """
+        ALTER TABLE attempts ADD COLUMN atdd_sha TEXT;
+        ALTER TABLE attempts ADD COLUMN start_stage TEXT;
+        ALTER TABLE attempts ADD COLUMN route_stage TEXT;
+        CREATE TABLE reviews (
+            id INTEGER PRIMARY KEY, attempt_id INTEGER NOT NULL REFERENCES attempts(id),
+            stage TEXT NOT NULL, ask INTEGER NOT NULL, valid INTEGER NOT NULL,
+            errors TEXT NOT NULL, document TEXT, decision TEXT, effective_decision TEXT,
+            revise_stage TEXT, downgraded_because TEXT NOT NULL, raw TEXT NOT NULL,
+            created_at TEXT NOT NULL);
+        CREATE INDEX reviews_attempt ON reviews(attempt_id);
+    """,
 ]
 
 
@@ -241,6 +253,24 @@ class Store:
         return [_row(r) for r in self.db.execute(
             "SELECT * FROM stage_runs WHERE attempt_id = ? ORDER BY id", (attempt_id,))]
 
+    def add_review(self, attempt_id: int, stage: str, ask: int, raw: str, errors: list[str],
+                   document: dict[str, Any] | None = None, decision: str | None = None,
+                   effective_decision: str | None = None, revise_stage: str | None = None,
+                   downgraded_because: list[str] | None = None) -> None:
+        """One review document as returned (``raw``), valid or not, with what was decided."""
+        with self.tx() as db:
+            db.execute("INSERT INTO reviews (attempt_id, stage, ask, valid, errors, document,"
+                       " decision, effective_decision, revise_stage, downgraded_because, raw,"
+                       " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                       (attempt_id, stage, ask, int(not errors), json.dumps(errors),
+                        json.dumps(document) if document is not None else None, decision,
+                        effective_decision, revise_stage, json.dumps(downgraded_because or []),
+                        raw, now()))
+
+    def reviews(self, attempt_id: int) -> list[dict[str, Any]]:
+        return [_row(r) for r in self.db.execute(
+            "SELECT * FROM reviews WHERE attempt_id = ? ORDER BY id", (attempt_id,))]
+
     def baseline(self, tree_sha: str) -> set[str] | None:
         """Test ids that passed on this tree in a full-suite run the harness made, or None."""
         row = self.db.execute("SELECT passed_ids FROM baselines WHERE tree_sha = ?",
@@ -253,7 +283,8 @@ class Store:
                        (tree_sha, json.dumps(sorted(passed_ids)), json.dumps(evidence), now()))
 
 
-_JSON_COLUMNS = {"definition", "evidence", "data", "usage"}
+_JSON_COLUMNS = {"definition", "evidence", "data", "usage", "errors", "document",
+                 "downgraded_because"}
 
 
 def _row(row: sqlite3.Row) -> dict[str, Any]:

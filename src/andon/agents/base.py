@@ -30,6 +30,7 @@ class StageContext:
     prompt_file: Path
     evidence_dir: Path
     timeout_s: float
+    review_file: Path | None = None  # review stages: where the reviewer writes its JSON
 
 
 @dataclass

@@ -36,6 +36,8 @@ class CommandAgent:
             ANDON_STAGE=ctx.stage, ANDON_ATTEMPT=str(ctx.attempt),
             ANDON_WORKTREE=str(ctx.worktree), PYTHONDONTWRITEBYTECODE="1",
         )
+        if ctx.review_file:
+            env["ANDON_REVIEW_FILE"] = str(ctx.review_file)
         p = run_process(["/bin/sh", "-c", self.command], ctx.worktree, env, ctx.prompt_file,
                         transcript, ctx.timeout_s)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,

@@ -1,6 +1,6 @@
 """``andon demo``: a realistic example project run end to end with scripted agents.
 
-Builds a small git repository (a CSV loader for bank statements, with its own tests) and six
+Builds a small git repository (a CSV loader for bank statements, with its own tests) and eight
 packets, then runs the real harness on it — worktrees, planted tests, gates, squash merges —
 with scripted agents: honest ones, one that edits a planted test, one that writes a forbidden
 path, and one that makes the same mistake twice and halts the line. Exits 0 only if every
@@ -20,7 +20,7 @@ from ..config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from ..report import board
 from ..runner import Runner, open_store
 from ..workspace import Repo
-from .agents import BEHAVIOURS
+from .agents import BEHAVIOURS, evaluating_reviewer
 from .project import FILES, PACKETS
 
 # packet -> (final state, what the demo shows with it)
@@ -31,9 +31,13 @@ EXPECTED = {
                     "into the next prompt and attempt 2 was merged"),
     "B04": ("done", "attempt 1 deselected tests in pyproject.toml → rejected (forbidden path); "
                     "attempt 2 merged"),
-    "B05": ("blocked", "the same failing test twice → no new evidence → blocked; the line "
+    "B05": ("done", "attempt 1 passed every test but the reviewer found its critical "
+                    "invariant violated → revise; attempt 2 merged"),
+    "B06": ("done", "human gate: every check passed, it waited for a person, the demo "
+                    "approved it and it merged"),
+    "B07": ("blocked", "the same failing test twice → no new evidence → blocked; the line "
                        "halted"),
-    "B06": ("ready", "never started: the line was halted by B05"),
+    "B08": ("ready", "never started: the line was halted by B07"),
 }
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Demo User", "GIT_AUTHOR_EMAIL": "demo@example.com",
@@ -59,7 +63,7 @@ def build_project(root: Path) -> Path:
             target.write_text(text)
     env = {**os.environ, **GIT_ENV}
     for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                 ["git", "commit", "-q", "-m", "ledger: CSV loader with tests; six packets"]):
+                 ["git", "commit", "-q", "-m", "ledger: CSV loader with tests; eight packets"]):
         subprocess.run(argv, cwd=root, env=env, check=True)
     return root
 
@@ -72,9 +76,14 @@ def run_demo(out: Console, where: Path | None = None) -> int:
     config = load_config(root)
     store = open_store(repo)
     agents = {pid: ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
-    runner = Runner(repo, config, store, lambda p: agents[p.id],
+    reviewer = ScriptedAgent(evaluating_reviewer)
+    runner = Runner(repo, config, store,
+                    lambda p, stage: reviewer if stage.startswith("review") else agents[p.id],
                     echo=lambda s: out.print(s, markup=False, soft_wrap=True))
     report = runner.run()
+    if store.packet("B06")["state"] == "awaiting_human":
+        out.print("B06 is awaiting a person; the demo approves it (`andon approve B06`)")
+        runner.approve("B06", who="the demo")
     out.print()
     out.print(board(store, config))
     out.print()
@@ -85,7 +94,7 @@ def run_demo(out: Console, where: Path | None = None) -> int:
         mark = "[green]as expected[/]" if got == want else f"[red]UNEXPECTED: {got}[/]"
         ok &= got == want
         out.print(f"{pid} {want:8} {mark} — {story}", soft_wrap=True)
-    halted_ok = report.halted_by == "B05"
+    halted_ok = report.halted_by == "B07"
     ok &= halted_ok
     out.print()
     if report.message:
@@ -94,7 +103,8 @@ def run_demo(out: Console, where: Path | None = None) -> int:
               f"look closer:    andon -C {root} status\n"
               f"                andon -C {root} show B03   (the tampered planted test)\n"
               f"                andon -C {root} show B04   (the forbidden path)\n"
-              f"                andon -C {root} show B05   (why the line halted)", markup=False,
+              f"                andon -C {root} show B05   (the reviewer's verdicts)\n"
+              f"                andon -C {root} show B07   (why the line halted)", markup=False,
               soft_wrap=True)
     out.print("[green]demo: every outcome as expected[/]" if ok else
               "[red]demo: some outcomes were not as expected[/]")

@@ -4,6 +4,10 @@ mistake. Each edits files in the worktree as a real agent would; its claims are 
 from __future__ import annotations
 
 import ast
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 from ..agents import StageContext
@@ -43,6 +47,33 @@ def parse_total(cell: str):
     if not cell.strip():
         return None
     return parse_number(cell)
+'''
+
+PARSE_NUMBER_ONE_SPACE = '''\
+def parse_number(cell: str) -> int:
+    """A numeric cell as an integer: dots or a space group thousands, a minus may trail."""
+    text = cell.strip().replace(" ", "", 1)
+    negative = text.startswith("-") or text.endswith("-")
+    value = int(text.strip("-").replace(".", ""))
+    return -value if negative else value
+'''
+
+PARSE_NUMBER_SPACES = '''\
+def parse_number(cell: str) -> int:
+    """A numeric cell as an integer: dots or spaces group thousands, a minus may trail."""
+    text = cell.strip().replace(" ", "")
+    negative = text.startswith("-") or text.endswith("-")
+    value = int(text.strip("-").replace(".", ""))
+    return -value if negative else value
+'''
+
+PARSE_TOTAL_DASH = '''\
+def parse_total(cell: str):
+    """The running-total column; None when the bank left it empty or printed a dash."""
+    text = cell.strip()
+    if not text or text == "-":
+        return None
+    return parse_number(text)
 '''
 
 PARSE_TOTAL_WRONG = '''\
@@ -108,11 +139,68 @@ def honest_trim(ctx: StageContext) -> str:
     return "Trimmed."
 
 
+def first_space_only_then_all(ctx: StageContext) -> str:
+    """Attempt 1 removes only the first space: the planted test (one space) passes, the
+    critical invariant (several groups) does not — the reviewer's evaluation catches it."""
+    if "B05-1" in ctx.prompt and "violated" in ctx.prompt:
+        replace_function(ctx.worktree, "parse_number", PARSE_NUMBER_SPACES)
+        return "Every space now groups thousands."
+    replace_function(ctx.worktree, "parse_number", PARSE_NUMBER_ONE_SPACE)
+    return "Spaces handled; the test passes."
+
+
+def honest_dash_total(ctx: StageContext) -> str:
+    replace_function(ctx.worktree, "parse_total", PARSE_TOTAL_DASH)
+    return "A dash total is None."
+
+
 BEHAVIOURS = {
     "B01": honest_thousands,
     "B02": honest_empty_total,
     "B03": tamper_then_honest,
     "B04": forbidden_then_honest,
-    "B05": same_mistake,
-    "B06": honest_trim,
+    "B05": first_space_only_then_all,
+    "B06": honest_dash_total,
+    "B07": same_mistake,
+    "B08": honest_trim,
 }
+
+
+EVAL = """
+import json, sys
+sys.path.insert(0, "src")
+from ledger.loader import *
+out = {}
+for inv_id, expr in json.loads(sys.argv[1]).items():
+    try:
+        out[inv_id] = ["held" if eval(expr) else "violated", ""]
+    except Exception as exc:
+        out[inv_id] = ["violated", f"{type(exc).__name__}: {exc}"]
+print(json.dumps(out))
+"""
+
+
+def evaluating_reviewer(ctx: StageContext) -> str:
+    """A reviewer that checks each invariant by evaluating its ``assert`` expression against
+    the reviewed tree (in a subprocess, without the tests) and cites the function it calls."""
+    exprs = {inv.id: inv.assert_ for inv in ctx.packet.invariants}
+    proc = subprocess.run([sys.executable, "-c", EVAL, json.dumps(exprs)], cwd=ctx.worktree,
+                          capture_output=True, text=True, timeout=60)
+    results = json.loads(proc.stdout) if proc.returncode == 0 else {
+        k: ["unverifiable", proc.stderr[-200:]] for k in exprs}
+    source = (ctx.worktree / LOADER).read_text().splitlines()
+    verdicts = []
+    for inv in ctx.packet.invariants:
+        called = re.match(r"\s*(\w+)", inv.assert_)
+        line = next((i for i, text in enumerate(source, 1)
+                     if called and text.startswith(f"def {called.group(1)}(")), 1)
+        verdict, error = results[inv.id]
+        verdicts.append({"invariant": inv.id, "verdict": verdict,
+                         "evidence": f"{LOADER}:{line}",
+                         "reason": f"evaluated `{inv.assert_}` on the change"
+                                   + (f": {error}" if error else "")})
+    text = json.dumps({"verdicts": verdicts, "findings": [], "decision": "accept",
+                       "summary": "invariants evaluated against the reviewed tree"})
+    if ctx.review_file:
+        ctx.review_file.write_text(text)
+    return text

@@ -172,8 +172,39 @@ def test_day_month_year():
 def test_single_digits():
     assert parse_date("1.2.2025") == "2025-02-01"
 '''}),
-    "B05-parenthesised-negative": (
-        packet("B05", "parenthesised-negative",
+    "B05-space-thousands": (
+        packet("B05", "space-thousands",
+               "A space groups thousands too: `1 234` loads as 1234, however many groups.",
+               "Some exports group digits with spaces. The planted test shows one case; the "
+               "invariant is the rule.",
+               "parse_number('12 345 678') == 12345678", requires='requires = ["B03"]\n'),
+        {"tests/test_space_thousands.py": """\
+from ledger.loader import parse_number
+
+
+def test_space_groups_thousands():
+    assert parse_number("1 234") == 1234
+"""}),
+    "B06-dash-total": (
+        packet("B06", "dash-total-is-null",
+               "A total of `-` means no total: it loads as None, like an empty cell.",
+               "The bank prints a dash where it did not compute a total. Loading must never "
+               "invent a number; a person signs this one off.",
+               "parse_total('-') is None", requires='requires = ["B02"]\n',
+               extra='gate = "human"\n'),
+        {"tests/test_dash_total.py": """\
+from ledger.loader import parse_total
+
+
+def test_dash_total_is_none():
+    assert parse_total("-") is None
+
+
+def test_padded_dash_total_is_none():
+    assert parse_total(" - ") is None
+"""}),
+    "B07-parenthesised-negative": (
+        packet("B07", "parenthesised-negative",
                "A total in parentheses is negative: `(1.250)` loads as -1250.",
                "Accountants write negative totals in parentheses.",
                "parse_total('(1.250)') == -1250", requires='requires = ["B02"]\n',
@@ -185,8 +216,8 @@ from ledger.loader import parse_total
 def test_parenthesised_total_is_negative():
     assert parse_total("(1.250)") == -1250
 '''}),
-    "B06-trim-descriptions": (
-        packet("B06", "trim-descriptions", "Descriptions lose surrounding whitespace.",
+    "B08-trim-descriptions": (
+        packet("B08", "trim-descriptions", "Descriptions lose surrounding whitespace.",
                "The bank pads descriptions with spaces.",
                "parse_description('  rent ') == 'rent'"),
         {"tests/test_descriptions.py": '''\

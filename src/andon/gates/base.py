@@ -84,11 +84,14 @@ class GateContext:
     base_sha: str
     plant_sha: str
     candidate_sha: str | None = None
+    atdd_sha: str | None = None      # the atdd stage's commit, when the packet has one
     baseline_passed: set[str] = field(default_factory=set)
     red_ids: set[str] = field(default_factory=set)
+    atdd_tests: list[str] = field(default_factory=list)  # test files the atdd stage wrote
 
     def planted_tests(self) -> list[str]:
-        return planted_tests(self.packet)
+        """Test files that must go from red to green: planted ones and the atdd stage's."""
+        return sorted(set(planted_tests(self.packet)) | set(self.atdd_tests))
 
     def suite(self, cwd: Path, name: str, select: list[str] | None = None,
               seed: int | None = None) -> SuiteRun:

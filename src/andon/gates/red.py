@@ -9,13 +9,18 @@ are then judged one by one in the ``suite`` gate.
 
 from __future__ import annotations
 
+import ast
+
 from .base import Finding, GateContext, GateResult
 
 RED = ("failed", "error")
 
 
-def run(ctx: GateContext) -> GateResult:
-    tests = ctx.planted_tests()
+def run(ctx: GateContext, tests: list[str] | None = None,
+        written_by_atdd: list[str] = ()) -> GateResult:
+    """``tests``: the files that must be red (default: the planted test files). Files in
+    ``written_by_atdd`` must also cover each invariant they name with more than one test."""
+    tests = ctx.planted_tests() if tests is None else tests
     if not tests:
         return GateResult("red", "skipped", "the packet plants no test files: nothing is "
                           "known to fail before the change")
@@ -47,6 +52,9 @@ def run(ctx: GateContext) -> GateResult:
         elif any(o not in RED for o in seen):
             findings.append(Finding("flaky", f"{test_id} is red only sometimes on the base "
                                     f"({', '.join(seen)})", files[test_id], test_id))
+    if written_by_atdd:
+        findings += _invariant_coverage(ctx, written_by_atdd,
+                                        [i for i in outcomes if files[i] in written_by_atdd])
     findings = list({f.key(): f for f in findings}.values())
     if findings:
         return GateResult("red", "fail", f"planted tests are not reliably red on the base: "
@@ -59,3 +67,30 @@ def run(ctx: GateContext) -> GateResult:
         f" and {unimportable} planted module(s) that do not import yet" if unimportable else "")
     return GateResult("red", "pass", f"{what}: red in {n} of {n} runs",
                       runs=runs, details={"red_ids": sorted(red_ids)})
+
+
+def _invariant_coverage(ctx: GateContext, files: list[str], ids: list[str]) -> list[Finding]:
+    """Each invariant the atdd tests name (in a test's name, docstring or body) must be named
+    by more than one test: an ordinary case, a boundary, a rejected input."""
+    sources: dict[str, str] = {}
+    for f in files:
+        text = (ctx.worktree / f).read_text(encoding="utf-8", errors="replace")
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                sources[node.name] = ast.get_source_segment(text, node) or ""
+    found = []
+    for inv in ctx.packet.invariants:
+        naming = [i for i in ids if inv.id in sources.get(i.split("::")[-1].split("[")[0], "")]
+        if len(naming) == 1:
+            found.append(Finding("thin-coverage", f"invariant {inv.id} is covered by only one "
+                                 f"test ({naming[0]}); write an ordinary case, a boundary and a "
+                                 "rejected input", test_id=naming[0]))
+    if ctx.packet.invariants and not any(
+            inv.id in src for inv in ctx.packet.invariants for src in sources.values()):
+        found.append(Finding("thin-coverage", "no test written by the atdd stage names an "
+                             "invariant id of the packet"))
+    return found
