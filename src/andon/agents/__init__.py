@@ -2,25 +2,54 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+from .aider import AiderAgent
 from .base import Agent, AgentRun, StageContext
+from .claude_code import ClaudeCodeAgent
+from .codex import CodexAgent
 from .command import CommandAgent
+from .external import ExternalAgent
+from .gemini import GeminiAgent
 from .scripted import ScriptedAgent
 
-ADAPTERS = ("command", "scripted")
+if TYPE_CHECKING:
+    from ..config import Config
+
+# Adapters for agent CLIs, by the name `--agent` and `[agents.<name>]` use.
+EXTERNAL: dict[str, type[ExternalAgent]] = {
+    "claude-code": ClaudeCodeAgent, "codex": CodexAgent, "aider": AiderAgent,
+    "gemini": GeminiAgent}
+ADAPTERS = ("command", "scripted", *EXTERNAL)
 
 
-def make_agent(spec: str, command: str | None = None) -> Agent:
-    """Build an adapter from ``--agent``: ``command`` or ``scripted:module:function``.
+def make_agent(spec: str, command: str | None = None, config: "Config | None" = None) -> Agent:
+    """Build an adapter from ``--agent``: ``command``, ``scripted:module:function``, or one
+    of the agent CLIs (``claude-code``, ``codex``, ``aider``, ``gemini``) with its
+    ``[agents.<name>]`` settings and the ``[prices]`` of ``config``.
 
     Raises:
-        ValueError: unknown adapter name (the message lists the known ones) or bad settings.
+        ValueError: unknown adapter name (the message lists the known ones), an
+            ``[agents.<name>]`` table for an adapter that does not exist, an agent CLI that is
+            not installed, or bad settings.
     """
     name, _, rest = spec.partition(":")
+    if config is not None:
+        unknown = sorted(set(config.agents) - set(EXTERNAL))
+        if unknown:
+            raise ValueError(f"andon.toml has [agents.{unknown[0]}], but the adapters with "
+                             f"settings are: {', '.join(EXTERNAL)}")
+    prices = config.prices if config is not None else {}
     if name == "command":
-        return CommandAgent(rest or command or "")
+        return CommandAgent(rest or command or "", prices=prices)
     if name == "scripted":
         return ScriptedAgent.from_spec(rest)
-    raise ValueError(f"unknown agent {name!r}; known agents: {', '.join(ADAPTERS)}")
+    if name in EXTERNAL and not rest:
+        settings = config.agents.get(name) if config is not None else None
+        return EXTERNAL[name](settings, prices)
+    raise ValueError(f"unknown agent {spec!r}; known agents: {', '.join(ADAPTERS)}")
 
 
-__all__ = ["Agent", "AgentRun", "StageContext", "CommandAgent", "ScriptedAgent", "make_agent"]
+__all__ = ["Agent", "AgentRun", "StageContext", "CommandAgent", "ScriptedAgent", "make_agent",
+           "ClaudeCodeAgent", "CodexAgent", "AiderAgent", "GeminiAgent", "ExternalAgent",
+           "EXTERNAL", "ADAPTERS"]

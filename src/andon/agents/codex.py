@@ -1,0 +1,172 @@
+"""The ``codex`` adapter: OpenAI Codex CLI in non-interactive mode.
+
+Invocation (the prompt on stdin, named by ``-``; cwd the attempt's worktree)::
+
+    codex exec --json --output-last-message <evidence>/<stage>.last-message.txt \\
+        [--model M] --full-auto [extra_args...] -
+
+``--full-auto`` (workspace-write sandbox, no approval prompts) is the default
+``permission_args``; replace it, e.g. with ``["--sandbox", "danger-full-access"]``.
+Credentials: ``OPENAI_API_KEY`` or ``CODEX_API_KEY`` when set, or the login in
+``$CODEX_HOME`` (default ``$HOME/.codex``); ``CODEX_HOME`` is passed through too.
+
+Output read back — JSON Lines on stdout: ``thread.started {thread_id}``, ``turn.started``,
+``turn.completed {usage: {input_tokens, cached_input_tokens, output_tokens}}``,
+``turn.failed {error: {message}}``, ``item.started|updated|completed {item: {id, type, ...}}``
+(item types ``agent_message {text}``, ``reasoning``, ``command_execution``, ``file_change``,
+``mcp_tool_call``, ``web_search``, ``todo_list``, ``error``), ``error {message}``.
+
+Usage: OpenAI's convention already matches the store's (cached tokens are part of
+``input_tokens``, reasoning part of ``output_tokens``); ``cached_input_tokens`` →
+``cache_read_tokens``; cache writes are not reported (``None``). The usage of every
+``turn.completed`` is summed (``codex exec`` runs one turn). ``turns`` = the number of
+completed turns. The stream names no model: it is the configured ``model``, else the
+``model`` of the ``turn_context`` record in the session's rollout file
+(``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<thread_id>.jsonl``), else unknown. Codex
+reports no cost: it is priced. The claim is the last ``agent_message``.
+
+The older ``codex exec --json`` protocol (lines ``{"id", "msg": {"type": ...}}``, before the
+``thread.*``/``turn.*``/``item.*`` events) is refused with a clear note (upgrade codex).
+
+Sources: https://github.com/openai/codex/blob/main/docs/exec.md (JSON output mode, sample
+output, ``--output-last-message``, ``CODEX_API_KEY``); the event types in
+``codex-rs/exec/src/exec_events.rs`` of the same repository; ../shared/FORMATS.md (Codex CLI).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..config import AgentSettings
+from ..usage import as_count
+from .base import StageContext
+from .external import ExternalAgent, FormatError, Parsed, RunFiles, json_lines, note_unknown
+
+KNOWN = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started",
+         "item.updated", "item.completed", "item.plan.delta", "request_user_input", "error"}
+
+
+class CodexAgent(ExternalAgent):
+    name = "codex"
+    executable = "codex"
+    credential_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME")
+    default_permission_args = ("--full-auto",)
+    docs = "docs/agents/codex.md"
+
+    def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
+        argv = [self.executable, "exec", "--json", "--output-last-message",
+                str(last_message_file(files))]
+        if s.model:
+            argv += ["--model", s.model]
+        return argv + self.permission_args(s) + list(s.extra_args or []) + ["-"]
+
+    def parse(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> Parsed:
+        out = parse_events(files.transcript)
+        last = last_message_file(files)
+        if last.is_file() and last.stat().st_size:
+            out.claim = last.read_text(encoding="utf-8", errors="replace")
+        u = out.usage
+        u.model = s.model
+        if u.model is None and u.has_tokens:
+            thread = out.meta.get("thread_id")
+            home = Path(self.environ.get("CODEX_HOME")
+                        or Path(self.environ.get("HOME", "~")) / ".codex").expanduser()
+            u.model = rollout_model(home, thread) if thread else None
+            if u.model:
+                u.notes.append("model read from the session's rollout file")
+        return out
+
+
+def last_message_file(files: RunFiles) -> Path:
+    return files.prefix.with_name(files.prefix.name + ".last-message.txt")
+
+
+def parse_events(path: Path) -> Parsed:
+    """Read a ``codex exec --json`` transcript (see the module docstring).
+
+    Raises:
+        FormatError: the lines are the older ``{id, msg}`` protocol, or JSON objects none of
+            which is a known event.
+    """
+    out = Parsed()
+    u = out.usage
+    if not path.is_file() or path.stat().st_size == 0:
+        u.notes.append("no output: usage unknown")
+        return out
+    unknown: Counter = Counter()
+    turns: list[dict[str, Any]] = []
+    last_message, seen, legacy = "", 0, 0
+    for ev in json_lines(path, u):
+        kind = ev.get("type")
+        if kind is None and isinstance(ev.get("msg"), dict):
+            legacy += 1
+            continue
+        if kind not in KNOWN:
+            unknown[str(kind)] += 1
+            continue
+        seen += 1
+        if kind == "thread.started":
+            out.meta["thread_id"] = ev.get("thread_id")
+        elif kind == "turn.completed":
+            turns.append(ev.get("usage") if isinstance(ev.get("usage"), dict) else {})
+        elif kind in ("turn.failed", "error"):
+            err = ev.get("error") if kind == "turn.failed" else ev
+            msg = err.get("message") if isinstance(err, dict) else None
+            u.notes.append(f"{kind}: {msg}")
+        elif kind == "item.completed" and isinstance(ev.get("item"), dict):
+            item = ev["item"]
+            if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
+                last_message = item["text"]
+    note_unknown(u, unknown)
+    if legacy and not seen:
+        raise FormatError("this is the older `codex exec --json` protocol (lines "
+                          "`{id, msg}`); andon reads the thread.*/turn.*/item.* events of "
+                          "current codex: upgrade codex")
+    if not seen:
+        raise FormatError("no codex exec --json event in the output")
+    out.claim = last_message
+    u.turns = len(turns)
+    counts = [(as_count(t.get("input_tokens")), as_count(t.get("output_tokens")),
+               as_count(t.get("cached_input_tokens"))) for t in turns]
+    if not turns:
+        u.notes.append("no turn.completed event: usage unknown")
+    elif any(c[0] is None or c[1] is None for c in counts):
+        u.notes.append("a turn.completed event has no usage: tokens unknown")
+    else:
+        u.input_tokens = sum(c[0] for c in counts)
+        u.output_tokens = sum(c[1] for c in counts)
+        cached = [c[2] for c in counts]
+        u.cache_read_tokens = None if None in cached else sum(cached)
+        if len(turns) > 1:
+            u.notes.append(f"usage summed over {len(turns)} turn.completed events")
+    return out
+
+
+def rollout_model(codex_home: Path, thread_id: str) -> str | None:
+    """The model named by the first ``turn_context`` record of the rollout file of
+    ``thread_id`` under ``codex_home/sessions``, or None."""
+    sessions = codex_home / "sessions"
+    if not thread_id or not sessions.is_dir():
+        return None
+    for path in sorted(sessions.glob(f"*/*/*/rollout-*{thread_id}.jsonl")):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for n, line in enumerate(f):
+                    if n > 500:
+                        break
+                    try:
+                        rec = json.loads(line)
+                    except ValueError:
+                        continue
+                    payload = rec.get("payload") if isinstance(rec, dict) else None
+                    if rec.get("type") == "turn_context" and isinstance(payload, dict):
+                        model = payload.get("model")
+                        if isinstance(model, str) and model:
+                            return model
+        except OSError:
+            continue
+    return None
+

@@ -1,0 +1,222 @@
+"""What the adapters for agent CLIs share: a clean environment, one run, parsing, pricing.
+
+An adapter for an external agent (``claude_code``, ``codex``, ``aider``, ``gemini``) says
+which executable it starts, the argv for one stage, which variables the agent needs, and how
+to read the agent's transcript. :class:`ExternalAgent` does the rest: it runs the agent in
+the attempt's worktree through :func:`run_process` (own process group, SIGKILL on timeout,
+output capped on disk with its tail kept, bytes kept as they are), stdout to
+``<stage>.transcript.log`` and stderr to ``<stage>.stderr.log`` in the evidence folder, then
+parses the transcript into a claim (the agent's final text — recorded, never believed) and
+a :class:`~andon.usage.Usage` record, and prices it when the agent reported no cost.
+
+Environment: only ``PATH, HOME, LANG, LC_*, TERM, TMPDIR, USER``, the adapter's credential
+variables (API keys) when they are set, the names listed in ``env_passthrough``, and
+``ANDON_PACKET_ID``, ``ANDON_STAGE``, ``ANDON_ATTEMPT``, ``ANDON_WORKTREE``,
+``ANDON_PROMPT_FILE`` (plus ``ANDON_REVIEW_FILE`` in review stages).
+
+Parsing never raises on odd input: unknown event types are counted and kept in the
+transcript, truncated JSON lines are skipped and counted, a missing usage block leaves the
+tokens unknown (``None``, never 0) — each with a note in ``usage.notes``. Output in a format
+the adapter does not know (for example an older protocol) raises :class:`FormatError`
+inside the parser; the run records it as a note and leaves usage unknown.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..config import AgentSettings
+from ..usage import Usage, price
+from .base import AgentRun, StageContext
+from .process import DEFAULT_MAX_BYTES, run_process
+
+BASE_ENV = ("PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER")
+TAIL_BYTES = 1024 * 1024      # kept from the end of a capped transcript: the result event
+CLAIM_BYTES = 2000
+DEVNULL = Path(os.devnull)
+
+
+class FormatError(ValueError):
+    """The agent printed output in a format (or format version) this adapter cannot read."""
+
+
+def clean_env(names: tuple[str, ...] | list[str], source: Mapping[str, str] | None = None
+              ) -> dict[str, str]:
+    """The allowlisted variables of ``source`` (default ``os.environ``) plus ``names``,
+    each only if it is set. Values are copied, never logged."""
+    source = os.environ if source is None else source
+    wanted = set(BASE_ENV) | set(names)
+    return {k: v for k, v in source.items() if k in wanted or k.startswith("LC_")}
+
+
+@dataclass
+class Parsed:
+    """What a parser read: the agent's final text and its usage (wall time filled later)."""
+
+    claim: str = ""
+    usage: Usage = field(default_factory=Usage)
+    meta: dict[str, Any] = field(default_factory=dict)   # e.g. a session id for the adapter
+
+
+def json_lines(path: Path, usage: Usage) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL transcript, one per line. Lines that are not JSON are
+    skipped: a line that starts like JSON but does not parse is counted as truncated, other
+    text (a marker of dropped bytes, a stray log line) as not JSON; both end up in notes."""
+    truncated = other = 0
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.strip()
+            if not line:
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                if line.startswith(b"{"):
+                    truncated += 1
+                else:
+                    other += 1
+                continue
+            if isinstance(obj, dict):
+                yield obj
+            else:
+                other += 1
+    if truncated:
+        usage.notes.append(f"{truncated} truncated JSON line(s) skipped")
+    if other:
+        usage.notes.append(f"{other} line(s) that are not JSON objects skipped")
+
+
+def note_unknown(usage: Usage, unknown: Counter) -> None:
+    if unknown:
+        kinds = ", ".join(f"{k} ({n})" for k, n in sorted(unknown.items()))
+        usage.notes.append(f"unknown event types kept in the transcript, not read: {kinds}")
+
+
+def tail_text(path: Path, n: int = CLAIM_BYTES) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, path.stat().st_size - n))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+@dataclass
+class RunFiles:
+    """Where one stage run's files go (all in the attempt's evidence folder)."""
+
+    transcript: Path
+    stderr: Path
+    prefix: Path          # <evidence>/<stage>: adapters add their own suffixes
+
+
+class ExternalAgent:
+    """Base of the CLI adapters. Subclasses set the class attributes and implement
+    :meth:`argv` and :meth:`parse`; they may override :meth:`stdin` and :meth:`after`.
+
+    Args:
+        settings: ``[agents.<name>]`` from andon.toml (model, extra_args, timeout_s, ...).
+        prices: ``[prices]`` from andon.toml, used when the agent reports no cost.
+        environ: where the clean environment is taken from (default ``os.environ``).
+
+    Raises:
+        ValueError: the executable is not on PATH (the message says how to check).
+    """
+
+    name = ""
+    executable = ""
+    credential_env: tuple[str, ...] = ()      # passed through when set; `andon doctor` lists them
+    default_permission_args: tuple[str, ...] = ()
+    docs = ""
+
+    def __init__(self, settings: AgentSettings | None = None,
+                 prices: Mapping[str, Any] | None = None,
+                 environ: Mapping[str, str] | None = None):
+        self.settings = settings or AgentSettings()
+        self.prices = dict(prices or {})
+        self.environ = dict(os.environ if environ is None else environ)
+        if self.find() is None:
+            raise ValueError(f"the {self.name} agent needs `{self.executable}` on PATH, and it "
+                             f"is not there; install it or run `andon doctor` (see {self.docs})")
+
+    def find(self) -> str | None:
+        return shutil.which(self.executable, path=self.environ.get("PATH", os.defpath))
+
+    # -- what subclasses provide ----------------------------------------------------------
+
+    def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
+        raise NotImplementedError
+
+    def parse(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> Parsed:
+        raise NotImplementedError
+
+    def stdin(self, ctx: StageContext) -> Path:
+        return ctx.prompt_file
+
+    def before(self, ctx: StageContext) -> Any:
+        return None
+
+    def after(self, ctx: StageContext, state: Any, usage: Usage) -> None:
+        return None
+
+    def permission_args(self, s: AgentSettings) -> list[str]:
+        return list(self.default_permission_args if s.permission_args is None
+                    else s.permission_args)
+
+    # -- one run --------------------------------------------------------------------------
+
+    def env(self, ctx: StageContext, s: AgentSettings) -> dict[str, str]:
+        env = clean_env([*self.credential_env, *(s.env_passthrough or [])], self.environ)
+        env.update(ANDON_PACKET_ID=ctx.packet.id, ANDON_STAGE=ctx.stage,
+                   ANDON_ATTEMPT=str(ctx.attempt), ANDON_WORKTREE=str(ctx.worktree),
+                   ANDON_PROMPT_FILE=str(ctx.prompt_file))
+        review_file = getattr(ctx, "review_file", None)
+        if review_file:
+            env["ANDON_REVIEW_FILE"] = str(review_file)
+        return env
+
+    def run(self, ctx: StageContext) -> AgentRun:
+        s = self.settings.for_stage(ctx.stage)
+        files = RunFiles(ctx.evidence_dir / f"{ctx.stage}.transcript.log",
+                         ctx.evidence_dir / f"{ctx.stage}.stderr.log",
+                         ctx.evidence_dir / ctx.stage)
+        env = self.env(ctx, s)
+        exe = shutil.which(self.executable, path=env.get("PATH", os.defpath)) or self.executable
+        argv = [exe, *self.argv(ctx, s, files)[1:]]
+        state = self.before(ctx)
+        try:
+            p = run_process(argv, ctx.worktree, env, self.stdin(ctx), files.transcript,
+                            s.timeout_s or ctx.timeout_s, s.max_output_bytes or DEFAULT_MAX_BYTES,
+                            stderr_path=files.stderr, keep_tail=TAIL_BYTES)
+        except OSError as exc:  # cannot start: recorded like any other failed run
+            files.transcript.write_bytes(b"")
+            files.stderr.write_text(f"andon: cannot start {argv[0]}: {exc}\n")
+            usage = Usage(model=s.model, notes=[f"cannot start {argv[0]}: {exc}"])
+            return AgentRun(self.name, 127, False, 0.0, files.transcript,
+                            f"cannot start {argv[0]}: {exc}", usage.to_dict())
+        try:
+            parsed = self.parse(ctx, s, files)
+        except FormatError as exc:
+            parsed = Parsed(usage=Usage(model=s.model, notes=[f"unreadable output: {exc}"]))
+        usage = parsed.usage
+        usage.wall_s = p.duration_s
+        if usage.model is None:
+            usage.model = s.model
+        if p.bytes_dropped:
+            usage.notes.append(f"transcript capped: {p.bytes_dropped} bytes dropped "
+                               "(the first and the last bytes are kept)")
+        if p.timed_out:
+            usage.notes.append(f"killed after the {s.timeout_s or ctx.timeout_s:g} s timeout")
+        self.after(ctx, state, usage)
+        price(usage, self.prices)
+        claim = parsed.claim or tail_text(files.stderr)
+        return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
+                        duration_s=p.duration_s, transcript_path=files.transcript,
+                        claim=claim, usage=usage.to_dict())

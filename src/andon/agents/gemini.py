@@ -1,0 +1,161 @@
+"""The ``gemini`` adapter: Gemini CLI in headless mode with JSON output.
+
+Invocation (cwd the attempt's worktree)::
+
+    gemini --prompt <prompt text> --output-format json [--model M] --yolo [extra_args...]
+
+A prompt longer than ``ARG_LIMIT`` bytes goes on stdin instead (the CLI reads stdin in
+headless mode and adds it to the prompt), with ``--prompt`` saying so. ``--yolo`` (approve
+every tool call) is the default ``permission_args``. Credentials: ``GEMINI_API_KEY``,
+``GOOGLE_API_KEY``, ``GOOGLE_GENAI_USE_VERTEXAI``, ``GOOGLE_CLOUD_PROJECT``,
+``GOOGLE_CLOUD_LOCATION``, ``GOOGLE_APPLICATION_CREDENTIALS`` when set, or the login kept
+under ``$HOME/.gemini``.
+
+Output read back — one JSON object on stdout (stderr is kept apart in its own file)::
+
+    {"session_id": ..., "response": "<final text>",
+     "stats": {"models": {"<model>": {"api": {"totalRequests", "totalErrors",
+                                              "totalLatencyMs"},
+                                      "tokens": {"input", "prompt", "candidates", "total",
+                                                 "cached", "thoughts", "tool"}}},
+               "tools": {...}, "files": {...}},
+     "error": {"type", "message", "code"}}          # only when the request failed
+
+Usage per model: ``input_tokens`` = ``prompt`` (which includes ``cached``) + ``tool``
+(tool-use prompt tokens); ``output_tokens`` = ``candidates`` + ``thoughts`` (reasoning is
+output in the store's convention); ``cache_read_tokens`` = ``cached``; cache writes are not
+reported (``None``). ``turns`` = the sum of ``api.totalRequests``. The CLI reports no cost:
+it is priced per model. The claim is ``response`` (or the error message).
+
+A JSON object whose ``stats`` has no ``models`` table is a format this adapter does not know
+(it fails clearly, usage unknown); output that is not JSON at all (a CLI without
+``--output-format json``) too.
+
+Sources: Gemini CLI headless mode, https://github.com/google-gemini/gemini-cli/blob/main/
+docs/cli/headless.md (``--prompt``, ``--output-format json``, the ``response``/``stats``/
+``error`` schema, exit codes); ../shared/FORMATS.md (Gemini CLI: the ``stats.models`` token
+fields, ``prompt`` includes ``cached``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..config import AgentSettings
+from ..usage import as_count, sum_counts
+from .base import StageContext
+from .external import DEVNULL, ExternalAgent, FormatError, Parsed, RunFiles
+
+ARG_LIMIT = 100_000   # bytes; Linux refuses a single argument over 128 KiB
+STDIN_NOTE = "Follow the instructions given on standard input."
+
+
+class GeminiAgent(ExternalAgent):
+    name = "gemini"
+    executable = "gemini"
+    credential_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
+                      "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+                      "GOOGLE_APPLICATION_CREDENTIALS")
+    default_permission_args = ("--yolo",)
+    docs = "docs/agents/gemini.md"
+
+    def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
+        prompt = ctx.prompt if len(ctx.prompt.encode()) <= ARG_LIMIT else STDIN_NOTE
+        argv = [self.executable, "--prompt", prompt, "--output-format", "json"]
+        if s.model:
+            argv += ["--model", s.model]
+        return argv + self.permission_args(s) + list(s.extra_args or [])
+
+    def stdin(self, ctx: StageContext) -> Path:
+        return ctx.prompt_file if len(ctx.prompt.encode()) > ARG_LIMIT else DEVNULL
+
+    def parse(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> Parsed:
+        return parse_json(files.transcript, s.model)
+
+
+def parse_json(path: Path, configured_model: str | None = None) -> Parsed:
+    """Read ``gemini --output-format json`` output (see the module docstring).
+
+    Raises:
+        FormatError: no JSON object in the output, or one this adapter does not know.
+    """
+    out = Parsed()
+    u = out.usage
+    u.model = configured_model
+    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    if not text.strip():
+        u.notes.append("no output: usage unknown")
+        return out
+    doc = _find_object(text)
+    if doc is None:
+        if text.lstrip().startswith("{"):
+            u.notes.append("the JSON output is truncated: usage unknown")
+            return out
+        raise FormatError("no JSON object in the output (is it `--output-format json`?)")
+    if not {"response", "stats", "error"} & doc.keys():
+        raise FormatError(f"a JSON object without response/stats/error: keys "
+                          f"{', '.join(sorted(doc)) or 'none'}")
+    err = doc.get("error")
+    if isinstance(err, dict):
+        u.notes.append(f"error: {err.get('type')}: {err.get('message')}")
+    response = doc.get("response")
+    out.claim = response if isinstance(response, str) else (
+        str(err.get("message")) if isinstance(err, dict) else "")
+    stats = doc.get("stats")
+    if stats is None:
+        u.notes.append("no stats block: usage unknown")
+        return out
+    models = stats.get("models") if isinstance(stats, dict) else None
+    if not isinstance(models, dict):
+        keys = ", ".join(sorted(stats)) if isinstance(stats, dict) else type(stats).__name__
+        raise FormatError(f"stats has no `models` table: a stats format this adapter does "
+                          f"not know (keys: {keys})")
+    turns = 0
+    for name, m in models.items():
+        t = m.get("tokens") if isinstance(m, dict) else None
+        if not isinstance(t, dict):
+            u.notes.append(f"{name}: no token counts")
+            u.models[name] = {"input_tokens": None, "output_tokens": None}
+            continue
+        prompt, cand = as_count(t.get("prompt")), as_count(t.get("candidates"))
+        tool, thoughts = as_count(t.get("tool")) or 0, as_count(t.get("thoughts")) or 0
+        u.models[name] = {
+            "input_tokens": None if prompt is None else prompt + tool,
+            "output_tokens": None if cand is None else cand + thoughts,
+            "cache_read_tokens": as_count(t.get("cached")), "cache_write_tokens": None}
+        api = m.get("api") if isinstance(m.get("api"), dict) else {}
+        turns += as_count(api.get("totalRequests")) or 0
+    for k, v in sum_counts(u.models.values()).items():
+        setattr(u, k, v)
+    u.turns = turns if models else None
+    if u.models and configured_model is None:
+        u.model = max(u.models, key=lambda k: u.models[k].get("output_tokens") or 0)
+    return out
+
+
+def _find_object(text: str) -> dict[str, Any] | None:
+    """The JSON object in ``text``: the whole text, else the last object that starts at the
+    beginning of a line (a CLI may print a notice before it)."""
+    try:
+        doc = json.loads(text)
+        return doc if isinstance(doc, dict) else None
+    except ValueError:
+        pass
+    dec = json.JSONDecoder()
+    found = None
+    pos = 0
+    while (i := text.find("{", pos)) != -1:
+        if i == 0 or text[i - 1] == "\n":
+            try:
+                doc, end = dec.raw_decode(text, i)
+            except ValueError:
+                pos = i + 1
+                continue
+            if isinstance(doc, dict):
+                found = doc
+            pos = end
+        else:
+            pos = i + 1
+    return found
