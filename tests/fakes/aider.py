@@ -1,0 +1,104 @@
+"""A fake ``aider`` for tests: one-message scripting mode only.
+
+It takes the real flags (``--message-file``, ``--yes-always``, ``--no-auto-commits``,
+``--no-gitignore``, ``--analytics-log FILE``, ``--chat-history-file`` ...), prints what aider
+prints (the version and model lines, the reply, one ``Tokens: ... Cost: ...`` line per LLM
+request) and appends to the analytics log the JSON lines of aider/analytics.py
+(``{event, properties, user_id, time}``, a ``message_send`` event per request with
+``prompt_tokens``, ``completion_tokens``, ``cost``, ``total_cost``). Like aider it makes a
+tag cache ``.aider.tags.cache.v4/`` in the repository, and without ``--no-gitignore`` adds
+``.aider*`` to ``.gitignore``. The token numbers follow genai-prices' README example
+(4,740 sent of which 4,735 written to the cache, 255 received) at claude-sonnet-4 prices.
+Scenario keys: ``append``; ``mode`` one of ok, no_analytics, zero_cost, exit_code, timeout,
+truncated, huge, no_usage, model_line.
+"""
+
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from _common import edit, flood, hang, record, scenario  # noqa: E402
+
+MODEL = "anthropic/claude-sonnet-4-20250514"
+REQUESTS = [  # prompt_tokens (cache included), completion, cost, printed Tokens: body
+    (4740, 255, 0.02159625, "4.7k sent, 4.7k cache write, 255 received"),
+    (5120, 80, 0.0037755, "5.1k sent, 4.7k cache hit, 80 received"),
+]
+
+
+def opt(args, name):
+    return args[args.index(name) + 1] if name in args else None
+
+
+def main():
+    args = sys.argv[1:]
+    if "--version" in args:
+        print("aider 0.86.1")
+        return
+    message_file = opt(args, "--message-file")
+    if message_file is None:
+        sys.stderr.write("fake aider: only --message-file is faked\n")
+        sys.exit(2)
+    prompt = Path(message_file).read_text()
+    record(prompt)
+    sc = scenario()
+    mode = sc.get("mode", "ok")
+    model = opt(args, "--model") or MODEL
+    log = opt(args, "--analytics-log") if mode != "no_analytics" else None
+    if "--no-gitignore" not in args:
+        with open(".gitignore", "a") as f:
+            f.write(".aider*\n")
+    Path(".aider.tags.cache.v4").mkdir(exist_ok=True)
+    (Path(".aider.tags.cache.v4") / "cache.db").write_bytes(b"SQLite format 3\0")
+    print("Aider v0.86.1")
+    if mode == "model_line":
+        print(f"Model: {model} with diff edit format, infinite output")
+    else:
+        print(f"Main model: {model} with diff edit format, infinite output")
+    print("Git repo: .git with 5 files\nRepo-map: using 4096 tokens, auto refresh\n")
+    event(log, "launched", {})
+    event(log, "cli session", {"main_model": model, "edit_format": "diff"})
+    if mode == "timeout":
+        hang()
+    if mode == "exit_code":
+        print("litellm.AuthenticationError: AnthropicException - invalid x-api-key")
+        sys.exit(1)
+    total = 0.0
+    for i, (sent, got, cost, body) in enumerate(REQUESTS):
+        print("src/calc/ops.py\n<<<<<<< SEARCH\n=======\ndef mul(a, b):\n    return a * b\n"
+              ">>>>>>> REPLACE\n")
+        if mode == "no_usage":
+            continue
+        if mode == "zero_cost":
+            cost = 0.0
+        total += cost
+        price = "" if mode == "zero_cost" else (
+            f" Cost: ${cost:.2f} message, ${total:.2f} session.")
+        print(f"Tokens: {body}.{price}")
+        if mode == "truncated" and i == 1:
+            with open(log, "a") as f:
+                f.write('{"event": "message_send", "properties": {"main_model": "anth\n')
+            continue
+        event(log, "message_send", {"main_model": model, "edit_format": "diff",
+                                    "prompt_tokens": sent, "completion_tokens": got,
+                                    "total_tokens": sent + got, "cost": cost,
+                                    "total_cost": total})
+    edit(sc)
+    print("Applied edit to src/calc/ops.py")
+    if mode == "huge":
+        flood(sc.get("huge_bytes", 4_000_000), "Tokens: 1 sent, 1 received.  " + "x" * 60)
+    event(log, "exit", {"reason": "Completed --message"})
+
+
+def event(log, name, properties):
+    if not log:
+        return
+    with open(log, "a") as f:
+        f.write(json.dumps({"event": name, "properties": properties,
+                            "user_id": "0b6f1d4e-6f3e-4d43-9a55-0f6f52c1b111",
+                            "time": int(time.time())}) + "\n")
+
+
+main()
