@@ -114,7 +114,8 @@ def check(ctx: click.Context, as_json: bool) -> None:
 
 @main.command()
 @click.option("--agent", "agent_spec", default=None, metavar="NAME",
-              help="Agent adapter: 'command' or 'scripted:module:function' "
+              help="Agent adapter: claude-code, codex, aider, gemini (settings in "
+                   "[agents.<name>]), command, or scripted:module:function "
                    "(default: [agent] default in andon.toml).")
 @click.option("--command", "command", default=None, metavar="SHELL",
               help="Shell command for the command agent; the prompt is on stdin and in "
@@ -225,6 +226,28 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
 
 
 @main.command()
+@click.option("--json", "as_json", is_flag=True, help="The findings as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Which agent CLIs are installed (on PATH), their versions, and whether their
+    credential variables are set (values are never shown). Exits 0: it only reports."""
+    from .config import load_config
+    from .doctor import check_agents, render, report_json
+    config = None
+    try:
+        config = load_config(Path(ctx.obj["repo"]))
+    except AndonError as exc:  # no (valid) andon.toml here: report with the defaults
+        if (Path(ctx.obj["repo"]) / "andon.toml").exists():
+            err.print(f"note: {exc}; reporting without its [agents] settings",
+                      markup=False, soft_wrap=True)
+    checks = check_agents(config)
+    if as_json:
+        out.print_json(json.dumps(report_json(checks)))
+    else:
+        render(out, checks)
+
+
+@main.command()
 @click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
               help="Build the demo here instead of a temporary directory (must not exist).")
 def demo(where: Path | None) -> None:
@@ -241,13 +264,14 @@ def _runner(repo: Repo, config, agent_spec: str | None = None, command: str | No
             reviewer_spec: str | None = None, reviewer_command: str | None = None,
             keep_worktrees: bool = False) -> Runner:
     try:
-        agent = make_agent(agent_spec or config.agent.default, command or config.agent.command)
+        agent = make_agent(agent_spec or config.agent.default, command or config.agent.command,
+                           config)
         rspec = reviewer_spec or config.agent.reviewer
         rcommand = reviewer_command or config.agent.reviewer_command
         if rspec:
-            reviewer = make_agent(rspec, rcommand or command or config.agent.command)
+            reviewer = make_agent(rspec, rcommand or command or config.agent.command, config)
         elif rcommand:
-            reviewer = make_agent("command", rcommand)
+            reviewer = make_agent("command", rcommand, config)
         else:
             reviewer = agent
     except ValueError as exc:

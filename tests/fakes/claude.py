@@ -43,6 +43,9 @@ def message(model, msg, content, partial_output=None):
 
 def main():
     args = sys.argv[1:]
+    if args == ["--version"]:
+        print("2.0.37 (Claude Code)")
+        return
     if "-p" not in args and "--print" not in args:
         sys.stderr.write("fake claude: only headless mode (-p) is faked\n")
         sys.exit(2)

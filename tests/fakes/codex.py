@@ -24,6 +24,9 @@ FINAL = "Added `mul` to src/calc/ops.py; the tests pass."
 
 def main():
     args = sys.argv[1:]
+    if args == ["--version"]:
+        print("codex-cli 0.46.0")
+        return
     if not args or args[0] != "exec":
         sys.stderr.write("fake codex: only `codex exec` is faked\n")
         sys.exit(2)

@@ -1,0 +1,121 @@
+"""``andon doctor``: which agent CLIs andon can start here, their versions, credentials.
+
+For each adapter of an agent CLI (claude-code, codex, aider, gemini): whether its executable
+is on PATH (the PATH the adapter would give the agent), what ``<executable> --version``
+prints (in its own process group, 10 s at most, with the adapter's clean environment),
+and which of its credential variables and ``env_passthrough`` names are set. Values are
+never read out, only whether a variable is set and non-empty. Also the price library
+andon uses when an agent reports no cost. Reads only; changes nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from rich.console import Console
+
+from .agents import EXTERNAL
+from .agents.external import clean_env, tail_text
+from .agents.process import run_process
+from .config import Config
+from .usage import PRICES_LIBRARY, library_version
+
+VERSION_TIMEOUT_S = 10.0
+LOGINS = {"claude-code": "$HOME/.claude", "codex": "$CODEX_HOME (default $HOME/.codex)",
+          "gemini": "$HOME/.gemini"}
+
+
+@dataclass
+class AgentCheck:
+    """What doctor found for one adapter. ``credentials`` maps a variable name to whether
+    it is set; ``version`` is the first line ``--version`` printed (None if not installed or
+    it failed: then ``problem`` says why)."""
+
+    adapter: str
+    executable: str
+    path: str | None
+    version: str | None = None
+    problem: str | None = None
+    credentials: dict[str, bool] = field(default_factory=dict)
+    passthrough: dict[str, bool] = field(default_factory=dict)
+    docs: str = ""
+
+
+def check_agents(config: Config | None = None, environ: Mapping[str, str] | None = None,
+                 timeout_s: float = VERSION_TIMEOUT_S) -> list[AgentCheck]:
+    environ = dict(os.environ if environ is None else environ)
+    checks = []
+    for name, cls in EXTERNAL.items():
+        settings = config.agents.get(name) if config is not None else None
+        passthrough = list(settings.env_passthrough or []) if settings else []
+        env = clean_env([*cls.credential_env, *passthrough], environ)
+        path = _which(cls.executable, env.get("PATH", os.defpath))
+        c = AgentCheck(name, cls.executable, path, docs=cls.docs,
+                       credentials={k: bool(environ.get(k)) for k in cls.credential_env},
+                       passthrough={k: bool(environ.get(k)) for k in passthrough})
+        if path:
+            c.version, c.problem = _version(path, env, timeout_s)
+        checks.append(c)
+    return checks
+
+
+def _which(exe: str, path: str) -> str | None:
+    return shutil.which(exe, path=path)
+
+
+def _version(path: str, env: dict[str, str], timeout_s: float) -> tuple[str | None, str | None]:
+    with tempfile.TemporaryDirectory(prefix="andon-doctor-") as tmp:
+        t = Path(tmp)
+        (t / "stdin").write_bytes(b"")
+        try:
+            p = run_process([path, "--version"], t, env, t / "stdin", t / "out", timeout_s,
+                            max_bytes=64 * 1024)
+        except OSError as exc:
+            return None, f"cannot run: {exc}"
+        text = tail_text(t / "out", 4000).strip()
+    first = text.splitlines()[0].strip() if text else ""
+    if p.timed_out:
+        return None, f"`--version` did not answer within {timeout_s:g} s"
+    if p.exit_status != 0:
+        return None, f"`--version` exited {p.exit_status}: {first[:200]}"
+    return first[:200] or "(printed nothing)", None
+
+
+def report_json(checks: list[AgentCheck]) -> dict:
+    return {"agents": [asdict(c) for c in checks],
+            "price_library": {"name": PRICES_LIBRARY, "version": library_version()}}
+
+
+def render(out: Console, checks: list[AgentCheck]) -> None:
+    out.print("[bold]andon doctor[/] — agent CLIs andon can start (looked up on PATH)")
+    for c in checks:
+        if c.path is None:
+            state = f"[yellow]not installed[/] (no `{c.executable}` on PATH)"
+        elif c.problem:
+            state = f"[red]installed, but {c.problem}[/] — {c.path}"
+        else:
+            state = f"[green]{c.version}[/] — {c.path}"
+        out.print(f"  [bold]{c.adapter:<12}[/] {state}", soft_wrap=True)
+        creds = ", ".join(f"{k} {'set' if v else 'not set'}" for k, v in c.credentials.items())
+        login = LOGINS.get(c.adapter)
+        out.print(f"  {'':<12} credentials: {creds}"
+                  + (f"; or a login kept in {login}" if login else ""), soft_wrap=True,
+                  markup=False)
+        if c.passthrough:
+            names = ", ".join(f"{k} {'set' if v else 'not set'}" for k, v in c.passthrough.items())
+            out.print(f"  {'':<12} env_passthrough: {names}", soft_wrap=True, markup=False)
+        out.print(f"  {'':<12} how andon runs it: {c.docs}", markup=False)
+    version = library_version()
+    out.print(f"price library: {PRICES_LIBRARY} {version}" if version else
+              f"price library: {PRICES_LIBRARY} is not installed: costs an agent does not "
+              "report stay unknown", markup=False)
+    if not any(c.path for c in checks):
+        out.print("None of the agent CLIs is installed. The command adapter runs any agent: "
+                  "`andon run --agent command --command '...'`; install one of the CLIs above "
+                  "to use its adapter.", soft_wrap=True, markup=False)
+    out.print("The command and scripted adapters need nothing installed.", markup=False)
