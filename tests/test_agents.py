@@ -1,7 +1,5 @@
 """Agent adapters: what the command adapter gives an agent, and how it ends one."""
 
-import os
-import time
 from pathlib import Path
 
 import pytest
@@ -11,23 +9,7 @@ from andon.errors import ConfigError
 from andon.packet import load_packets
 from andon.prompt import PreviousFailure, render_prompt
 
-from helpers import MUL_TEST, make_project, mul_packet
-
-
-def alive(pid: int, within_s: float = 10.0) -> bool:
-    """Still running after ``within_s``. SIGKILL is delivered asynchronously, so a process
-    may need a moment to die; a zombie counts as dead (an orphan may wait for a PID 1 that
-    never reaps it)."""
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text()
-        except FileNotFoundError:
-            return False
-        if stat.rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-        os.sched_yield()
-    return True
+from helpers import MUL_TEST, make_project, mul_packet, process_alive
 
 
 @pytest.fixture
@@ -66,7 +48,7 @@ def test_command_agent_timeout_kills_the_whole_process_group(tmp_path, packet):
     agent = CommandAgent(f"sh -c 'echo $$ > {pidfile}; exec sleep 300' & wait")
     run = agent.run(c)
     assert run.timed_out and run.exit_status is None
-    assert not alive(int(pidfile.read_text()))
+    assert not process_alive(int(pidfile.read_text()))
 
 
 def test_command_agent_background_children_do_not_outlive_it(tmp_path, packet):
@@ -77,7 +59,7 @@ def test_command_agent_background_children_do_not_outlive_it(tmp_path, packet):
                        "> /dev/null 2>&1 &\n"
                        f"while [ ! -s {pidfile} ]; do :; done; exit 3").run(c)
     assert run.exit_status == 3
-    assert not alive(int(pidfile.read_text()))
+    assert not process_alive(int(pidfile.read_text()))
 
 
 def test_non_utf8_output_is_kept(tmp_path, packet):

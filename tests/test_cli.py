@@ -293,6 +293,7 @@ def test_status_json_has_state_attempts_and_gates(merged):
     [p1] = data["packets"]
     assert (p1["id"], p1["state"], p1["attempts"], p1["interrupted"]) == ("P1", "done", 1, 0)
     assert p1["last_attempt"]["gates"] == {"red": "pass", "scope": "pass", "suite": "pass",
+                                           "review": "pass",
                                            "hermetic": "pass"}
     assert p1["last_attempt"]["merge_sha"] == git(root, "rev-parse", "andon/integration").strip()
 

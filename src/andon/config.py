@@ -196,7 +196,15 @@ hermetic_random_order = true
 [agent]
 default = "command"
 # command = "claude -p --dangerously-skip-permissions < \\"$ANDON_PROMPT_FILE\\""
+# reviewer = "command"        # adapter of the review stages; default: the same as above
+# reviewer_command = "..."    # its shell command; it writes JSON to $ANDON_REVIEW_FILE
 timeout_s = 1800
+
+[stages]
+default = ["implement", "review"]   # for packets that name neither stages nor a tier
+review_max_asks = 2                 # a reviewer's invalid document is asked for again
+# [stages.tiers]
+# critical = ["atdd", "implement", "review-tests", "review-correctness"]
 """
 
 

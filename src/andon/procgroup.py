@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import time
+from pathlib import Path
 
 
 def wait_unreaped(proc: subprocess.Popen, timeout_s: float) -> bool:
@@ -46,3 +47,26 @@ def kill_group(pgid: int) -> None:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def kill_leftover_group(pgid: int, cwd_prefix: str) -> bool:
+    """After a crash of the runner: SIGKILL the group ``pgid`` if any of its processes still
+    works under ``cwd_prefix`` (the attempt's worktree) — the check keeps a reused group id of
+    an unrelated program safe. Linux only (reads /proc); elsewhere does nothing. True if killed.
+    """
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return False
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            pgrp = int(stat.rsplit(")", 1)[1].split()[2])
+            cwd = os.readlink(entry / "cwd")
+        except (OSError, ValueError, IndexError):
+            continue
+        if pgrp == pgid and cwd.startswith(cwd_prefix):
+            kill_group(pgid)
+            return True
+    return False

@@ -93,6 +93,10 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE if err else subprocess.STDOUT,
                                 env=dict(env), start_new_session=True)
+        # If the runner is killed (kill -9) the agent's group lives on; this file lets the
+        # next runner find and end it (see procgroup.kill_leftover_group).
+        pid_file = transcript_path.with_suffix(".pid")
+        pid_file.write_text(str(proc.pid))
 
         def pump(stream: IO[bytes], sink: _Sink) -> None:
             while chunk := stream.read1(CHUNK):  # type: ignore[attr-defined]
@@ -114,6 +118,7 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
             out.close()
             if err:
                 err.close()
+            pid_file.unlink(missing_ok=True)
     return ProcessRun(None if timed_out else proc.returncode, timed_out,
                       time.monotonic() - started, transcript_path, out.written, out.dropped,
                       stderr_path)
