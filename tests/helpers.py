@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -199,3 +200,20 @@ def andon(root: Path, *args: str, env: Mapping[str, str] | None = None,
                            *with_reviewer(args)],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **GIT_ENV, "COLUMNS": "200", **(env or {})})
+
+
+def process_alive(pid: int, within_s: float = 10.0) -> bool:
+    """True if ``pid`` is still running after ``within_s`` seconds. SIGKILL is delivered
+    asynchronously, so a killed process may need a moment to die; a zombie counts as dead
+    (an orphan may wait for a PID 1 that never reaps it)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return False
+        if stat.rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+        if time.monotonic() >= deadline:
+            return True
+        os.sched_yield()
