@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import crash
+from . import budget, crash
 from .agents import Agent, StageContext
 from .config import Config
 from .gates import hermetic, red, scope, suite
@@ -54,8 +54,11 @@ class Attempt:
     def __init__(self, repo: Repo, config: Config, store: Store, packet: Packet, row: dict,
                  agent_for: Callable[[str], Agent], baseline: set[str],
                  previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
-                 on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None]):
+                 on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None],
+                 run_started: str | None = None):
         self.repo, self.config, self.store, self.packet = repo, config, store, packet
+        self.run_started = run_started          # when this `andon run` began: run budget
+        self.over_budget: GateResult | None = None
         self.row, self.agent_for, self.previous = row, agent_for, previous
         self.worktree, self.ev, self.on_gate, self.on_state = worktree, evidence_dir, on_gate, \
             on_state
@@ -71,6 +74,18 @@ class Attempt:
     # -- the flow -----------------------------------------------------------------------
 
     def run(self) -> AttemptResult:
+        """Carry out the attempt. A budget found exceeded after a stage run (or with nothing
+        left before one) ends it there with a ``budget`` failure; what the agents left is
+        kept (transcripts, the candidate commit)."""
+        try:
+            self._run()
+        except budget.Exceeded as stop:
+            self.over_budget = self.over_budget or stop.result
+        if self.over_budget is not None:
+            self._record(self.over_budget, now(), 0.0)
+        return self.out
+
+    def _run(self) -> AttemptResult:
         start = self.row["start_stage"] or self.stages[0]
         resume_from_atdd = start == "implement" and self.row["atdd_sha"]
         start_sha = self.row["atdd_sha"] if resume_from_atdd else self.row["base_sha"]
@@ -141,6 +156,8 @@ class Attempt:
                 "permission", [Finding("tamper", f"ref {m} was moved, deleted or made by the "
                                        "agent (put back)", path=m) for m in moved]), now(), 0.0)
             return False
+        if self.over_budget is not None:
+            return False
         for name, fn in (("scope", scope.run), ("suite", suite.run), ("hermetic", hermetic.run)):
             if not self._gate(name, fn).ok:
                 return False
@@ -156,6 +173,9 @@ class Attempt:
         prompt_file = self.ev / f"{stage}.prompt.md"
         prompt_file.write_text(prompt, encoding="utf-8")
         agent = self.agent_for(stage)
+        stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
+        if stop is not None:
+            raise budget.Exceeded(stop)
         started = now()
         run = agent.run(StageContext(self.packet, stage, self.row["n"],
                                      extra.get("worktree", self.worktree), prompt, prompt_file,
@@ -164,6 +184,8 @@ class Attempt:
         self.store.add_stage_run(self.row["id"], stage, run.agent, run.exit_status,
                                  run.timed_out, run.duration_s, str(run.transcript_path),
                                  run.claim, run.usage, started)
+        self.over_budget = self.over_budget or budget.check(
+            self.store, self.config.budgets, self.row, self.run_started, False)
         return run
 
     def _snapshot(self, stage: str) -> str:
@@ -225,8 +247,12 @@ class Reviewer:
         repo.add_detached_worktree(wt, cand)
         try:
             expected = cand
+            # the packets folder holds every packet's planted (and hidden) files, too
+            packets = a.config.andon.packets_dir.strip("/")
+            planted = [f"{packets}/**/plant/**", f"{packets}/**/hidden/**"]
             test_like = lambda p: (p in a.packet.plant_files  # noqa: E731
-                                   or path_matches(p, a.config.stages.test_paths))
+                                   or path_matches(p, a.config.stages.test_paths)
+                                   or path_matches(p, planted))
             if stage == "review-correctness":
                 expected = self._hide_tests(wt, test_like)
             diff = self._diff(test_like, with_tests=stage != "review-correctness")
@@ -235,10 +261,19 @@ class Reviewer:
             for ask in range(1, a.config.stages.review_max_asks + 1):
                 review_file = a.ev / f"{stage}.review.json"
                 review_file.unlink(missing_ok=True)
+                refs_before = repo.refs_snapshot()
                 run = a._agent(stage, worktree=wt, review_file=review_file, prompt_vars={
                     "diff": diff, "schema": json.dumps(SCHEMA, indent=2),
                     "review_file": str(review_file), "revise_stages": stages,
                     "retry_errors": errors})
+                # its worktree shares the repository's refs: put back any it moved or made
+                moved = _restore_moved_refs(repo, refs_before, own_branch="")
+                if moved:
+                    return GateResult(stage, "fail", f"the {stage} reviewer moved git refs: "
+                                      f"{', '.join(moved)} (put back)", "permission",
+                                      [Finding("tamper", f"ref {m} was moved, deleted or made "
+                                               "by the reviewer (put back)", path=m)
+                                       for m in moved])
                 after = repo.snapshot(wt, expected, "andon: reviewer's worktree")
                 if repo.rev_parse(f"{after}^{{tree}}") != repo.rev_parse(f"{expected}^{{tree}}"):
                     changed = [c.path for c in repo.changes(expected, after)]

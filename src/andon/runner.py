@@ -79,6 +79,7 @@ class Runner:
             "andon-worktrees/" + repo.root.name + "-"
             + hashlib.sha1(str(repo.root).encode()).hexdigest()[:8])
         self.packets: dict[str, Packet] = {}
+        self.run_started: str | None = None   # set by run(): the scope of [budgets.run]
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -99,6 +100,7 @@ class Runner:
                                  f"known: {', '.join(p.id for p in packets)}")
             self.packets = {p.id: p for p in packets}
             report = RunReport()
+            self.run_started = now()
             head = self._integration_head()
             pf = self._preflight(head)
             if pf.status != "pass":
@@ -248,6 +250,7 @@ class Runner:
                 self._previous_failure(packet.id), wt, ev,
                 lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"),
                 lambda state, kind: self.store.transition(packet.id, state, kind, a["id"]),
+                run_started=self.run_started,
             ).run()
         finally:
             if not self.keep:
@@ -370,7 +373,7 @@ class Runner:
                                   ended_at=now())
         data = {"gate": failure.gate, "layer": failure.layer, "fingerprint": fp,
                 "reason": failure.summary}
-        if failure.layer in ("specification", "environment"):
+        if failure.layer in ("specification", "environment") or failure.gate == "budget":
             why = f"{failure.gate} gate ({failure.layer}): {failure.summary}"
         elif counted and counted[-1]["fingerprint"] == fp:
             why = (f"same failure as attempt {counted[-1]['n']} (fingerprint {fp}): no new "
