@@ -20,7 +20,7 @@ from .agents import make_agent
 from .config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from .errors import AndonError, PacketError, UsageError
 from .packet import check_packets, load_packets
-from .report import board, show_packet, status_rows, packet_detail
+from .report import board, show_packet, status_rows, packet_detail, usage_of_rows
 from .runner import EXIT_USAGE, Runner, open_store
 from .workspace import Repo
 
@@ -163,13 +163,15 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable board.")
 @click.pass_context
 def status(ctx: click.Context, as_json: bool) -> None:
-    """The board: every packet, its state, attempts and last result."""
+    """The board: every packet, its state, attempts, last result, and the tokens, cost and
+    agent time it used (--json: per packet and for all packets)."""
     repo = _repo_or_fail(ctx)
     config = _config_or_fail(repo)
     store = open_store(repo)
     if as_json:
+        rows = status_rows(store)
         out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
-                                   "packets": status_rows(store)}))
+                                   "packets": rows, "usage": usage_of_rows(rows)}))
     else:
         out.print(board(store, config))
 

@@ -13,6 +13,7 @@ from rich.table import Table
 
 from .config import Config
 from .store import Store
+from .usage import totals
 from .workspace import Repo
 
 STYLE = {"done": "green", "blocked": "bold red", "needs_work": "yellow", "stale": "magenta",
@@ -32,6 +33,7 @@ def status_rows(store: Store) -> list[dict[str, Any]]:
             "id": p["id"], "slug": p["slug"], "state": p["state"],
             "attempts": len([a for a in attempts if a["counted"]]),
             "interrupted": len([a for a in attempts if not a["counted"]]),
+            "usage": usage_of([s for a in attempts for s in store.stage_runs(a["id"])]),
             "last_attempt": last and {
                 "n": last["n"], "state": last["state"], "reason": last["reason"],
                 "failure_layer": last["failure_layer"], "merge_sha": last["merge_sha"],
@@ -50,7 +52,11 @@ def board(store: Store, config: Config) -> Table:
     table.add_column("tries", justify="right")
     table.add_column("gates (last attempt)")
     table.add_column("result", overflow="fold", ratio=1)
-    for r in status_rows(store):
+    table.add_column("tokens in/out · cost · agent time", no_wrap=True)
+    rows = status_rows(store)
+    table.caption = "all packets: " + usage_text(usage_of_rows(rows))
+    table.caption_justify = "left"
+    for r in rows:
         last = r["last_attempt"]
         gates = " ".join(f"{GATE_SHORT.get(g, g)}{GATE_MARK.get(s, s)}" for g, s in
                          (last or {}).get("gates", {}).items())
@@ -62,8 +68,41 @@ def board(store: Store, config: Config) -> Table:
             result = ""
         style = STYLE.get(r["state"], "white")
         table.add_row(r["id"], f"[{style}]{r['state']}[/]",
-                      str(r["attempts"]), gates, escape(result))
+                      str(r["attempts"]), gates, escape(result),
+                      usage_text(r["usage"]) if r["usage"]["runs"] else "")
     return table
+
+
+def usage_of(stage_runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals of stage runs (see :func:`andon.usage.totals`); wall time is the stage runs'
+    own duration, so agents that report no usage still count their seconds."""
+    return totals([s["usage"] for s in stage_runs], [s["duration_s"] for s in stage_runs])
+
+
+def usage_of_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over the packets of ``status_rows``: every stage run in the store."""
+    out: dict[str, Any] = {"runs": sum(r["usage"]["runs"] for r in rows)}
+    for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens",
+              "cost_usd", "wall_s"):
+        known = [r["usage"][k] for r in rows if r["usage"][k] is not None]
+        out[k] = sum(known) if known else None
+    out["cost_unknown_runs"] = sum(r["usage"]["cost_unknown_runs"] for r in rows)
+    return out
+
+
+def usage_text(u: dict[str, Any]) -> str:
+    """``31.4k/607 tok · $0.0569 · 12.3 s``; a cost some runs lack is marked partial."""
+    def n(v: int | None) -> str:
+        if v is None:
+            return "?"
+        return f"{v / 1e6:.1f}M" if v >= 1e6 else f"{v / 1e3:.1f}k" if v >= 1e3 else str(v)
+    if not u["runs"]:
+        return "no agent runs"
+    cost = "cost unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
+    if u["cost_usd"] is not None and u["cost_unknown_runs"]:
+        cost += f" (+{u['cost_unknown_runs']} run(s) of unknown cost)"
+    wall = "?" if u["wall_s"] is None else f"{u['wall_s']:.1f} s"
+    return f"{n(u['input_tokens'])}/{n(u['output_tokens'])} tok · {cost} · {wall}"
 
 
 def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
@@ -75,16 +114,17 @@ def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | 
         stat = ""
         if a["candidate_sha"] and a["plant_sha"] and repo.rev_parse(a["candidate_sha"]):
             stat = repo.diff_stat(a["plant_sha"], a["candidate_sha"])
+        stages = store.stage_runs(a["id"])
         attempts.append({**a, "diff_stat": stat,
                          "gates": store.gate_results(a["id"]),
-                         "stages": store.stage_runs(a["id"]),
+                         "stages": stages, "usage": usage_of(stages),
                          "reviews": store.reviews(a["id"])})
     diff = ""
     if p["state"] == "awaiting_human" and attempts:
         last = attempts[-1]
         diff = repo.git("diff", last["plant_sha"], last["candidate_sha"])
     return {"packet": p, "attempts": attempts, "events": store.events(packet_id),
-            "diff": diff}
+            "diff": diff, "usage": usage_of([s for a in attempts for s in a["stages"]])}
 
 
 def show_packet(out: Console, d: dict[str, Any]) -> None:
@@ -93,6 +133,8 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
     out.print(f"[bold]{p['id']}[/] {p['slug']} — [{style}]{p['state']}[/]")
     out.print(f"goal: {p['definition'].get('goal', '').strip()}", markup=False)
     out.print(f"packet file: {p['source']}", markup=False)
+    if d.get("usage", {}).get("runs"):
+        out.print(f"agents used: {usage_text(d['usage'])}", markup=False)
     for a in d["attempts"]:
         counted = "" if a["counted"] else " (interrupted; not counted)"
         out.print(f"\n[bold]attempt {a['n']}[/]{counted}: {a['state']} — agent {a['agent']}, "
@@ -108,6 +150,8 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                       f"transcript {s['transcript_path']}", markup=False, soft_wrap=True)
             if claim:
                 out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False)
+            if s["usage"]:
+                _show_usage(out, s["usage"])
         for g in a["gates"]:
             layer = escape(f" [{g['failure_layer']}]") if g["failure_layer"] else ""
             out.print(f"  {GATE_MARK.get(g['status'], g['status'])} {g['gate']}"
@@ -131,6 +175,26 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
         out.print(f"\n[bold]awaiting a person[/]: the change to decide on (`andon approve "
                   f"{p['id']}` or `andon reject {p['id']} --why ...`):")
         out.print(d["diff"], markup=False, highlight=False)
+
+
+def _show_usage(out: Console, u: dict[str, Any]) -> None:
+    def n(key: str) -> str:
+        return "?" if u.get(key) is None else str(u[key])
+    cache = (f", cache read {n('cache_read_tokens')}, cache write {n('cache_write_tokens')}"
+             if u.get("cache_read_tokens") is not None or u.get("cache_write_tokens") is not None
+             else "")
+    tokens = (f"tokens in {n('input_tokens')}, out {n('output_tokens')}{cache}"
+              if u.get("input_tokens") is not None or u.get("output_tokens") is not None
+              else "tokens not reported")
+    src = u.get("cost_source", "unknown")
+    cost = ("cost unknown" if u.get("cost_usd") is None else
+            f"${u['cost_usd']:.4f} ({src}" + (f", {u['price_source']})" if u.get("price_source")
+                                               else ")"))
+    turns = f", {u['turns']} turns" if u.get("turns") is not None else ""
+    out.print(f"    usage: model {u.get('model') or '?'}, {tokens}; {cost}{turns}",
+              markup=False, soft_wrap=True)
+    for note in u.get("notes", [])[:5]:
+        out.print(f"      note: {note}", markup=False, soft_wrap=True)
 
 
 def _show_review(out: Console, r: dict[str, Any]) -> None:
