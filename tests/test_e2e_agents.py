@@ -70,3 +70,19 @@ def test_an_agent_cli_that_is_not_installed_stops_before_anything_runs(tmp_path)
     r = andon(root, "run", "--agent", "codex", env={"PATH": f"{empty}:/usr/bin:/bin"})
     assert r.returncode == 2
     assert "the codex agent needs `codex` on PATH" in r.stderr and "andon doctor" in r.stderr
+
+
+def test_a_budget_stops_the_cli_run_with_the_reason(tmp_path):
+    bin_dir = tmp_path / "bin"
+    fakes.install(bin_dir, "claude", {"append": MUL_EDIT})
+    config = DEFAULT_TOML + "\n[budgets.attempt]\nmax_cost_usd = 0.05\n"
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, config=config)
+    env = {"PATH": fakes.path_with(bin_dir), "HOME": str(tmp_path)}
+    r = andon(root, "run", "--agent", "claude-code", env=env)
+    assert r.returncode == 1                                   # the line is halted
+    assert "attempt budget exceeded: agents cost $0.0569, max_cost_usd is $0.05" in r.stderr
+    show = json.loads(andon(root, "show", "P1", "--json", env=env).stdout)
+    attempt, = show["attempts"]
+    assert attempt["failure_layer"] == "harness" and attempt["state"] == "failed"
+    assert [g["gate"] for g in attempt["gates"]] == ["red", "budget"]
+    assert [s["stage"] for s in attempt["stages"]] == ["implement"]   # no review ran
