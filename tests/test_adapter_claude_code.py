@@ -199,3 +199,12 @@ def test_registry_builds_it_with_settings(tmp_path, bin_dir, monkeypatch):
     with pytest.raises(ValueError, match="known agents: command, scripted, claude-code, "
                                          "codex, aider, gemini"):
         make_agent("claude")
+
+
+def test_an_executable_gone_after_the_check_is_recorded_not_raised(tmp_path, bin_dir):
+    fakes.install(bin_dir, "claude")
+    agent = make(ClaudeCodeAgent, bin_dir)
+    (bin_dir / "claude").unlink()
+    r = agent.run(stage_ctx(tmp_path))
+    assert r.exit_status == 127 and r.claim.startswith("cannot start")
+    assert r.usage["cost_source"] == "unknown"
