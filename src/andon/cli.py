@@ -18,7 +18,7 @@ from rich.markup import escape
 from . import __version__
 from .agents import make_agent
 from .config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
-from .errors import AndonError, PacketError, UsageError
+from .errors import AndonError, PacketError, Problem, UsageError
 from .packet import check_packets, load_packets
 from .report import board, show_packet, status_rows, packet_detail, usage_of_rows
 from .runner import EXIT_USAGE, Runner, open_store
@@ -92,11 +92,14 @@ def init(ctx: click.Context, force: bool) -> None:
 def check(ctx: click.Context, as_json: bool) -> None:
     """Validate every packet; print each problem as file:line: message.
 
-    Exits 2 if anything is wrong. Reads only; the store is not touched.
+    A packet whose spec changed since its spec_commit is reported as stale. Exits 2 if
+    anything is wrong. Reads only; the store is not touched.
     """
     repo = _repo_or_fail(ctx)
     config = _config_or_fail(repo)
     packets, problems = check_packets(repo.root / config.andon.packets_dir, repo.root)
+    problems = sorted(problems + _stale_problems(repo, config, packets),
+                      key=lambda pr: (str(pr.path), pr.line or 0, pr.message))
     if as_json:
         out.print_json(json.dumps({
             "ok": not problems, "packets": [p.id for p in packets],
@@ -110,6 +113,23 @@ def check(ctx: click.Context, as_json: bool) -> None:
         else:
             out.print(f"{len(packets)} packet(s) OK: {', '.join(p.id for p in packets)}")
     sys.exit(EXIT_USAGE if problems else 0)
+
+
+def _stale_problems(repo: Repo, config, packets) -> list[Problem]:
+    """Packets whose spec changed since their ``spec_commit``: `andon run` refuses them as
+    stale. The same test as the runner's (git only; the store is not opened)."""
+    runner = Runner(repo, config, None, lambda p, stage: None)  # type: ignore[arg-type]
+    problems = []
+    for p in packets:
+        try:
+            why = runner._stale_reason(p)
+        except AndonError as exc:
+            _fail(str(exc))
+        if why:
+            problems.append(Problem(p.source, p.line_of("spec_commit"),
+                                    f"stale (`andon run` refuses it until spec_commit names "
+                                    f"the spec you read): {why.rstrip()}"))
+    return problems
 
 
 @main.command()

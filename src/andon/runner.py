@@ -237,8 +237,9 @@ class Runner:
         ev.mkdir(parents=True, exist_ok=True)
         wt = self._worktree_path(packet.id, n)
         base = carry.get("base_sha") or self.repo.rev_parse(self.ref)
-        self.store.update_attempt(a["id"], branch=f"andon/{packet.id}/{n}", worktree=str(wt),
-                                  base_sha=base, evidence_dir=str(ev), **carry)
+        self.store.update_attempt(a["id"], **{**carry, "branch": f"andon/{packet.id}/{n}",
+                                              "worktree": str(wt), "base_sha": base,
+                                              "evidence_dir": str(ev)})
         a = self.store.attempt(a["id"])
         self.echo(f"{packet.id} attempt {n}: stages {' → '.join(stages)}; {first.name} agent "
                   f"in {wt}")

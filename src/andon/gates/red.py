@@ -54,7 +54,8 @@ def run(ctx: GateContext, tests: list[str] | None = None,
                                     f"({', '.join(seen)})", files[test_id], test_id))
     if written_by_atdd:
         findings += _invariant_coverage(ctx, written_by_atdd,
-                                        [i for i in outcomes if files[i] in written_by_atdd])
+                                        {i: files[i] for i in outcomes
+                                         if files[i] in written_by_atdd})
     findings = list({f.key(): f for f in findings}.values())
     if findings:
         return GateResult("red", "fail", f"planted tests are not reliably red on the base: "
@@ -69,28 +70,41 @@ def run(ctx: GateContext, tests: list[str] | None = None,
                       runs=runs, details={"red_ids": sorted(red_ids)})
 
 
-def _invariant_coverage(ctx: GateContext, files: list[str], ids: list[str]) -> list[Finding]:
+def _invariant_coverage(ctx: GateContext, files: list[str],
+                        ids: dict[str, str | None]) -> list[Finding]:
     """Each invariant the atdd tests name (in a test's name, docstring or body) must be named
-    by more than one test: an ordinary case, a boundary, a rejected input."""
-    sources: dict[str, str] = {}
+    by more than one test: an ordinary case, a boundary, a rejected input. ``ids`` maps the
+    atdd tests' ids on the base to their files."""
+    functions: dict[str, dict[str, str]] = {}  # file -> function name -> source
     for f in files:
         text = (ctx.worktree / f).read_text(encoding="utf-8", errors="replace")
         try:
             tree = ast.parse(text)
         except SyntaxError:
             continue
-        for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                sources[node.name] = ast.get_source_segment(text, node) or ""
+        functions[f] = {node.name: ast.get_source_segment(text, node) or ""
+                        for node in ast.walk(tree)
+                        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    sources: dict[str, str] = {}  # test id -> its function's source
+    for test_id, f in ids.items():
+        defined = functions.get(f or "", {})
+        if test_id.startswith("::"):
+            # A module that does not import on the base is one result, "::<module>": count
+            # the test functions its source defines instead.
+            sources.update({f"{test_id[2:]}::{name}": src for name, src in defined.items()
+                            if name.startswith("test")})
+        else:
+            sources[test_id] = defined.get(test_id.split("::")[-1].split("[")[0], "")
     found = []
     for inv in ctx.packet.invariants:
-        naming = [i for i in ids if inv.id in sources.get(i.split("::")[-1].split("[")[0], "")]
+        naming = [i for i, src in sources.items() if inv.id in src]
         if len(naming) == 1:
             found.append(Finding("thin-coverage", f"invariant {inv.id} is covered by only one "
                                  f"test ({naming[0]}); write an ordinary case, a boundary and a "
                                  "rejected input", test_id=naming[0]))
     if ctx.packet.invariants and not any(
-            inv.id in src for inv in ctx.packet.invariants for src in sources.values()):
+            inv.id in src for inv in ctx.packet.invariants for defined in functions.values()
+            for src in defined.values()):
         found.append(Finding("thin-coverage", "no test written by the atdd stage names an "
                              "invariant id of the packet"))
     return found
