@@ -23,7 +23,8 @@ import pytest
 from andon import crash
 from andon.config import DEFAULT_TOML
 from andon.store import Store
-from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet, with_reviewer
+from helpers import (GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet, process_alive,
+                     with_reviewer)
 
 # The honest agent: append `mul` to calc/ops.py in its cwd (the attempt's worktree).
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
@@ -243,14 +244,18 @@ def test_kill_9_of_the_runner_group_while_the_agent_runs_then_resume(tmp_path):
     finally:
         kill_group(proc.pid)
         proc.wait(timeout=60)
-        if agent_pid is not None:
-            # The agent runs in its own session, so the runner's death leaves it running:
-            # end it here (see the report on orphaned agents).
-            kill_group(agent_pid)
     row, attempts, events_before = snapshot(root)
     assert row["state"] == "running" and attempts[0]["state"] == "running"
-
-    second = andon(root, "run", "--agent", "command", "--command", HONEST)
+    try:
+        # The agent runs in its own session: the runner's death alone leaves it running...
+        assert process_alive(agent_pid, within_s=0)
+        second = andon(root, "run", "--agent", "command", "--command", HONEST)
+        # ...and the next runner ends it before it discards the attempt.
+        assert not process_alive(agent_pid), "the orphaned agent is still running"
+        assert "ended the agent left running" in second.stdout
+    finally:
+        if agent_pid is not None:
+            kill_group(agent_pid)
     assert second.returncode == 0, second.stdout + second.stderr
     row, attempts, events = snapshot(root)
     assert events[:len(events_before)] == events_before

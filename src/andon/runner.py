@@ -26,6 +26,7 @@ from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
 from .packet import Packet, load_packets
+from .procgroup import kill_leftover_group
 from .prompt import PreviousFailure
 from .store import Store, now
 from .workspace import Repo
@@ -430,7 +431,14 @@ class Runner:
                     self._discard(a, "interrupted before it started")
 
     def _discard(self, a: dict, why: str) -> None:
-        self.repo.remove_worktree(self._worktree_path(a["packet_id"], a["n"]))
+        wt = self._worktree_path(a["packet_id"], a["n"])
+        for pid_file in Path(a["evidence_dir"] or "/nonexistent").glob("*.pid"):
+            # an agent the killed runner left behind must not go on writing (or spending)
+            if kill_leftover_group(int(pid_file.read_text() or 0), str(wt)):
+                self.echo(f"{a['packet_id']}: ended the agent left running by the killed "
+                          f"runner (process group {pid_file.read_text()})")
+            pid_file.unlink()
+        self.repo.remove_worktree(wt)
         branch = f"refs/heads/andon/{a['packet_id']}/{a['n']}"
         if self.repo.rev_parse(branch):
             self.repo.git("update-ref", "-d", branch)
