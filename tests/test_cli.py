@@ -320,7 +320,7 @@ def test_show_json_has_attempts_with_gates_and_evidence(merged):
     assert data["packet"]["state"] == "done"
     [attempt] = data["attempts"]
     gates = {g["gate"]: g for g in attempt["gates"]}
-    assert set(gates) == {"red", "scope", "suite", "hermetic"}
+    assert set(gates) == {"red", "scope", "suite", "hermetic", "review"}
     runs = gates["suite"]["evidence"]["runs"]
     assert runs and all(Path(run["log_path"]).is_file() for run in runs)
     assert runs[0]["exit_status"] == 0 and runs[0]["counts"]["passed"] == 4

@@ -168,7 +168,7 @@ AFTER_CRASH = {
     "after-worktree": ("running", 0, True, True),
     "after-plant": ("running", 0, True, True),
     "after-agent": ("running", 0, True, True),
-    "after-gates": ("gating", 0, False, True),
+    "after-gates": ("reviewing", 0, False, True),  # the default stages end with a review
     "before-update-ref": ("merging", 0, False, False),
     "after-update-ref": ("merging", 1, False, False),
 }

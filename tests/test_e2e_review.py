@@ -331,7 +331,8 @@ def test_silence_is_not_a_pass(tmp_path):
 
     r1 = reviews(runner, "P1", 1)
     assert [(r["ask"], r["valid"], r["raw"]) for r in r1] == [(1, 0, ""), (2, 0, "")]
-    assert r1[0]["errors"] == ["review is not valid JSON: Expecting value at line 1 column 1"]
+    assert r1[0]["errors"] == ["the reviewer returned no document: nothing in "
+                               "$ANDON_REVIEW_FILE and no JSON at the end of its reply"]
     a1 = attempt(runner, "P1", 1)
     assert (a1["state"], a1["failure_layer"], a1["merge_sha"]) == ("failed", "verifier", None)
     assert (last_gate(runner, "P1", 1)["gate"], last_gate(runner, "P1", 1)["status"]) == (
@@ -558,12 +559,9 @@ def test_a_revise_to_atdd_runs_the_atdd_stage_again_with_the_findings(tmp_path):
 
 def test_atdd_tests_that_already_pass_are_rejected(tmp_path):
     """The atdd agent writes tests that pass on the current code: the red gate fails with an
-    ``already-passes`` finding per test (path = the atdd file), implement never runs.
-
-    What the code does today: the layer is ``specification`` (as for a planted test that
-    passes), so the packet is blocked at once, without a second atdd attempt. (Arguably the
-    layer should be ``test``, back to atdd with the finding: the atdd agent erred, not the
-    packet.)"""
+    ``already-passes`` finding per test (path = the atdd file), implement never runs. The atdd
+    agent erred, not the packet: layer ``test``, back to atdd with the finding; the same
+    tests again are the same failure, so attempt 2 blocks."""
     passing = ('def test_add_again():\n    """MUL-1: ordinary."""\n    from calc.ops import add\n'
                '    assert add(1, 1) == 2\n\n\ndef test_add_zero():\n    """MUL-1: boundary."""\n'
                '    from calc.ops import add\n    assert add(0, 0) == 0\n')
@@ -571,16 +569,17 @@ def test_atdd_tests_that_already_pass_are_rejected(tmp_path):
     runner = runner_for(root, staged(atdd_writes(passing)))
     report = runner.run()
 
-    g = last_gate(runner, "P1")
-    assert (g["gate"], g["status"], g["failure_layer"]) == ("red", "fail", "specification")
+    g = last_gate(runner, "P1", 1)
+    assert (g["gate"], g["status"], g["failure_layer"]) == ("red", "fail", "test")
     assert sorted((f["kind"], f["test_id"], f["path"]) for f in g["evidence"]["findings"]) == [
         ("already-passes", "tests.test_mul_atdd::test_add_again", ATDD_FILE),
         ("already-passes", "tests.test_mul_atdd::test_add_zero", ATDD_FILE)]
-    assert [x["gate"] for x in gate_rows(runner, "P1")] == ["red", "atdd-scope", "red"]
-    assert stages_run(runner, "P1") == ["atdd"]
-    assert attempt(runner, "P1")["route_stage"] == "atdd"
+    assert [x["gate"] for x in gate_rows(runner, "P1", 1)] == ["red", "atdd-scope", "red"]
+    assert stages_run(runner, "P1", 1) == ["atdd"]
+    assert attempt(runner, "P1", 1)["route_stage"] == "atdd"
+    assert attempt(runner, "P1", 2)["start_stage"] == "atdd"
+    assert "same failure as attempt 1" in attempt(runner, "P1", 2)["reason"]
     assert report.halted_by == "P1" and runner.store.packet("P1")["state"] == "blocked"
-    assert len(runner.store.attempts("P1")) == 1
 
 
 @pytest.mark.parametrize("what, kind, path, layer", [
@@ -709,7 +708,7 @@ REVIEWER_TAMPER = {
 @pytest.mark.parametrize("case", REVIEWER_TAMPER)
 def test_a_reviewer_that_changes_the_worktree_is_tamper(tmp_path, case):
     """The reviewer writes a valid accepting document but also changes its worktree (edit,
-    new file, deletion, even a commit on its detached HEAD): the review gate fails with layer
+    new file, deletion, even an attempt to commit it): the review gate fails with layer
     ``permission`` and one ``tamper`` finding naming the path; its document is not used (no
     review stored); the candidate is unchanged — the attempt branch still points at the
     candidate commit, whose ops.py is exactly the implement stage's."""
@@ -739,15 +738,17 @@ def test_a_reviewer_that_changes_the_worktree_is_tamper(tmp_path, case):
 
 
 def test_a_reviewer_that_moves_a_branch_is_tamper_and_the_branch_is_put_back(tmp_path):
-    """The reviewer's worktree shares the repository's refs: a reviewer that points the
-    attempt branch and the integration branch elsewhere (``git update-ref``) is a tamper
-    finding, and both refs are put back, as for the implement stage."""
+    """The reviewer's directory has no .git, but the repository is still reachable by its
+    path: a reviewer that points the integration branch and the attempt branch elsewhere
+    (``git -C <repo> update-ref``) is a tamper finding, and both refs are put back, as for
+    the implement stage."""
+    root = project(tmp_path, {"P1": inv_packet("P1", plant=False, max_attempts=1)})
+
     def reviewer(ctx):
         review_document(ctx, evidence=MUL_LINES)
-        _sh(ctx, "update-ref", "refs/heads/andon/P1/1", "HEAD~1")
-        _sh(ctx, "update-ref", "refs/heads/andon/integration", "HEAD")
+        git(root, "update-ref", "refs/heads/andon/integration", "refs/heads/andon/P1/1")
+        git(root, "update-ref", "refs/heads/andon/P1/1", "main")
 
-    root = project(tmp_path, {"P1": inv_packet("P1", plant=False, max_attempts=1)})
     runner = runner_for(root, honest_mul, reviewer=reviewer)
     report = runner.run()
 
@@ -826,11 +827,10 @@ def test_review_correctness_never_sees_the_tests(critical_run):
     assert "You do not get the tests" in p
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: the review-correctness worktree is a worktree of "
-                   "the repository: HEAD (the candidate) and every branch still hold the tests")
 def test_review_correctness_cannot_read_the_tests_through_git(critical_run):
-    """Removing the test files from the worktree is not enough while git history holds them:
-    a reviewer agent that runs ``git show HEAD:src/calc/mul_test.py`` must not get it."""
+    """Removing the test files is not enough while git history holds them: a reviewer agent
+    that runs ``git show HEAD:src/calc/mul_test.py`` in its directory must not get it (the
+    review directory is a plain export, with no .git)."""
     assert critical_run[3]["review-correctness"]["git_shows_tests"] is False
 
 

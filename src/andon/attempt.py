@@ -6,7 +6,7 @@ Stages run in order, each a fresh agent run with only its own inputs:
   tests fail on the current code every time and cover each invariant they name twice or more;
 - ``implement`` writes code; ``scope``, ``suite`` and ``hermetic`` gate it (with an atdd
   stage, any change to a test path is tamper);
-- ``review``, ``review-tests``, ``review-correctness`` each run in a fresh detached worktree
+- ``review``, ``review-tests``, ``review-correctness`` each run in a fresh export (no .git)
   of the candidate (``review-correctness`` without the tests) and must change nothing; their
   JSON documents are validated and decided by :mod:`andon.review`.
 
@@ -17,6 +17,8 @@ starts from. The agents' exit statuses and claims are recorded and never consult
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,13 +27,13 @@ from pathlib import Path
 from . import budget, crash
 from .agents import Agent, StageContext
 from .config import Config
-from .gates import hermetic, red, scope, suite
+from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
 from .review import SCHEMA, ReviewRejected, decide, extract_json, validate
 from .store import Store, now
-from .workspace import Repo
+from .workspace import Repo, manifest
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
 
@@ -158,7 +160,7 @@ class Attempt:
             return False
         if self.over_budget is not None:
             return False
-        for name, fn in (("scope", scope.run), ("suite", suite.run), ("hermetic", hermetic.run)):
+        for name, fn in AFTER_IMPLEMENT:
             if not self._gate(name, fn).ok:
                 return False
         return True
@@ -234,7 +236,7 @@ def collectable(path: str) -> bool:
 
 
 class Reviewer:
-    """One review stage: a fresh detached worktree of the candidate, the reviewer agent,
+    """One review stage: a fresh export of the candidate's files, the reviewer agent,
     validation of its document (asked again on a broken one), and the decision."""
 
     def __init__(self, attempt: Attempt, stage: str):
@@ -243,19 +245,20 @@ class Reviewer:
     def run(self) -> GateResult:
         a, stage = self.a, self.stage
         repo, cand = a.repo, a.ctx.candidate_sha
-        wt = a.worktree.parent / f"{a.worktree.name}-{stage}"
-        repo.add_detached_worktree(wt, cand)
+        # A plain export, not a worktree: no .git inside, so review-correctness cannot
+        # `git show` the tests it must not see, and no reviewer can commit anything.
+        tmp = Path(tempfile.mkdtemp(prefix=f"andon-{a.packet.id}-{stage}-"))
+        wt = tmp / "tree"
         try:
-            expected = cand
             # the packets folder holds every packet's planted (and hidden) files, too
             packets = a.config.andon.packets_dir.strip("/")
             planted = [f"{packets}/**/plant/**", f"{packets}/**/hidden/**"]
             test_like = lambda p: (p in a.packet.plant_files  # noqa: E731
                                    or path_matches(p, a.config.stages.test_paths)
                                    or path_matches(p, planted))
-            if stage == "review-correctness":
-                expected = self._hide_tests(wt, test_like)
-            diff = self._diff(test_like, with_tests=stage != "review-correctness")
+            hide = stage == "review-correctness"
+            expected = repo.export(cand, wt, keep=lambda p: not (hide and test_like(p)))
+            diff = self._diff(test_like, with_tests=not hide)
             stages = [s for s in a.stages if s in ("atdd", "implement")]
             errors: list[str] = []
             for ask in range(1, a.config.stages.review_max_asks + 1):
@@ -266,7 +269,7 @@ class Reviewer:
                     "diff": diff, "schema": json.dumps(SCHEMA, indent=2),
                     "review_file": str(review_file), "revise_stages": stages,
                     "retry_errors": errors})
-                # its worktree shares the repository's refs: put back any it moved or made
+                # it can still reach the repository by its path: put back any ref it moved
                 moved = _restore_moved_refs(repo, refs_before, own_branch="")
                 if moved:
                     return GateResult(stage, "fail", f"the {stage} reviewer moved git refs: "
@@ -274,9 +277,10 @@ class Reviewer:
                                       [Finding("tamper", f"ref {m} was moved, deleted or made "
                                                "by the reviewer (put back)", path=m)
                                        for m in moved])
-                after = repo.snapshot(wt, expected, "andon: reviewer's worktree")
-                if repo.rev_parse(f"{after}^{{tree}}") != repo.rev_parse(f"{expected}^{{tree}}"):
-                    changed = [c.path for c in repo.changes(expected, after)]
+                after = manifest(wt)
+                changed = sorted(p for p in expected.keys() | after.keys()
+                                 if expected.get(p) != after.get(p))
+                if changed:
                     return GateResult(stage, "fail", f"the {stage} reviewer changed files: "
                                       f"{', '.join(changed)}", "permission",
                                       [Finding("tamper", f"reviewer changed {p}", path=p)
@@ -300,7 +304,7 @@ class Reviewer:
                               [Finding("invalid-review", e) for e in errors],
                               details={"revise_stage": a.row["start_stage"] or "implement"})
         finally:
-            repo.remove_worktree(wt)
+            shutil.rmtree(tmp, ignore_errors=True)
 
     def _result(self, out) -> GateResult:
         doc = out.document
@@ -319,15 +323,6 @@ class Reviewer:
         layer = "test" if out.revise_stage == "atdd" else "code"
         return GateResult(self.stage, "fail", f"revise → {out.revise_stage}: {why}", layer,
                           findings, details=details)
-
-    def _hide_tests(self, wt: Path, test_like) -> str:
-        cand = self.a.ctx.candidate_sha
-        files = self.a.repo.git("ls-tree", "-r", "--name-only", "-z", cand).split("\0")
-        hidden = [f for f in files if f and test_like(f)]
-        for f in hidden:
-            (wt / f).unlink(missing_ok=True)
-        return self.a.repo.snapshot(wt, cand, "andon: the tests, hidden from "
-                                    "review-correctness")
 
     def _diff(self, test_like, with_tests: bool) -> str:
         a = self.a

@@ -122,6 +122,10 @@ def _stale_problems(repo: Repo, config, packets) -> list[Problem]:
     problems = []
     for p in packets:
         try:
+            config.stages_of(p.stages, p.tier)
+        except AndonError as exc:
+            problems.append(Problem(p.source, p.line_of("tier"), str(exc)))
+        try:
             why = runner._stale_reason(p)
         except AndonError as exc:
             _fail(str(exc))

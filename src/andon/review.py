@@ -103,6 +103,9 @@ def validate(text: str, packet: Packet, line_count: Callable[[str], int | None],
     Raises:
         ReviewRejected: with every problem found, each naming the id or ``path:line``.
     """
+    if not text.strip():
+        raise ReviewRejected(["the reviewer returned no document: nothing in $ANDON_REVIEW_FILE "
+                              "and no JSON at the end of its reply"])
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -100,6 +100,8 @@ class Runner:
                 raise UsageError(f"--only names unknown packet(s): {', '.join(unknown)}; "
                                  f"known: {', '.join(p.id for p in packets)}")
             self.packets = {p.id: p for p in packets}
+            for p in packets:  # an undefined tier is bad input: refuse before anything runs
+                self.config.stages_of(p.stages, p.tier)
             report = RunReport()
             self.run_started = now()
             head = self._integration_head()

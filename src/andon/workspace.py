@@ -11,13 +11,16 @@ worktree, moving the user's checked-out branch), RefMoved and MergeConflict (def
 
 from __future__ import annotations
 
+import hashlib
+import io
 import os
 import re
 import shutil
 import stat
 import subprocess
+import tarfile
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
@@ -315,6 +318,18 @@ class Repo:
         return self.git("diff-tree", "-r", "--stat", "--no-color", self._sha(base),
                         self._sha(head))
 
+    def export(self, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
+               ) -> dict[str, str]:
+        """Write the files of ``rev`` whose paths ``keep`` accepts into ``dest`` (created;
+        no ``.git``, so nothing there leads back to the repository's history), and return
+        their manifest (see :func:`manifest`)."""
+        dest.mkdir(parents=True)
+        data = self._run(("archive", "--format=tar", rev), None, None, True).stdout
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            members = [m for m in tar.getmembers() if m.isdir() or keep(m.name)]
+            tar.extractall(dest, members=members, filter="data")
+        return manifest(dest)
+
     def clone_at(self, rev: str, dest: Path) -> Path:
         """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
         untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling."""
@@ -327,3 +342,17 @@ class Repo:
         self.git("clone", "--quiet", "--no-checkout", "--shared", str(self.git_dir), str(dest))
         self.git("checkout", "--quiet", "--detach", sha, cwd=dest)
         return dest
+
+
+def manifest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (not following links) → sha256 of its bytes, with a marker
+    for symlinks and the executable bit, so any change an agent makes shows up."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        rel = path.relative_to(root).as_posix()
+        if path.is_symlink():
+            out[rel] = "link:" + os.readlink(path)
+        elif path.is_file():
+            mode = "x" if os.access(path, os.X_OK) else "-"
+            out[rel] = mode + hashlib.sha256(path.read_bytes()).hexdigest()
+    return out

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from .base import Finding, GateContext, GateResult
+from .base import Finding, GateContext, GateResult, planted_tests
 
 RED = ("failed", "error")
 
@@ -58,8 +58,14 @@ def run(ctx: GateContext, tests: list[str] | None = None,
                                          if files[i] in written_by_atdd})
     findings = list({f.key(): f for f in findings}.values())
     if findings:
-        return GateResult("red", "fail", f"planted tests are not reliably red on the base: "
-                          f"{findings[0].message}", "specification", findings, runs)
+        # A planted test that is not red means the packet is wrong (specification: blocked);
+        # when only the atdd stage's tests are at fault, the atdd agent erred (test: retried).
+        planted = set(planted_tests(ctx.packet))
+        spec = any(f.path in planted for f in findings) or not written_by_atdd
+        what = "planted tests" if spec else "the atdd stage's tests"
+        return GateResult("red", "fail", f"{what} are not reliably red on the base: "
+                          f"{findings[0].message}", "specification" if spec else "test",
+                          findings, runs)
     # "::tests.test_x" is pytest's record of a module that did not import; its real test
     # ids appear only once the code exists, and the suite gate judges them by file.
     red_ids = {i for i in outcomes if not i.startswith("::")}
