@@ -84,8 +84,7 @@ def run_demo(out: Console, where: Path | None = None) -> int:
     if report.preflight is not None:  # the example's own suite did not pass: say why, stop
         out.print(report.message, markup=False, soft_wrap=True)
         for r in report.preflight.runs:
-            out.print(f"evidence: {r.log_path}
-{r.output_tail}", markup=False, soft_wrap=True)
+            out.print(f"evidence: {r.log_path}\n{r.output_tail}", markup=False, soft_wrap=True)
         out.print("[red]demo: the example project's own suite does not pass here[/]")
         return 1
     if store.packet("B06")["state"] == "awaiting_human":
