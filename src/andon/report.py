@@ -91,7 +91,7 @@ def usage_of_rows(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def usage_text(u: dict[str, Any]) -> str:
-    """``31.4k/607 tok · $0.0569 · 12.3 s``; a cost some runs lack is marked partial."""
+    """``31.4k in/607 out tok · $0.0569 · 12.3 s``; a cost some runs lack is marked partial."""
     def n(v: int | None) -> str:
         if v is None:
             return "?"
@@ -102,7 +102,9 @@ def usage_text(u: dict[str, Any]) -> str:
     if u["cost_usd"] is not None and u["cost_unknown_runs"]:
         cost += f" (+{u['cost_unknown_runs']} run(s) of unknown cost)"
     wall = "?" if u["wall_s"] is None else f"{u['wall_s']:.1f} s"
-    return f"{n(u['input_tokens'])}/{n(u['output_tokens'])} tok · {cost} · {wall}"
+    if u["input_tokens"] is None and u["output_tokens"] is None:
+        return f"tokens unknown · {cost} · {wall}"
+    return f"{n(u['input_tokens'])} in/{n(u['output_tokens'])} out tok · {cost} · {wall}"
 
 
 def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
@@ -148,8 +150,9 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             out.print(f"  stage {s['stage']}: exit {s['exit_status']}"
                       f"{' (timed out)' if s['timed_out'] else ''}, {s['duration_s']:.1f} s; "
                       f"transcript {s['transcript_path']}", markup=False, soft_wrap=True)
-            if claim:
-                out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False)
+            if claim and not s["stage"].startswith("review"):  # a review is shown below
+                out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False,
+                          soft_wrap=True)
             if s["usage"]:
                 _show_usage(out, s["usage"])
         for g in a["gates"]:
@@ -158,6 +161,8 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                       f"{layer}: {escape(g['summary'])}", soft_wrap=True)
             for f in g["evidence"].get("findings", [])[:10]:
                 where = f["path"] or f["test_id"] or ""
+                if f.get("line") and f["path"]:
+                    where = f"{where}:{f['line']}"
                 out.print(f"      {f['kind']}: {where} — {f['message'][:200]}",
                           markup=False, soft_wrap=True)
             for r in g["evidence"].get("runs", []):
