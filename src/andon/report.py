@@ -45,21 +45,22 @@ def status_rows(store: Store) -> list[dict[str, Any]]:
 
 
 def board(store: Store, config: Config) -> Table:
+    """The status board, narrow enough for an 80-column terminal: per packet its state,
+    counted tries, the last attempt's gates (all passed, or the first that did not), agent
+    cost and time, and the result (merged sha or the reason)."""
     table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
                   title_justify="left")
     table.add_column("packet", no_wrap=True)
     table.add_column("state", no_wrap=True)
     table.add_column("tries", justify="right")
-    table.add_column("gates (last attempt)")
+    table.add_column("gates", no_wrap=True)
+    table.add_column("agents", no_wrap=True)
     table.add_column("result", overflow="fold", ratio=1)
-    table.add_column("tokens in/out · cost · agent time", no_wrap=True)
     rows = status_rows(store)
     table.caption = "all packets: " + usage_text(usage_of_rows(rows))
     table.caption_justify = "left"
     for r in rows:
         last = r["last_attempt"]
-        gates = " ".join(f"{GATE_SHORT.get(g, g)}{GATE_MARK.get(s, s)}" for g, s in
-                         (last or {}).get("gates", {}).items())
         if r["state"] == "done" and last:
             result = f"merged {last['merge_sha'][:10]}"
         elif last and last["reason"]:
@@ -67,10 +68,26 @@ def board(store: Store, config: Config) -> Table:
         else:
             result = ""
         style = STYLE.get(r["state"], "white")
-        table.add_row(r["id"], f"[{style}]{r['state']}[/]",
-                      str(r["attempts"]), gates, escape(result),
-                      usage_text(r["usage"]) if r["usage"]["runs"] else "")
+        table.add_row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]),
+                      _gates_cell((last or {}).get("gates", {})), _usage_cell(r["usage"]),
+                      escape(result))
     return table
+
+
+def _gates_cell(gates: dict[str, str]) -> str:
+    bad = next(((g, s) for g, s in gates.items() if s in ("fail", "error")), None)
+    if bad:
+        return f"{GATE_SHORT.get(bad[0], bad[0])} {GATE_MARK[bad[1]]}"
+    return f"{len(gates)} {GATE_MARK['pass']}" if gates else ""
+
+
+def _usage_cell(u: dict[str, Any]) -> str:
+    """``$0.06 · 12 s`` (cost ``?`` when unknown), or empty before any agent ran."""
+    if not u["runs"]:
+        return ""
+    cost = "$?" if u["cost_usd"] is None else f"${u['cost_usd']:.2f}"
+    wall = "?" if u["wall_s"] is None else f"{u['wall_s']:.0f} s"
+    return f"{cost} · {wall}"
 
 
 def usage_of(stage_runs: list[dict[str, Any]]) -> dict[str, Any]:
