@@ -76,7 +76,8 @@ def test_scripted_agent_crash_is_recorded_not_raised(tmp_path, packet):
 
 
 def test_make_agent_names_the_known_adapters():
-    with pytest.raises(ValueError, match="known agents: command, scripted"):
+    with pytest.raises(ValueError, match="did you mean 'claude-code'.*known agents: command, "
+                                         "scripted:module:function"):
         make_agent("claude-kode")
     with pytest.raises(ValueError, match="needs a command"):
         make_agent("command")

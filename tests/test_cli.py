@@ -8,15 +8,17 @@ file or a forbidden path, config and repository errors, and the demo.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from andon.config import DEFAULT_TOML
-from helpers import MUL_CODE, andon, git, make_project, mul_packet, packet_md
+from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet, packet_md
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 
@@ -293,7 +295,7 @@ def test_status_json_has_state_attempts_and_gates(merged):
     [p1] = data["packets"]
     assert (p1["id"], p1["state"], p1["attempts"], p1["interrupted"]) == ("P1", "done", 1, 0)
     assert p1["last_attempt"]["gates"] == {"red": "pass", "scope": "pass", "suite": "pass",
-                                           "review": "pass",
+                                           "review": "pass", "patterns": "pass",
                                            "hermetic": "pass"}
     assert p1["last_attempt"]["merge_sha"] == git(root, "rev-parse", "andon/integration").strip()
 
@@ -320,7 +322,7 @@ def test_show_json_has_attempts_with_gates_and_evidence(merged):
     assert data["packet"]["state"] == "done"
     [attempt] = data["attempts"]
     gates = {g["gate"]: g for g in attempt["gates"]}
-    assert set(gates) == {"red", "scope", "suite", "hermetic", "review"}
+    assert set(gates) == {"red", "scope", "patterns", "suite", "hermetic", "review"}
     runs = gates["suite"]["evidence"]["runs"]
     assert runs and all(Path(run["log_path"]).is_file() for run in runs)
     assert runs[0]["exit_status"] == 0 and runs[0]["counts"]["passed"] == 4
@@ -417,3 +419,18 @@ def test_demo_runs_every_outcome_as_expected(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     assert "every outcome as expected" in r.stdout
     assert "UNEXPECTED" not in r.stdout
+
+
+def test_an_uncommitted_relative_agent_script_is_refused_before_anything_runs(tmp_path):
+    """`--command ./my-agent.sh` with the script untracked in the user's checkout: the command
+    runs in the attempt's worktree, where the script does not exist. andon says so (with the
+    absolute path to use) and exits 2 before any state changes."""
+    root = make_project(tmp_path / "p", {"P1": mul_packet("P1")})
+    (root / "my-agent.sh").write_text("#!/bin/sh\ntrue\n")
+    r = subprocess.run([sys.executable, "-m", "andon", "run", "--agent", "command",
+                        "--command", "./my-agent.sh"], cwd=root, capture_output=True,
+                       text=True, timeout=120, env={**os.environ, **GIT_ENV, "COLUMNS": "200"})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "my-agent.sh is not committed" in r.stderr
+    assert str(root / "my-agent.sh") in " ".join(r.stderr.split())
+    assert not (root / ".andon").exists()

@@ -57,6 +57,7 @@ class Attempt:
                  agent_for: Callable[[str], Agent], baseline: set[str],
                  previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
                  on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None],
+                 say: Callable[[str], None] = lambda s: None,
                  run_started: str | None = None):
         self.repo, self.config, self.store, self.packet = repo, config, store, packet
         self.run_started = run_started          # when this `andon run` began: run budget
@@ -64,6 +65,7 @@ class Attempt:
         self.row, self.agent_for, self.previous = row, agent_for, previous
         self.worktree, self.ev, self.on_gate, self.on_state = worktree, evidence_dir, on_gate, \
             on_state
+        self.say = say
         self.stages = config.stages_of(packet.stages, packet.tier)
         self.out = AttemptResult()
         self.ctx = GateContext(repo, config, packet, worktree, evidence_dir, row["base_sha"],
@@ -172,7 +174,10 @@ class Attempt:
                                self.previous, template_for(stage, self.prompt_dir,
                                                            self.implement_template),
                                stage=stage, **extra.get("prompt_vars", {}))
-        prompt_file = self.ev / f"{stage}.prompt.md"
+        # a reviewer asked again writes into its own folder: every ask's evidence is kept
+        ev = extra.get("evidence_dir", self.ev)
+        ev.mkdir(parents=True, exist_ok=True)
+        prompt_file = ev / f"{stage}.prompt.md"
         prompt_file.write_text(prompt, encoding="utf-8")
         agent = self.agent_for(stage)
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
@@ -181,11 +186,14 @@ class Attempt:
         started = now()
         run = agent.run(StageContext(self.packet, stage, self.row["n"],
                                      extra.get("worktree", self.worktree), prompt, prompt_file,
-                                     self.ev, self.config.agent.timeout_s,
+                                     ev, self.config.agent.timeout_s,
                                      extra.get("review_file")))
         self.store.add_stage_run(self.row["id"], stage, run.agent, run.exit_status,
                                  run.timed_out, run.duration_s, str(run.transcript_path),
                                  run.claim, run.usage, started)
+        status = "timed out" if run.timed_out else f"exited {run.exit_status}"
+        self.say(f"  {stage}: {run.agent} agent {status} after {run.duration_s:.1f} s "
+                 f"(recorded, not used to decide); transcript {run.transcript_path}")
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
         return run
@@ -265,7 +273,9 @@ class Reviewer:
                 review_file = a.ev / f"{stage}.review.json"
                 review_file.unlink(missing_ok=True)
                 refs_before = repo.refs_snapshot()
-                run = a._agent(stage, worktree=wt, review_file=review_file, prompt_vars={
+                run = a._agent(stage, worktree=wt, review_file=review_file,
+                               evidence_dir=a.ev if ask == 1 else a.ev / f"{stage}-ask{ask}",
+                               prompt_vars={
                     "diff": diff, "schema": json.dumps(SCHEMA, indent=2),
                     "review_file": str(review_file), "revise_stages": stages,
                     "retry_errors": errors})

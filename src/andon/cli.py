@@ -8,6 +8,7 @@ Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked 
 from __future__ import annotations
 
 import json
+import shlex
 import sys
 from pathlib import Path
 
@@ -286,9 +287,31 @@ def demo(where: Path | None) -> None:
     sys.exit(run_demo(out, where))
 
 
+def _check_command_path(repo: Repo, command: str | None, what: str) -> None:
+    """A command runs in the attempt's worktree: a relative script that exists here but is
+    not committed on the integration head will not be there. Say so before anything runs."""
+    if not command:
+        return
+    try:
+        first = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        return
+    if "/" not in first or first.startswith("/") or first.startswith("$"):
+        return
+    here = (Path.cwd() / first).resolve()
+    rel = here.relative_to(repo.root).as_posix() if here.is_relative_to(repo.root) else None
+    tracked = rel is not None and repo.git("ls-files", "--", rel).strip() != ""
+    if here.exists() and not tracked:
+        _fail(f"{what} {command!r}: {first} is not committed, and the command runs in the "
+              f"attempt's worktree, where it will not exist; use the absolute path {here}")
+
+
 def _runner(repo: Repo, config, agent_spec: str | None = None, command: str | None = None,
             reviewer_spec: str | None = None, reviewer_command: str | None = None,
             keep_worktrees: bool = False) -> Runner:
+    _check_command_path(repo, command or config.agent.command, "--command")
+    _check_command_path(repo, reviewer_command or config.agent.reviewer_command,
+                        "--reviewer-command")
     try:
         agent = make_agent(agent_spec or config.agent.default, command or config.agent.command,
                            config)

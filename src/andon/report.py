@@ -196,7 +196,7 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
     if d.get("diff"):
         out.print(f"\n[bold]awaiting a person[/]: the change to decide on (`andon approve "
                   f"{p['id']}` or `andon reject {p['id']} --why ...`):")
-        out.print(d["diff"], markup=False, highlight=False)
+        out.print(d["diff"], markup=False, highlight=False, soft_wrap=True)
 
 
 def _show_usage(out: Console, u: dict[str, Any]) -> None:

@@ -209,9 +209,30 @@ class Runner:
         last = attempts[-1] if attempts else None
         why = last["reason"] if last else "blocked"
         where = last["evidence_dir"] if last else ""
-        return (f"line halted: packet {row['id']} is blocked: {why}\n"
+        pid = row["id"]
+        return (f"line halted: packet {pid} is blocked: {why}\n"
                 f"evidence: {where}\n"
-                f"see `andon show {row['id']}`; edit the packet, then `andon unblock {row['id']}`")
+                f"what to do: {self._advice(last)}; see `andon show {pid}`, then "
+                f"`andon unblock {pid}`")
+
+    def _advice(self, last: dict | None) -> str:
+        """What a person should change, from the failure layer of the blocking attempt."""
+        if last is None:
+            return "look at the packet"
+        runs = self.store.stage_runs(last["id"])
+        if any(r["exit_status"] == 127 for r in runs):
+            return ("the agent's command was not found (exit 127): it runs in the attempt's "
+                    "worktree, where untracked scripts do not exist — give an absolute path")
+        return {
+            "specification": "the packet itself is wrong (its planted tests or its spec): "
+                             "edit it",
+            "verifier": "the reviewer did not return a valid review: fix the reviewer "
+                        "(--reviewer / --reviewer-command), not the packet",
+            "environment": "the project's suite or environment failed: fix that",
+            "harness": "a budget or limit was reached: raise it in andon.toml or split the "
+                       "packet",
+        }.get(last["failure_layer"] or "", "the agent keeps failing the same way or ran out "
+              "of attempts: sharpen the packet, or use another agent")
 
     def _next(self, only: list[str] | None) -> Packet | None:
         states = {p["id"]: p["state"] for p in self.store.packets()}
@@ -254,6 +275,7 @@ class Runner:
                 self._previous_failure(packet.id), wt, ev,
                 lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"),
                 lambda state, kind: self.store.transition(packet.id, state, kind, a["id"]),
+                say=self.echo,
                 run_started=self.run_started,
             ).run()
         finally:

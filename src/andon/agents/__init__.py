@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from typing import TYPE_CHECKING
 
 from .aider import AiderAgent
@@ -47,7 +49,10 @@ def make_agent(spec: str, command: str | None = None, config: "Config | None" = 
     if name in EXTERNAL and not rest:
         settings = config.agents.get(name) if config is not None else None
         return EXTERNAL[name](settings, prices)
-    raise ValueError(f"unknown agent {spec!r}; known agents: {', '.join(ADAPTERS)}")
+    close = difflib.get_close_matches(name, ADAPTERS, n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    raise ValueError(f"unknown agent {spec!r}; {hint}known agents: "
+                     f"{', '.join(a if a != 'scripted' else 'scripted:module:function' for a in ADAPTERS)}")
 
 
 __all__ = ["Agent", "AgentRun", "StageContext", "CommandAgent", "ScriptedAgent", "make_agent",
