@@ -28,6 +28,9 @@ from helpers import (CALC, CALC_TESTS, MUL_CODE, MUL_TEST, andon, git, honest_mu
 FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 2")
         .replace("hermetic_runs = 3", "hermetic_runs = 1"))
 assert FAST != DEFAULT_TOML
+# For tests of what the suite gate itself catches: the patterns gate (which runs first and
+# would reject skip calls, os._exit or copied literals by their source) is off.
+NO_PATTERNS = FAST + "\n[gates.patterns]\nenabled = false\n"
 
 INTEGRATION = "refs/heads/andon/integration"
 PLANTED = "tests/test_mul_p1.py"
@@ -115,7 +118,8 @@ def test_clean_merge_is_one_squash_commit_with_trailers_on_integration(tmp_path)
     assert runner.store.packet("P1")["state"] == "done"
     g = gates(runner, "P1")
     assert [(k, v["status"]) for k, v in g.items()] == [
-        ("red", "pass"), ("scope", "pass"), ("suite", "pass"), ("hermetic", "pass"),
+        ("red", "pass"), ("scope", "pass"), ("patterns", "pass"), ("suite", "pass"),
+        ("hermetic", "pass"),
         ("review", "pass")]
     herm = g["hermetic"]["evidence"]
     assert len(herm["runs"]) == 4 and herm["runs"][-1]["seed"] == herm["seeds"][0]
@@ -404,7 +408,8 @@ def test_skip_from_inside_the_code_under_test_is_a_fail_to_pass(tmp_path, stub):
     `fail-to-pass` findings that say 'skipped' — both when the planted module did not import
     on the base (judged by file) and when it did (a stub mul: judged by red test id)."""
     files = {"src/calc/ops.py": CALC + STUB_MUL} if stub else None
-    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)}, files=files)
+    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)}, files=files,
+                   config=NO_PATTERNS)
 
     def skipper(ctx):
         write(ctx, "src/calc/ops.py",
@@ -427,7 +432,7 @@ def test_skip_from_inside_the_code_under_test_is_a_fail_to_pass(tmp_path, stub):
 def test_os_exit_at_import_is_no_report(tmp_path):
     """`os._exit(0)` at import of calc.ops ends pytest with status 0 and no JUnit report:
     the suite gate fails with `no-report` — an exit status of 0 is not a pass."""
-    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)})
+    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)}, config=NO_PATTERNS)
 
     def exits(ctx):
         honest_mul(ctx)
@@ -583,7 +588,7 @@ def test_same_failure_twice_blocks_and_halts_the_queue(tmp_path):
 
 def test_attempts_exhausted_blocks(tmp_path):
     """Two different failures with max_attempts = 2 → blocked "attempts exhausted"."""
-    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=2)})
+    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=2)}, config=NO_PATTERNS)
 
     def differently_wrong(ctx):
         if ctx.attempt == 1:

@@ -141,3 +141,16 @@ def test_revise_keeps_named_stage(packet):
 def test_extract_json_from_fenced_message():
     assert extract_json('Here it is:\n```json\n{"a": 1}\n```\nbye') == '{"a": 1}'
     assert extract_json('  {"a": 1} ') == '{"a": 1}'
+
+
+def test_reversed_range_and_schema_positions_are_named_plainly(packet):
+    d = json.loads(doc())
+    d["verdicts"][1]["evidence"] = "src/calc/ops.py:5-2"
+    assert errors(json.dumps(d), packet) == [
+        "verdict I2: src/calc/ops.py:5-2 is a reversed range (start after end)"]
+    d = json.loads(doc())
+    d["verdicts"][1]["verdict"] = "fine"
+    assert errors(json.dumps(d), packet)[0].startswith("verdicts.2.verdict:")
+    e = errors(doc(findings=[{"severity": "minor", "location": "nowhere", "message": "m"}]),
+               packet)
+    assert e == ["finding 1: location must be path:line or path:start-end, got 'nowhere'"]

@@ -223,8 +223,9 @@ def test_harness_env_is_an_allowlist(tmp_path, monkeypatch):
     env = harness_env(tmp_path / "home", [Path("rel/src"), tmp_path / "b"], {"X": "1"})
     assert set(env) == {
         "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
-        "PYTHONPATH", "X",
+        "PYTHONPATH", "X", "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
     }  # fmt: skip
+    assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
     assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     assert env["HOME"] == str(tmp_path / "home")
     assert Path(env["TMPDIR"]) == tmp_path / "home" / "tmp" and Path(env["TMPDIR"]).is_dir()

@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
 
@@ -46,12 +46,48 @@ class Test(_Strict):
         description="worktree-relative dirs put first on PYTHONPATH so tests import the "
                     "attempt's code, not an editable install of another checkout")
     timeout_s: float = Field(900, gt=0)
+    plugins: list[str] = Field(
+        default_factory=list,
+        description="pytest plugins loaded by name (-p); autoloading through entry points is "
+                    "off, so a plugin the agent adds to the package metadata never loads")
+
+
+class PatternRule(_Strict):
+    """``[[gates.patterns.rules]]``: a user rule, a regex matched on each added line of
+    non-test code."""
+
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9-]*$")
+    regex: str
+    severity: Literal["block", "warn"] = "block"
+    message: str = ""
+    paths: list[str] = Field(default_factory=lambda: ["**/*.py"],
+                             description="globs of the files the rule applies to")
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a valid regex: {exc}") from None
+        return v
+
+
+class Patterns(_Strict):
+    """``[gates.patterns]``: rules run on the added lines of non-test code (gates/patterns.py)."""
+
+    enabled: bool = True
+    severities: dict[str, Literal["block", "warn", "off"]] = Field(
+        default_factory=dict, description='override a built-in rule, e.g. {"broad-except" = '
+                                          '"warn"}')
+    rules: list[PatternRule] = Field(default_factory=list)
 
 
 class Gates(_Strict):
     red_runs: int = Field(3, ge=1)
     hermetic_runs: int = Field(3, ge=1)
     hermetic_random_order: bool = True
+    patterns: Patterns = Field(default_factory=Patterns)
 
 
 class StageAgentSettings(_Strict):

@@ -114,7 +114,8 @@ def validate(text: str, packet: Packet, line_count: Callable[[str], int | None],
     try:
         doc = ReviewDocument.model_validate(data)
     except ValidationError as exc:
-        raise ReviewRejected([f"{'.'.join(str(p) for p in e['loc']) or 'document'}: "
+        # 1-based entry numbers, as in every other message here
+        raise ReviewRejected([f"{_where(e['loc'])}: "
                               f"{e['msg']}" for e in exc.errors()]) from None
     errors: list[str] = []
     wanted = [inv.id for inv in packet.invariants]
@@ -124,12 +125,13 @@ def validate(text: str, packet: Packet, line_count: Callable[[str], int | None],
         if v.invariant not in wanted:
             errors.append(f"verdict for unknown invariant {v.invariant!r} (the packet's "
                           f"invariants: {', '.join(wanted) or 'none'})")
-        errors += _location_problems(f"verdict {v.invariant}", v.evidence, line_count)
+        errors += _location_problems(f"verdict {v.invariant}", "evidence", v.evidence,
+                                     line_count)
     errors += [f"invariant {i!r} has {n} verdicts; give exactly one" for i, n in seen.items()
                if n > 1]
     errors += [f"no verdict for invariant {i!r}" for i in wanted if i not in seen]
     for k, f in enumerate(doc.findings, start=1):
-        errors += _location_problems(f"finding {k}", f.location, line_count)
+        errors += _location_problems(f"finding {k}", "location", f.location, line_count)
     if doc.revise_stage and doc.revise_stage not in stages:
         errors.append(f"revise_stage {doc.revise_stage!r} is not a stage of this packet "
                       f"({', '.join(stages)})")
@@ -138,16 +140,18 @@ def validate(text: str, packet: Packet, line_count: Callable[[str], int | None],
     return doc
 
 
-def _location_problems(what: str, location: str,
+def _location_problems(what: str, field: str, location: str,
                        line_count: Callable[[str], int | None]) -> list[str]:
     m = LOCATION.match(location.strip())
     if not m:
-        return [f"{what}: evidence must be path:line or path:start-end, got {location!r}"]
+        return [f"{what}: {field} must be path:line or path:start-end, got {location!r}"]
     path, start = m["path"], int(m["start"])
     end = int(m["end"]) if m["end"] else start
     count = line_count(path)
     if count is None:
         return [f"{what}: {path} does not exist in the post-change tree"]
+    if start > end:
+        return [f"{what}: {location} is a reversed range (start after end)"]
     if not 1 <= start <= end <= count:
         return [f"{what}: {location} is outside {path}, which has {count} lines"]
     return []
@@ -164,3 +168,8 @@ def decide(doc: ReviewDocument, packet: Packet, red_gates: Iterable[str] = ()) -
     decision = "revise" if (reasons or doc.decision == "revise") else "accept"
     downgraded = reasons if doc.decision == "accept" else []
     return ReviewOutcome(doc, decision, doc.revise_stage or "implement", downgraded)
+
+
+def _where(loc: tuple) -> str:
+    """pydantic's error location with 1-based entry numbers (``verdicts.2.verdict``)."""
+    return ".".join(str(p + 1) if isinstance(p, int) else str(p) for p in loc) or "document"

@@ -51,7 +51,8 @@ _CHILD_OUTCOME: dict[str, Outcome] = {"failure": "failed", "error": "error", "sk
 
 # Never passed to a test process (the outer environment is not inherited at all, and extra may not
 # set them): each one can change which tests run, which plugins load or which Python runs them.
-FORBIDDEN_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME", "VIRTUAL_ENV")
+FORBIDDEN_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME", "VIRTUAL_ENV",
+                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
 
 
 class JUnitError(ValueError):
@@ -190,6 +191,9 @@ def harness_env(
         "LC_ALL": "C.UTF-8",
         "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ written into the worktree
         "PYTHONHASHSEED": "0",
+        # No plugin loads through a setuptools entry point (``pytest11``): an agent could add
+        # one to the package metadata. The plugins a project needs are named with ``-p``.
+        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in pythonpath)
@@ -215,13 +219,15 @@ def run_suite(
     pythonpath: Sequence[Path] = (),
     timeout_s: float = 600,
     extra_env: Mapping[str, str] | None = None,
+    plugins: Sequence[str] = (),
 ) -> SuiteRun:
     """Run ``command`` (pytest argv) in ``cwd`` with harness-decided flags; read its JUnit report.
 
     Writes ``<evidence_dir>/<name>.log`` (stdout+stderr) and ``<name>.junit.xml``; evidence_dir
     must lie outside ``cwd``. ``select`` names test files or node ids. ``random_seed`` shuffles
-    the order with the andon_shuffle plugin. After ``timeout_s`` seconds the whole process group
-    is killed. Any process the suite leaves behind in its group is killed too. Raises ValueError
+    the order with the andon_shuffle plugin. Plugin autoloading is off; ``plugins`` are
+    loaded by name with ``-p`` (e.g. ``["xdist.plugin", "pytest_asyncio"]``). After
+    ``timeout_s`` seconds the whole process group is killed. Any process the suite leaves behind in its group is killed too. Raises ValueError
     for a bad ``name`` or ``evidence_dir``; everything the suite does is recorded, not raised.
     """
     if not name or "/" in name or name.startswith("."):
@@ -245,6 +251,8 @@ def run_suite(
         "--continue-on-collection-errors",
         "-q", "-rA",
     ]  # fmt: skip
+    for plugin in plugins:
+        argv += ["-p", plugin]
     paths = [*pythonpath]
     if random_seed is not None:
         # -p no:randomly: an installed pytest-randomly would reorder by its own seed.

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import hermetic, scope, suite
+from . import hermetic, patterns, scope, suite
 from .base import GateContext, GateResult
 
 AFTER_IMPLEMENT: list[tuple[str, Callable[[GateContext], GateResult]]] = [
     ("scope", scope.run),
+    ("patterns", patterns.run),
     ("suite", suite.run),
     ("hermetic", hermetic.run),
 ]

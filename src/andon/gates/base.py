@@ -38,6 +38,7 @@ class Finding:
     message: str
     path: str | None = None
     test_id: str | None = None
+    line: int | None = None  # 1-based line in ``path``, when the finding points at one
 
     def key(self) -> str:
         return f"{self.kind}|{self.path or ''}|{self.test_id or ''}"
@@ -114,6 +115,7 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     return run_suite(
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
+        plugins=config.test.plugins,
     )
 
 

@@ -4,9 +4,27 @@ Read from git, not from the agent: every path that differs between the plant com
 candidate commit. A changed planted file, a change under the packets folder, or to andon.toml
 is a **tamper** finding whatever the tests say. Outside those, a path must match
 ``allowed_paths`` (when the packet gives any) and must not match ``forbidden_paths``.
+
+Some changes steer how the harness's own test run behaves, so they are findings even inside
+``allowed_paths``:
+
+- ``runner-config``: a ``conftest.py`` anywhere, ``pytest.ini``, ``tox.ini``, ``setup.cfg``,
+  ``noxfile.py``, ``Makefile``, or a change to the parsed ``[tool.pytest…]`` table of
+  ``pyproject.toml`` — unless ``allowed_paths`` names the file itself (``"tests/conftest.py"``
+  or ``"**/conftest.py"``, not ``"tests/**"``);
+- ``entry-point``: a change to ``[project.entry-points]`` (a ``pytest11`` plugin loads into
+  every pytest run of an installed package) — always;
+- ``new-dependency``: a change to ``[project] dependencies`` / ``optional-dependencies``
+  unless ``allowed_paths`` names ``pyproject.toml`` itself;
+- ``bytecode`` (``*.pyc``, ``__pycache__/``), ``packaging-metadata`` (``*.dist-info``,
+  ``*.egg-info``, ``*.pth``), ``symlink`` (mode 120000) and ``submodule`` (mode 160000) —
+  always.
 """
 
 from __future__ import annotations
+
+import tomllib
+from typing import Any
 
 from ..config import CONFIG_NAME
 from ..packet import path_matches
@@ -39,6 +57,7 @@ def _check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool
     for c in changes:
         p = c.path
         is_test = path_matches(p, test_paths)
+        special = _special(ctx, c, base, head)
         if p in packet.plant_files:
             findings.append(Finding("tamper", f"planted file {p} was changed ({_verb(c.status)})",
                                     path=p))
@@ -56,6 +75,8 @@ def _check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool
         elif path_matches(p, packet.forbidden_paths):
             findings.append(Finding("forbidden-path", f"{p} matches forbidden_paths "
                                     f"{packet.forbidden_paths}", path=p))
+        elif special:
+            findings += special
         elif (not only_tests and packet.allowed_paths
               and not path_matches(p, packet.allowed_paths)):
             findings.append(Finding("outside-allowed", f"{p} is outside allowed_paths "
@@ -73,6 +94,85 @@ def _check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool
                                    "from")], details=details)
     return GateResult(gate, "pass", f"{len(changes)} changed path(s), all allowed",
                       details=details)
+
+
+RUNNER_CONFIG = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "Makefile")
+
+
+def named_explicitly(path: str, allowed: list[str]) -> bool:
+    """``allowed`` has a pattern that matches ``path`` and whose last part is the file name
+    itself (``tests/conftest.py``, ``**/conftest.py``), not a wildcard (``tests/**``)."""
+    name = path.rsplit("/", 1)[-1]
+    return any(pat.rsplit("/", 1)[-1] == name and path_matches(path, [pat]) for pat in allowed)
+
+
+def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
+    """Findings for a change that can steer the harness (see the module docstring)."""
+    p, name = c.path, c.path.rsplit("/", 1)[-1]
+    parts = p.split("/")
+    allowed = ctx.packet.allowed_paths
+    if c.new_mode == "120000" or (c.old_mode == "120000" and c.status != "D"):
+        return [Finding("symlink", f"{p} is a symbolic link (mode 120000): links can reach "
+                        "files outside the allowed paths", path=p)]
+    if "160000" in (c.new_mode, c.old_mode):
+        return [Finding("submodule", f"{p} is a submodule (mode 160000)", path=p)]
+    if name.endswith((".pyc", ".pyo")) or "__pycache__" in parts:
+        return [Finding("bytecode", f"{p} is compiled bytecode: it can run code no diff "
+                        "shows", path=p)]
+    if name.endswith(".pth") or any(x.endswith((".dist-info", ".egg-info")) for x in parts):
+        return [Finding("packaging-metadata", f"{p} is packaging metadata (.pth / dist-info "
+                        "/ egg-info): it can load code into every Python run", path=p)]
+    if name in RUNNER_CONFIG and not named_explicitly(p, allowed):
+        return [Finding("runner-config", f"{p} configures the test runner; off limits unless "
+                        "allowed_paths names it", path=p)]
+    if p == "pyproject.toml":
+        return _pyproject(ctx, base, head, named_explicitly(p, allowed))
+    return []
+
+
+def _toml(ctx: GateContext, rev: str) -> dict | None:
+    data = ctx.repo.file_bytes(rev, "pyproject.toml")
+    if data is None:
+        return {}
+    try:
+        return tomllib.loads(data.decode("utf-8", errors="replace"))
+    except tomllib.TOMLDecodeError:
+        return None
+
+
+def _pyproject(ctx: GateContext, base: str, head: str, named: bool) -> list[Finding]:
+    before, after = _toml(ctx, base), _toml(ctx, head)
+    p = "pyproject.toml"
+    if after is None:
+        return [Finding("runner-config", f"{p} is not valid TOML any more", path=p)]
+    before = before or {}
+    found = []
+
+    def get(d: dict, *keys: str) -> Any:
+        for k in keys:
+            d = d.get(k, {}) if isinstance(d, dict) else {}
+        return d
+
+    pytest_keys = {k for k in (*get(before, "tool"), *get(after, "tool"))
+                   if k == "pytest" or k.startswith("pytest")}
+    changed_tables = sorted(k for k in pytest_keys
+                            if get(before, "tool", k) != get(after, "tool", k))
+    if changed_tables and not named:
+        found.append(Finding("runner-config", f"{p}: the [tool.{changed_tables[0]}] table "
+                             "changed; it configures the test runner", path=p))
+    eb, ea = get(before, "project", "entry-points"), get(after, "project", "entry-points")
+    if eb != ea:
+        groups = sorted(g for g in {*eb, *ea} if eb.get(g) != ea.get(g))
+        plugin = " (pytest11: a pytest plugin that loads itself)" if "pytest11" in groups else ""
+        found.append(Finding("entry-point", f"{p}: [project.entry-points] changed: "
+                             f"{', '.join(groups)}{plugin}", path=p))
+    for key in ("dependencies", "optional-dependencies"):
+        db, da = get(before, "project", key), get(after, "project", key)
+        if db != da and not named:
+            found.append(Finding("new-dependency", f"{p}: [project] {key} changed "
+                                 f"({db or []} -> {da or []}); allowed only when the packet's "
+                                 f"allowed_paths names {p}", path=p))
+    return found
 
 
 def _verb(status: str) -> str:

@@ -1,0 +1,97 @@
+"""The hardened test run, below the gates: entry-point plugins do not load, named plugins do,
+scope's runner-config naming rule, and hidden tests that were committed (readable by the agent)
+stop the packet."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from andon.gates.scope import named_explicitly
+from andon.testrun import run_suite
+
+from scenarios import FAST, HIDDEN, HIDDEN_TEST, Scenario, git, honest_mul, play
+
+PLUGIN = '''\
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    outcome.get_result().outcome = "passed"
+'''
+
+
+def tree_with_entry_point_plugin(root):
+    """A failing test and, on the path, an installed-looking distribution whose pytest11 entry
+    point rewrites every report to passed."""
+    (root / "site" / "evil-1.0.dist-info").mkdir(parents=True)
+    (root / "site" / "evil-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: evil\nVersion: 1.0\n")
+    (root / "site" / "evil-1.0.dist-info" / "entry_points.txt").write_text(
+        "[pytest11]\nevil = evil_plugin\n")
+    (root / "site" / "evil_plugin.py").write_text(PLUGIN)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_x.py").write_text("def test_x():\n    assert 1 == 2\n")
+
+
+def test_entry_point_plugins_do_not_load_but_named_ones_do(tmp_path):
+    root = tmp_path / "proj"
+    tree_with_entry_point_plugin(root)
+    argv = [sys.executable, "-m", "pytest"]
+    r = run_suite(argv, root, tmp_path / "ev", "plain", pythonpath=[root / "site"])
+    assert r.results["tests.test_x::test_x"].outcome == "failed"
+    # sabotage check: without the harness's environment the same plugin loads and lies, so
+    # the assertion above can fail
+    env = {**os.environ, "PYTHONPATH": str(root / "site")}
+    env.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)
+    out = subprocess.run([*argv, "-q", "-p", "no:cacheprovider"], cwd=root, env=env,
+                         capture_output=True, text=True)
+    assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout
+    # a plugin the project names in [test] plugins is loaded with -p
+    named = run_suite(argv, root, tmp_path / "ev", "named", pythonpath=[root / "site"],
+                      plugins=["evil_plugin"])
+    assert ["-p", "evil_plugin"] == named.argv[named.argv.index("evil_plugin") - 1:][:2]
+    assert named.results["tests.test_x::test_x"].outcome == "passed"
+
+
+def test_runner_config_is_allowed_only_when_named():
+    assert named_explicitly("tests/conftest.py", ["tests/conftest.py"])
+    assert named_explicitly("tests/conftest.py", ["**/conftest.py"])
+    assert named_explicitly("pyproject.toml", ["pyproject.toml"])
+    assert not named_explicitly("tests/conftest.py", ["tests/**"])
+    assert not named_explicitly("pyproject.toml", ["*.toml"])
+    assert not named_explicitly("src/conftest.py", ["tests/conftest.py"])
+
+
+def test_config_plugins_reach_the_argv(tmp_path):
+    """[test] plugins is read from andon.toml and passed as -p to every harness run."""
+    config = FAST.replace("timeout_s = 900", 'timeout_s = 900\nplugins = ["calc_plugin"]')
+    assert config != FAST
+    plugin = "import pytest\n\n\n@pytest.fixture\ndef unit():\n    return 1\n"
+    uses = "def test_unit(unit):\n    assert unit == 1\n"
+    o = play(Scenario("honest-plugins", None, "honest with a named plugin", honest_mul,
+                      config=config, files={"src/calc_plugin.py": plugin,
+                                            "tests/test_unit.py": uses}), tmp_path / "repo")
+    assert o.merged, o.summary
+    att = o.runner.store.attempts("P1")[0]
+    suite = next(g for g in o.runner.store.gate_results(att["id"]) if g["gate"] == "suite")
+    argv = suite["evidence"]["runs"][0]["argv"]
+    assert argv[argv.index("calc_plugin") - 1] == "-p"
+
+
+def test_a_committed_hidden_test_stops_the_packet(tmp_path):
+    """A hidden file tracked in git was in the agent's worktree: the hermetic gate refuses,
+    layer specification, naming the file."""
+    def commit_hidden(root):
+        h = root / "packets" / "P1" / "hidden" / HIDDEN
+        h.parent.mkdir(parents=True)
+        h.write_text(HIDDEN_TEST)
+        git(root, "add", "-f", str(h))
+        git(root, "commit", "-q", "-m", "hidden, by mistake")
+    o = play(Scenario("leaked-hidden", 9, "hidden test committed", honest_mul, "hermetic",
+                      setup=commit_hidden), tmp_path / "repo")
+    assert not o.merged and o.gate == "hermetic"
+    assert o.has("hidden-visible", f"packets/P1/hidden/{HIDDEN}")

@@ -1,0 +1,24 @@
+"""Kinds 1–6 of the catalogue: changing the tests or how they run.
+
+Each scripted cheating agent of ``scenarios.build()`` in these kinds runs through the real
+Runner on a real git project; the test asserts from the store that the packet was not merged,
+that the named gate failed first and that its findings carry the named kind and path or test
+id. Each scenario's ``doc`` says what it tries and, where andon cannot fully prevent the kind,
+the limit.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from scenarios import build, play, verdict
+
+CASES = [s for s in build() if s.kind in range(1, 7)]
+
+
+@pytest.mark.parametrize("scenario", CASES, ids=[f"{s.kind}-{s.name}" for s in CASES])
+def test_cheat_is_rejected_for_the_right_reason(scenario, tmp_path):
+    outcome = play(scenario, tmp_path / "repo")
+    ok, why = verdict(scenario, outcome)
+    assert ok, f"{scenario.name} ({scenario.doc}): {why}"
+    assert outcome.state != "done"
