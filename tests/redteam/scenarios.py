@@ -105,8 +105,8 @@ class Outcome:
         if not self.findings:
             return self.summary
         f = self.findings[0]
-        where = f.get("path") or f.get("test_id") or ""
-        if f.get("line"):
+        where = f.get("test_id") or f.get("path") or ""
+        if f.get("line") and not f.get("test_id"):
             where += f":{f['line']}"
         return f"{f['kind']} {where}"
 
