@@ -296,7 +296,8 @@ def test_status_json_has_state_attempts_and_gates(merged):
     assert (p1["id"], p1["state"], p1["attempts"], p1["interrupted"]) == ("P1", "done", 1, 0)
     assert p1["last_attempt"]["gates"] == {"red": "pass", "scope": "pass", "suite": "pass",
                                            "review": "pass", "patterns": "pass",
-                                           "hermetic": "pass"}
+                                           "hermetic": "pass", "static": "skipped",
+                                           "flaky": "skipped", "mutation": "skipped"}
     assert p1["last_attempt"]["merge_sha"] == git(root, "rev-parse", "andon/integration").strip()
 
 
@@ -322,7 +323,8 @@ def test_show_json_has_attempts_with_gates_and_evidence(merged):
     assert data["packet"]["state"] == "done"
     [attempt] = data["attempts"]
     gates = {g["gate"]: g for g in attempt["gates"]}
-    assert set(gates) == {"red", "scope", "patterns", "suite", "hermetic", "review"}
+    assert set(gates) == {"red", "scope", "patterns", "suite", "hermetic", "static", "flaky",
+                          "mutation", "review"}
     runs = gates["suite"]["evidence"]["runs"]
     assert runs and all(Path(run["log_path"]).is_file() for run in runs)
     assert runs[0]["exit_status"] == 0 and runs[0]["counts"]["passed"] == 4

@@ -802,7 +802,8 @@ def test_a_tier_runs_its_stages_in_order(critical_run):
     assert stages_run(runner, "P1") == CRITICAL
     assert [(g["gate"], g["status"]) for g in gate_rows(runner, "P1")] == [
         ("red", "pass"), ("atdd-scope", "pass"), ("red", "pass"), ("scope", "pass"),
-        ("patterns", "pass"), ("suite", "pass"), ("hermetic", "pass"), ("review-tests", "pass"),
+        ("patterns", "pass"), ("suite", "pass"), ("hermetic", "pass"),
+        ("static", "skipped"), ("flaky", "skipped"), ("mutation", "skipped"), ("review-tests", "pass"),
         ("review-correctness", "pass")]
     assert [(r["stage"], r["effective_decision"]) for r in reviews(runner, "P1")] == [
         ("review-tests", "accept"), ("review-correctness", "accept")]
@@ -901,7 +902,8 @@ def test_human_gate_waits_the_queue_goes_on_and_approve_merges(tmp_path):
     a1 = attempt(runner, "P1")
     assert a1["state"] == "passed" and a1["merge_sha"] is None
     assert [g["gate"] for g in gate_rows(runner, "P1")] == [
-        "red", "scope", "patterns", "suite", "hermetic", "review"]
+        "red", "scope", "patterns", "suite", "hermetic", "static", "flaky", "mutation",
+        "review"]
     p2_head = rev(root, INTEGRATION)
     assert p2_head == attempt(runner, "P2")["merge_sha"]
 

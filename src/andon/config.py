@@ -16,6 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
+from .gate_config import FlakyGate, MutationGate, StaticGate
 
 CONFIG_NAME = "andon.toml"
 STATE_DIR = ".andon"
@@ -88,6 +89,9 @@ class Gates(_Strict):
     hermetic_runs: int = Field(3, ge=1)
     hermetic_random_order: bool = True
     patterns: Patterns = Field(default_factory=Patterns)
+    mutation: MutationGate = Field(default_factory=MutationGate)
+    static: StaticGate = Field(default_factory=StaticGate)
+    flaky: FlakyGate = Field(default_factory=FlakyGate)
 
 
 class StageAgentSettings(_Strict):

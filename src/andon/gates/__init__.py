@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from . import hermetic, patterns, scope, suite
+from . import flaky, hermetic, mutation, patterns, scope, static, suite
 from .base import GateContext, GateResult
 
 AFTER_IMPLEMENT: list[tuple[str, Callable[[GateContext], GateResult]]] = [
@@ -17,4 +17,7 @@ AFTER_IMPLEMENT: list[tuple[str, Callable[[GateContext], GateResult]]] = [
     ("patterns", patterns.run),
     ("suite", suite.run),
     ("hermetic", hermetic.run),
+    ("static", static.run),       # the project's linters, on the changed lines
+    ("flaky", flaky.run),         # opt-in: nearby tests in random orders
+    ("mutation", mutation.run),   # opt-in: slowest last
 ]

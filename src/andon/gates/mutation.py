@@ -1,0 +1,265 @@
+"""``mutation`` gate: do the tests notice when the changed code is broken on purpose?
+
+mutmut (3.x) mutates the functions the candidate changed, in a fresh clone of the candidate
+(never the user's checkout, never the worktree), and runs the tests against each mutant.
+andon computes the score itself from mutmut's own result data, ``mutants/<file>.meta`` (JSON,
+``exit_code_by_key``: one exit code per mutant, the same codes ``mutmut results`` prints as
+words): **score = killed / executed**. Killed: the tests failed (exit 1 or 3) or a type
+checker caught it (37). Everything else that ran counts as a survivor: survived (0), no tests
+(5, 33), timeout, suspicious, segfault, skipped. A score below ``[gates.mutation] min_score``
+fails the gate, and the surviving mutants are listed in the evidence with their diffs
+(``mutmut show <name>``).
+
+**Equivalent mutants exist**: some mutants behave exactly like the original (``x * 1`` →
+``x / 1``; a changed default that no caller reaches) and no test can kill them. The threshold
+is a floor, not 100%; read the survivors' diffs before writing tests against them.
+
+How mutmut 3 is driven (its workflow copies the sources into ``mutants/``, reads
+``[tool.mutmut]`` from ``pyproject.toml`` and runs pytest in-process with its own runner):
+
+1. the changed non-test Python files and their changed lines come from git (plant or atdd
+   commit → candidate); the top-level functions and methods that overlap a changed line are
+   the targets (mutmut mutates functions; module-level statements are not mutated);
+2. in the clone, any ``[tool.mutmut]`` table of ``pyproject.toml`` is replaced by the
+   harness's own: ``source_paths`` (the ``[test] pythonpath`` dir holding each file),
+   ``only_mutate`` (the changed files), ``pytest_add_cli_args`` (no addopts, no cache);
+3. ``python -m mutmut run --max-children 2 '*.<function>__mutmut_*' …`` runs only the target
+   functions' mutants, with the harness's environment, under ``timeout_s`` (a run that does not
+   finish is an ``error``, never a pass);
+4. the ``.meta`` files are read; a target mutant left unchecked is an error.
+
+mutmut imports the code from ``mutants/``, which it puts first on ``sys.path`` for the dirs
+``.``, ``src`` and ``source`` only (its own rule); projects importing from elsewhere need
+``[gates.mutation] python`` pointed at an environment that works for them. When mutmut is not
+importable by that interpreter the gate is ``skipped`` with the reason — never passed.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+from .base import Finding, GateContext, GateResult, fresh_clone
+from .changed import changed_code_files, changed_functions, changed_lines
+from .tools import ToolRun, run_tool
+
+GATE = "mutation"
+SUPPORTED_MAJOR = 3
+
+KILLED_CODES = {1: "killed", 3: "killed", 37: "caught by type check"}
+# mutmut.stats.status_by_exit_code, for the evidence; unknown codes are "suspicious".
+STATUS = {0: "survived", 2: "interrupted", 5: "no tests", 33: "no tests", 34: "skipped",
+          35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
+          255: "timeout", -11: "segfault", -9: "segfault", None: "not checked", **KILLED_CODES}
+
+
+def status_of(code: int | None) -> str:
+    return STATUS.get(code, "suspicious")
+
+
+def mutmut_version(python: str) -> tuple[str | None, str]:
+    """(version, "") if ``python`` can import mutmut, else (None, why not)."""
+    try:
+        out = subprocess.run(
+            [python, "-c", "import importlib.metadata as m, mutmut; print(m.version('mutmut'))"],
+            capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, f"cannot run {python}: {exc}"
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["?"])[-1]
+        return None, f"mutmut is not importable by {python} ({last})"
+    version = out.stdout.strip()
+    if not version.split(".")[0].isdigit() or int(version.split(".")[0]) != SUPPORTED_MAJOR:
+        return None, f"mutmut {version} is installed; this gate reads mutmut 3's result files"
+    return version, ""
+
+
+def run(ctx: GateContext) -> GateResult:
+    settings = ctx.config.gates.mutation
+    if not settings.runs_for(ctx.packet.tier):
+        return GateResult(GATE, "skipped", settings.off_reason("mutation"))
+    python = settings.python or sys.executable
+    version, why = mutmut_version(python)
+    if version is None:
+        return GateResult(GATE, "skipped", f"not run: {why}; install it with "
+                          "`pip install 'andon[mutation]'`", details={"python": python})
+    assert ctx.candidate_sha
+    files = changed_code_files(ctx)
+    lines = changed_lines(ctx, files)
+    targets: dict[str, list[str]] = {}
+    for f in files:
+        source = ctx.repo.file_bytes(ctx.candidate_sha, f) or b""
+        fns = changed_functions(source.decode("utf-8", errors="replace"), lines[f])
+        if fns:
+            targets[f] = fns
+    details: dict = {"mutmut": version, "python": python, "targets": targets,
+                     "min_score": settings.min_score, "note": EQUIVALENT_NOTE}
+    if not targets:
+        return GateResult(GATE, "skipped", "not run: the candidate changed no Python function "
+                          f"or method outside the tests (changed files: {', '.join(files) or 'none'})",
+                          details=details)
+    with fresh_clone(ctx.repo, ctx.candidate_sha, f"mutation-{ctx.packet.id}") as cwd:
+        return _mutate(ctx, cwd, python, targets, details)
+
+
+EQUIVALENT_NOTE = ("equivalent mutants (changes no test can observe) exist: the score is "
+                   "compared with a floor, not with 100%; read each survivor's diff")
+
+
+def _mutate(ctx: GateContext, cwd: Path, python: str, targets: dict[str, list[str]],
+            details: dict) -> GateResult:
+    settings = ctx.config.gates.mutation
+    try:
+        write_mutmut_config(cwd, source_paths(ctx, list(targets)), list(targets),
+                            list(getattr(ctx.config.test, "plugins", []) or []))
+    except ValueError as exc:
+        return GateResult(GATE, "error", f"could not configure mutmut in the clone: {exc}",
+                          "harness", details=details)
+    patterns = [f"*.{fn}__mutmut_*" for fns in targets.values() for fn in fns]
+    run = run_tool([python, "-m", "mutmut", "run", "--max-children", "2", *patterns], cwd,
+                   ctx.evidence_dir, "mutation-mutmut", settings.timeout_s,
+                   extra_env={"TERM": "dumb"})  # autoload off: harness_env
+    details["runs"] = [run.to_evidence()]
+    if run.timed_out:
+        return GateResult(GATE, "error", f"mutmut did not finish within {settings.timeout_s:g} s "
+                          "([gates.mutation] timeout_s); not a pass", "environment",
+                          details=details)
+    results = read_results(cwd, targets)
+    if not results:
+        if run.exit_status == 0 or "nothing matches" in run.output():
+            return GateResult(GATE, "skipped", "not run: mutmut generated no mutant for the "
+                              f"changed functions ({', '.join(patterns)})", details=details)
+        return _broken(run, details)
+    unchecked = sorted(k for k, v in results.items() if v is None)
+    if run.exit_status != 0 or unchecked:
+        return _broken(run, details, unchecked)
+    killed = sorted(k for k, v in results.items() if v in KILLED_CODES)
+    survivors = sorted(k for k in results if k not in killed)
+    score = len(killed) / len(results)
+    details.update(score=round(score, 4), killed=len(killed), executed=len(results),
+                   statuses={k: status_of(v) for k, v in sorted(results.items())})
+    shown = survivors[:settings.max_survivors_shown]
+    diffs: dict[str, str] = {}
+    for f in targets:
+        diffs.update(mutant_diffs(cwd, f, [n for n in shown if _file_of(n, targets) == f]))
+    findings = [Finding("surviving-mutant", f"{name} {status_of(results[name])}:\n"
+                        f"{diffs.get(name) or show_mutant(python, cwd, name, ctx)}",
+                        path=_file_of(name, targets)) for name in shown]
+    details["survivors_not_shown"] = len(survivors) - len(shown)
+    what = (f"mutation score {score:.0%} ({len(killed)} killed of {len(results)} mutants of "
+            f"{sum(map(len, targets.values()))} changed functions; floor {settings.min_score:.0%})")
+    if score < settings.min_score:
+        return GateResult(GATE, "fail", f"{what}: the tests do not notice these changes to "
+                          "the code", "test", findings, details=details)
+    return GateResult(GATE, "pass", what + (f"; {len(survivors)} survived (listed; may be "
+                      "equivalent)" if survivors else ""), findings=findings, details=details)
+
+
+def _broken(run: ToolRun, details: dict, unchecked: list[str] = ()) -> GateResult:
+    tail = run.output_tail.strip().splitlines()[-5:]
+    extra = f"; {len(unchecked)} mutants left unchecked" if unchecked else ""
+    return GateResult(GATE, "error", f"mutmut run did not complete (exit status "
+                      f"{run.exit_status}{extra}): {' | '.join(tail)[-400:]}", "environment",
+                      details=details)
+
+
+def _file_of(name: str, targets: dict[str, list[str]]) -> str | None:
+    fn = name.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0]
+    return next((f for f, fns in targets.items() if fn in fns), None)
+
+
+def source_paths(ctx: GateContext, files: list[str]) -> list[str]:
+    """For each file, the ``[test] pythonpath`` dir that holds it, else its top-level dir."""
+    out = []
+    for f in files:
+        roots = [p.strip("/") for p in ctx.config.test.pythonpath
+                 if p.strip("/") not in ("", ".") and f.startswith(p.strip("/") + "/")]
+        out.append(roots[0] if roots else (f.split("/", 1)[0] if "/" in f else f))
+    return sorted(set(out))
+
+
+def write_mutmut_config(cwd: Path, sources: list[str], files: list[str],
+                        plugins: list[str]) -> None:
+    """Replace ``[tool.mutmut]`` in the clone's pyproject.toml with the harness's own."""
+    path = cwd / "pyproject.toml"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    kept, skipping = [], False
+    for line in text.splitlines():
+        header = re.match(r"\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(#.*)?$", line)
+        if header:
+            skipping = header.group(1).replace('"', "") in ("tool.mutmut",) or \
+                header.group(1).replace('"', "").startswith("tool.mutmut.")
+        if not skipping:
+            kept.append(line)
+    cli = ["-o", "addopts=", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    for p in plugins:
+        cli += ["-p", p]
+    ours = {"source_paths": sources, "only_mutate": files, "pytest_add_cli_args": cli,
+            "use_setproctitle": False}
+    block = ["", "[tool.mutmut]", *(f"{k} = {json.dumps(v)}" for k, v in ours.items())]
+    new = "\n".join(kept + block) + "\n"
+    try:
+        data = tomllib.loads(new)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"pyproject.toml is not valid TOML after the edit: {exc}") from None
+    if data.get("tool", {}).get("mutmut") != ours:
+        raise ValueError("pyproject.toml defines tool.mutmut in a form andon cannot replace")
+    path.write_text(new, encoding="utf-8")
+
+
+def read_results(cwd: Path, targets: dict[str, list[str]]) -> dict[str, int | None]:
+    """Exit code per target mutant, from mutmut's ``mutants/<file>.meta``."""
+    out: dict[str, int | None] = {}
+    for f, fns in targets.items():
+        meta = cwd / "mutants" / f"{f}.meta"
+        if not meta.is_file():
+            continue
+        codes = json.loads(meta.read_text(encoding="utf-8")).get("exit_code_by_key", {})
+        for key, code in codes.items():
+            if key.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0] in fns:
+                out[key] = code
+    return out
+
+
+def mutant_diffs(cwd: Path, path: str, names: list[str]) -> dict[str, str]:
+    """Unified diffs original → mutant of the named mutants of ``path``, read from the mutated
+    copy mutmut wrote (``mutants/<path>``: each function as ``<fn>__mutmut_orig`` beside its
+    ``<fn>__mutmut_<n>`` variants). What ``mutmut show`` prints, without a process per mutant."""
+    try:
+        source = (cwd / "mutants" / path).read_text(encoding="utf-8")
+        tree = ast.parse(source)
+    except (OSError, SyntaxError):
+        return {}
+    defs = {n.name: n for n in ast.walk(tree)
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    out = {}
+    for name in names:
+        fn = name.rsplit(".", 1)[-1]
+        orig = defs.get(fn.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
+        mutant = defs.get(fn)
+        if orig is None or mutant is None:
+            continue
+        plain = fn.rsplit("__mutmut_", 1)[0].split("ǁ")[-1].removeprefix("x_")
+        a, b = (textwrap.dedent(ast.get_source_segment(source, d, padded=True) or "")
+                .replace(f"def {d.name}(", f"def {plain}(", 1) for d in (orig, mutant))
+        out[name] = "\n".join(difflib.unified_diff(a.splitlines(), b.splitlines(), path, path,
+                                                    lineterm=""))
+    return out
+
+
+def show_mutant(python: str, cwd: Path, name: str, ctx: GateContext) -> str:
+    """The mutant's diff, as ``mutmut show`` prints it (first line, the status, dropped)."""
+    r = run_tool([python, "-m", "mutmut", "show", name], cwd, ctx.evidence_dir,
+                 "mutation-show", 60, extra_env={"TERM": "dumb"})
+    text = r.output().strip()
+    lines = text.splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join(lines)[:2000] or f"(mutmut show printed nothing; exit {r.exit_status})"

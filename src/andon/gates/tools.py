@@ -1,0 +1,72 @@
+"""Run a tool other than the test suite (mutmut, a linter) the way the harness runs tests: in its
+own session, with the harness's allowlisted environment and a throwaway HOME, a time limit that
+kills the whole process group, and the whole output kept on disk."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..procgroup import kill_group, wait_unreaped
+from ..testrun import _tail, harness_env
+
+
+@dataclass
+class ToolRun:
+    name: str
+    argv: list[str]
+    cwd: str
+    exit_status: int | None  # None when killed by the time limit
+    timed_out: bool
+    duration_s: float
+    log_path: Path
+    output_tail: str
+
+    def output(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def to_evidence(self) -> dict:
+        return {"name": self.name, "argv": self.argv, "cwd": self.cwd,
+                "exit_status": self.exit_status, "timed_out": self.timed_out,
+                "duration_s": round(self.duration_s, 3), "log_path": str(self.log_path),
+                "output_tail": self.output_tail}
+
+
+def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, timeout_s: float,
+             extra_env: Mapping[str, str] | None = None, stderr_apart: bool = False) -> ToolRun:
+    """Run ``argv`` in ``cwd``; stdout (and stderr, unless ``stderr_apart``: then it goes to
+    ``<name>.stderr.log``) to ``<evidence_dir>/<name>.log``. Never raises for what the tool
+    does; a missing executable is exit status 127."""
+    evidence_dir.mkdir(parents=True, exist_ok=True)
+    log_path = evidence_dir / f"{name}.log"
+    home = Path(tempfile.mkdtemp(prefix=f"andon-{name}-home-"))
+    started = time.monotonic()
+    try:
+        env = harness_env(home, extra=extra_env)
+        with log_path.open("wb") as log:
+            err = (evidence_dir / f"{name}.stderr.log").open("wb") if stderr_apart else None
+            try:
+                proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=err or subprocess.STDOUT,
+                                        start_new_session=True)
+            except OSError as exc:
+                log.write(f"cannot run {argv[0]}: {exc}\n".encode())
+                return ToolRun(name, list(argv), str(cwd), 127, False,
+                               time.monotonic() - started, log_path, _tail(log_path))
+            finally:
+                if err is not None:
+                    err.close()
+            try:
+                timed_out = wait_unreaped(proc, timeout_s)
+            finally:
+                kill_group(proc.pid)
+                status = proc.wait()
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return ToolRun(name, list(argv), str(cwd), None if timed_out else status, timed_out,
+                   time.monotonic() - started, log_path, _tail(log_path))
