@@ -66,6 +66,13 @@ def parse_output(text: str, root: Path) -> list[dict] | None:
     return found or None
 
 
+def tool_name(command: list[str]) -> str:
+    """``ruff`` for ``["ruff", …]``, ``mypy`` for ``["python", "-m", "mypy", …]``."""
+    if len(command) > 2 and command[1] == "-m":
+        return command[2]
+    return Path(command[0]).name
+
+
 def _rel(path: str, root: Path) -> str:
     p = Path(path)
     if p.is_absolute():
@@ -97,7 +104,7 @@ def run(ctx: GateContext) -> GateResult:
             r = run_tool(argv, cwd, ctx.evidence_dir, f"static-{i}", settings.timeout_s,
                          stderr_apart=True)
             runs.append(r.to_evidence())
-            tool = Path(command[0]).name
+            tool = tool_name(command)
             if r.timed_out or r.exit_status == 127 or (r.exit_status or 0) < 0:
                 why = "timed out" if r.timed_out else f"exit status {r.exit_status}"
                 return GateResult(GATE, "error", f"{' '.join(command)} could not run ({why}): "
