@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""The time each gate adds, on the demo project (``andon demo``'s ledger and its packets).
+
+Builds the demo project with ``andon.demo.build_project``, turns on every optional gate in its
+andon.toml (``[gates.flaky] enabled``, ``[gates.mutation] enabled`` with ``min_score = 0`` so
+that a weakly tested demo function is measured rather than retried, ``[gates.static]`` with
+ruff when it is installed), commits that, and runs the queue in process with the demo's
+scripted agents and reviewer — as ``andon demo`` does: the honest attempts go through every
+gate; the demo's cheating attempts stop at the gate that catches them.
+
+Reads every gate result's ``duration_s`` from the store and prints one row per gate: how many
+times it ran (skipped results excluded), mean and total seconds, and its share of all gate
+time; then the mutation scores it saw. Exits 0 (a measurement), 1 if the run itself broke.
+
+Run: ``.venv/bin/python benchmarks/gates.py [--flaky-runs 4] [--keep]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from andon.agents import ScriptedAgent
+from andon.config import load_config
+from andon.demo import GIT_ENV, build_project
+from andon.demo.agents import BEHAVIOURS, evaluating_reviewer
+from andon.gates import mutation
+from andon.runner import Runner, open_store
+from andon.workspace import Repo
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--flaky-runs", type=int, default=4)
+    ap.add_argument("--keep", action="store_true", help="keep the project directory")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="andon-bench-gates-"))
+    try:
+        root = build_project(tmp / "ledger")
+        ruff = shutil.which("ruff", path=str(Path(sys.executable).parent))
+        extra = (f"\n[gates.flaky]\nenabled = true\nruns = {args.flaky_runs}\n"
+                 "\n[gates.mutation]\nenabled = true\nmin_score = 0.0\n")
+        if ruff:
+            extra += ('\n[gates.static]\ncommands = [["ruff", "check", "--output-format=json", '
+                      '"--no-cache", "--isolated"]]\n')
+        with (root / "andon.toml").open("a") as f:
+            f.write(extra)
+        env = {**os.environ, **GIT_ENV}
+        subprocess.run(["git", "commit", "-qam", "bench: every optional gate on"], cwd=root,
+                       env=env, check=True)
+
+        repo = Repo(root)
+        config = load_config(root)
+        store = open_store(repo)
+        agents = {pid: ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
+        reviewer = ScriptedAgent(evaluating_reviewer)
+        runner = Runner(repo, config, store,
+                        lambda p, stage: reviewer if stage.startswith("review") else agents[p.id],
+                        echo=lambda s: None)
+        t0 = time.perf_counter()
+        report = runner.run()
+        wall = time.perf_counter() - t0
+        if report.preflight is not None:
+            print(f"the demo project's preflight failed: {report.message}")
+            return 1
+
+        durations: dict[str, list[float]] = defaultdict(list)
+        skipped: dict[str, set[str]] = defaultdict(set)
+        scores = []
+        order: list[str] = []
+        for p in store.packets():
+            for a in store.attempts(p["id"]):
+                for g in store.gate_results(a["id"]):
+                    if g["gate"] not in order:
+                        order.append(g["gate"])
+                    if g["status"] == "skipped":
+                        skipped[g["gate"]].add(g["summary"])
+                        continue
+                    durations[g["gate"]].append(g["duration_s"])
+                    if g["gate"] == "mutation" and "score" in g["evidence"]:
+                        ev = g["evidence"]
+                        scores.append(f"{p['id']}/{a['n']}: {ev['killed']}/{ev['executed']} "
+                                      f"killed ({ev['score']:.0%}) in "
+                                      f"{', '.join(f for fs in ev['targets'].values() for f in fs)}")
+        every = sum(sum(v) for v in durations.values())
+        mm = mutation.mutmut_version(sys.executable)[0] or "not installed"
+        print(f"gates on the demo project: {len(store.packets())} packets, "
+              f"{sum(len(store.attempts(p['id'])) for p in store.packets())} attempts, "
+              f"queue wall time {wall:.1f} s; flaky runs {args.flaky_runs}; "
+              f"mutmut {mm}; ruff {'yes' if ruff else 'not installed (static skipped)'}; "
+              f"load {os.getloadavg()[0]:.1f}")
+        print()
+        print(f"{'gate':<20} {'ran':>4} {'mean s':>8} {'total s':>8} {'share':>6}")
+        for gate in order:
+            d = durations.get(gate, [])
+            if not d:
+                why = "; ".join(sorted(skipped[gate]))[:70]
+                print(f"{gate:<20} {0:>4} {'-':>8} {'-':>8} {'-':>6}  skipped: {why}")
+                continue
+            print(f"{gate:<20} {len(d):>4} {statistics.mean(d):>8.2f} {sum(d):>8.2f} "
+                  f"{sum(d) / every:>6.0%}")
+        print(f"{'all gates':<20} {sum(map(len, durations.values())):>4} {'':>8} "
+              f"{every:>8.2f}")
+        new = [g for g in ("static", "flaky", "mutation") if durations.get(g)]
+        added = sum(sum(durations[g]) for g in new)
+        honest = len(durations.get("mutation", [])) or 1
+        print()
+        for s in scores:
+            print(f"mutation score {s}")
+        print(f"gates: static+flaky+mutation add {added:.2f} s in total, "
+              f"{added / honest:.2f} s per attempt that reached them ({honest})")
+        if args.keep:
+            print(f"kept: {root}")
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
