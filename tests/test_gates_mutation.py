@@ -19,7 +19,7 @@ from andon.config import DEFAULT_TOML
 from andon.gates import mutation
 from andon.workspace import Repo, manifest
 
-from helpers import make_project, packet_md, runner_for, write
+from helpers import CALC, make_project, packet_md, runner_for, write
 
 FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 1")
         .replace("hermetic_runs = 3", "hermetic_runs = 1")
@@ -71,7 +71,8 @@ needs_mutmut = pytest.mark.skipif(not HAS_MUTMUT, reason="mutmut is not installe
 def discount_project(tmp_path: Path, planted: str, settings: str = "enabled = true") -> Path:
     md = packet_md("P1", "discount", "calc.ops.discount takes a percentage off.", allowed_paths=["src/calc/**"],
                    max_attempts=1)
-    config = FAST.replace("keep_worktrees = false", "keep_worktrees = true")
+    config = FAST.replace("keep_worktrees = false", "keep_worktrees = true\n"
+                          f'worktree_root = "{tmp_path / "worktrees"}"')
     config += f"\n[gates.mutation]\n{settings}\n"
     return make_project(tmp_path / "repo", {"P1": (md, {"tests/test_discount.py": planted})},
                         config=config)
@@ -117,10 +118,17 @@ def test_tests_without_real_assertions_score_low_and_fail_with_survivor_diffs(tm
     assert "mutation score" in g["summary"] and "floor 60%" in g["summary"]
     survivors = [f for f in ev["findings"] if f["kind"] == "surviving-mutant"]
     assert len(survivors) == ev["executed"] - ev["killed"]
-    for f in survivors:
-        assert f["path"] == "src/calc/ops.py"
+    def_line = len(CALC.splitlines()) + 3  # the base, two blank lines, then `def discount`
+    for f in survivors:  # each points at the line its mutant changed
+        path, line = f["path"].split(":")
+        assert path == "src/calc/ops.py" and def_line < int(line) <= def_line + 3, f
         assert "x_discount__mutmut_" in f["message"]
-        assert "\n-" in f["message"] and "\n+" in f["message"], f["message"]  # a diff
+        name = f["message"].split()[0]
+        old, new = f["message"].split(": ", 1)[1].split(" → ")
+        diff = ev["survivor_diffs"][name]  # the whole diff, as `mutmut show` prints it
+        assert diff.startswith("--- src/calc/ops.py\n+++ src/calc/ops.py\n@@")
+        assert f"\n-    {old}" in diff or f"\n-        {old}" in diff, (old, diff)
+        assert new.strip() in diff and old != new
     assert "equivalent mutants" in ev["note"]
     assert ev["runs"][0]["argv"][1:4] == ["-m", "mutmut", "run"]
     assert a["state"] != "merged"

@@ -146,20 +146,39 @@ def _mutate(ctx: GateContext, cwd: Path, python: str, targets: dict[str, list[st
     details.update(score=round(score, 4), killed=len(killed), executed=len(results),
                    statuses={k: status_of(v) for k, v in sorted(results.items())})
     shown = survivors[:settings.max_survivors_shown]
-    diffs: dict[str, str] = {}
+    diffs: dict[str, tuple[str, int | None]] = {}
     for f in targets:
         diffs.update(mutant_diffs(cwd, f, [n for n in shown if _file_of(n, targets) == f]))
-    findings = [Finding("surviving-mutant", f"{name} {status_of(results[name])}:\n"
-                        f"{diffs.get(name) or show_mutant(python, cwd, name, ctx)}",
-                        path=_file_of(name, targets)) for name in shown]
+    findings = []
+    for name in shown:
+        diff, line = diffs.get(name) or (show_mutant(python, cwd, name, ctx), None)
+        where = _file_of(name, targets)
+        if where and line:
+            where = f"{where}:{line}"  # the line the mutant changed, in the candidate
+        findings.append(Finding("surviving-mutant", f"{name} {status_of(results[name])}: "
+                                f"{changed_text(diff)}", path=where))
+        details.setdefault("survivor_diffs", {})[name] = diff
     details["survivors_not_shown"] = len(survivors) - len(shown)
     what = (f"mutation score {score:.0%} ({len(killed)} killed of {len(results)} mutants of "
             f"{sum(map(len, targets.values()))} changed functions; floor {settings.min_score:.0%})")
     if score < settings.min_score:
         return GateResult(GATE, "fail", f"{what}: the tests do not notice these changes to "
-                          "the code", "test", findings, details=details)
+                          "the code (some survivors may be equivalent mutants: the floor is "
+                          "not 100%)", "test", findings, details=details)
     return GateResult(GATE, "pass", what + (f"; {len(survivors)} survived (listed; may be "
                       "equivalent)" if survivors else ""), findings=findings, details=details)
+
+
+def changed_text(diff: str) -> str:
+    """``old → new`` from a unified diff's removed and added lines (short enough for a
+    finding's one line; the whole diff is in the evidence's ``survivor_diffs``)."""
+    minus = [ln[1:].strip() for ln in diff.splitlines()
+             if ln.startswith("-") and not ln.startswith("---")]
+    plus = [ln[1:].strip() for ln in diff.splitlines()
+            if ln.startswith("+") and not ln.startswith("+++")]
+    if not minus and not plus:
+        return diff.strip()[:300]
+    return f"{' / '.join(minus)} → {' / '.join(plus)}"
 
 
 def _broken(run: ToolRun, details: dict, unchecked: list[str] = ()) -> GateResult:
@@ -228,29 +247,40 @@ def read_results(cwd: Path, targets: dict[str, list[str]]) -> dict[str, int | No
     return out
 
 
-def mutant_diffs(cwd: Path, path: str, names: list[str]) -> dict[str, str]:
-    """Unified diffs original → mutant of the named mutants of ``path``, read from the mutated
-    copy mutmut wrote (``mutants/<path>``: each function as ``<fn>__mutmut_orig`` beside its
-    ``<fn>__mutmut_<n>`` variants). What ``mutmut show`` prints, without a process per mutant."""
+def mutant_diffs(cwd: Path, path: str, names: list[str]) -> dict[str, tuple[str, int | None]]:
+    """Per named mutant of ``path``: the unified diff original → mutant and the line of the
+    candidate's file it changes. Read from the mutated copy mutmut wrote (``mutants/<path>``:
+    each function as ``<fn>__mutmut_orig`` beside its ``<fn>__mutmut_<n>`` variants) — what
+    ``mutmut show`` prints, without a process per mutant."""
     try:
         source = (cwd / "mutants" / path).read_text(encoding="utf-8")
         tree = ast.parse(source)
+        original = ast.parse((cwd / path).read_text(encoding="utf-8"))
     except (OSError, SyntaxError):
         return {}
-    defs = {n.name: n for n in ast.walk(tree)
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, funcs)}
+    starts = {}  # mutmut's function name → its def line in the candidate
+    for node in original.body:
+        if isinstance(node, funcs):
+            starts[f"x_{node.name}"] = node.lineno
+        elif isinstance(node, ast.ClassDef):
+            starts.update({f"xǁ{node.name}ǁ{sub.name}": sub.lineno for sub in node.body
+                           if isinstance(sub, funcs)})
     out = {}
     for name in names:
         fn = name.rsplit(".", 1)[-1]
-        orig = defs.get(fn.rsplit("__mutmut_", 1)[0] + "__mutmut_orig")
-        mutant = defs.get(fn)
+        base = fn.rsplit("__mutmut_", 1)[0]
+        orig, mutant = defs.get(base + "__mutmut_orig"), defs.get(fn)
         if orig is None or mutant is None:
             continue
-        plain = fn.rsplit("__mutmut_", 1)[0].split("ǁ")[-1].removeprefix("x_")
+        plain = base.split("ǁ")[-1].removeprefix("x_")
         a, b = (textwrap.dedent(ast.get_source_segment(source, d, padded=True) or "")
-                .replace(f"def {d.name}(", f"def {plain}(", 1) for d in (orig, mutant))
-        out[name] = "\n".join(difflib.unified_diff(a.splitlines(), b.splitlines(), path, path,
-                                                    lineterm=""))
+                .replace(f"def {d.name}(", f"def {plain}(", 1).splitlines()
+                for d in (orig, mutant))
+        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        line = starts[base] + first if base in starts else None
+        out[name] = ("\n".join(difflib.unified_diff(a, b, path, path, lineterm="")), line)
     return out
 
 
