@@ -214,3 +214,35 @@ def test_existing_mutmut_config_is_replaced_in_the_clone(tmp_path):
     assert data["tool"]["mutmut"]["only_mutate"] == ["src/calc/ops.py"]
     assert data["tool"]["pytest"]["ini_options"]["addopts"] == "-x"
     assert data["project"]["name"] == "x"
+
+
+@needs_mutmut
+def test_a_run_that_does_not_finish_in_time_is_an_error_not_a_pass(tmp_path):
+    root = discount_project(tmp_path, STRONG_TEST, settings="enabled = true\ntimeout_s = 0.2")
+    rows, a = run_gate(root)
+    g = rows["mutation"]
+    assert (g["status"], g["failure_layer"]) == ("error", "environment"), g["summary"]
+    assert "did not finish within 0.2 s" in g["summary"]
+    assert g["evidence"]["runs"][0]["timed_out"] is True
+    assert a["state"] != "merged"
+
+
+def test_timeouts_no_tests_and_unknown_codes_count_as_survivors(tmp_path):
+    """The score's arithmetic on mutmut's own .meta data: only killed (1, 3) and caught by a
+    type checker (37) count as killed; survived, no tests, timeout, suspicious and an unknown
+    code are survivors; mutants of functions that were not changed are not counted."""
+    import json
+    meta = tmp_path / "mutants" / "src" / "calc" / "ops.py.meta"
+    meta.parent.mkdir(parents=True)
+    codes = {"calc.ops.x_f__mutmut_1": 1, "calc.ops.x_f__mutmut_2": 3,
+             "calc.ops.x_f__mutmut_3": 37, "calc.ops.x_f__mutmut_4": 0,
+             "calc.ops.x_f__mutmut_5": 33, "calc.ops.x_f__mutmut_6": 36,
+             "calc.ops.x_f__mutmut_7": 35, "calc.ops.x_f__mutmut_8": 77,
+             "calc.ops.x_other__mutmut_1": 0}
+    meta.write_text(json.dumps({"exit_code_by_key": codes}))
+    results = mutation.read_results(tmp_path, {"src/calc/ops.py": ["x_f"]})
+    assert "calc.ops.x_other__mutmut_1" not in results and len(results) == 8
+    killed = [k for k, v in results.items() if v in mutation.KILLED_CODES]
+    assert len(killed) == 3
+    assert [mutation.status_of(results[f"calc.ops.x_f__mutmut_{i}"]) for i in range(4, 9)] == [
+        "survived", "no tests", "timeout", "suspicious", "suspicious"]
