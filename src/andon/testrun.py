@@ -263,6 +263,10 @@ def run_suite(
     home = Path(tempfile.mkdtemp(prefix=f"andon-{name}-home-"))
     try:
         env = harness_env(home, paths, extra_env)
+        if argv and "/" not in argv[0]:
+            # a bare tool name is resolved on the fixed PATH (never the tree's ./bin) and run,
+            # and recorded, by its absolute path
+            argv[0] = shutil.which(argv[0], path=env["PATH"]) or argv[0]
         started = time.monotonic()
         with log_path.open("wb") as log:
             proc = subprocess.Popen(

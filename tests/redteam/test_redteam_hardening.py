@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from andon.gates.scope import named_explicitly
 from andon.testrun import run_suite
@@ -95,3 +96,19 @@ def test_a_committed_hidden_test_stops_the_packet(tmp_path):
                       setup=commit_hidden), tmp_path / "repo")
     assert not o.merged and o.gate == "hermetic"
     assert o.has("hidden-visible", f"packets/P1/hidden/{HIDDEN}")
+
+
+def test_a_bare_tool_name_runs_by_absolute_path_from_the_fixed_path(tmp_path):
+    """``command = ["pytest"]``: the harness runs the pytest beside its own interpreter, by
+    absolute path, even with a ``pytest`` script at the top of the tree and in ./bin."""
+    root = tmp_path / "proj"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_x.py").write_text("def test_x():\n    assert True\n")
+    for trojan in (root / "pytest", root / "bin" / "pytest"):
+        trojan.parent.mkdir(exist_ok=True)
+        trojan.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
+        trojan.chmod(0o755)
+    r = run_suite(["pytest"], root, tmp_path / "ev", "bare")
+    assert r.argv[0] == str(Path(sys.executable).parent / "pytest")
+    assert r.results["tests.test_x::test_x"].outcome == "passed"
+    assert not (tmp_path / "ran").exists()
