@@ -134,6 +134,16 @@ def _stale_problems(repo: Repo, config, packets) -> list[Problem]:
             problems.append(Problem(p.source, p.line_of("spec_commit"),
                                     f"stale (`andon run` refuses it until spec_commit names "
                                     f"the spec you read): {why.rstrip()}"))
+        for src in p.hidden_files.values():
+            # a committed hidden test is in every agent's worktree: the hermetic gate refuses it
+            try:
+                rel = Path(src).resolve().relative_to(repo.root.resolve()).as_posix()
+            except ValueError:
+                continue
+            if repo.file_bytes("HEAD", rel) is not None:
+                problems.append(Problem(Path(src), None, "hidden test is committed, so agents "
+                                        "can read it: add packets/*/hidden/ to .gitignore and "
+                                        f"`git rm --cached {rel}`"))
     return problems
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from andon.gates.scope import named_explicitly
 from andon.testrun import run_suite
 
+from helpers import andon, make_project, mul_packet
 from scenarios import FAST, HIDDEN, HIDDEN_TEST, Scenario, git, honest_mul, play
 
 PLUGIN = '''\
@@ -112,3 +113,22 @@ def test_a_bare_tool_name_runs_by_absolute_path_from_the_fixed_path(tmp_path):
     assert r.argv[0] == str(Path(sys.executable).parent / "pytest")
     assert r.results["tests.test_x::test_x"].outcome == "passed"
     assert not (tmp_path / "ran").exists()
+
+
+def test_andon_check_reports_a_committed_hidden_test(tmp_path):
+    """`andon check` names a hidden file that is tracked in git (the agent would see it) and
+    exits 2; ignored by git, the same packet checks clean."""
+    md, plant = mul_packet("P1")
+    root = make_project(tmp_path / "repo", {"P1": (md, plant)},
+                        files={".gitignore": "packets/*/hidden/\n"})
+    hidden = root / "packets" / "P1" / "hidden" / HIDDEN
+    hidden.parent.mkdir(parents=True)
+    hidden.write_text(HIDDEN_TEST)
+    clean = andon(root, "check")
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    git(root, "add", "-f", str(hidden))
+    git(root, "commit", "-q", "-m", "hidden, by mistake")
+    bad = andon(root, "check")
+    assert bad.returncode == 2
+    text = " ".join(bad.stdout.split())
+    assert f"hidden/{HIDDEN}: hidden test is committed" in text, bad.stdout
