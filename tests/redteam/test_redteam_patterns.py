@@ -53,7 +53,7 @@ def test_each_rule_fires(src, rule):
 
 
 HONEST = '''\
-"""A module an honest agent might write."""
+"""A module an honest agent might write (its tests are in tests/test_money.py)."""
 import logging
 import os
 import sys
@@ -85,6 +85,9 @@ def run():
     except Exception:
         log.exception("failed")
         raise
+
+
+MODE = "test"
 
 
 def main():

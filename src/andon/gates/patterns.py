@@ -170,6 +170,11 @@ class Scanner(ast.NodeVisitor):
 
     # -- rules --------------------------------------------------------------------------
 
+    def visit_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring or a bare string: documentation, not behaviour
+        self.generic_visit(node)
+
     def visit_Constant(self, node: ast.Constant) -> None:
         v = node.value
         if isinstance(v, str):
@@ -184,7 +189,7 @@ class Scanner(ast.NodeVisitor):
         s = v.strip().strip("/").replace("\\", "/")
         if not s or len(s) > 300 or "\n" in s:
             return False
-        if s in ("tests", "test") or s.startswith(("tests/", "test/")) or "/tests/" in v:
+        if s == "tests" or s.startswith(("tests/", "test/")) or "/tests/" in v:
             return True
         if s in self.test_strings:
             return True
