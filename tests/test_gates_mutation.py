@@ -246,3 +246,24 @@ def test_timeouts_no_tests_and_unknown_codes_count_as_survivors(tmp_path):
     assert len(killed) == 3
     assert [mutation.status_of(results[f"calc.ops.x_f__mutmut_{i}"]) for i in range(4, 9)] == [
         "survived", "no tests", "timeout", "suspicious", "suspicious"]
+
+
+@needs_mutmut
+def test_a_root_conftest_fixture_reaches_the_tests_under_mutmut(tmp_path):
+    """mutmut copies tests/ and pyproject.toml into its mutants/ folder, not a root
+    conftest.py; andon names it in also_copy, so fixtures defined there still work."""
+    md = packet_md("P1", "discount", "calc.ops.discount takes a percentage off.",
+                   allowed_paths=["src/calc/**"], max_attempts=1)
+    conftest = ("import pytest\n\n\n@pytest.fixture\ndef cases():\n"
+                "    return [(200, 25, 150), (80, 0, 80), (80, 100, 0), (19.99, 10, 17.99)]\n")
+    planted = STRONG_TEST + ("\n\ndef test_cases(cases):\n    for price, pct, want in cases:\n"
+                             "        assert discount(price, pct) == want\n")
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_discount.py": planted})},
+                        files={"conftest.py": conftest},
+                        config=FAST + "\n[gates.mutation]\nenabled = true\n")
+    runner = runner_for(root, honest_discount)
+    runner.run()
+    a = runner.store.attempts("P1")[0]
+    g = {r["gate"]: r for r in runner.store.gate_results(a["id"])}["mutation"]
+    assert g["status"] == "pass", g["summary"]
+    assert g["evidence"]["executed"] >= 10

@@ -222,6 +222,10 @@ def write_mutmut_config(cwd: Path, sources: list[str], files: list[str],
         cli += ["-p", p]
     ours = {"source_paths": sources, "only_mutate": files, "pytest_add_cli_args": cli,
             "use_setproctitle": False}
+    # mutmut copies tests/, test/, test*.py and pyproject.toml into mutants/ by itself; a root
+    # conftest.py (fixtures the tests need) it does not.
+    if (cwd / "conftest.py").is_file():
+        ours["also_copy"] = ["conftest.py"]
     block = ["", "[tool.mutmut]", *(f"{k} = {json.dumps(v)}" for k, v in ours.items())]
     new = "\n".join(kept + block) + "\n"
     try:
