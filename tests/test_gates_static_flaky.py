@@ -189,3 +189,24 @@ def test_stable_tests_pass_and_the_nearby_tests_are_chosen_by_import_and_directo
     assert not any("test_other" in i for i in ids)
     assert all(set(o) == {"passed"} for o in ev["outcomes"].values())
     assert a["state"] == "merged"
+
+
+# -- settings -----------------------------------------------------------------------------
+
+def test_gate_settings_are_validated_with_file_and_line(tmp_path):
+    from andon.config import load_config
+    from andon.errors import ConfigError
+    for body, where, what in [
+            ("[gates.mutation]\nmin_score = 1.5\n", "gates.mutation.min_score", "less than or equal"),
+            ("[gates.flaky]\nrnus = 3\n", "gates.flaky.rnus", "unknown key"),
+            ("[gates.flaky]\nruns = 1\n", "gates.flaky.runs", "greater than or equal"),
+            ("[gates.static]\ncommands = \"ruff\"\n", "gates.static.commands", "valid list")]:
+        (tmp_path / "andon.toml").write_text(DEFAULT_TOML + "\n" + body)
+        with pytest.raises(ConfigError) as err:
+            load_config(tmp_path)
+        line = len(DEFAULT_TOML.splitlines()) + 3
+        assert f"andon.toml:{line}: {where}: " in str(err.value), str(err.value)
+        assert what in str(err.value)
+    (tmp_path / "andon.toml").write_text(DEFAULT_TOML + '\n[gates.mutation]\ntiers = ["critical"]\n')
+    m = load_config(tmp_path).gates.mutation
+    assert (m.runs_for("critical"), m.runs_for(None), m.runs_for("minor")) == (True, False, False)

@@ -232,6 +232,10 @@ timeout_s = 900
 red_runs = 3                # planted tests must fail on the base this many times out of as many
 hermetic_runs = 3           # full-suite runs in a fresh clone of the candidate
 hermetic_random_order = true
+# Optional gates (docs/gates.md), each recorded as skipped until turned on:
+# [gates.static]   commands = [["ruff", "check", "--output-format=json"]]
+# [gates.flaky]    enabled = true      # nearby tests in random orders
+# [gates.mutation] enabled = true      # pip install 'andon[mutation]'; or tiers = ["critical"]
 
 [agent]
 default = "command"
@@ -286,15 +290,21 @@ def load_config(repo_root: Path) -> Config:
 
 
 def _line_of(text: str, loc: list[str]) -> int:
-    """1-based line of ``table.key`` in a TOML text (best effort; 1 if not found)."""
-    table, key = (loc[0], loc[1]) if len(loc) > 1 else ("", loc[0])
-    current = ""
+    """1-based line of the dotted ``loc`` (e.g. ``gates.mutation.min_score``) in a TOML text:
+    the line of its key, else of its table header, else of the nearest enclosing table's
+    header (best effort; 1 if none is found)."""
+    want = ".".join(loc)
+    current, best = "", 1
     for i, raw in enumerate(text.splitlines(), start=1):
         s = raw.strip()
         if s.startswith("["):
-            current = s.strip("[] ")
-            if not key or (not table and current == loc[0]):
+            current = s.split("#", 1)[0].strip().strip("[] ").replace('"', "")
+            if want == current:
                 return i
-        elif current == table and re.match(rf"{re.escape(key)}\s*=", s):
-            return i
-    return 1
+            if want.startswith(current + "."):
+                best = i
+        elif m := re.match(r'"?([^"=\s]+)"?\s*=', s):
+            full = f"{current}.{m.group(1)}" if current else m.group(1)
+            if want == full or want.startswith(full + "."):
+                return i
+    return best
