@@ -104,12 +104,14 @@ def test_mypy_error_on_the_change_fails_the_gate(tmp_path):
 
 def test_unknown_output_is_one_finding_with_its_tail_and_a_missing_tool_is_an_error(tmp_path):
     config = ('\n[gates.static]\ncommands = [["python", "-c", '
-              '"import sys; print(\'custom-linter: 2 problems\'); sys.exit(3)"]]\n')
+              '"import sys; print(\'custom-linter: 2 problems\'); '
+              'print(\'see line 4\', file=sys.stderr); sys.exit(3)"]]\n')
     root = project(tmp_path / "a", config)
     g, _ = gate_of(root, agent_writing("\n\ndef mul(a, b):\n    return a * b\n"), "static")
     assert g["status"] == "fail"
     [f] = g["evidence"]["findings"]
     assert "exited 3" in f["message"] and "custom-linter: 2 problems" in f["message"]
+    assert "see line 4" in f["message"]  # its stderr too
 
     root = project(tmp_path / "b", '\n[gates.static]\ncommands = [["no-such-linter-xyz"]]\n')
     g, _ = gate_of(root, agent_writing("\n\ndef mul(a, b):\n    return a * b\n"), "static")

@@ -113,8 +113,11 @@ def run(ctx: GateContext) -> GateResult:
             parsed = parse_output(r.output(), cwd)
             if parsed is None:
                 if r.exit_status != 0:
+                    err = ctx.evidence_dir / f"static-{i}.stderr.log"
+                    said = (r.output_tail + "\n" + (err.read_text(errors="replace")[-1000:]
+                                                    if err.is_file() else "")).strip()
                     blocking.append(Finding("static", f"{tool} exited {r.exit_status}: "
-                                            f"{r.output_tail[-1500:]}"))
+                                            f"{said[-1500:]}"))
                 continue
             for f in parsed:
                 text = f"{tool} {f['code']}: {f['message']}".replace(" : ", ": ")
