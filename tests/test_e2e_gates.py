@@ -11,6 +11,7 @@ the clean-merge test uses the shipped defaults.
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -817,3 +818,19 @@ def test_a_stale_spec_pin_is_never_run(tmp_path):
     ev = [e for e in runner.store.events("P1") if e["to_state"] == "stale"]
     assert len(ev) == 1 and "docs/spec.md changed since" in ev[0]["data"]["why"]
     assert not [e for e in runner.store.events("P1") if e["kind"] == "claimed"]
+
+
+def test_a_stale_worktree_folder_from_an_earlier_repository_does_not_crash_the_run(tmp_path):
+    """A repository re-created at the same path finds a kept worktree folder of the old one
+    where its attempt 1 goes (worktree folders are named from the repository's path): the
+    folder is not a worktree of this repository, so it is cleared and the run merges."""
+    root = project(tmp_path, {"P1": mul_packet("P1")})
+    runner = runner_for(root, honest_mul)
+    stale = runner._worktree_path("P1", 1)
+    stale.mkdir(parents=True)
+    (stale / "leftover.txt").write_text("from another repository")
+    try:
+        assert runner.run().merged == ["P1"]
+        assert not stale.exists()
+    finally:
+        shutil.rmtree(stale, ignore_errors=True)

@@ -93,6 +93,9 @@ class Attempt:
         start = self.row["start_stage"] or self.stages[0]
         resume_from_atdd = start == "implement" and self.row["atdd_sha"]
         start_sha = self.row["atdd_sha"] if resume_from_atdd else self.row["base_sha"]
+        if self.worktree.exists() and self.worktree not in self.repo.list_worktrees():
+            # left by an earlier repository at the same path (kept worktrees): not ours now
+            shutil.rmtree(self.worktree)
         self.repo.add_worktree(self.worktree, self.row["branch"], start_sha)
         crash.point("after-worktree")
         if resume_from_atdd:
