@@ -112,3 +112,15 @@ def test_prompt_template_override_and_its_errors(tmp_path, packet):
 
 def test_mul_test_fixture_is_what_the_packet_plants(packet):
     assert Path(packet.plant_files["tests/test_mul_p1.py"]).read_text() == MUL_TEST
+
+
+def test_command_agent_gets_a_clean_environment(tmp_path, packet, monkeypatch):
+    """The command agent sees the allowlist (PATH, HOME, …) and the names passed through,
+    never the rest of the runner's environment (a secret it was not given stays away)."""
+    monkeypatch.setenv("ANDON_TEST_SECRET", "s3cret")
+    monkeypatch.setenv("ANDON_TEST_GIVEN", "ok")
+    c = ctx(tmp_path, packet)
+    CommandAgent('echo "secret=${ANDON_TEST_SECRET:-unset} given=${ANDON_TEST_GIVEN:-unset} '
+                 'path=${PATH:+set}"', env_passthrough=["ANDON_TEST_GIVEN"]).run(c)
+    out = (c.evidence_dir / "implement.transcript.log").read_text()
+    assert "secret=unset given=ok path=set" in out

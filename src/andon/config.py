@@ -154,6 +154,9 @@ class Agent(_Strict):
     timeout_s: float = Field(1800, gt=0)
     prompt_template: str | None = Field(None, description="path of a Jinja2 template that "
                                                           "replaces the built-in prompt")
+    env_passthrough: list[str] = Field(
+        default_factory=list, description="variables the command agent gets besides PATH, "
+        "HOME, LANG, LC_*, TERM, TMPDIR, USER (e.g. its API key's name); values never logged")
     prompt_dir: str | None = Field(None, description="directory of <stage>.md.j2 templates "
                                                      "that replace the built-in ones")
     reviewer: str | None = Field(None, description="adapter for review stages; default: the "
@@ -240,6 +243,8 @@ hermetic_random_order = true
 [agent]
 default = "command"
 # command = "claude -p --dangerously-skip-permissions < \\"$ANDON_PROMPT_FILE\\""
+# env_passthrough = ["ANTHROPIC_API_KEY"]  # the command gets only PATH, HOME, LANG, LC_*,
+#                                          # TERM, TMPDIR, USER and these
 # reviewer = "command"        # adapter of the review stages; default: the same as above
 # reviewer_command = "..."    # its shell command; it writes JSON to $ANDON_REVIEW_FILE
 timeout_s = 1800

@@ -43,7 +43,8 @@ def make_agent(spec: str, command: str | None = None, config: "Config | None" = 
                              f"settings are: {', '.join(EXTERNAL)}")
     prices = config.prices if config is not None else {}
     if name == "command":
-        return CommandAgent(rest or command or "", prices=prices)
+        passthrough = config.agent.env_passthrough if config is not None else ()
+        return CommandAgent(rest or command or "", prices=prices, env_passthrough=passthrough)
     if name == "scripted":
         return ScriptedAgent.from_spec(rest)
     if name in EXTERNAL and not rest:

@@ -27,13 +27,13 @@ recorded as a note, never guessed at. Every run gets a usage record with its wal
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from ..usage import Usage, as_cost, as_count, price
 from .base import AgentRun, StageContext
+from .external import clean_env
 from .process import run_process
 
 CLAIM_BYTES = 2000
@@ -43,16 +43,20 @@ USAGE_FILE_MAX = 64 * 1024
 class CommandAgent:
     name = "command"
 
-    def __init__(self, command: str, prices: Mapping[str, Any] | None = None):
+    def __init__(self, command: str, prices: Mapping[str, Any] | None = None,
+                 env_passthrough: tuple[str, ...] | list[str] = ()):
         if not command.strip():
             raise ValueError("the command agent needs a command: --command '...' or "
                              "[agent] command = '...' in andon.toml")
         self.command = command
         self.prices = dict(prices or {})
+        self.env_passthrough = tuple(env_passthrough)
 
     def run(self, ctx: StageContext) -> AgentRun:
         transcript = ctx.evidence_dir / f"{ctx.stage}.transcript.log"
-        env = dict(os.environ)
+        # A clean environment: the allowlist plus the names the user passes through
+        # ([agent] env_passthrough), never the whole of the runner's environment.
+        env = clean_env(self.env_passthrough)
         env.update(
             ANDON_PROMPT_FILE=str(ctx.prompt_file), ANDON_PACKET_ID=ctx.packet.id,
             ANDON_STAGE=ctx.stage, ANDON_ATTEMPT=str(ctx.attempt),
