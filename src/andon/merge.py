@@ -30,19 +30,22 @@ class MergeOutcome:
 
 
 def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
-                  red_ids: set[str], baseline_of, evidence_dir: Path) -> MergeOutcome:
+                  red_ids: set[str], baseline_of, evidence_dir: Path,
+                  passed: list[str] = ()) -> MergeOutcome:
     """Merge ``attempt`` (a store row with base/candidate shas) and return what happened.
 
-    ``baseline_of(tree_sha) -> set[str]`` gives PASS_TO_PASS ids for a tree. Returns
+    ``baseline_of(tree_sha) -> set[str]`` gives PASS_TO_PASS ids for a tree; ``passed`` names
+    the gates and reviews the attempt passed, for the commit message. Returns
     ``merged_sha=None`` with a failing ``check`` when the merged result is not green or
     conflicts. Never moves a ref unless the merged commit is known to pass.
     """
     ref = f"refs/heads/{config.andon.integration_branch}"
     trailers = {"Andon-Packet": packet.id, "Andon-Attempt": str(attempt["n"])}
     subject = textwrap.shorten(" ".join(packet.goal.split()), 64, placeholder=" …")
+    checks = ", ".join(passed) if passed else "the harness's gates"
     message = commit_message(f"{packet.id}: {subject}",
-                             f"Squash of attempt {attempt['n']} ({packet.slug}); passed the "
-                             "red, scope, suite and hermetic gates.", trailers)
+                             f"Squash of attempt {attempt['n']} ({packet.slug}); passed: "
+                             f"{checks}.", trailers)
     while True:
         onto = repo.rev_parse(ref)
         assert onto, f"{ref} vanished"

@@ -364,7 +364,10 @@ class Runner:
 
     def _merge(self, packet: Packet, a: dict, red_ids: set[str]) -> str:
         ev = Path(a["evidence_dir"])
-        out = merge_attempt(self.repo, self.config, packet, a, red_ids, self._baseline, ev)
+        passed = list(dict.fromkeys(g["gate"] for g in self.store.gate_results(a["id"])
+                                    if g["status"] == "pass"))
+        out = merge_attempt(self.repo, self.config, packet, a, red_ids, self._baseline, ev,
+                            passed)
         if out.check is not None:
             self.store.add_gate_result(a["id"], "merge", out.check.status, out.check.layer,
                                        out.check.summary, out.check.evidence(), now(), 0.0)
