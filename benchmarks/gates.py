@@ -28,13 +28,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from andon.agents import ScriptedAgent
-from andon.config import load_config
-from andon.demo import GIT_ENV, build_project
-from andon.demo.agents import BEHAVIOURS, evaluating_reviewer
+from andon.demo import GIT_ENV, build_project, demo_runner
 from andon.gates import mutation
-from andon.runner import Runner, open_store
-from andon.workspace import Repo
 
 
 def main() -> int:
@@ -58,14 +53,8 @@ def main() -> int:
         subprocess.run(["git", "commit", "-qam", "bench: every optional gate on"], cwd=root,
                        env=env, check=True)
 
-        repo = Repo(root)
-        config = load_config(root)
-        store = open_store(repo)
-        agents = {pid: ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
-        reviewer = ScriptedAgent(evaluating_reviewer)
-        runner = Runner(repo, config, store,
-                        lambda p, stage: reviewer if stage.startswith("review") else agents[p.id],
-                        echo=lambda s: None)
+        runner = demo_runner(root, echo=lambda s: None)
+        store = runner.store
         t0 = time.perf_counter()
         report = runner.run()
         wall = time.perf_counter() - t0

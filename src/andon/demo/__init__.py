@@ -68,18 +68,22 @@ def build_project(root: Path) -> Path:
     return root
 
 
+def demo_runner(root: Path, echo) -> Runner:
+    """A Runner on the demo project at ``root`` with its scripted agents and reviewer."""
+    repo = Repo(root)
+    agents = {pid: ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
+    reviewer = ScriptedAgent(evaluating_reviewer)
+    return Runner(repo, load_config(root), open_store(repo),
+                  lambda p, stage: reviewer if stage.startswith("review") else agents[p.id],
+                  echo=echo)
+
+
 def run_demo(out: Console, where: Path | None = None) -> int:
     root = where or Path(tempfile.mkdtemp(prefix="andon-demo-")) / "ledger"
     out.print(f"[bold]andon demo[/] — building an example project in {root}")
     build_project(root)
-    repo = Repo(root)
-    config = load_config(root)
-    store = open_store(repo)
-    agents = {pid: ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
-    reviewer = ScriptedAgent(evaluating_reviewer)
-    runner = Runner(repo, config, store,
-                    lambda p, stage: reviewer if stage.startswith("review") else agents[p.id],
-                    echo=lambda s: out.print(s, markup=False, soft_wrap=True))
+    runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True))
+    store, config = runner.store, runner.config
     report = runner.run()
     if report.preflight is not None:  # the example's own suite did not pass: say why, stop
         out.print(report.message, markup=False, soft_wrap=True)
