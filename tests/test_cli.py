@@ -256,6 +256,38 @@ def test_invalid_packet_leaves_an_existing_store_untouched(tmp_path):
     assert store_dump(root) == dump
 
 
+def test_check_reports_the_requires_problems_of_broken_packets_in_one_pass(tmp_path):
+    """A newcomer's packets: A has a typo'd field and requires an unknown id on a line of its
+    own; B and A require each other; C requires the broken A. `andon check` prints all of it
+    at once (and nothing about C), exits 2 and creates no store; `andon run` refuses with the
+    same problems and runs nothing."""
+    root = project_with(tmp_path, {
+        "packets/A/packet.md": _md("+++", 'id = "A"', 'slug = "a"', 'goal = "g"',
+                                   "max_attemps = 2", "requires = [", '  "B",', '  "Zed",',
+                                   "]", "+++"),
+        "packets/B/packet.md": packet_md("B", requires=["A"]),
+        "packets/C/packet.md": packet_md("C", requires=["A"]),
+    })
+    a, b = root / "packets" / "A" / "packet.md", root / "packets" / "B" / "packet.md"
+    expected = [
+        f"{a}:5: unknown field 'max_attemps'; did you mean 'max_attempts'?",
+        f"{a}:7: requires forms a cycle: A -> B -> A",
+        f"{a}:8: requires names unknown packet id 'Zed'",
+        f"{b}:5: requires forms a cycle: B -> A -> B",
+    ]
+    r = andon(root, "check")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stdout.splitlines() == expected + ["4 problem(s) in packets/"]
+    assert not (root / ".andon").exists()
+
+    run = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert run.stderr.splitlines()[:4] == expected
+    assert "4 problem(s) in the packets; nothing ran" in run.stderr
+    assert store_counts(root) == (0, 0, 0)
+    assert git(root, "for-each-ref", "refs/heads/andon") == ""
+
+
 # -- a real run, then the views ---------------------------------------------------------------
 
 @pytest.fixture(scope="module")

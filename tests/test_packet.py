@@ -225,7 +225,7 @@ def test_missing_invariant_field_is_on_its_table_header(tmp_path: Path) -> None:
         ('gate = "robot"', "gate must be 'auto' or 'human', got 'robot'"),
         ("tier = 2", "tier must be a string, got 2"),
         ('requires = "B"', "requires must be a list of packet ids, got 'B'"),
-        ('requires = ["B", "x y"]', "requires entry 2 must be a packet id"),
+        ('requires = ["x y"]', "requires entry 1 must be a packet id"),
         ('stages = ["atdd", "deploy"]', "stages entry 2 must be one of: atdd, implement"),
         ('spec_path = "s.md"\nspec_commit = "xyz"', "spec_commit must be 4 to 40 hexadecimal"),
     ],
@@ -334,6 +334,87 @@ def test_requires_cycle_reported_once_per_member(tmp_path: Path) -> None:
         ("B.md", 6, "requires forms a cycle: B -> C -> A -> B"),
         ("C.md", 5, "requires forms a cycle: C -> A -> B -> C"),
     ]
+
+
+def test_broken_packet_still_gets_its_requires_checked(tmp_path: Path) -> None:
+    """A packet whose fields do not parse still has its readable id and requires checked:
+    the unknown id is reported on the line of its entry, beside the field error."""
+    _, problems = check(
+        tmp_path,
+        {
+            "A.md": packet_text("max_attempts = 0", "requires = [", '  "B",', '  "Zed",', "]"),
+            "B.md": packet_text(packet_id="B"),
+        },
+    )
+    assert [(p.path.name, p.line, p.message) for p in problems] == [
+        ("A.md", 5, "max_attempts must be an integer >= 1, got 0"),
+        ("A.md", 8, "requires names unknown packet id 'Zed'"),
+    ]
+
+
+def test_cycle_through_broken_packets_is_reported_on_every_member(tmp_path: Path) -> None:
+    _, problems = check(
+        tmp_path,
+        {
+            "A.md": packet_text("mxa_attempts = 1", 'requires = ["B"]', packet_id="A"),
+            "B.md": packet_text('requires = ["A"]', 'gate = "robot"', packet_id="B"),
+        },
+    )
+    assert [(p.path.name, p.line, p.message.split(",")[0]) for p in problems] == [
+        ("A.md", 5, "unknown field 'mxa_attempts'; did you mean 'max_attempts'?"),
+        ("A.md", 6, "requires forms a cycle: A -> B -> A"),
+        ("B.md", 5, "requires forms a cycle: B -> A -> B"),
+        ("B.md", 6, "gate must be 'auto' or 'human'"),
+    ]
+
+
+def test_broken_packet_requiring_itself_and_its_duplicate_id(tmp_path: Path) -> None:
+    _, problems = check(
+        tmp_path,
+        {
+            "A.md": packet_text(packet_id="A"),
+            "B.md": packet_text("max_attempts = 0", 'requires = ["A", "B2", "B2"]', packet_id="A"),
+        },
+    )
+    assert [(p.path.name, p.line, p.message.split(":")[0]) for p in problems] == [
+        ("B.md", 2, "duplicate packet id 'A'"),
+        ("B.md", 5, "max_attempts must be an integer >= 1, got 0"),
+        ("B.md", 6, "packet 'A' requires itself"),
+        ("B.md", 6, "requires names unknown packet id 'B2'"),
+    ]
+
+
+def test_cycle_is_reported_on_the_line_of_the_entry_that_closes_it(tmp_path: Path) -> None:
+    _, problems = check(
+        tmp_path,
+        {
+            "A.md": packet_text("requires = [", '  "C",  # first', '  "B",', "]", packet_id="A"),
+            "B.md": packet_text('requires = ["A"]', packet_id="B"),
+            "C.md": packet_text(packet_id="C"),
+        },
+    )
+    assert [(p.path.name, p.line, p.message) for p in problems] == [
+        ("A.md", 7, "requires forms a cycle: A -> B -> A"),
+        ("B.md", 5, "requires forms a cycle: B -> A -> B"),
+    ]
+
+
+def test_requiring_a_packet_whose_id_cannot_be_read_says_so(tmp_path: Path) -> None:
+    """B's front matter is not TOML, so its id is unknown: A's requires of "B" may be right,
+    and the message must say where the unreadable packet is instead of only "unknown"."""
+    _, problems = check(
+        tmp_path,
+        {"A.md": packet_text('requires = ["B"]'), "B.md": '+++\nid = "B\n+++\n'},
+    )
+    assert [(p.path.name, p.line) for p in problems] == [("A.md", 5), ("B.md", 2)]
+    assert problems[0].message == (
+        "requires names unknown packet id 'B' (the id of B.md could not be read)"
+    )
+
+
+def test_stage_typo_suggests_the_stage(tmp_path: Path) -> None:
+    problem = only_problem(tmp_path, packet_text('stages = ["implment"]'))
+    assert problem.message.endswith("got 'implment'; did you mean 'implement'?"), problem.message
 
 
 # --- 9, 10: globs --------------------------------------------------------------------
@@ -465,10 +546,13 @@ def test_every_problem_in_every_file_is_reported_sorted(tmp_path: Path) -> None:
         ("A.md", 5),
         ("A.md", 6),
         ("A.md", 7),
+        ("A.md", 8),  # A's fields are broken, but its requires are still checked
         ("B.md", 1),
         ("C.md", 5),
         ("D/packet.md", 5),
         ("E.md", 2),
     ]
-    assert "unknown packet id 'Q'" in problems[5].message
+    assert "unknown packet id 'Q'" in problems[3].message
+    assert problems[6].message == (
+        "requires names unknown packet id 'Q' (the ids of B.md, C.md could not be read)")
     assert [p.id for p in packets] == ["D", "D"]

@@ -7,12 +7,12 @@ repository root) or as a flat ``packets/<name>.md``.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import os
 import re
 import tomllib
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -21,6 +21,7 @@ from pydantic import model_validator
 from wcmatch import glob as wcglob
 
 from andon.errors import PacketError, Problem
+from andon.suggest import closest, hint
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
@@ -236,9 +237,7 @@ def _describe(error: dict[str, Any], lines: dict) -> tuple[int, str]:
         return line if table is not None else 1, f"{where}missing required field '{key}'"
     if kind == "extra_forbidden":
         known = _INVARIANT_FIELDS if table is not None else _TOP_FIELDS
-        close = difflib.get_close_matches(key, known, n=1)
-        hint = f"did you mean '{close[0]}'?" if close else "known fields: " + ", ".join(known)
-        return line, f"{where}unknown field '{key}'; {hint}"
+        return line, f"{where}unknown field '{key}'; {hint(key, known, 'known fields')}"
     index = loc[1] if table is None and len(loc) == 2 and isinstance(loc[1], int) else None
     if kind == "value_error":  # raised by our own validators, already phrased as a constraint
         constraint = str(error["ctx"]["error"])
@@ -246,7 +245,12 @@ def _describe(error: dict[str, Any], lines: dict) -> tuple[int, str]:
         constraints = _CONSTRAINTS if index is None else _ENTRY_CONSTRAINTS
         constraint = constraints.get(key, error["msg"])
     label = key if index is None else f"{key} entry {index + 1}"
-    return line, f"{where}{label} {constraint}, got {_show(error['input'])}"
+    message = f"{where}{label} {constraint}, got {_show(error['input'])}"
+    if kind == "literal_error" and isinstance(error["input"], str):  # e.g. a misspelt stage
+        expected = re.findall(r"'([^']*)'", str(error.get("ctx", {}).get("expected", "")))
+        if near := closest(error["input"], expected):
+            message += f"; did you mean {near!r}?"
+    return line, message
 
 
 def _semantic_problems(data: dict[str, Any], lines: dict, path: Path) -> list[Problem]:
@@ -330,25 +334,80 @@ def parse_packet_file(path: Path, packets_dir: Path) -> tuple[Packet | None, lis
     Problem found; an unusable packet always comes with at least one Problem. Never raises
     for bad input.
     """
-    packet, problems, _ = _parse(path, packets_dir)
-    return packet, problems
+    source = _parse(path, packets_dir)
+    return source.packet, source.problems
 
 
-def _parse(path: Path, packets_dir: Path) -> tuple[Packet | None, list[Problem], dict[str, Any]]:
-    """parse_packet_file, also returning the raw front-matter table ({} if it did not parse)."""
+@dataclass
+class _Source:
+    """One packet file as far as it could be read: the Packet if its fields parsed, and in
+    any case the raw front-matter table ({} if it did not parse) and the lines of its keys,
+    so that the cross-packet checks also cover packets whose other fields are broken."""
+
+    path: Path
+    packet: Packet | None
+    problems: list[Problem]
+    data: dict[str, Any] = field(default_factory=dict)
+    lines: dict[tuple[int | None, str], int] = field(default_factory=dict)
+    requires_lines: list[int] = field(default_factory=list)  # file line of each entry
+
+    def line(self, key: str) -> int:
+        return self.lines.get((None, key), 1)
+
+    @property
+    def id(self) -> str | None:
+        """The packet's id if it is written and valid, whether or not other fields are."""
+        pid = self.data.get("id")
+        return pid if isinstance(pid, str) and re.match(_NAME_RE, pid) else None
+
+    def requires(self) -> list[tuple[str, int]]:
+        """(id, line of its entry) for every valid id in ``requires``; bad entries and a
+        ``requires`` that is no list are the field checks' to report."""
+        deps = self.data.get("requires")
+        if not isinstance(deps, list):
+            return []
+        lines = self.requires_lines if len(self.requires_lines) == len(deps) else []
+        return [(dep, lines[k] if lines else self.line("requires"))
+                for k, dep in enumerate(deps) if isinstance(dep, str) and re.match(_NAME_RE, dep)]
+
+
+# A string, a comment, or the end of an array, as met while reading a multi-line array.
+_ARRAY_TOKEN_RE = re.compile(r""""(?:[^"\\]|\\.)*"|'[^']*'|#|\]""")
+
+
+def _entry_lines(front: list[str], start: int | None, count: int) -> list[int]:
+    """File line of each of the ``count`` string entries of the array whose key is on file
+    line ``start``; [] if they cannot all be placed (the caller then uses the key's line)."""
+    if start is None:
+        return []
+    found: list[int] = []
+    for lineno in range(start, len(front) + 2):
+        text = front[lineno - 2]
+        text = text.split("=", 1)[1] if lineno == start and "=" in text else text
+        for token in _ARRAY_TOKEN_RE.finditer(text):
+            if token.group() == "#":
+                break
+            if token.group() == "]" or len(found) == count:
+                return found if len(found) == count else []
+            found.append(lineno)
+    return found if len(found) == count else []
+
+
+def _parse(path: Path, packets_dir: Path) -> _Source:
+    """parse_packet_file, keeping what the cross-packet checks need (see _Source)."""
     try:
         raw = path.read_bytes()
         text = raw.decode("utf-8").removeprefix("\ufeff")
     except (OSError, UnicodeDecodeError) as exc:
-        return None, [Problem(path, None, f"cannot read packet file: {exc}")], {}
+        return _Source(path, None, [Problem(path, None, f"cannot read packet file: {exc}")])
     all_lines = text.splitlines(keepends=True)
     if not all_lines or all_lines[0].rstrip() != "+++":
         msg = "packet must start with a '+++' line opening TOML front matter"
-        return None, [Problem(path, 1, msg)], {}
+        return _Source(path, None, [Problem(path, 1, msg)])
     end = next((i for i, ln in enumerate(all_lines[1:], 1) if ln.rstrip() == "+++"), None)
     if end is None:
         msg = "front matter opened by '+++' on line 1 is never closed by a '+++' line"
-        return None, [Problem(path, 1, msg)], {}
+        return _Source(path, None, [Problem(path, 1, msg)])
     front = [line.rstrip("\r\n") for line in all_lines[1:end]]
     try:
         data = tomllib.loads("\n".join(front) + "\n")
@@ -358,9 +417,14 @@ def _parse(path: Path, packets_dir: Path) -> tuple[Packet | None, list[Problem],
         line = int(found.group(1)) + 1 if found else end  # "at end of document": last line
         reason = re.sub(r"\s*\(at .*\)$", "", message)
         column = f", column {found.group(2)}" if found else ""
-        return None, [Problem(path, line, f"invalid TOML in front matter: {reason}{column}")], {}
+        problem = Problem(path, line, f"invalid TOML in front matter: {reason}{column}")
+        return _Source(path, None, [problem])
     lines = _key_lines(front)
-    problems = _semantic_problems(data, lines, path)
+    requires = data.get("requires")
+    entries = len(requires) if isinstance(requires, list) else 0
+    source = _Source(path, None, _semantic_problems(data, lines, path), data, lines,
+                     _entry_lines(front, lines.get((None, "requires")), entries))
+    problems = source.problems
     is_dir_packet = path.name == "packet.md" and path.parent.resolve() != packets_dir.resolve()
     pkt_dir = path.parent if is_dir_packet else None
     trees = {t: _tree_files(pkt_dir / t, problems) if pkt_dir else {} for t in ("hidden", "plant")}
@@ -370,7 +434,7 @@ def _parse(path: Path, packets_dir: Path) -> tuple[Packet | None, list[Problem],
         for error in exc.errors(include_url=False):
             if error["loc"]:  # loc () is the model check that _semantic_problems already reported
                 problems.append(Problem(path, *_describe(error, lines)))
-        return None, problems, data
+        return source
     body = "".join(all_lines[end + 1 :])
     packet = Packet(
         **dict(front_matter), source=path, dir=pkt_dir, body=body,
@@ -378,7 +442,8 @@ def _parse(path: Path, packets_dir: Path) -> tuple[Packet | None, list[Problem],
         content_sha=_content_sha(raw, trees),
     )
     packet._lines = lines
-    return packet, problems, data
+    source.packet = packet
+    return source
 
 
 def _packet_sources(packets_dir: Path, problems: list[Problem]) -> list[Path]:
@@ -428,45 +493,63 @@ def check_packets(packets_dir: Path, repo_root: Path) -> tuple[list[Packet], lis
         msg = f"packets folder {state}; run `andon init` to create it"
         return [], [Problem(packets_dir, None, msg)]
     problems: list[Problem] = []
-    packets: list[Packet] = []
-    broken_ids: set[str] = set()  # packets that exist but failed to load are not "unknown"
-    for source in _packet_sources(packets_dir, problems):
-        packet, found, data = _parse(source, packets_dir)
-        problems += found
-        if packet is not None:
-            packets.append(packet)
+    sources = [_parse(path, packets_dir) for path in _packet_sources(packets_dir, problems)]
+    for source in sources:
+        problems += source.problems
+    # Every check below uses what each file says, whether or not its other fields parsed,
+    # so that one run of `andon check` reports everything it can.
+    unreadable = [s.path for s in sources if s.packet is None and s.id is None]
+    by_id: dict[str, _Source] = {}
+    for s in sources:
+        if s.id is None:
+            continue
+        if s.id in by_id:
+            msg = f"duplicate packet id {s.id!r}: already used by {by_id[s.id].path}"
+            problems.append(Problem(s.path, s.line("id"), msg))
         else:
-            broken_ids.add(str(data.get("id")))
-    by_id: dict[str, Packet] = {}
-    for p in packets:
-        if p.id in by_id:
-            msg = f"duplicate packet id {p.id!r}: already used by {by_id[p.id].source}"
-            problems.append(Problem(p.source, p.line_of("id"), msg))
-        else:
-            by_id[p.id] = p
-        if p.spec_path is not None:
-            spec = Path(p.spec_path)
+            by_id[s.id] = s
+        spec_path = s.data.get("spec_path")
+        if isinstance(spec_path, str):
+            spec = Path(spec_path)
             inside = not spec.is_absolute() and ".." not in spec.parts
             if not inside or not (repo_root / spec).is_file():
-                msg = f"spec_path must name an existing file in the repository, got {p.spec_path!r}"
-                problems.append(Problem(p.source, p.line_of("spec_path"), msg))
-    graph = {pid: [d for d in p.requires if d in by_id and d != pid] for pid, p in by_id.items()}
-    for pid, p in by_id.items():
-        for dep in p.requires:
+                msg = f"spec_path must name an existing file in the repository, got {spec_path!r}"
+                problems.append(Problem(s.path, s.line("spec_path"), msg))
+    graph = {pid: [d for d, _ in s.requires() if d in by_id and d != pid]
+             for pid, s in by_id.items()}
+    for s in sources:
+        if (pid := s.id) is None:
+            continue
+        reported: set[str] = set()
+        for dep, line in s.requires():
+            if dep in reported:
+                continue
             if dep == pid:
                 msg = f"packet {pid!r} requires itself"
-            elif dep not in by_id and dep not in broken_ids:
-                close = difflib.get_close_matches(dep, list(by_id), n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                msg = f"requires names unknown packet id {dep!r}{hint}"
+            elif dep not in by_id:
+                near = closest(dep, by_id)
+                msg = f"requires names unknown packet id {dep!r}"
+                msg += f"; did you mean {near!r}?" if near else ""
+                msg += _unreadable_note(unreadable, packets_dir)
             else:
                 continue
-            problems.append(Problem(p.source, p.line_of("requires"), msg))
-        if cycle := _find_cycle(pid, graph):
-            msg = f"requires forms a cycle: {' -> '.join(cycle)}"
-            problems.append(Problem(p.source, p.line_of("requires"), msg))
+            reported.add(dep)
+            problems.append(Problem(s.path, line, msg))
+        if by_id[pid] is s and (cycle := _find_cycle(pid, graph)):
+            line = next(ln for dep, ln in s.requires() if dep == cycle[1])
+            problems.append(Problem(s.path, line, f"requires forms a cycle: {' -> '.join(cycle)}"))
     problems.sort(key=lambda pr: (str(pr.path), pr.line or 0, pr.message))
-    return packets, problems
+    return [s.packet for s in sources if s.packet is not None], problems
+
+
+def _unreadable_note(paths: list[Path], packets_dir: Path) -> str:
+    """Why an unknown id may still be right: packets whose own id could not be read."""
+    if not paths:
+        return ""
+    names = [p.relative_to(packets_dir).as_posix() for p in paths[:3]]
+    more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+    ids = "id" if len(paths) == 1 else "ids"
+    return f" (the {ids} of {', '.join(names)}{more} could not be read)"
 
 
 def load_packets(packets_dir: Path, repo_root: Path) -> list[Packet]:
