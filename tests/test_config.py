@@ -42,3 +42,70 @@ def test_toml_syntax_error_names_line(tmp_path):
     (tmp_path / "andon.toml").write_text("[andon]\nx = = 1\n")
     with pytest.raises(ConfigError, match=r"andon.toml:2: invalid TOML"):
         load_config(tmp_path)
+
+
+def config_errors(tmp_path, text: str) -> list[str]:
+    """Every line of the ConfigError that ``text`` as andon.toml raises, without the path."""
+    (tmp_path / "andon.toml").write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(tmp_path)
+    prefix = str(tmp_path / "andon.toml")
+    lines = str(info.value).splitlines()
+    assert all(line.startswith(prefix + ":") for line in lines), lines
+    return [line.removeprefix(prefix) for line in lines]
+
+
+def test_unknown_table_suggests_the_closest(tmp_path):
+    assert config_errors(tmp_path, "[andon]\n\n[gate]\nred_runs = 2\n") == [
+        ":3: [gate]: unknown table; did you mean [gates]?"]
+
+
+def test_unknown_key_suggests_the_closest(tmp_path):
+    assert config_errors(tmp_path, "[gates]\nred_run = 3\n") == [
+        ":2: gates.red_run: unknown key; did you mean 'red_runs'?"]
+    assert config_errors(tmp_path, "[agent]\ndefault = 'command'\ntimout_s = 60\n") == [
+        ":3: agent.timout_s: unknown key; did you mean 'timeout_s'?"]
+
+
+def test_unknown_key_without_a_close_one_lists_the_known_keys(tmp_path):
+    [error] = config_errors(tmp_path, "[gates]\ncolour = 3\n")
+    assert error.startswith(":2: gates.colour: unknown key; known keys of [gates]: red_runs, "
+                            "hermetic_runs, hermetic_random_order, patterns,"), error
+
+
+def test_unknown_top_level_name_lists_the_tables(tmp_path):
+    [error] = config_errors(tmp_path, "colour = 3\n")
+    assert error.startswith(":1: colour: unknown key; known tables: agents, prices,"), error
+
+
+def test_unknown_key_in_a_nested_and_a_named_table(tmp_path):
+    text = "[budgets.atempt]\nmax_cost_usd = 1\n[agents.codex]\nmodle = 'o3'\n"
+    assert config_errors(tmp_path, text) == [
+        ":1: [budgets.atempt]: unknown table; did you mean [budgets.attempt]?",
+        ":4: agents.codex.modle: unknown key; did you mean 'model'?",
+    ]
+
+
+def test_unknown_stage_names_suggest_the_stage(tmp_path):
+    text = ('[stages]\ndefault = ["review", "implment"]\n'
+            '[stages.tiers]\ncritical = ["atd"]\n'
+            '[agents.codex.stages.reviw]\nmodel = "o3"\n')
+    assert config_errors(tmp_path, text) == [
+        ":2: stages.default entry 2: unknown value 'implment'; did you mean 'implement'?",
+        ":4: stages.tiers.critical entry 1: unknown value 'atd'; did you mean 'atdd'?",
+        ":5: [agents.codex.stages.reviw]: unknown stage; did you mean 'review'?",
+    ]
+
+
+def test_unknown_value_without_a_close_one_lists_the_values(tmp_path):
+    text = '[gates.patterns]\nseverities = {broad-except = "loud"}\n'
+    assert config_errors(tmp_path, text) == [(
+        ":2: gates.patterns.severities.broad-except: unknown value 'loud'; "
+        "expected one of: 'block', 'warn', 'off'")]
+
+
+def test_errors_come_in_file_order_and_wrong_values_say_what_was_given(tmp_path):
+    text = "[test]\ntimeout_s = -1\n[gates]\nred_runs = 0\n[andon]\nkeep_worktrees = 'maybe'\n"
+    errors = config_errors(tmp_path, text)
+    assert [e.split(":")[1] for e in errors] == ["2", "4", "6"], errors
+    assert errors[0] == ":2: test.timeout_s: Input should be greater than 0, got -1"

@@ -10,13 +10,15 @@ from __future__ import annotations
 import re
 import sys
 import tomllib
+import types
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError
 from .gate_config import FlakyGate, MutationGate, StaticGate
+from .suggest import closest, hint
 
 CONFIG_NAME = "andon.toml"
 STATE_DIR = ".andon"
@@ -113,7 +115,7 @@ class AgentSettings(StageAgentSettings):
         None, description="replace the flags andon passes so the agent may edit files and "
                           "run commands without asking (see docs/agents/<name>.md)")
     max_output_bytes: int | None = Field(None, gt=0, description="cap of the transcript")
-    stages: dict[str, StageAgentSettings] = Field(default_factory=dict)
+    stages: dict[StageName, StageAgentSettings] = Field(default_factory=dict)
 
     def for_stage(self, stage: str) -> "AgentSettings":
         """These settings with ``stages.<stage>`` laid over them."""
@@ -285,13 +287,55 @@ def load_config(repo_root: Path) -> Config:
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
-        lines = []
+        found = []
         for err in exc.errors():
-            loc = [str(p) for p in err["loc"]]
-            line = _line_of(text, loc)
-            what = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-            lines.append(f"{path}:{line}: {'.'.join(loc)}: {what}")
-        raise ConfigError("\n".join(lines)) from None
+            loc = [p for p in err["loc"] if p != "[key]"]  # a dict key's own error
+            found.append((_line_of(text, [str(p) for p in loc]), _describe(err, loc)))
+        found.sort(key=lambda item: item[0])  # stable: same-line errors keep pydantic's order
+        raise ConfigError("\n".join(f"{path}:{line}: {what}" for line, what in found)) from None
+
+
+def _describe(err: dict[str, Any], loc: list[str | int]) -> str:
+    """One validation error as ``where: what``, with the closest known name for a typo."""
+    where = "".join(f" entry {p + 1}" if isinstance(p, int) else f".{p}" for p in loc)[1:]
+    given = err["input"]
+    if err["type"] == "extra_forbidden":
+        name, parent = str(loc[-1]), ".".join(str(p) for p in loc[:-1])
+        known = _known_keys(loc[:-1])
+        listing = f"known keys of [{parent}]" if parent else "known tables"
+        if isinstance(given, dict):  # a whole misspelt table
+            table = "[" + (parent + "." if parent else "") + "{}]"
+            return f"[{where}]: unknown table; {hint(name, known, listing, table.format)}"
+        return f"{where}: unknown key; {hint(name, known, listing)}"
+    if err["type"] == "literal_error" and isinstance(given, str):
+        expected = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+        near = closest(given, expected)
+        if "[key]" in err["loc"]:  # a table named after a stage, e.g. [agents.codex.stages.x]
+            suggestion = f"did you mean {near!r}?" if near else "stages: " + ", ".join(expected)
+            return f"[{where}]: unknown stage; {suggestion}"
+        suggestion = f"did you mean {near!r}?" if near else "expected one of: " + ", ".join(
+            repr(e) for e in expected)
+        return f"{where}: unknown value {given!r}; {suggestion}"
+    got = f", got {given!r}" if isinstance(given, (str, int, float, bool)) else ""
+    return f"{where}: {err['msg']}{got}"
+
+
+def _known_keys(loc: list[str | int]) -> list[str]:
+    """The keys the table at ``loc`` may hold (those of the model found by following the
+    field types from Config; dict keys and list indexes are stepped over)."""
+    tp: Any = Config
+    for part in loc:
+        while get_origin(tp) in (Union, types.UnionType):
+            tp = next(a for a in get_args(tp) if a is not type(None))
+        if get_origin(tp) in (dict, list):
+            tp = get_args(tp)[-1]
+        elif isinstance(tp, type) and issubclass(tp, BaseModel) and part in tp.model_fields:
+            tp = tp.model_fields[str(part)].annotation
+        else:
+            return []
+    while get_origin(tp) in (Union, types.UnionType):
+        tp = next(a for a in get_args(tp) if a is not type(None))
+    return list(tp.model_fields) if isinstance(tp, type) and issubclass(tp, BaseModel) else []
 
 
 def _line_of(text: str, loc: list[str]) -> int:
