@@ -53,6 +53,10 @@ class Test(_Strict):
         default_factory=list,
         description="pytest plugins loaded by name (-p); autoloading through entry points is "
                     "off, so a plugin the agent adds to the package metadata never loads")
+    network: Literal["off", "on"] = Field(
+        "off", description='"off": every harness test run is in its own network namespace '
+                           '(loopback only; see netless.py), where the machine allows it, '
+                           'and the evidence says when it did not')
 
 
 class PatternRule(_Strict):
@@ -165,6 +169,9 @@ class Agent(_Strict):
                                                    "same as for the other stages")
     reviewer_command: str | None = Field(None, description="shell command of the command "
                                                            "adapter when it reviews")
+    network: Literal["on", "off"] = Field(
+        "on", description='"off": agent processes run without network (loopback only); '
+                          '`andon run` refuses to start where the machine cannot do that')
 
 
 StageName = Literal["atdd", "implement", "review", "review-tests", "review-correctness"]
@@ -232,6 +239,7 @@ keep_worktrees = false
 command = ["python", "-m", "pytest"]   # "python" = the interpreter running andon
 pythonpath = ["src"]                   # the attempt's code comes first on sys.path
 timeout_s = 900
+network = "off"                        # test runs get loopback only, where the machine allows
 
 [gates]
 red_runs = 3                # planted tests must fail on the base this many times out of as many
@@ -250,6 +258,7 @@ default = "command"
 # reviewer = "command"        # adapter of the review stages; default: the same as above
 # reviewer_command = "..."    # its shell command; it writes JSON to $ANDON_REVIEW_FILE
 timeout_s = 1800
+network = "on"              # "off": no network for agent processes (local/command agents)
 
 [stages]
 default = ["implement", "review"]   # for packets that name neither stages nor a tier

@@ -5,7 +5,9 @@ is on PATH (the PATH the adapter would give the agent), what ``<executable> --ve
 prints (in its own process group, 10 s at most, with the adapter's clean environment),
 and which of its credential variables and ``env_passthrough`` names are set. Values are
 never read out, only whether a variable is set and non-empty. Also the price library
-andon uses when an agent reports no cost. Reads only; changes nothing.
+andon uses when an agent reports no cost, and whether this machine can run a process without
+network (``netless.available()``: test runs with ``[test] network = "off"``, agents with
+``[agent] network = "off"``). Reads only; changes nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from . import netless
 from .agents import EXTERNAL
 from .agents.external import clean_env, tail_text
 from .agents.process import run_process
@@ -87,8 +90,10 @@ def _version(path: str, env: dict[str, str], timeout_s: float) -> tuple[str | No
 
 
 def report_json(checks: list[AgentCheck]) -> dict:
+    cut, why = netless.available()
     return {"agents": [asdict(c) for c in checks],
-            "price_library": {"name": PRICES_LIBRARY, "version": library_version()}}
+            "price_library": {"name": PRICES_LIBRARY, "version": library_version()},
+            "network_namespaces": {"available": cut, "reason": why}}
 
 
 def render(out: Console, checks: list[AgentCheck]) -> None:
@@ -119,3 +124,12 @@ def render(out: Console, checks: list[AgentCheck]) -> None:
                   "`andon run --agent command --command '...'`; install one of the CLIs above "
                   "to use its adapter.", soft_wrap=True, markup=False)
     out.print("The command and scripted adapters need nothing installed.", markup=False)
+    cut, why = netless.available()
+    if cut:
+        out.print("network namespaces: available — harness test runs ([test] network = "
+                  '"off", the default) and, if asked, agents ([agent] network = "off") run '
+                  "with loopback only", soft_wrap=True, markup=False)
+    else:
+        out.print(f"network namespaces: not available here ({why}) — test runs keep the "
+                  'network and their evidence says so; [agent] network = "off" is refused',
+                  soft_wrap=True, markup=False)

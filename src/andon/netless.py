@@ -57,15 +57,20 @@ def wrap(argv):
 
 def probe(env=None, timeout_s=PROBE_TIMEOUT_S):
     """Run the wrapper on ``/bin/true`` now: ``(True, "")`` if it worked, else ``(False,
-    reason)`` with the kernel's refusal (or why the probe could not run). Never raises."""
+    reason)`` with the kernel's refusal (or why the probe could not run). ``env``: the
+    wrapper's whole environment (default: a fixed PATH, plus ANDON_NETLESS_TEST_FLAGS if set
+    here). Never raises."""
     import subprocess
 
     if not sys.platform.startswith("linux"):
         return False, f"network namespaces exist only on Linux (this is {sys.platform})"
+    if env is None:
+        env = {"PATH": "/usr/bin:/bin"}
+        if os.environ.get(TEST_FLAGS_ENV):  # lets a test make the kernel refuse, for real
+            env[TEST_FLAGS_ENV] = os.environ[TEST_FLAGS_ENV]
     try:
         p = subprocess.run(wrap(["/bin/true"]), capture_output=True, text=True,
-                           stdin=subprocess.DEVNULL, timeout=timeout_s,
-                           env=dict(env) if env is not None else {"PATH": "/usr/bin:/bin"})
+                           stdin=subprocess.DEVNULL, timeout=timeout_s, env=dict(env))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"the probe could not run: {exc}"
     if p.returncode == 0:

@@ -30,10 +30,11 @@ import time
 import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
+from . import netless
 from .procgroup import kill_group, wait_unreaped
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
@@ -87,6 +88,10 @@ class SuiteRun:
     results: dict[str, TestResult]  # by id, in report order; empty when the report is unusable
     report_problem: str | None  # None when the report was read fine; else why not
     seed: int | None  # shuffle seed, when the order was shuffled
+    # "cut": ran in its own network namespace (loopback only); "on": [test] network = "on";
+    # "not cut: <reason>": "off" was asked for but this machine cannot (see netless.py)
+    network: str = "on"
+    wrapper: list[str] = field(default_factory=list)  # argv prefix that ran ``argv``, if any
 
     def ids_with(self, *outcomes: Outcome) -> set[str]:
         """Ids of the results whose outcome is one of ``outcomes``."""
@@ -113,6 +118,8 @@ class SuiteRun:
             "counts": {o: counts.get(o, 0) for o in OUTCOMES},
             "report_problem": self.report_problem,
             "seed": self.seed,
+            "network": self.network,
+            "wrapper": list(self.wrapper),
         }
 
 
@@ -220,6 +227,7 @@ def run_suite(
     timeout_s: float = 600,
     extra_env: Mapping[str, str] | None = None,
     plugins: Sequence[str] = (),
+    network: Literal["on", "off"] = "on",
 ) -> SuiteRun:
     """Run ``command`` (pytest argv) in ``cwd`` with harness-decided flags; read its JUnit report.
 
@@ -227,9 +235,15 @@ def run_suite(
     must lie outside ``cwd``. ``select`` names test files or node ids. ``random_seed`` shuffles
     the order with the andon_shuffle plugin. Plugin autoloading is off; ``plugins`` are
     loaded by name with ``-p`` (e.g. ``["xdist.plugin", "pytest_asyncio"]``). After
-    ``timeout_s`` seconds the whole process group is killed. Any process the suite leaves behind in its group is killed too. Raises ValueError
-    for a bad ``name`` or ``evidence_dir``; everything the suite does is recorded, not raised.
+    ``timeout_s`` seconds the whole process group is killed. Any process the suite leaves
+    behind in its group is killed too. ``network="off"`` runs it through ``netless.wrap`` (its
+    own network namespace, loopback only) when ``netless.available()``; otherwise it runs with
+    the network and ``SuiteRun.network`` says ``"not cut: <reason>"``. Raises ValueError
+    for a bad ``name``, ``evidence_dir`` or ``network``; everything the suite does is recorded,
+    not raised.
     """
+    if network not in ("on", "off"):
+        raise ValueError(f'network must be "on" or "off", got {network!r}')
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"name must be a plain file name stem, got {name!r}")
     cwd = Path(cwd).absolute()
@@ -267,10 +281,15 @@ def run_suite(
             # a bare tool name is resolved on the fixed PATH (never the tree's ./bin) and run,
             # and recorded, by its absolute path
             argv[0] = shutil.which(argv[0], path=env["PATH"]) or argv[0]
+        state, wrapper = "on", []
+        if network == "off":
+            cut, why = netless.available()
+            state = "cut" if cut else f"not cut: {why}"
+            wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
         started = time.monotonic()
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
-                argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                [*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
                 stderr=subprocess.STDOUT, start_new_session=True,
             )  # fmt: skip
             try:
@@ -287,6 +306,8 @@ def run_suite(
         problem: str | None = f"timed out after {timeout_s:g} s"
     elif not junit_path.exists():
         problem = f"no JUnit report written (the run ended early: exit status {status})"
+        if wrapper and status == netless.NETLESS_FAILED:
+            problem += "; the network namespace could not be made (see the log)"
     else:
         try:
             results, problem = parse_junit(junit_path), None
@@ -296,4 +317,5 @@ def run_suite(
         name=name, argv=argv, cwd=str(cwd), exit_status=None if timed_out else status,
         timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
         output_tail=_tail(log_path), results=results, report_problem=problem, seed=random_seed,
+        network=state, wrapper=wrapper,
     )  # fmt: skip

@@ -6,6 +6,8 @@ import difflib
 
 from typing import TYPE_CHECKING
 
+from .. import netless
+
 from .aider import AiderAgent
 from .base import Agent, AgentRun, StageContext
 from .claude_code import ClaudeCodeAgent
@@ -33,8 +35,25 @@ def make_agent(spec: str, command: str | None = None, config: "Config | None" = 
     Raises:
         ValueError: unknown adapter name (the message lists the known ones), an
             ``[agents.<name>]`` table for an adapter that does not exist, an agent CLI that is
-            not installed, or bad settings.
+            not installed, bad settings, or ``[agent] network = "off"`` where this machine
+            cannot run a process without network (or for the in-process scripted adapter).
     """
+    agent = _make(spec, command, config)
+    if config is not None and config.agent.network == "off":
+        if isinstance(agent, ScriptedAgent):
+            raise ValueError('[agent] network = "off" cannot contain the scripted adapter: it '
+                             'runs inside andon; use a command agent, or network = "on"')
+        cut, why = netless.available()
+        if not cut:
+            raise ValueError(f'[agent] network = "off" in andon.toml, but this machine cannot '
+                             f'run the agent without network: {why}. Set [agent] network = '
+                             f'"on" (or run andon where user namespaces are allowed; see '
+                             f'`andon doctor`)')
+        agent.network = "off"
+    return agent
+
+
+def _make(spec: str, command: str | None, config: "Config | None") -> Agent:
     name, _, rest = spec.partition(":")
     if config is not None:
         unknown = sorted(set(config.agents) - set(EXTERNAL))

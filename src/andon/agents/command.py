@@ -42,6 +42,7 @@ USAGE_FILE_MAX = 64 * 1024
 
 class CommandAgent:
     name = "command"
+    network = "on"  # "off": the command runs without network (make_agent sets it)
 
     def __init__(self, command: str, prices: Mapping[str, Any] | None = None,
                  env_passthrough: tuple[str, ...] | list[str] = ()):
@@ -68,7 +69,7 @@ class CommandAgent:
         if ctx.review_file:
             env["ANDON_REVIEW_FILE"] = str(ctx.review_file)
         p = run_process(["/bin/sh", "-c", self.command], ctx.worktree, env, ctx.prompt_file,
-                        transcript, ctx.timeout_s)
+                        transcript, ctx.timeout_s, cut_network=self.network == "off")
         usage = read_usage_file(usage_file)
         usage.wall_s = p.duration_s
         price(usage, self.prices)

@@ -135,6 +135,7 @@ class ExternalAgent:
     credential_env: tuple[str, ...] = ()      # passed through when set; `andon doctor` lists them
     default_permission_args: tuple[str, ...] = ()
     docs = ""
+    network = "on"  # "off": the CLI runs without network (make_agent sets it)
 
     def __init__(self, settings: AgentSettings | None = None,
                  prices: Mapping[str, Any] | None = None,
@@ -194,7 +195,8 @@ class ExternalAgent:
         try:
             p = run_process(argv, ctx.worktree, env, self.stdin(ctx), files.transcript,
                             s.timeout_s or ctx.timeout_s, s.max_output_bytes or DEFAULT_MAX_BYTES,
-                            stderr_path=files.stderr, keep_tail=TAIL_BYTES)
+                            stderr_path=files.stderr, keep_tail=TAIL_BYTES,
+                            cut_network=self.network == "off")
         except OSError as exc:  # cannot start: recorded like any other failed run
             files.transcript.write_bytes(b"")
             files.stderr.write_text(f"andon: cannot start {argv[0]}: {exc}\n")

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from .. import netless
 from ..procgroup import kill_group, wait_unreaped
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -74,7 +75,7 @@ class _Sink:
 def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_path: Path,
                 transcript_path: Path, timeout_s: float,
                 max_bytes: int = DEFAULT_MAX_BYTES, *, stderr_path: Path | None = None,
-                keep_tail: int = 0) -> ProcessRun:
+                keep_tail: int = 0, cut_network: bool = False) -> ProcessRun:
     """Run ``argv`` in ``cwd`` and return what happened. Raises OSError if it cannot start
     (for example the executable does not exist).
 
@@ -83,7 +84,12 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
     output passes ``max_bytes``, its last ``keep_tail`` bytes are kept as well, written after
     the first ``max_bytes - keep_tail`` bytes behind a line ``[andon: N bytes dropped]`` —
     agents print their result (and cost) last. Memory stays bounded by ``keep_tail``.
+    ``cut_network``: run it through ``netless.wrap`` (its own network namespace, loopback
+    only; same pid). The caller checks ``netless.available()`` first; where it is not, the
+    wrapper exits 125 and says why on stderr — never a run with the network.
     """
+    if cut_network:
+        argv = netless.wrap(list(argv))
     started = time.monotonic()
     with contextlib.ExitStack() as files:
         out = _Sink(files.enter_context(open(transcript_path, "wb")), max_bytes, keep_tail)

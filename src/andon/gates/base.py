@@ -54,6 +54,13 @@ class GateResult:
     runs: list[SuiteRun] = field(default_factory=list)
     details: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        # Never silently: a run that should have been cut off the network but was not says
+        # so in the summary, not only in its evidence.
+        if note := network_note(self.runs):
+            if note not in self.summary:
+                self.summary += f" ({note})"
+
     @property
     def ok(self) -> bool:
         return self.status in ("pass", "skipped")
@@ -100,6 +107,16 @@ class GateContext:
         return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed)
 
 
+def network_note(runs: list[Any]) -> str:
+    """``"network not cut: <reason>"`` when one of ``runs`` (SuiteRun, ToolRun, or their
+    evidence dicts) asked for no network and did not get it; else ``""``."""
+    for r in runs:
+        state = (r.get("network") if isinstance(r, dict) else getattr(r, "network", "")) or ""
+        if state.startswith("not cut"):
+            return f"network {state}"
+    return ""
+
+
 def planted_tests(packet: Packet) -> list[str]:
     """Planted paths that pytest would collect as test files (``test_*.py``, ``*_test.py``)."""
     return [p for p in sorted(packet.plant_files)
@@ -109,13 +126,14 @@ def planted_tests(packet: Packet) -> list[str]:
 def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None) -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
-    gives each run a fresh, throwaway HOME and TMPDIR)."""
+    gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
+    network = "on"``)."""
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
     return run_suite(
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
-        plugins=config.test.plugins,
+        plugins=config.test.plugins, network=config.test.network,
     )
 
 

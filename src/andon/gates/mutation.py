@@ -46,7 +46,7 @@ import textwrap
 import tomllib
 from pathlib import Path
 
-from .base import Finding, GateContext, GateResult, fresh_clone
+from .base import Finding, GateContext, GateResult, fresh_clone, network_note
 from .changed import changed_code_files, changed_functions, changed_lines
 from .tools import ToolRun, run_tool
 
@@ -106,7 +106,11 @@ def run(ctx: GateContext) -> GateResult:
                           f"or method outside the tests (changed files: {', '.join(files) or 'none'})",
                           details=details)
     with fresh_clone(ctx.repo, ctx.candidate_sha, f"mutation-{ctx.packet.id}") as cwd:
-        return _mutate(ctx, cwd, python, targets, details)
+        result = _mutate(ctx, cwd, python, targets, details)
+    # mutmut's test runs are test runs too: no network unless [test] network = "on"
+    if (note := network_note(details.get("runs", []))) and note not in result.summary:
+        result.summary += f" ({note})"
+    return result
 
 
 EQUIVALENT_NOTE = ("equivalent mutants (changes no test can observe) exist: the score is "
@@ -125,7 +129,8 @@ def _mutate(ctx: GateContext, cwd: Path, python: str, targets: dict[str, list[st
     patterns = [f"*.{fn}__mutmut_*" for fns in targets.values() for fn in fns]
     run = run_tool([python, "-m", "mutmut", "run", "--max-children", "2", *patterns], cwd,
                    ctx.evidence_dir, "mutation-mutmut", settings.timeout_s,
-                   extra_env={"TERM": "dumb"})  # autoload off: harness_env
+                   extra_env={"TERM": "dumb"},  # autoload off: harness_env
+                   network=ctx.config.test.network)
     details["runs"] = [run.to_evidence()]
     if run.timed_out:
         return GateResult(GATE, "error", f"mutmut did not finish within {settings.timeout_s:g} s "

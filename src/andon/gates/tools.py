@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import netless
 from ..procgroup import kill_group, wait_unreaped
 from ..testrun import _tail, harness_env
 
@@ -26,6 +27,7 @@ class ToolRun:
     duration_s: float
     log_path: Path
     output_tail: str
+    network: str = "on"  # as SuiteRun.network: "on", "cut" or "not cut: <reason>"
 
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -34,14 +36,22 @@ class ToolRun:
         return {"name": self.name, "argv": self.argv, "cwd": self.cwd,
                 "exit_status": self.exit_status, "timed_out": self.timed_out,
                 "duration_s": round(self.duration_s, 3), "log_path": str(self.log_path),
-                "output_tail": self.output_tail}
+                "output_tail": self.output_tail, "network": self.network}
 
 
 def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, timeout_s: float,
-             extra_env: Mapping[str, str] | None = None, stderr_apart: bool = False) -> ToolRun:
+             extra_env: Mapping[str, str] | None = None, stderr_apart: bool = False,
+             network: str = "on") -> ToolRun:
     """Run ``argv`` in ``cwd``; stdout (and stderr, unless ``stderr_apart``: then it goes to
     ``<name>.stderr.log``) to ``<evidence_dir>/<name>.log``. Never raises for what the tool
-    does; a missing executable is exit status 127."""
+    does; a missing executable is exit status 127. ``network="off"``: as in ``run_suite``,
+    through ``netless.wrap`` where the machine allows it (``ToolRun.network`` says)."""
+    state = "on"
+    if network == "off":
+        cut, why = netless.available()
+        state = "cut" if cut else f"not cut: {why}"
+        if cut:
+            argv = netless.wrap(list(argv))
     evidence_dir.mkdir(parents=True, exist_ok=True)
     log_path = evidence_dir / f"{name}.log"
     home = Path(tempfile.mkdtemp(prefix=f"andon-{name}-home-"))
@@ -57,7 +67,7 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
             except OSError as exc:
                 log.write(f"cannot run {argv[0]}: {exc}\n".encode())
                 return ToolRun(name, list(argv), str(cwd), 127, False,
-                               time.monotonic() - started, log_path, _tail(log_path))
+                               time.monotonic() - started, log_path, _tail(log_path), state)
             finally:
                 if err is not None:
                     err.close()
@@ -69,4 +79,4 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return ToolRun(name, list(argv), str(cwd), None if timed_out else status, timed_out,
-                   time.monotonic() - started, log_path, _tail(log_path))
+                   time.monotonic() - started, log_path, _tail(log_path), state)
