@@ -2,7 +2,8 @@
 agents and the honest agents, through the real Runner on real git projects.
 
 Prints one row per scenario — kind, name, caught / slipped (or accepted / rejected for an honest
-agent), the gate and the finding — and, as its last line::
+agent, or skipped for a scenario that needs network namespaces where there are none), the gate
+and the finding — and, as its last line::
 
     redteam: K kinds tried, C caught, H honest accepted of N
 
@@ -28,9 +29,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "redte
 
 import scenarios  # noqa: E402
 
+from andon import netless  # noqa: E402
+
 
 def run_one(name: str) -> dict:
     s = next(x for x in scenarios.build() if x.name == name)
+    if s.needs_netns and not netless.available()[0]:
+        return {"name": name, "kind": s.kind, "ok": True, "skipped": True, "seconds": 0.0,
+                "why": "", "finding": f"not run: no network namespaces ({netless.available()[1]})"}
     tmp = Path(tempfile.mkdtemp(prefix="andon-redteam-"))
     t0 = time.monotonic()
     try:
@@ -59,11 +65,13 @@ def main(argv: list[str] | None = None) -> int:
         honest = r["kind"] is None
         result = ("accepted" if r["ok"] else "REJECTED") if honest else \
             ("caught" if r["ok"] else "SLIPPED")
+        if r.get("skipped"):
+            result = "skipped"
         line = f"{'-' if honest else r['kind']:>4}  {r['name']:<26} {result:<9} {r['finding']}"
         if not r["ok"]:
             line += f"  <- {r['why']}"
         print(line)
-    cheats = [r for r in rows if r["kind"] is not None]
+    cheats = [r for r in rows if r["kind"] is not None and not r.get("skipped")]
     kinds = sorted({r["kind"] for r in cheats})
     caught = [k for k in kinds if all(r["ok"] for r in cheats if r["kind"] == k)]
     honest = [r for r in rows if r["kind"] is None]
