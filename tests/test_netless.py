@@ -172,3 +172,47 @@ def test_wrap_runs_the_wrapper_isolated():
     argv = netless.wrap(["pytest", "-q"])
     assert argv[:4] == [sys.executable, "-I", "-S", str(netless.WRAPPER)]
     assert argv[4:] == ["--", "pytest", "-q"]
+
+
+@pytest.fixture
+def request_cleanup():
+    """Folders to remove after the test."""
+    import shutil
+
+    folders: list = []
+    yield folders
+    for f in folders:
+        shutil.rmtree(f, ignore_errors=True)
+
+
+@needs_netns
+def test_unprivileged_user_gets_a_user_namespace_with_its_own_ids(outside_server,
+                                                                   request_cleanup):
+    """As root the wrapper needs only a network namespace; an ordinary user needs a user
+    namespace too. Run the wrapper as nobody (setpriv) to cover that path: ids unchanged,
+    loopback up, the outside server unreachable."""
+    import shutil
+    import stat
+
+    py = "/usr/bin/python3"  # one nobody may run (andon's own may live under /root)
+    if os.geteuid() != 0 or not shutil.which("setpriv") or not os.path.exists(py):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to act as an unprivileged user")
+    import tempfile
+    from pathlib import Path
+
+    where = Path(tempfile.mkdtemp(prefix="andon-netless-nobody-"))  # tmp_path is root-only
+    os.chmod(where, 0o755)
+    request_cleanup.append(where)
+    wrapper = where / "netless.py"
+    shutil.copy(netless.WRAPPER, wrapper)
+    os.chmod(wrapper, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
+    code = CONNECT + "import os; print(os.getuid(), os.getgid())\n" + \
+        "s = socket.create_server(('127.0.0.1', 0)); socket.create_connection(s.getsockname()); print('lo up')\n"
+    p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                        py, "-I", "-S", str(wrapper), "--", py, "-c", code, str(outside_server)],
+                       capture_output=True, text=True, timeout=60, cwd="/")
+    if p.returncode == netless.NETLESS_FAILED:
+        pytest.skip(f"unprivileged user namespaces refused here: {p.stderr.strip()}")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert lines[0].startswith("refused") and lines[1:] == ["65534 65534", "lo up"], p.stdout
