@@ -319,16 +319,17 @@ def test_scope_paths(tmp_path, agent, kind, path, layer):
 
 @pytest.mark.parametrize("ref", [INTEGRATION, "refs/heads/main"])
 def test_agent_moving_refs_is_tamper_and_the_ref_is_restored(tmp_path, ref):
-    """An agent that runs `git update-ref <ref> <its plant commit>` from inside its worktree
-    (the worktree shares the repository's refs) is rejected by scope with a `tamper` finding
-    naming the ref, layer permission, and the ref is back at its old value afterwards —
-    also for `main`, the branch checked out in the user's tree."""
+    """An agent that reaches the user's repository by absolute path (its worktree is a
+    separate repository) and runs `git update-ref <ref> <its plant commit>` there is rejected
+    by scope with a `tamper` finding naming the ref, layer permission, and the ref is back at
+    its old value afterwards — also for `main`, the branch checked out in the user's tree."""
     root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)})
     main = rev(root, "main")
 
     def mover(ctx):
         honest_mul(ctx)
-        subprocess.run(["git", "update-ref", ref, "HEAD"], cwd=ctx.worktree, check=True)
+        plant = rev(ctx.worktree, "HEAD")
+        subprocess.run(["git", "-C", str(root), "update-ref", ref, plant], check=True)
         assert rev(root, ref) != main  # it really moved
 
     runner = runner_for(root, mover)
@@ -345,14 +346,16 @@ def test_agent_moving_refs_is_tamper_and_the_ref_is_restored(tmp_path, ref):
 
 def test_agent_creating_a_future_attempt_branch_does_not_crash_the_runner(tmp_path):
     """Attempt 1 creates the branch andon's next attempt will need (andon/P1/2) from inside
-    its worktree. The runner must not crash: attempt 1 is rejected as tamper naming that ref,
-    the ref is deleted, and attempt 2 (honest) runs and merges."""
+    the user's repository (by absolute path). The runner must not crash: attempt 1 is
+    rejected as tamper naming that ref, the ref is deleted, and attempt 2 (honest) runs and
+    merges."""
     root = project(tmp_path, {"P1": mul_packet("P1")})
 
     def squatter(ctx):
         if ctx.attempt == 1:
             wrong_mul(ctx)
-            subprocess.run(["git", "branch", "andon/P1/2"], cwd=ctx.worktree, check=True)
+            subprocess.run(["git", "-C", str(root), "branch", "andon/P1/2", "main"],
+                           check=True)
         else:
             honest_mul(ctx)
 
@@ -365,6 +368,42 @@ def test_agent_creating_a_future_attempt_branch_does_not_crash_the_runner(tmp_pa
     assert [(f["kind"], f["path"]) for f in findings(scope)] == [
         ("tamper", "refs/heads/andon/P1/2")]
     assert report.merged == ["P1"] and attempt(runner, "P1", 2)["state"] == "merged"
+
+
+@pytest.mark.parametrize("history,expected", [("full", 2), ("shallow", 1)])
+def test_agent_history_setting_decides_how_much_history_the_worktree_holds(tmp_path, history,
+                                                                          expected):
+    """The project has one commit, the plant commit makes two; shallow keeps only the tip."""
+    config = FAST.replace('agent_history = "full"', f'agent_history = "{history}"')
+    assert f'agent_history = "{history}"' in config
+    root = project(tmp_path, {"P1": mul_packet("P1")}, config=config)
+    seen = []
+
+    def counter(ctx):
+        seen.append(len(git(ctx.worktree, "log", "--format=%H").split()))
+        honest_mul(ctx)
+
+    assert runner_for(root, counter).run().merged == ["P1"]
+    assert seen == [expected]
+
+
+def test_refs_the_agent_makes_in_its_own_worktree_touch_nothing(tmp_path):
+    """Branches, tags and commits an honest agent makes in its worktree stay there: the user's
+    refs are as they were, the work is merged, and nothing is reported."""
+    root = project(tmp_path, {"P1": mul_packet("P1")})
+    refs = git(root, "for-each-ref", "--format=%(refname) %(objectname)")
+
+    def committer(ctx):
+        honest_mul(ctx)
+        for argv in (["add", "-A"], ["commit", "-qm", "mul"], ["branch", "andon/P1/2"],
+                     ["tag", "v9"], ["checkout", "-qb", "scratch"]):
+            git(ctx.worktree, *argv)
+
+    runner = runner_for(root, committer)
+    assert runner.run().merged == ["P1"]
+    after = git(root, "for-each-ref", "--format=%(refname) %(objectname)")
+    added = set(after.splitlines()) - set(refs.splitlines())
+    assert {r.split()[0] for r in added} == {INTEGRATION, "refs/heads/andon/P1/1"}
 
 
 # -- 8./9./10. suite ----------------------------------------------------------------------

@@ -165,8 +165,8 @@ def blocking_agent(tmp_path: Path, then: str = "") -> tuple[str, Path, Path]:
 #           whether an attempt worktree is on disk at the crash, whether an attempt is interrupted)
 AFTER_CRASH = {
     "after-claim": ("running", 0, False, True),
+    "after-plant": ("running", 0, False, True),  # planted with plumbing: no worktree yet
     "after-worktree": ("running", 0, True, True),
-    "after-plant": ("running", 0, True, True),
     "after-agent": ("running", 0, True, True),
     "after-gates": ("reviewing", 0, False, True),  # the default stages end with a review
     "before-update-ref": ("merging", 0, False, False),

@@ -122,7 +122,8 @@ def test_repo_finds_top_level_and_common_git_dir(user, tmp_path):
     repo, path, before = user
     assert Repo(path / "src").root == path.resolve()
     assert repo.git_dir == (path / ".git").resolve()
-    wt = repo.add_detached_worktree(tmp_path / "wt", "main")
+    sh(path, "worktree", "add", "-q", "--detach", str(tmp_path / "wt"), "main")
+    wt = (tmp_path / "wt").resolve()
     assert Repo(wt).root == wt and Repo(wt).git_dir == repo.git_dir
     assert repo.current_branch() == "feature"
     assert Repo(wt).current_branch() is None
@@ -151,11 +152,11 @@ def test_no_operation_touches_the_users_tree_index_or_branch(user, tmp_path):
         steps.append(step)
         assert user_state(path) == before, f"user state changed by {step}"
 
-    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", base)
-    check("add_worktree")
     test_file = write(tmp_path / "p/t.py", "def test(): pass\n")
-    planted = repo.plant(wt, {"tests/test_b01.py": test_file}, "plant B01")
+    planted = repo.plant(base, {"tests/test_b01.py": test_file}, "plant B01")
     check("plant")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
+    check("add_worktree")
     write(wt / "src/app.py", "print('agent')\n")
     write(wt / "new.txt", "agent file\n")
     snap = repo.snapshot(wt, planted, "snapshot")
@@ -172,11 +173,9 @@ def test_no_operation_touches_the_users_tree_index_or_branch(user, tmp_path):
     clone = repo.clone_at(merged, tmp_path / "clone")
     assert (clone / "new.txt").read_text() == "agent file\n"
     check("clone_at")
-    other = repo.add_detached_worktree(tmp_path / "wt2", "andon/integration")
     repo.list_worktrees()
-    check("add_detached_worktree/list_worktrees")
+    check("list_worktrees")
     repo.remove_worktree(wt)
-    repo.remove_worktree(other)
     check("remove_worktree")
     assert len(steps) == 10
 
@@ -187,41 +186,45 @@ def test_no_operation_touches_the_users_tree_index_or_branch(user, tmp_path):
 def test_plant_copies_bytes_and_exec_bit_and_commits_only_planted_paths(user, tmp_path):
     repo, path, before = user
     base = repo.rev_parse("main")
-    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", base)
-    write(wt / "README.md", "worktree edit that must not be planted\n")
-    write(wt / "tests/test_b.py", "stray file a glob would pick up\n")
+    refs = repo.refs_snapshot()
     script = write(tmp_path / "p/run.sh", b"#!/bin/sh\necho \xc3\xa9\n")
     script.chmod(0o755)
     files = {"tests/test_a.py": write(tmp_path / "p/a.py", "def test_a(): assert 0\n"),
              "scripts/run.sh": script,
              "logs/keep.log": write(tmp_path / "p/keep.log", "ignored name, planted anyway\n"),
-             "tests/test_[ab].py": write(tmp_path / "p/glob.py", "a name, not a pattern\n")}
-    sha = repo.plant(wt, files, "plant B01")
+             "tests/test_[ab].py": write(tmp_path / "p/glob.py", "a name, not a pattern\n"),
+             "src/app.py": write(tmp_path / "p/app.py", "print('planted over')\n")}
+    sha = repo.plant(base, files, "plant B01")
     assert parents(repo, sha) == [base]
-    assert repo.rev_parse("andon/B01/1") == sha
+    assert repo.refs_snapshot() == refs  # plumbing only: no ref moved or made
     assert repo.git("log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", sha) == \
         "andon <andon@localhost>|andon <andon@localhost>|plant B01\n"
     assert {(c.path, c.status, c.new_mode) for c in repo.changes(base, sha)} == {
         ("tests/test_a.py", "A", "100644"), ("scripts/run.sh", "A", "100755"),
-        ("logs/keep.log", "A", "100644"), ("tests/test_[ab].py", "A", "100644")}
+        ("logs/keep.log", "A", "100644"), ("tests/test_[ab].py", "A", "100644"),
+        ("src/app.py", "M", "100644")}
     assert repo.file_bytes(sha, "scripts/run.sh") == script.read_bytes()
-    assert os.access(wt / "scripts/run.sh", os.X_OK)
-    assert (wt / "README.md").read_text().startswith("worktree edit")  # left as it was
-    assert repo.plant(wt, files, "again") == sha  # identical files: nothing new to commit
+    assert repo.file_bytes(sha, "README.md") == b"hello\n"  # the rest of base is kept
+    assert repo.plant(sha, files, "again") == sha  # identical files: nothing new to commit
     assert user_state(path) == before
 
 
 @pytest.mark.parametrize("rel", ["../escape.py", "/abs/x.py", ".git/hooks/pre-commit",
-                                 "link/x.py"])
-def test_plant_refuses_paths_outside_the_worktree(user, tmp_path, rel):
-    repo, _, _ = user
-    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+                                 "link/x.py", "README.md/x.py", "src"])
+def test_plant_refuses_paths_outside_the_tree_or_through_files(user, tmp_path, rel):
+    repo, path, before = user
     outside = tmp_path / "outside"
     outside.mkdir()
-    os.symlink(outside, wt / "link")
+    base = attempt_commit(repo, tmp_path, "main", {})
+    tree = repo.git("mktree", input=(repo.git("ls-tree", f"{base}^{{tree}}") + "120000 blob "
+                    + repo.git("hash-object", "-w", "--stdin", input=str(outside).encode())
+                    .strip() + "\tlink\n").encode()).strip()
+    linked = repo.git("commit-tree", tree, "-p", base, "-m", "link").strip()
+    refs = repo.refs_snapshot()
     with pytest.raises(UsageError):
-        repo.plant(wt, {rel: write(tmp_path / "p/x.py", "x\n")}, "plant")
+        repo.plant(linked, {rel: write(tmp_path / "p/x.py", "x\n")}, "plant")
     assert list(outside.iterdir()) == [] and not (tmp_path / "escape.py").exists()
+    assert repo.refs_snapshot() == refs and user_state(path) == before
 
 
 # -- snapshot -------------------------------------------------------------------------
@@ -231,9 +234,10 @@ def test_plant_refuses_paths_outside_the_worktree(user, tmp_path, rel):
 def attempt(user, tmp_path):
     """A worktree on andon/B01/1 with one planted test: (repo, user path, before, wt, planted)."""
     repo, path, before = user
-    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", repo.rev_parse("main"))
-    planted = repo.plant(wt, {"tests/test_b01.py": write(tmp_path / "p/t.py", "def test(): 1\n")},
+    planted = repo.plant(repo.rev_parse("main"),
+                         {"tests/test_b01.py": write(tmp_path / "p/t.py", "def test(): 1\n")},
                          "plant")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
     return repo, path, before, wt, planted
 
 
@@ -278,7 +282,7 @@ def test_snapshot_after_agent_switched_branch_captures_the_disk(attempt):
     assert parents(repo, snap) == [planted]
     assert changed(repo, planted, snap) == {("A", "on_other.py")}
     # Checking out an older commit removes the planted test from disk: the snapshot says so.
-    sh(wt, "checkout", "-q", "--detach", "main")
+    sh(wt, "checkout", "-q", "--detach", "andon/B01/1~1")
     assert ("D", "tests/test_b01.py") in changed(repo, planted, repo.snapshot(wt, planted, "s2"))
     assert user_state(path) == before
 
@@ -292,17 +296,19 @@ def test_snapshot_without_changes_is_still_a_new_commit(attempt):
 
 def test_snapshot_keeps_a_tracked_file_that_gitignore_matches(user, tmp_path):
     repo, path, _ = user
-    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    planted = repo.plant("main", {"fixtures/in.log": write(tmp_path / "p/in.log", "x\n")}, "p")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
     write(wt / "kept.log", "tracked despite *.log\n")
+    write(wt / "loose.log", "ignored and never committed\n")
     sh(wt, "add", "--force", "kept.log")
-    sh(wt, "commit", "-qm", "force-add")
-    base = repo.rev_parse("andon/B01/1")
-    assert repo.changes(base, repo.snapshot(wt, base, "s")) == []
+    sh(wt, "commit", "-qm", "the agent force-adds an ignored file")
+    # fixtures/in.log (tracked in the parent) stays; kept.log (the agent's commit) comes in
+    assert changed(repo, planted, repo.snapshot(wt, planted, "s")) == {("A", "kept.log")}
 
 
 def test_snapshot_refuses_a_directory_that_is_not_a_worktree(user, tmp_path):
     repo, path, _ = user
-    with pytest.raises(UsageError, match="not the top level"):
+    with pytest.raises(UsageError, match="not an attempt's worktree"):
         repo.snapshot(path / "src", "main", "s")
     with pytest.raises(UsageError):
         repo.snapshot(tmp_path / "missing", "main", "s")
@@ -355,7 +361,7 @@ def test_changes_reports_every_kind_of_change(tmp_path):
 
 def attempt_commit(repo: Repo, tmp_path: Path, base: str, edits: dict[str, str]) -> str:
     """An agent attempt forked at `base` that writes `edits`; returns its snapshot."""
-    n = len(repo.list_worktrees())
+    n = len(list(tmp_path.glob("wt-*")))
     wt = repo.add_worktree(tmp_path / f"wt-{n}", f"andon/x/{n}", base)
     for rel, text in edits.items():
         write(wt / rel, text)
@@ -438,16 +444,75 @@ def test_set_ref_refuses_short_names_and_the_users_branch(user):
     assert user_state(path) == before
 
 
-def test_refs_snapshot_and_worktrees_see_what_an_agent_did(user, tmp_path):
-    repo, _, _ = user
-    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+def test_worktree_is_its_own_repository_so_agent_refs_stay_there(user, tmp_path):
+    repo, path, before = user
     refs = repo.refs_snapshot()
-    assert refs["refs/heads/andon/B01/1"] == repo.rev_parse("main")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    assert set(repo.refs_snapshot()) - set(refs) == {"refs/heads/andon/B01/1"}
+    assert repo.rev_parse("andon/B01/1") == repo.rev_parse("main")
     sh(wt, "branch", "sneaky")
-    assert set(repo.refs_snapshot()) - set(refs) == {"refs/heads/sneaky"}
-    assert repo.list_worktrees() == [repo.root, wt]
-    with pytest.raises(GitError):
+    sh(wt, "commit", "-q", "--allow-empty", "-m", "agent commit")
+    assert set(repo.refs_snapshot()) - set(refs) == {"refs/heads/andon/B01/1"}
+    assert repo.rev_parse("andon/B01/1") == repo.rev_parse("main")
+    assert repo.list_worktrees() == [repo.root]  # not a linked worktree of the user's repo
+    with pytest.raises(RefMoved):
         repo.add_worktree(tmp_path / "wt2", "andon/B01/1", "main")  # branch exists
+    with pytest.raises(UsageError, match="already exists"):
+        repo.add_worktree(wt, "andon/B01/2", "main")
+    assert user_state(path) == before
+
+
+def history_with_answers(repo: Repo, tmp_path: Path) -> dict[str, str]:
+    """main~1 is the base; main moved on after it; a side branch and a tag hold "answers";
+    a dangling commit too. Returns the shas by name."""
+    base = repo.rev_parse("main")
+    later = attempt_commit(repo, tmp_path, base, {"later.py": "answer from the future\n"})
+    repo.set_ref("refs/heads/main", later, base)
+    side = attempt_commit(repo, tmp_path, base, {"src/app.py": "upstream fix\n"})
+    repo.set_ref("refs/heads/upstream-fix", side, ZERO_SHA)
+    tagged = attempt_commit(repo, tmp_path, base, {"tagged.py": "tagged answer\n"})
+    repo.git("tag", "v-answer", tagged)
+    dangling = attempt_commit(repo, tmp_path, base, {"dangling.py": "x\n"})
+    return {"base": base, "later": later, "side": side, "tagged": tagged, "dangling": dangling}
+
+
+@pytest.mark.parametrize("history", ["full", "shallow"])
+def test_worktree_exposes_only_the_base_history(user, tmp_path, history):
+    """Catalogue kind 17: nothing in the agent's worktree leads to other branches, tags,
+    later commits, dangling objects or the repository's object store."""
+    repo, path, before = user
+    shas = history_with_answers(repo, tmp_path)
+    wt = repo.add_worktree(tmp_path / "agent", "andon/B01/1", shas["base"], history=history)
+    assert sh(wt, "for-each-ref", "--format=%(refname)") == "refs/heads/andon/B01/1\n"
+    assert sh(wt, "remote") == "" and sh(wt, "tag") == ""
+    assert not (wt / ".git/objects/info/alternates").exists()
+    assert (wt / ".git").is_dir()  # not a gitfile pointing into the user's repository
+    assert str(repo.git_dir) not in (wt / ".git/config").read_text()
+    for name in ("later", "side", "tagged", "dangling"):
+        probe = subprocess.run(["git", "cat-file", "-e", shas[name]], cwd=wt,
+                               capture_output=True)
+        assert probe.returncode != 0, f"{name} commit readable from the worktree"
+    all_objects = sh(wt, "cat-file", "--batch-all-objects", "--batch-check")
+    assert "upstream fix" not in sh(wt, "log", "--all", "-p")
+    for name in ("later", "side", "tagged"):
+        assert repo.git("rev-parse", f"{shas[name]}^{{tree}}").strip() not in all_objects
+    log = sh(wt, "log", "--format=%H").split()
+    assert log[0] == shas["base"]
+    assert len(log) == (1 if history == "shallow" else 2)  # make_repo made two commits
+    assert user_state(path) == before
+
+
+def test_snapshot_ignores_what_the_agent_did_to_its_own_repository(attempt):
+    repo, path, before, wt, planted = attempt
+    write(wt / "feature.py", "x = 1\n")
+    (wt / ".git/info").mkdir(exist_ok=True)
+    write(wt / ".git/info/exclude", "feature.py\n")  # hide it from the snapshot? no
+    sh(wt, "config", "core.excludesFile", str(write(wt.parent / "ex", "*.py\n")))
+    assert {("A", "feature.py")} <= changed(repo, planted, repo.snapshot(wt, planted, "s1"))
+    shutil.rmtree(wt / ".git")  # and with no repository at all the files are still read
+    snap = repo.snapshot(wt, planted, "s2")
+    assert changed(repo, planted, snap) == {("A", "feature.py")}
+    assert user_state(path) == before
 
 
 def test_find_commit_with_trailers(user):
@@ -522,26 +587,27 @@ def test_clone_at_a_rev_only_on_a_non_default_branch(user, tmp_path):
     assert user_state(path) == before
 
 
-def test_remove_worktree_tolerates_a_deleted_directory_and_prunes(user, tmp_path):
+def test_remove_worktree_whatever_the_agent_left(user, tmp_path):
     repo, path, before = user
     gone = repo.add_worktree(tmp_path / "gone", "andon/B01/1", "main")
-    dirty = repo.add_detached_worktree(tmp_path / "dirty", "main")
-    write(dirty / "src/app.py", "uncommitted\n")
-    write(dirty / "untracked.txt", "x\n")
     shutil.rmtree(gone)
     repo.remove_worktree(gone)
-    repo.remove_worktree(dirty)
-    assert repo.list_worktrees() == [repo.root]
-    assert not dirty.exists()
-    assert not any((repo.git_dir / "worktrees").glob("*"))
     repo.remove_worktree(gone)  # twice is fine
-    # An agent that deleted its worktree's .git file makes `git worktree remove` refuse.
-    broken = repo.add_detached_worktree(tmp_path / "broken", "main")
-    (broken / ".git").unlink()
-    repo.remove_worktree(broken)
-    assert not broken.exists() and repo.list_worktrees() == [repo.root]
-    with pytest.raises(UsageError):
-        repo.remove_worktree(path)
+    dirty = repo.add_worktree(tmp_path / "dirty", "andon/B01/2", "main")
+    write(dirty / "src/app.py", "uncommitted\n")
+    locked = write(dirty / "locked/deep/x.txt", "x\n").parent
+    locked.chmod(0)
+    locked.parent.chmod(0o500)
+    shutil.rmtree(dirty / ".git")
+    repo.remove_worktree(dirty)
+    assert not dirty.exists()
+    # a linked worktree made by an older andon is removed and pruned
+    sh(path, "worktree", "add", "-q", "--detach", str(tmp_path / "linked"), "main")
+    repo.remove_worktree(tmp_path / "linked")
+    assert repo.list_worktrees() == [repo.root] and not (tmp_path / "linked").exists()
+    for bad in (path, path / "src", path.parent):
+        with pytest.raises(UsageError):
+            repo.remove_worktree(bad)
     assert user_state(path) == before
 
 

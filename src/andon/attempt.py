@@ -92,12 +92,6 @@ class Attempt:
     def _run(self) -> AttemptResult:
         start = self.row["start_stage"] or self.stages[0]
         resume_from_atdd = start == "implement" and self.row["atdd_sha"]
-        start_sha = self.row["atdd_sha"] if resume_from_atdd else self.row["base_sha"]
-        if self.worktree.exists() and self.worktree not in self.repo.list_worktrees():
-            # left by an earlier repository at the same path (kept worktrees): not ours now
-            shutil.rmtree(self.worktree)
-        self.repo.add_worktree(self.worktree, self.row["branch"], start_sha)
-        crash.point("after-worktree")
         if resume_from_atdd:
             self.ctx.plant_sha = self.row["plant_sha"]
             self.ctx.atdd_sha = self.row["atdd_sha"]
@@ -105,10 +99,17 @@ class Attempt:
             self.ctx.plant_sha = self.row["base_sha"]
             if self.packet.plant_files:
                 self.ctx.plant_sha = self.repo.plant(
-                    self.worktree, self.packet.plant_files,
+                    self.row["base_sha"], self.packet.plant_files,
                     f"andon: plant the tests of packet {self.packet.id}")
             self.store.update_attempt(self.row["id"], plant_sha=self.ctx.plant_sha)
         crash.point("after-plant")
+        if self.worktree.exists():
+            # left by an earlier repository at the same path (kept worktrees): not ours now
+            self.repo.remove_worktree(self.worktree)
+        self.repo.add_worktree(self.worktree, self.row["branch"],
+                               self.ctx.atdd_sha or self.ctx.plant_sha,
+                               self.config.andon.agent_history)
+        crash.point("after-worktree")
 
         if "atdd" in self.stages and not resume_from_atdd:
             if not self._gate("red", red.run).ok:
@@ -362,8 +363,9 @@ def _verdict_summary(verdicts: dict[str, str]) -> str:
 
 def _restore_moved_refs(repo: Repo, before: dict[str, str], own_branch: str) -> list[str]:
     """Put back every pre-existing ref the agent moved or deleted, and delete refs it made in
-    andon's namespaces (a branch ``andon/<id>/<n+1>`` would collide with a later attempt);
-    its worktree shares the repository's refs. Return their names."""
+    andon's namespaces (a branch ``andon/<id>/<n+1>`` would collide with a later attempt).
+    The worktree is a separate repository, so only an agent reaching the user's repository
+    by absolute path can do this. Return their names."""
     after = repo.refs_snapshot()
     own = f"refs/heads/{own_branch}"
     moved = [r for r, sha in before.items() if after.get(r) != sha and r != own]

@@ -38,6 +38,10 @@ class Andon(_Strict):
     worktree_root: str | None = Field(
         None, description="directory for attempt worktrees; default: a folder in the system "
                           "temp dir, outside the repository so its conftest.py files never load")
+    agent_history: Literal["full", "shallow"] = Field(
+        "full", description='what git history the worktree holds: "full" (every ancestor of '
+                            'the base) or "shallow" (the base commit only, for huge repos); '
+                            "never other branches, tags or later commits")
 
 
 class Test(_Strict):
@@ -233,6 +237,7 @@ packets_dir = "packets"
 integration_branch = "andon/integration"
 # base_branch = "main"        # where the integration branch starts; default: current branch
 keep_worktrees = false
+agent_history = "full"        # or "shallow"; the worktree never holds other branches or tags
 
 [test]
 # The harness adds its own flags (JUnit XML report, no addopts, no cache) to this command.

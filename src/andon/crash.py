@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import signal
 
-POINTS = ("after-claim", "after-worktree", "after-plant", "after-agent", "after-gates",
+POINTS = ("after-claim", "after-plant", "after-worktree", "after-agent", "after-gates",
           "before-update-ref", "after-update-ref")
 
 

@@ -180,94 +180,112 @@ class Repo:
                 return sha
         return None
 
-    def add_worktree(self, path: Path, branch: str, start: str) -> Path:
-        """Create branch ``branch`` at ``start`` and check it out in a new worktree at ``path``.
-        GitError if the branch or the path already exists."""
+    def add_worktree(self, path: Path, branch: str, start: str, history: str = "full") -> Path:
+        """Create branch ``branch`` at ``start`` and give it a worktree at ``path`` that is a
+        repository of its own: a single-branch clone of ``branch`` with no remote, no
+        alternates, no tags and no other refs, so nothing in it leads to other branches, later
+        commits or the repository's object store (catalogue kind 17, mining git history).
+        ``history`` is "full" (every ancestor of ``start``: ``git log`` and blame work) or
+        "shallow" (only ``start``; faster on very large repositories). The user's
+        ``user.name``/``user.email`` are copied so an agent can commit. GitError if the branch
+        exists; UsageError if ``path`` exists or ``history`` is unknown."""
+        if history not in ("full", "shallow"):
+            raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
         path = Path(path).resolve()
-        self.git("worktree", "add", "--quiet", "-b", branch, str(path), self._sha(start))
-        return path
-
-    def add_detached_worktree(self, path: Path, rev: str) -> Path:
-        """Check out ``rev`` (detached) in a new worktree at ``path``."""
-        path = Path(path).resolve()
-        self.git("worktree", "add", "--quiet", "--detach", str(path), self._sha(rev))
+        if path.exists():
+            raise UsageError(f"worktree path already exists: {path}")
+        ref = f"refs/heads/{branch}"
+        self.set_ref(ref, start, ZERO_SHA)
+        # --no-local makes git send a pack of what ``branch`` reaches instead of hard-linking
+        # or borrowing the whole object store; a file:// URL is needed for --depth.
+        depth = ("--depth", "1") if history == "shallow" else ()
+        self.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
+                 "--branch", branch, self.git_dir.as_uri(), str(path))
+        self.git("remote", "remove", "origin", cwd=path)
+        for key in ("user.name", "user.email"):
+            value = self.git("config", "--get", key, check=False).strip()
+            if value:
+                self.git("config", key, value, cwd=path)
         return path
 
     def remove_worktree(self, path: Path) -> None:
-        """Remove the worktree at ``path`` whatever state it is in, then prune git's records.
-        A directory already gone is fine. Never removes the top level."""
+        """Remove the worktree at ``path`` whatever state the agent left it in (a directory
+        already gone is fine), then prune git's records of linked worktrees. The caller names
+        only paths it created. UsageError for the top level or a path inside or around it."""
         path = Path(path).resolve()
-        if path == self.root:
-            raise UsageError(f"refusing to remove the main work tree {path}")
-        registered = path in self.list_worktrees()
-        # Twice --force also removes locked worktrees; git still refuses ones with submodules,
-        # so fall back to deleting the directory, but only one git told us is a worktree.
-        self.git("worktree", "remove", "--force", "--force", str(path), check=False)
-        if registered and path.exists():
-            shutil.rmtree(path)
+        if path == self.root or self.root.is_relative_to(path) or path.is_relative_to(self.root):
+            raise UsageError(f"refusing to remove {path}: it is or holds the main work tree")
+        if path in self.list_worktrees():  # a linked worktree from an older andon
+            self.git("worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists() or path.is_symlink():
+            _rmtree(path)
         self.git("worktree", "prune")
 
     def list_worktrees(self) -> list[Path]:
-        """Every worktree git knows of, the main one first."""
+        """Every linked worktree git knows of, the main one first."""
         out = self.git("worktree", "list", "--porcelain", "-z")
         return [Path(f[len("worktree "):]) for f in out.split("\0") if f.startswith("worktree ")]
 
-    def plant(self, worktree: Path, files: Mapping[str, Path], message: str) -> str:
-        """Copy each source file to ``worktree/<relpath>`` (bytes and executable bit), stage
-        exactly those paths (even if .gitignore matches them), commit them as andon. Returns the
-        new sha, or the worktree's HEAD unchanged when every file was already there identically.
-        UsageError for a path that is absolute, has '..' or '.git', or lands outside the tree."""
-        worktree = self._worktree(worktree)
-        rels = []
+    def plant(self, base: str, files: Mapping[str, Path], message: str) -> str:
+        """A commit, child of ``base``, adding each source file at its relative path (bytes and
+        executable bit, even if .gitignore matches it), made with plumbing: no worktree, no
+        ref moves. Returns its sha, or ``base`` when every file is already there identically.
+        UsageError for a path that is absolute, has '..' or '.git', or runs through a file or
+        symlink of ``base``."""
+        base = self._sha(base)
+        entries = []
         for rel, source in files.items():
             parts = PurePosixPath(rel).parts
             if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or ".git" in parts:
                 raise UsageError(f"planted path must be relative inside the worktree, got {rel!r}")
-            dest = worktree.joinpath(*parts)
-            # A symlinked directory on the way could send the copy (or mkdir) outside.
-            if not dest.parent.resolve().is_relative_to(worktree):
-                raise UsageError(f"planted path {rel!r} resolves outside {worktree}")
-            if dest.is_symlink():  # replace the link itself rather than write through it
-                dest.unlink()
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(source, dest)
-            executable = os.stat(source).st_mode & stat.S_IXUSR
-            os.chmod(dest, 0o755 if executable else 0o644)
-            rels.append(str(PurePosixPath(*parts)))
-        lit = "--literal-pathspecs"  # a planted name like "t[1].py" is a name, not a glob
-        if rels:
-            self.git(lit, "add", "--force", "--", *rels, cwd=worktree)
-            diff = (lit, "diff", "--cached", "--quiet", "HEAD", "--", *rels)
-            if self._run(diff, worktree, None, check=False).returncode != 0:
-                self.git(lit, "commit", "--quiet", "--no-verify", "--cleanup=verbatim", "-F", "-",
-                         "--", *rels, cwd=worktree, input=message.encode())
-        return self.git("rev-parse", "--verify", "HEAD", cwd=worktree).strip()
-
-    def _worktree(self, worktree: Path) -> Path:
-        """``worktree`` resolved; UsageError unless it is the top level of a work tree. Without
-        this, git run in a directory whose .git the agent deleted would find an enclosing repo."""
-        worktree = Path(worktree).resolve()
-        top = worktree.is_dir() and self.git("rev-parse", "--show-toplevel", cwd=worktree,
-                                             check=False).strip()
-        if not top or Path(top).resolve() != worktree:
-            raise UsageError(f"not the top level of a git worktree: {worktree}")
-        return worktree
-
-    def snapshot(self, worktree: Path, parent: str, message: str) -> str:
-        """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore respected)
-        as a new commit whose only parent is ``parent``, whatever the agent did to the worktree's
-        HEAD, branch or index. Always a new commit, even if the tree equals the parent's."""
-        worktree = self._worktree(worktree)
-        parent = self._sha(parent)
-        # Seed the temporary index with what is tracked at the worktree's HEAD (the parent if HEAD
-        # is unborn): starting empty would silently drop tracked files that .gitignore matches.
-        seed = self.git("rev-parse", "--verify", "--quiet", "HEAD^{tree}", cwd=worktree,
-                        check=False).strip() or parent
+            for i in range(1, len(parts) + 1):  # a link or file on the way would be replaced
+                kind = self.git("cat-file", "-t", f"{base}:{'/'.join(parts[:i])}",
+                                check=False).strip()
+                if i < len(parts) and kind and kind != "tree":
+                    raise UsageError(f"planted path {rel!r} runs through "
+                                     f"{'/'.join(parts[:i])!r}, which is not a directory")
+                if i == len(parts) and kind == "tree":
+                    raise UsageError(f"planted path {rel!r} is a directory in the base")
+            blob = self.git("hash-object", "-w", "--no-filters", "--", str(source)).strip()
+            mode = "100755" if os.stat(source).st_mode & stat.S_IXUSR else "100644"
+            entries.append(f"{mode} {blob}\t{'/'.join(parts)}\0")
         with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            for argv in [("read-tree", seed), ("add", "--all", "--", "."), ("write-tree",)]:
-                out = self._run(argv, worktree, None, True, env).stdout
-        return self.git("commit-tree", out.decode().strip(), "-p", parent, "-F", "-",
+            self._run(("read-tree", base), None, None, True, env)
+            self._run(("update-index", "--add", "-z", "--index-info"), None,
+                      "".join(entries).encode(), True, env)
+            tree = self._run(("write-tree",), None, None, True, env).stdout.decode().strip()
+        if tree == self.git("rev-parse", f"{base}^{{tree}}").strip():
+            return base
+        return self.git("commit-tree", tree, "-p", base, "-F", "-",
+                        input=message.encode()).strip()
+
+    def snapshot(self, worktree: Path, parent: str, message: str) -> str:
+        """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore
+        respected) as a new commit whose only parent is ``parent``, whatever the agent did to
+        the worktree's HEAD, branch, index, config or ``.git`` itself: the files are read into
+        this repository's object store through a temporary index, and nothing in the
+        worktree's own repository is run. A file the agent force-added in its own commit is
+        kept even if .gitignore matches it. Always a new commit, even if the tree equals the
+        parent's. UsageError if ``worktree`` is not a directory or is inside the main tree."""
+        worktree = Path(worktree).resolve()
+        if not worktree.is_dir() or worktree.is_relative_to(self.root):
+            raise UsageError(f"not an attempt's worktree: {worktree}")
+        parent = self._sha(parent)
+        with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
+                   "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(self.git_dir)}
+            # Seeding with the parent keeps tracked files that .gitignore matches.
+            self._run(("read-tree", parent), worktree, None, True, env)
+            self._run(("add", "--all", "--", "."), worktree, None, True, env)
+            forced = [p for p in _tracked_at_head(worktree) if (worktree / p).is_file()
+                      or (worktree / p).is_symlink()]
+            if forced:
+                self._run(("--literal-pathspecs", "add", "--force", "--pathspec-from-file=-",
+                           "--pathspec-file-nul"), worktree,
+                          "\0".join(forced).encode() + b"\0", True, env)
+            tree = self._run(("write-tree",), worktree, None, True, env).stdout.decode().strip()
+        return self.git("commit-tree", tree, "-p", parent, "-F", "-",
                         input=message.encode()).strip()
 
     def squash(self, onto: str, base: str, head: str, message: str) -> str:
@@ -342,6 +360,39 @@ class Repo:
         self.git("clone", "--quiet", "--no-checkout", "--shared", str(self.git_dir), str(dest))
         self.git("checkout", "--quiet", "--detach", sha, cwd=dest)
         return dest
+
+
+def _tracked_at_head(worktree: Path) -> list[str]:
+    """Paths tracked at HEAD of the worktree's own repository (the agent's commits), [] if
+    that repository is gone or broken. Only ``ls-tree`` runs there: it reads no index and
+    starts no hook, filter or fsmonitor the agent could have configured."""
+    dot_git = worktree / ".git"
+    if not dot_git.is_dir() or dot_git.is_symlink():
+        return []
+    env = {k: v for k, v in os.environ.items() if k not in _LOCATING_VARS}
+    proc = subprocess.run(["git", "--git-dir", str(dot_git), "ls-tree", "-r", "-z",
+                           "--name-only", "HEAD"], capture_output=True, env=env)
+    if proc.returncode != 0:
+        return []
+    # The agent can craft tree objects: keep only names that are plainly inside the tree.
+    return [p for p in os.fsdecode(proc.stdout).split("\0") if p and not p.startswith("/")
+            and not {"..", ".", ".git", ""} & set(p.split("/"))]
+
+
+def _rmtree(path: Path) -> None:
+    """Delete ``path`` even where the agent took away permissions inside it."""
+    def retry(func, p, _exc):
+        parent = os.path.dirname(p)
+        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
+        if os.path.isdir(p) and not os.path.islink(p):
+            os.chmod(p, stat.S_IRWXU)
+            shutil.rmtree(p, onerror=retry)
+        else:
+            os.unlink(p)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path, onerror=retry)
 
 
 def manifest(root: Path) -> dict[str, str]:
