@@ -2,8 +2,10 @@
 
 Plain ``git`` subprocesses. The one rule: never touch the user's working tree, index or current
 branch. Everything here goes through plumbing (``commit-tree``, ``merge-tree``, ``update-ref``),
-a temporary index file, or a separate worktree/clone. Harness commits are made as
-``andon <andon@localhost>`` so they work on machines with no git identity configured.
+a temporary index file, or a separate clone. An attempt's worktree is a repository of its own
+(a single-branch clone), so nothing in it leads back to the user's other branches or objects.
+Harness commits are made as ``andon <andon@localhost>`` so they work on machines with no git
+identity configured.
 
 Raises GitError (a git command failed), UsageError (not a repository, a path escaping the
 worktree, moving the user's checked-out branch), RefMoved and MergeConflict (defined here).
