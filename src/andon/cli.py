@@ -22,7 +22,7 @@ from .config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from .errors import AndonError, PacketError, Problem, UsageError
 from .packet import check_packets, load_packets
 from .report import board, show_packet, status_rows, packet_detail, usage_of_rows
-from .runner import EXIT_USAGE, Runner, open_store
+from .runner import EXIT_USAGE, Runner, base_drift, drift_notice, open_store
 from .workspace import Repo
 
 out = Console(highlight=False)
@@ -203,12 +203,16 @@ def status(ctx: click.Context, as_json: bool) -> None:
     repo = _repo_or_fail(ctx)
     config = _config_or_fail(repo)
     store = open_store(repo)
+    drift = base_drift(repo, config)
     if as_json:
         rows = status_rows(store)
         out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
-                                   "packets": rows, "usage": usage_of_rows(rows)}))
+                                   "base_drift": drift, "packets": rows,
+                                   "usage": usage_of_rows(rows)}))
     else:
         out.print(board(store, config))
+        if drift:
+            out.print(drift_notice(drift), highlight=False)
 
 
 @main.command()

@@ -46,6 +46,30 @@ class RunReport:
     preflight: GateResult | None = None
 
 
+def base_drift(repo: Repo, config: Config) -> dict | None:
+    """Commits on the base branch that the integration branch lacks: ``{"base_branch",
+    "integration_branch", "commits"}``, or None when there are none, the integration branch
+    does not exist yet, or no base branch can be named (detached HEAD and no
+    ``[andon] base_branch``). andon never merges the base into the integration branch itself:
+    that is the user's decision, so it is only reported."""
+    integration = config.andon.integration_branch
+    base = config.andon.base_branch or repo.current_branch()
+    if not base or base == integration or not repo.rev_parse(integration) \
+            or not repo.rev_parse(base):
+        return None
+    n = int(repo.git("rev-list", "--count", repo.rev_parse(base),
+                     "^" + repo.rev_parse(integration)).strip())
+    return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
+
+
+def drift_notice(drift: dict) -> str:
+    """One line for people: what moved and what to do about it."""
+    b, i, n = drift["base_branch"], drift["integration_branch"], drift["commits"]
+    return (f"note: {b} has {n} commit{'s' if n != 1 else ''} that {i} does not; andon merges "
+            f"packets onto {i} only and never pulls {b} in — to build on them, run `git merge "
+            f"{b}` with {i} checked out (or delete {i} to start it again from {b})")
+
+
 def state_dir(repo: Repo) -> Path:
     return repo.root / STATE_DIR
 
@@ -115,6 +139,9 @@ class Runner:
                 self.repo.set_ref(self.ref, head, ZERO)
                 self.store.event("integration-branch-created", data={"sha": head})
             self._recover()
+            drift = base_drift(self.repo, self.config)
+            if drift:
+                self.echo(drift_notice(drift))
             while True:
                 halted = self._halted()
                 if halted:
