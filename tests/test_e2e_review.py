@@ -315,6 +315,40 @@ def test_an_invalid_review_is_asked_again_and_fails_the_attempt_as_verifier(tmp_
     assert len(asked) == 4
 
 
+def test_after_a_broken_review_only_the_review_runs_again_on_the_same_candidate(tmp_path):
+    """A ``verifier`` failure is the reviewer's fault, not the agent's: the next attempt does
+    not run the implementing agent again. It reuses the candidate commit (red carried over
+    from the attempt that ran it, every gate after implement run again on it) and asks the
+    reviewer again; a valid accept merges exactly that candidate."""
+    implemented: list[int] = []
+
+    def agent(ctx):
+        implemented.append(ctx.attempt)
+        return honest_mul(ctx)
+
+    def reviewer(ctx):
+        return put(ctx, _missing(ctx) if ctx.attempt == 1 else doc(ctx))
+
+    root = project(tmp_path, {"P1": inv_packet("P1")})
+    runner = runner_for(root, agent, reviewer=reviewer)
+    report = runner.run()
+
+    assert report.merged == ["P1"], report.message
+    assert implemented == [1]
+    a1, a2 = runner.store.attempts("P1")
+    assert (a1["failure_layer"], a1["route_stage"]) == ("verifier", "review")
+    assert a2["start_stage"] == "review" and a2["candidate_sha"] == a1["candidate_sha"]
+    assert [r["stage"] for r in runner.store.stage_runs(a2["id"])] == ["review"]
+    g2 = {g["gate"]: g for g in runner.store.gate_results(a2["id"])}
+    assert g2["red"]["status"] == "pass"
+    assert g2["red"]["summary"].startswith("carried over from attempt 1")
+    red1 = next(g for g in runner.store.gate_results(a1["id"]) if g["gate"] == "red")
+    assert g2["red"]["evidence"]["red_ids"] == red1["evidence"]["red_ids"]
+    assert {"scope", "suite", "hermetic"} <= set(g2)
+    merged_tree = git(root, "rev-parse", "andon/integration^{tree}").strip()
+    assert merged_tree == git(root, "rev-parse", a1["candidate_sha"] + "^{tree}").strip()
+
+
 def test_silence_is_not_a_pass(tmp_path):
     """A reviewer that writes no file and says nothing is invalid at every ask (stored with
     an empty raw text), and the attempt fails with layer ``verifier`` — it is not merged.

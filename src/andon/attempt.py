@@ -92,7 +92,8 @@ class Attempt:
     def _run(self) -> AttemptResult:
         start = self.row["start_stage"] or self.stages[0]
         resume_from_atdd = start == "implement" and self.row["atdd_sha"]
-        if resume_from_atdd:
+        review_again = start in REVIEW_STAGES and self.row["candidate_sha"]
+        if resume_from_atdd or review_again:
             self.ctx.plant_sha = self.row["plant_sha"]
             self.ctx.atdd_sha = self.row["atdd_sha"]
         else:
@@ -106,12 +107,18 @@ class Attempt:
         if self.worktree.exists():
             # left by an earlier repository at the same path (kept worktrees): not ours now
             self.repo.remove_worktree(self.worktree)
-        self.repo.add_worktree(self.worktree, self.row["branch"],
-                               self.ctx.atdd_sha or self.ctx.plant_sha,
+        tip = self.row["candidate_sha"] if review_again else \
+            self.ctx.atdd_sha or self.ctx.plant_sha
+        self.repo.add_worktree(self.worktree, self.row["branch"], tip,
                                self.config.andon.agent_history)
         crash.point("after-worktree")
 
-        if "atdd" in self.stages and not resume_from_atdd:
+        reviews = [s for s in self.stages if s in REVIEW_STAGES]
+        if review_again:
+            if not self._candidate_again():
+                return self.out
+            reviews = reviews[reviews.index(start):] if start in reviews else reviews
+        elif "atdd" in self.stages and not resume_from_atdd:
             if not self._gate("red", red.run).ok:
                 return self._fail_at("atdd")
             if not self._atdd():
@@ -120,12 +127,36 @@ class Attempt:
             return self._fail_at("atdd" if "atdd" in self.stages else "implement")
         self.out.red_ids = self.ctx.red_ids
 
-        if not self._implement():
+        if not review_again and not self._implement():
             return self.out
-        for stage in [s for s in self.stages if s in REVIEW_STAGES]:
+        for stage in reviews:
             if not self._review(stage):
                 return self.out
         return self.out
+
+    def _candidate_again(self) -> bool:
+        """The previous attempt's candidate, verified again without running its agent (that
+        attempt failed only because its reviewer broke): red is carried over from the attempt
+        that ran it on the same plant commit; every gate after implement runs again."""
+        prev = next(x for x in reversed(self.store.attempts(self.packet.id))
+                    if x["candidate_sha"] == self.row["candidate_sha"] and x["id"] != self.row["id"])
+        red_row = [g for g in self.store.gate_results(prev["id"]) if g["gate"] == "red"][-1]
+        ids = red_row["evidence"].get("red_ids", [])
+        self.ctx.red_ids = self.out.red_ids = set(ids)
+        if self.ctx.atdd_sha:
+            self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
+        self._record(GateResult(
+            "red", "pass", f"carried over from attempt {prev['n']}: same plant commit "
+            f"{self.ctx.plant_sha[:10]}, {len(ids)} planted test(s) red there",
+            details={"red_ids": sorted(ids), "carried_from_attempt": prev["n"]}), now(), 0.0)
+        self.ctx.candidate_sha = self.out.candidate_sha = self.row["candidate_sha"]
+        self.say(f"  implement: not run again — the candidate of attempt {prev['n']} is "
+                 "verified again, since only its review broke")
+        self.on_state("gating", "candidate-carried")
+        for name, fn in AFTER_IMPLEMENT:
+            if not self._gate(name, fn).ok:
+                return False
+        return True
 
     def _fail_at(self, stage: str) -> AttemptResult:
         self.out.route_stage = stage
@@ -219,7 +250,9 @@ class Attempt:
         result = Reviewer(self, stage).run()
         self._record(result, started, time.monotonic() - t0)
         if not result.ok:
-            self.out.route_stage = result.details.get("revise_stage", "implement")
+            # a broken reviewer says nothing about the candidate: only the review runs again
+            self.out.route_stage = stage if result.layer == "verifier" else \
+                result.details.get("revise_stage", "implement")
         return result.ok
 
     # -- helpers ------------------------------------------------------------------------

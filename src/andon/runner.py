@@ -326,8 +326,9 @@ class Runner:
 
     def _carry_over(self, packet_id: str, round_: int) -> dict:
         """Where a retry starts. A failure routed back to ``implement`` keeps the previous
-        attempt's atdd tests (its base, plant and atdd commits); anything else starts afresh
-        from the integration head."""
+        attempt's atdd tests (its base, plant and atdd commits); a broken reviewer
+        (``verifier``) keeps its candidate too, so only the review runs again; anything else
+        starts afresh from the integration head."""
         prev = next((x for x in reversed(self.store.attempts(packet_id))
                      if x["state"] == "failed"), None)
         if not prev or prev["round"] != round_:
@@ -335,6 +336,10 @@ class Runner:
         if prev["route_stage"] == "implement" and prev["atdd_sha"]:
             return {"start_stage": "implement", "base_sha": prev["base_sha"],
                     "plant_sha": prev["plant_sha"], "atdd_sha": prev["atdd_sha"]}
+        if prev["failure_layer"] == "verifier" and prev["candidate_sha"]:
+            return {"start_stage": prev["route_stage"], "base_sha": prev["base_sha"],
+                    "plant_sha": prev["plant_sha"], "atdd_sha": prev["atdd_sha"],
+                    "candidate_sha": prev["candidate_sha"]}
         return {"start_stage": prev["route_stage"]} if prev["route_stage"] else {}
 
     # -- human gates --------------------------------------------------------------------
