@@ -9,7 +9,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import netless
@@ -28,6 +28,7 @@ class ToolRun:
     log_path: Path
     output_tail: str
     network: str = "on"  # as SuiteRun.network: "on", "cut" or "not cut: <reason>"
+    wrapper: list[str] = field(default_factory=list)  # argv prefix that ran ``argv``, if any
 
     def output(self) -> str:
         return self.log_path.read_text(encoding="utf-8", errors="replace")
@@ -36,7 +37,8 @@ class ToolRun:
         return {"name": self.name, "argv": self.argv, "cwd": self.cwd,
                 "exit_status": self.exit_status, "timed_out": self.timed_out,
                 "duration_s": round(self.duration_s, 3), "log_path": str(self.log_path),
-                "output_tail": self.output_tail, "network": self.network}
+                "output_tail": self.output_tail, "network": self.network,
+                "wrapper": list(self.wrapper)}
 
 
 def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, timeout_s: float,
@@ -46,12 +48,11 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
     ``<name>.stderr.log``) to ``<evidence_dir>/<name>.log``. Never raises for what the tool
     does; a missing executable is exit status 127. ``network="off"``: as in ``run_suite``,
     through ``netless.wrap`` where the machine allows it (``ToolRun.network`` says)."""
-    state = "on"
+    state, wrapper = "on", []
     if network == "off":
         cut, why = netless.available()
         state = "cut" if cut else f"not cut: {why}"
-        if cut:
-            argv = netless.wrap(list(argv))
+        wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
     evidence_dir.mkdir(parents=True, exist_ok=True)
     log_path = evidence_dir / f"{name}.log"
     home = Path(tempfile.mkdtemp(prefix=f"andon-{name}-home-"))
@@ -61,13 +62,14 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
         with log_path.open("wb") as log:
             err = (evidence_dir / f"{name}.stderr.log").open("wb") if stderr_apart else None
             try:
-                proc = subprocess.Popen(list(argv), cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                proc = subprocess.Popen([*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=err or subprocess.STDOUT,
                                         start_new_session=True)
             except OSError as exc:
                 log.write(f"cannot run {argv[0]}: {exc}\n".encode())
                 return ToolRun(name, list(argv), str(cwd), 127, False,
-                               time.monotonic() - started, log_path, _tail(log_path), state)
+                               time.monotonic() - started, log_path, _tail(log_path), state,
+                               wrapper)
             finally:
                 if err is not None:
                     err.close()
@@ -79,4 +81,4 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return ToolRun(name, list(argv), str(cwd), None if timed_out else status, timed_out,
-                   time.monotonic() - started, log_path, _tail(log_path), state)
+                   time.monotonic() - started, log_path, _tail(log_path), state, wrapper)
