@@ -11,6 +11,7 @@ the clean-merge test uses the shipped defaults.
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -341,6 +342,49 @@ def test_agent_moving_refs_is_tamper_and_the_ref_is_restored(tmp_path, ref):
     assert rev(root, ref) == main
     assert rev(root, INTEGRATION) == main
     assert runner.store.packet("P1")["state"] == "blocked"
+    assert git(root, "status", "--porcelain") == ""
+
+
+def _deletes_worktree(ctx):
+    shutil.rmtree(ctx.worktree)
+
+
+def _links_worktree_elsewhere(ctx):
+    """Replaces its worktree by a link to the directory named in $VICTIM."""
+    shutil.rmtree(ctx.worktree)
+    ctx.worktree.symlink_to(os.environ["VICTIM"])
+
+
+def _nested_empty_repository(ctx):
+    honest_mul(ctx)
+    (ctx.worktree / "src/calc/nested").mkdir()
+    git(ctx.worktree / "src/calc/nested", "init", "-q")
+    (ctx.worktree / "src/calc/nested/x.py").write_text("x = 1\n")
+
+
+@pytest.mark.parametrize("agent,message,path", [
+    (_deletes_worktree, "is no longer a directory", None),
+    (_links_worktree_elsewhere, "replaced by a symbolic link", None),
+    (_nested_empty_repository, "could not read the worktree", "src/calc/nested")])
+def test_a_worktree_andon_cannot_read_is_a_recorded_failure_not_a_crash(tmp_path, agent,
+                                                                        message, path,
+                                                                        monkeypatch):
+    """Whatever the agent does to its worktree, the runner records a scope failure with an
+    ``unreadable-worktree`` finding and goes on; a link's target is never touched."""
+    victim = tmp_path / "victim" / "precious.txt"
+    victim.parent.mkdir()
+    victim.write_text("keep me\n")
+    monkeypatch.setenv("VICTIM", str(victim.parent))
+    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)})
+    runner = runner_for(root, agent)
+    report = runner.run()
+
+    assert report.exit_status == EXIT_HALTED and runner.store.packet("P1")["state"] == "blocked"
+    g = the_failure(runner, "P1")
+    assert (g["gate"], g["status"], g["failure_layer"]) == ("scope", "fail", "permission")
+    assert message in g["summary"]
+    assert [(f["kind"], f["path"]) for f in findings(g)] == [("unreadable-worktree", path)]
+    assert victim.read_text() == "keep me\n"  # the worktree (a link) is gone, not its target
     assert git(root, "status", "--porcelain") == ""
 
 

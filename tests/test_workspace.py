@@ -21,6 +21,7 @@ from andon.workspace import (
     MergeConflict,
     RefMoved,
     Repo,
+    SnapshotError,
     commit_message,
 )
 
@@ -298,19 +299,65 @@ def test_snapshot_keeps_a_tracked_file_that_gitignore_matches(user, tmp_path):
     repo, path, _ = user
     planted = repo.plant("main", {"fixtures/in.log": write(tmp_path / "p/in.log", "x\n")}, "p")
     wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
-    write(wt / "kept.log", "tracked despite *.log\n")
+    write(wt / "fixtures/in.log", "changed\n")
     write(wt / "loose.log", "ignored and never committed\n")
+    write(wt / "kept.log", "force-added in the agent's own commit\n")
     sh(wt, "add", "--force", "kept.log")
     sh(wt, "commit", "-qm", "the agent force-adds an ignored file")
-    # fixtures/in.log (tracked in the parent) stays; kept.log (the agent's commit) comes in
-    assert changed(repo, planted, repo.snapshot(wt, planted, "s")) == {("A", "kept.log")}
+    # in.log is tracked in the parent, so its change counts; what .gitignore matches and the
+    # parent lacks is left out, force-added or not: the agent's repository is never read
+    assert changed(repo, planted, repo.snapshot(wt, planted, "s")) == {("M", "fixtures/in.log")}
+
+
+def test_snapshot_runs_nothing_the_agents_repository_configures(attempt, tmp_path):
+    """A partial-clone promisor remote whose upload-pack is a shell command, plus a commit
+    pointing at a missing tree: any git command reading that repository would run it."""
+    repo, path, before, wt, planted = attempt
+    marker = tmp_path / "PWNED"
+    missing_tree = "1" * 40
+    sh(wt, "config", "extensions.partialClone", "evil")
+    sh(wt, "config", "remote.evil.promisor", "true")
+    sh(wt, "config", "remote.evil.url", str(tmp_path))
+    sh(wt, "config", "remote.evil.uploadpack", f"touch {marker}; git-upload-pack")
+    sh(wt, "config", "core.fsmonitor", f"touch {marker}; true")
+    (wt / ".git/HEAD").write_text(missing_tree + "\n")  # HEAD at an object it lacks
+    write(wt / "feature.py", "x = 1\n")
+    snap = repo.snapshot(wt, planted, "s")
+    assert changed(repo, planted, snap) == {("A", "feature.py")}
+    assert not marker.exists()
+    assert user_state(path) == before
+
+
+def test_snapshot_of_a_worktree_gone_or_replaced_by_a_link_is_a_snapshot_error(attempt, tmp_path):
+    repo, path, before, wt, planted = attempt
+    victim = write(tmp_path / "victim/precious.txt", "keep me\n").parent
+    shutil.rmtree(wt)
+    with pytest.raises(SnapshotError, match="no longer a directory"):
+        repo.snapshot(wt, planted, "s")
+    os.symlink(victim, wt)
+    with pytest.raises(SnapshotError, match="symbolic link"):
+        repo.snapshot(wt, planted, "s")
+    repo.remove_worktree(wt)  # removes the link, never what it points to
+    assert not wt.exists() and not wt.is_symlink()
+    assert (victim / "precious.txt").read_text() == "keep me\n"
+    assert user_state(path) == before
+
+
+def test_snapshot_of_a_nested_repository_without_commits_is_a_snapshot_error(attempt):
+    repo, path, before, wt, planted = attempt
+    (wt / "src/nested").mkdir()
+    sh(wt / "src/nested", "init", "-q")
+    write(wt / "src/nested/x.py", "x\n")
+    with pytest.raises(SnapshotError, match="src/nested"):
+        repo.snapshot(wt, planted, "s")
+    assert user_state(path) == before
 
 
 def test_snapshot_refuses_a_directory_that_is_not_a_worktree(user, tmp_path):
     repo, path, _ = user
-    with pytest.raises(UsageError, match="not an attempt's worktree"):
+    with pytest.raises(SnapshotError, match="inside the main work tree"):
         repo.snapshot(path / "src", "main", "s")
-    with pytest.raises(UsageError):
+    with pytest.raises(SnapshotError):
         repo.snapshot(tmp_path / "missing", "main", "s")
 
 
@@ -496,6 +543,8 @@ def test_worktree_exposes_only_the_base_history(user, tmp_path, history):
     assert "upstream fix" not in sh(wt, "log", "--all", "-p")
     for name in ("later", "side", "tagged"):
         assert repo.git("rev-parse", f"{shas[name]}^{{tree}}").strip() not in all_objects
+    for f in (wt / ".git").rglob("*"):  # no trace of where it was cloned from (reflog)
+        assert not f.is_file() or str(path) not in f.read_text(errors="replace"), f
     log = sh(wt, "log", "--format=%H").split()
     assert log[0] == shas["base"]
     assert len(log) == (1 if history == "shallow" else 2)  # make_repo made two commits

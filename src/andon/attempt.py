@@ -33,7 +33,7 @@ from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
 from .review import SCHEMA, ReviewRejected, decide, extract_json, validate
 from .store import Store, now
-from .workspace import Repo, manifest
+from .workspace import Repo, SnapshotError, manifest
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
 
@@ -172,6 +172,8 @@ class Attempt:
     def _atdd(self) -> bool:
         self._agent("atdd")
         self.ctx.atdd_sha = self._snapshot("atdd")
+        if self.ctx.atdd_sha is None:
+            return False
         self.store.update_attempt(self.row["id"], atdd_sha=self.ctx.atdd_sha)
         if not self._gate("atdd-scope", scope.run_atdd).ok:
             return False
@@ -187,6 +189,8 @@ class Attempt:
         crash.point("after-agent")
         moved = _restore_moved_refs(self.repo, refs_before, self.row["branch"])
         self.ctx.candidate_sha = self.out.candidate_sha = self._snapshot("implement")
+        if self.ctx.candidate_sha is None:
+            return False
         self.store.update_attempt(self.row["id"], candidate_sha=self.ctx.candidate_sha)
         self.on_state("gating", "agent-finished")
         if moved:
@@ -233,13 +237,22 @@ class Attempt:
             self.store, self.config.budgets, self.row, self.run_started, False)
         return run
 
-    def _snapshot(self, stage: str) -> str:
+    def _snapshot(self, stage: str) -> str | None:
+        """The commit of what the stage left, or None after recording why there is none (the
+        agent removed its worktree, replaced it by a link, left a nested repository...)."""
         # The parent is always the harness's own last commit of this attempt, whatever the
         # agent did to HEAD in its worktree.
         parent = self.ctx.atdd_sha if stage == "implement" and self.ctx.atdd_sha \
             else self.ctx.plant_sha
-        sha = self.repo.snapshot(self.worktree, parent, f"andon: what the {stage} stage changed "
-                                 f"in attempt {self.row['n']} of {self.packet.id}")
+        try:
+            sha = self.repo.snapshot(self.worktree, parent, f"andon: what the {stage} stage "
+                                     f"changed in attempt {self.row['n']} of {self.packet.id}")
+        except SnapshotError as exc:
+            self._record(GateResult(
+                "atdd-scope" if stage == "atdd" else "scope", "fail",
+                f"the {stage} stage left a worktree andon cannot read: {exc}", "permission",
+                [Finding("unreadable-worktree", str(exc), path=exc.path)]), now(), 0.0)
+            return None
         self.repo.set_ref(f"refs/heads/{self.row['branch']}", sha, None)
         return sha
 

@@ -43,6 +43,16 @@ class RefMoved(AndonError):
     """A ref was not at the value the caller expected, so it was left alone."""
 
 
+class SnapshotError(AndonError):
+    """The worktree could not be read into a commit: gone, replaced by a link, or holding
+    something git refuses (a nested repository without commits). What the agent left, not
+    a harness fault; ``path`` is the repo-relative path git named, when it named one."""
+
+    def __init__(self, message: str, path: str | None = None):
+        self.path = path
+        super().__init__(message)
+
+
 class MergeConflict(AndonError):
     """A squash-merge conflicts. ``paths`` lists the conflicted repo-relative paths."""
 
@@ -188,7 +198,8 @@ class Repo:
         alternates, no tags and no other refs, so nothing in it leads to other branches, later
         commits or the repository's object store (catalogue kind 17, mining git history).
         ``history`` is "full" (every ancestor of ``start``: ``git log`` and blame work) or
-        "shallow" (only ``start``; faster on very large repositories). The user's
+        "shallow" (only ``start``; faster on very large repositories). The reflog, which
+        names the repository it was cloned from, is removed. The user's
         ``user.name``/``user.email`` are copied so an agent can commit. GitError if the branch
         exists; UsageError if ``path`` exists or ``history`` is unknown."""
         if history not in ("full", "shallow"):
@@ -204,6 +215,7 @@ class Repo:
         self.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
                  "--branch", branch, self.git_dir.as_uri(), str(path))
         self.git("remote", "remove", "origin", cwd=path)
+        shutil.rmtree(path / ".git" / "logs")  # "clone: from <the user's repository>"
         for key in ("user.name", "user.email"):
             value = self.git("config", "--get", key, check=False).strip()
             if value:
@@ -214,7 +226,7 @@ class Repo:
         """Remove the worktree at ``path`` whatever state the agent left it in (a directory
         already gone is fine), then prune git's records of linked worktrees. The caller names
         only paths it created. UsageError for the top level or a path inside or around it."""
-        path = Path(path).resolve()
+        path = _unresolved_last(path)
         if path == self.root or self.root.is_relative_to(path) or path.is_relative_to(self.root):
             raise UsageError(f"refusing to remove {path}: it is or holds the main work tree")
         if path in self.list_worktrees():  # a linked worktree from an older andon
@@ -264,28 +276,31 @@ class Repo:
 
     def snapshot(self, worktree: Path, parent: str, message: str) -> str:
         """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore
-        respected) as a new commit whose only parent is ``parent``, whatever the agent did to
-        the worktree's HEAD, branch, index, config or ``.git`` itself: the files are read into
-        this repository's object store through a temporary index, and nothing in the
-        worktree's own repository is run. A file the agent force-added in its own commit is
-        kept even if .gitignore matches it. Always a new commit, even if the tree equals the
-        parent's. UsageError if ``worktree`` is not a directory or is inside the main tree."""
-        worktree = Path(worktree).resolve()
-        if not worktree.is_dir() or worktree.is_relative_to(self.root):
-            raise UsageError(f"not an attempt's worktree: {worktree}")
+        respected; files tracked in ``parent`` kept even if .gitignore matches them) as a new
+        commit whose only parent is ``parent``, whatever the agent did to the worktree's HEAD,
+        branch, index, config or ``.git`` itself: the files are read into this repository's
+        object store through a temporary index, and git never runs in the agent's repository
+        (its config could name commands to run). Always a new commit, even if the tree equals
+        the parent's. SnapshotError if ``worktree`` is gone, a symbolic link, inside the main
+        work tree, or holds something git refuses to add."""
+        worktree = _unresolved_last(worktree)
+        if worktree.is_symlink():
+            raise SnapshotError(f"the worktree {worktree} was replaced by a symbolic link")
+        if not worktree.is_dir():
+            raise SnapshotError(f"the worktree {worktree} is no longer a directory")
+        if worktree.is_relative_to(self.root):
+            raise SnapshotError(f"{worktree} is inside the main work tree, not a worktree")
         parent = self._sha(parent)
         with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
                    "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(self.git_dir)}
-            # Seeding with the parent keeps tracked files that .gitignore matches.
             self._run(("read-tree", parent), worktree, None, True, env)
-            self._run(("add", "--all", "--", "."), worktree, None, True, env)
-            forced = [p for p in _tracked_at_head(worktree) if (worktree / p).is_file()
-                      or (worktree / p).is_symlink()]
-            if forced:
-                self._run(("--literal-pathspecs", "add", "--force", "--pathspec-from-file=-",
-                           "--pathspec-file-nul"), worktree,
-                          "\0".join(forced).encode() + b"\0", True, env)
+            proc = self._run(("add", "--all", "--", "."), worktree, None, False, env)
+            if proc.returncode != 0:
+                err = proc.stderr.decode(errors="replace").strip()
+                named = re.search(r"'([^']+?)/?'", err)
+                raise SnapshotError(f"git could not read the worktree: {err}",
+                                    named.group(1) if named else None)
             tree = self._run(("write-tree",), worktree, None, True, env).stdout.decode().strip()
         return self.git("commit-tree", tree, "-p", parent, "-F", "-",
                         input=message.encode()).strip()
@@ -364,21 +379,11 @@ class Repo:
         return dest
 
 
-def _tracked_at_head(worktree: Path) -> list[str]:
-    """Paths tracked at HEAD of the worktree's own repository (the agent's commits), [] if
-    that repository is gone or broken. Only ``ls-tree`` runs there: it reads no index and
-    starts no hook, filter or fsmonitor the agent could have configured."""
-    dot_git = worktree / ".git"
-    if not dot_git.is_dir() or dot_git.is_symlink():
-        return []
-    env = {k: v for k, v in os.environ.items() if k not in _LOCATING_VARS}
-    proc = subprocess.run(["git", "--git-dir", str(dot_git), "ls-tree", "-r", "-z",
-                           "--name-only", "HEAD"], capture_output=True, env=env)
-    if proc.returncode != 0:
-        return []
-    # The agent can craft tree objects: keep only names that are plainly inside the tree.
-    return [p for p in os.fsdecode(proc.stdout).split("\0") if p and not p.startswith("/")
-            and not {"..", ".", ".git", ""} & set(p.split("/"))]
+def _unresolved_last(path: Path) -> Path:
+    """``path`` with its parent resolved but not its last component, so that a worktree the
+    agent replaced by a symbolic link is seen as the link, never as what it points to."""
+    path = Path(path)
+    return path.parent.resolve() / path.name
 
 
 def _rmtree(path: Path) -> None:
