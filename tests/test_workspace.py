@@ -498,7 +498,9 @@ def test_worktree_is_its_own_repository_so_agent_refs_stay_there(user, tmp_path)
     assert set(repo.refs_snapshot()) - set(refs) == {"refs/heads/andon/B01/1"}
     assert repo.rev_parse("andon/B01/1") == repo.rev_parse("main")
     sh(wt, "branch", "sneaky")
-    sh(wt, "commit", "-q", "--allow-empty", "-m", "agent commit")
+    # no identity anywhere (this module's fixture clears it): the worktree has a stand-in
+    subprocess.run(["git", "commit", "-q", "--allow-empty", "-m", "agent commit"], cwd=wt,
+                   check=True, env={k: v for k, v in os.environ.items() if k not in USER})
     assert set(repo.refs_snapshot()) - set(refs) == {"refs/heads/andon/B01/1"}
     assert repo.rev_parse("andon/B01/1") == repo.rev_parse("main")
     assert repo.list_worktrees() == [repo.root]  # not a linked worktree of the user's repo

@@ -200,7 +200,8 @@ class Repo:
         ``history`` is "full" (every ancestor of ``start``: ``git log`` and blame work) or
         "shallow" (only ``start``; faster on very large repositories). The reflog, which
         names the repository it was cloned from, is removed. The user's
-        ``user.name``/``user.email`` are copied so an agent can commit. GitError if the branch
+        ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
+        can commit. GitError if the branch
         exists; UsageError if ``path`` exists or ``history`` is unknown."""
         if history not in ("full", "shallow"):
             raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
@@ -216,10 +217,10 @@ class Repo:
                  "--branch", branch, self.git_dir.as_uri(), str(path))
         self.git("remote", "remove", "origin", cwd=path)
         shutil.rmtree(path / ".git" / "logs")  # "clone: from <the user's repository>"
-        for key in ("user.name", "user.email"):
-            value = self.git("config", "--get", key, check=False).strip()
-            if value:
-                self.git("config", key, value, cwd=path)
+        # the user's identity if they have one, else a stand-in, so an agent's commit works
+        for key, fallback in (("user.name", "agent"), ("user.email", "agent@andon.localhost")):
+            value = self.git("config", "--get", key, check=False).strip() or fallback
+            self.git("config", key, value, cwd=path)
         return path
 
     def remove_worktree(self, path: Path) -> None:
