@@ -468,3 +468,12 @@ def test_an_uncommitted_relative_agent_script_is_refused_before_anything_runs(tm
     assert "my-agent.sh is not committed" in r.stderr
     assert str(root / "my-agent.sh") in " ".join(r.stderr.split())
     assert not (root / ".andon").exists()
+
+
+def test_help_example_command_is_an_absolute_path(tmp_path):
+    """The help's example agent command works as written: `run` refuses an uncommitted
+    relative script (it runs in the worktree), so the example uses "$PWD/my-agent.sh"."""
+    r = andon(tmp_path, "--help")
+    assert r.returncode == 0, r.stderr
+    assert "--command \"$PWD/my-agent.sh\"" in r.stdout, r.stdout
+    assert "./my-agent.sh" not in r.stdout

@@ -51,7 +51,8 @@ def main(ctx: click.Context, repo: str) -> None:
     Typical session:
       andon init                 write andon.toml, make packets/
       andon check                are the packets valid?
-      andon run --agent command --command './my-agent.sh'
+      andon run --agent command --command "$PWD/my-agent.sh"
+                                 (absolute: the command runs in the worktree)
       andon status               the board
       andon show B01             the evidence for one packet
       andon unblock B01          after editing a blocked packet
