@@ -374,18 +374,18 @@ def test_show_unknown_packet_exits_2_listing_known_ids(merged):
 # -- show on cheating attempts --------------------------------------------------------------
 
 def test_show_names_the_tampered_planted_file(tmp_path):
-    """An agent that implements mul but also guts the planted test is rejected; `andon show`
-    names the planted file as tampered."""
+    """An agent that implements mul but also guts the planted test (its line 5) is rejected;
+    `andon show` names the planted file as tampered, at the first line that differs."""
     root = tmp_path / "repo"
     root.mkdir()
     make_project(root, {"P1": mul_packet("P1", max_attempts=1)})
-    agent = HONEST + "; printf 'def test_mul():\\n    pass\\n' > tests/test_mul_p1.py"
+    agent = HONEST + "; sed -i '5s/.*/    pass/' tests/test_mul_p1.py"
     run = andon(root, "run", "--agent", "command", "--command", agent)
     assert run.returncode == 1, run.stdout + run.stderr
     r = andon(root, "show", "P1")
     assert r.returncode == 0
-    assert re.search(r"tamper: tests/test_mul_p1\.py — planted file tests/test_mul_p1\.py "
-                     r"was changed", r.stdout), r.stdout
+    assert re.search(r"tamper: tests/test_mul_p1\.py:5 — planted file tests/test_mul_p1\.py "
+                     r"was changed \(modified\)", r.stdout), r.stdout
     assert git(root, "for-each-ref", "refs/heads/andon/integration", "--format=%(objectname)"
                ).strip() == git(root, "rev-parse", "main").strip()
 

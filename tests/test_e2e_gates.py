@@ -241,7 +241,8 @@ def test_sometimes():
 
 def _edit_planted(ctx):
     honest_mul(ctx)
-    write(ctx, PLANTED, "def test_mul():\n    assert True\n")
+    text = (ctx.worktree / PLANTED).read_text()
+    write(ctx, PLANTED, text.replace("assert mul(3, 4) == 12", "assert True"))  # line 5
 
 
 def _delete_planted(ctx):
@@ -260,16 +261,23 @@ def _edit_config(ctx):
     toml.write_text(toml.read_text().replace("red_runs = 2", "red_runs = 1"))
 
 
-@pytest.mark.parametrize("agent, path, verb", [
-    (_edit_planted, PLANTED, "modified"),
-    (_delete_planted, PLANTED, "deleted"),
-    (_edit_packet, "packets/P1/packet.md", None),
-    (_edit_config, "andon.toml", None),
+def _line_of(text: str, needle: str) -> int:
+    return next(i for i, ln in enumerate(text.splitlines(), 1) if needle in ln)
+
+
+@pytest.mark.parametrize("agent, path, verb, line", [
+    (_edit_planted, PLANTED, "modified", lambda root: _line_of(MUL_TEST, "mul(3, 4)")),
+    (_delete_planted, PLANTED, "deleted", lambda root: None),
+    (_edit_packet, "packets/P1/packet.md", None,  # the appended text: one past the old end
+     lambda root: len((root / "packets/P1/packet.md").read_text().splitlines()) + 1),
+    (_edit_config, "andon.toml", None,
+     lambda root: _line_of((root / "andon.toml").read_text(), "red_runs = 2")),
 ], ids=["edit-planted", "delete-planted", "edit-packet", "edit-config"])
-def test_scope_tamper(tmp_path, agent, path, verb):
+def test_scope_tamper(tmp_path, agent, path, verb, line):
     """Changing a planted test (edit or delete), the packet folder or andon.toml is a
     `tamper` finding naming the path, layer `permission`, whatever the tests say; nothing
-    merges (max_attempts = 1, so the packet blocks)."""
+    merges (max_attempts = 1, so the packet blocks). A modified file's finding carries the
+    first line that differs from the harness's version; a deleted one has no line."""
     root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)})
     runner = runner_for(root, agent)
     report = runner.run()
@@ -281,6 +289,7 @@ def test_scope_tamper(tmp_path, agent, path, verb):
     assert [(f["kind"], f["path"]) for f in findings(scope)] == [("tamper", path)]
     if verb:
         assert verb in findings(scope)[0]["message"]
+    assert findings(scope)[0]["line"] == line(root)
     assert path in scope["summary"]
     assert "attempts exhausted" in attempt(runner, "P1")["reason"]
     assert rev(root, INTEGRATION) == rev(root, "main")

@@ -24,6 +24,7 @@ Some changes steer how the harness's own test run behaves, so they are findings 
 from __future__ import annotations
 
 import tomllib
+from dataclasses import replace
 from typing import Any
 
 from ..config import CONFIG_NAME
@@ -58,6 +59,7 @@ def _check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool
         p = c.path
         is_test = path_matches(p, test_paths)
         special = _special(ctx, c, base, head)
+        n = len(findings)
         if p in packet.plant_files:
             findings.append(Finding("tamper", f"planted file {p} was changed ({_verb(c.status)})",
                                     path=p))
@@ -81,6 +83,10 @@ def _check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool
               and not path_matches(p, packet.allowed_paths)):
             findings.append(Finding("outside-allowed", f"{p} is outside allowed_paths "
                                     f"{packet.allowed_paths}", path=p))
+        if c.status == "M" and any(f.kind == "tamper" for f in findings[n:]):
+            line = _first_changed_line(ctx, base, head, p)  # a protected file edited: where
+            findings[n:] = [replace(f, line=line) if f.kind == "tamper" else f
+                            for f in findings[n:]]
     details = {"changed": [f"{c.status} {c.path}" for c in changes]}
     if findings:
         tamper = [f for f in findings if f.kind == "tamper"]
@@ -173,6 +179,22 @@ def _pyproject(ctx: GateContext, base: str, head: str, named: bool) -> list[Find
                                  f"({db or []} -> {da or []}); allowed only when the packet's "
                                  f"allowed_paths names {p}", path=p))
     return found
+
+
+def _first_changed_line(ctx: GateContext, base: str, head: str, path: str) -> int | None:
+    """1-based line of the first line of ``path`` that differs between ``base`` and ``head``
+    (for appended text, the first new line; for truncated text, the candidate's last line);
+    None for binary content or when either side is not a file."""
+    before, after = ctx.repo.file_bytes(base, path), ctx.repo.file_bytes(head, path)
+    if before is None or after is None or b"\0" in before or b"\0" in after:
+        return None
+    old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
+    for i, (a, b) in enumerate(zip(old, new), start=1):
+        if a != b:
+            return i
+    if len(old) == len(new):
+        return None  # the same text: only the file's mode changed
+    return min(len(old), len(new)) + 1 if len(new) > len(old) else max(len(new), 1)
 
 
 def _verb(status: str) -> str:
