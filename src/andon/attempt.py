@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import budget, crash
+from . import budget, crash, guard
 from .agents import Agent, StageContext
 from .config import Config
 from .gates import AFTER_IMPLEMENT, red, scope
@@ -36,6 +36,13 @@ from .store import Store, now
 from .workspace import Repo, SnapshotError, manifest
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
+
+
+class _WroteOutside(Exception):
+    """An agent stage changed watched files in the user's checkout; ends the attempt."""
+
+    def __init__(self, result: GateResult):
+        self.result = result
 
 
 @dataclass
@@ -58,9 +65,11 @@ class Attempt:
                  previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
                  on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None],
                  say: Callable[[str], None] = lambda s: None,
-                 run_started: str | None = None):
+                 run_started: str | None = None,
+                 watch: Callable[[], dict[str, str]] | None = None):
         self.repo, self.config, self.store, self.packet = repo, config, store, packet
         self.run_started = run_started          # when this `andon run` began: run budget
+        self.watch = watch                      # fingerprint of the checkout (guard.py)
         self.over_budget: GateResult | None = None
         self.row, self.agent_for, self.previous = row, agent_for, previous
         self.worktree, self.ev, self.on_gate, self.on_state = worktree, evidence_dir, on_gate, \
@@ -85,6 +94,8 @@ class Attempt:
             self._run()
         except budget.Exceeded as stop:
             self.over_budget = self.over_budget or stop.result
+        except _WroteOutside as out:
+            self._record(out.result, now(), 0.0)
         if self.over_budget is not None:
             self._record(self.over_budget, now(), 0.0)
         return self.out
@@ -223,6 +234,7 @@ class Attempt:
         if stop is not None:
             raise budget.Exceeded(stop)
         started = now()
+        before = self.watch() if self.watch else None
         run = agent.run(StageContext(self.packet, stage, self.row["n"],
                                      extra.get("worktree", self.worktree), prompt, prompt_file,
                                      ev, self.config.agent.timeout_s,
@@ -235,6 +247,13 @@ class Attempt:
                  f"(recorded, not used to decide); transcript {run.transcript_path}")
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
+        changed = guard.changes(before, self.watch()) if before is not None else []
+        if changed:
+            raise _WroteOutside(GateResult(
+                "scope", "fail", f"the {stage} agent changed {len(changed)} file(s) outside its "
+                f"worktree, in your checkout: {', '.join(p for p, _ in changed)}", "permission",
+                [Finding("outside-worktree", f"{p} was {how} in your checkout while the {stage} "
+                         "agent ran", path=p) for p, how in changed]))
         return run
 
     def _snapshot(self, stage: str) -> str | None:

@@ -17,10 +17,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import crash, lifecycle
+from . import crash, guard, lifecycle
 from .agents import Agent
 from .attempt import Attempt
-from .config import STATE_DIR, Config
+from .config import CONFIG_NAME, STATE_DIR, Config
 from .errors import StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
@@ -124,6 +124,7 @@ class Runner:
                 raise UsageError(f"--only names unknown packet(s): {', '.join(unknown)}; "
                                  f"known: {', '.join(p.id for p in packets)}")
             self.packets = {p.id: p for p in packets}
+            self.inputs = self._watch()
             for p in packets:  # an undefined tier is bad input: refuse before anything runs
                 self.config.stages_of(p.stages, p.tier)
             report = RunReport()
@@ -139,6 +140,10 @@ class Runner:
                 self.repo.set_ref(self.ref, head, ZERO)
                 self.store.event("integration-branch-created", data={"sha": head})
             self._recover()
+            for gone in self.store.packets():
+                if gone["state"] == "blocked" and gone["id"] not in self.packets:
+                    self.echo(f"{gone['id']}: blocked, but no longer in "
+                              f"{self.config.andon.packets_dir}/: it does not stop the line")
             drift = base_drift(self.repo, self.config)
             if drift:
                 self.echo(drift_notice(drift))
@@ -151,6 +156,7 @@ class Runner:
                 packet = self._next(only)
                 if packet is None:
                     return report
+                self._inputs_unchanged()
                 if self._attempt(packet) == "done":
                     report.merged.append(packet.id)
         finally:
@@ -159,6 +165,23 @@ class Runner:
                 self.worktree_root.rmdir()  # only when empty: kept worktrees stay
             except OSError:
                 pass
+
+    def _watch(self) -> dict[str, str]:
+        return guard.fingerprint(self.repo, self.repo.root / CONFIG_NAME,
+                                 [p.source.parent for p in self.packets.values()])
+
+    def _inputs_unchanged(self) -> None:
+        """UsageError (nothing claimed) if andon.toml, a loaded packet's files or the git
+        hooks/config changed since this run started: what would be planted or obeyed is
+        no longer what was checked."""
+        changed = guard.changes(self.inputs, self._watch())
+        if changed:
+            raise UsageError(
+                "andon's inputs changed since this run started: "
+                + ", ".join(f"{p} ({how})" for p, how in changed)
+                + ". If an agent did it, its attempt was rejected with an outside-worktree "
+                "finding (`andon show`). Look at the change (`git status`, `git diff`), keep or "
+                "undo it, then run again.")
 
     def _lock(self):
         path = state_dir(self.repo) / "run.lock"
@@ -229,7 +252,10 @@ class Runner:
         return f"{p.spec_path} changed since {p.spec_commit[:10]}:\n{diff}" if diff else None
 
     def _halted(self) -> dict | None:
-        return next((p for p in self.store.packets() if p["state"] == "blocked"), None)
+        """The blocked packet that stops the line; a blocked packet whose folder was deleted
+        no longer can (there is nothing left to unblock)."""
+        return next((p for p in self.store.packets()
+                     if p["state"] == "blocked" and p["id"] in self.packets), None)
 
     def _halt_message(self, row: dict) -> str:
         attempts = self.store.attempts(row["id"])
@@ -246,6 +272,11 @@ class Runner:
         """What a person should change, from the failure layer of the blocking attempt."""
         if last is None:
             return "look at the packet"
+        if any(f["kind"] == "outside-worktree" for g in self.store.gate_results(last["id"])
+               for f in g["evidence"].get("findings", [])):
+            return ("the agent wrote into your checkout (listed above): look at `git status` "
+                    "and `git diff` there and undo what it changed; run agents in a container "
+                    "or VM to stop this")
         runs = self.store.stage_runs(last["id"])
         if any(r["exit_status"] == 127 for r in runs):
             return ("the agent's command was not found (exit 127): it runs in the attempt's "
@@ -304,6 +335,7 @@ class Runner:
                 lambda state, kind: self.store.transition(packet.id, state, kind, a["id"]),
                 say=self.echo,
                 run_started=self.run_started,
+                watch=self._watch,
             ).run()
         finally:
             if not self.keep:
@@ -434,7 +466,8 @@ class Runner:
                                   ended_at=now())
         data = {"gate": failure.gate, "layer": failure.layer, "fingerprint": fp,
                 "reason": failure.summary}
-        if failure.layer in ("specification", "environment") or failure.gate == "budget":
+        if failure.layer in ("specification", "environment") or failure.gate == "budget" \
+                or any(f.kind == "outside-worktree" for f in failure.findings):
             why = f"{failure.gate} gate ({failure.layer}): {failure.summary}"
         elif counted and counted[-1]["fingerprint"] == fp:
             why = (f"same failure as attempt {counted[-1]['n']} (fingerprint {fp}): no new "

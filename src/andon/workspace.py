@@ -404,14 +404,22 @@ def _rmtree(path: Path) -> None:
 
 
 def manifest(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (not following links) → sha256 of its bytes, with a marker
-    for symlinks and the executable bit, so any change an agent makes shows up."""
+    """Every file under ``root`` (not following links) → :func:`file_marker`, so any change
+    an agent makes shows up."""
     out: dict[str, str] = {}
     for path in sorted(root.rglob("*")):
-        rel = path.relative_to(root).as_posix()
-        if path.is_symlink():
-            out[rel] = "link:" + os.readlink(path)
-        elif path.is_file():
-            mode = "x" if os.access(path, os.X_OK) else "-"
-            out[rel] = mode + hashlib.sha256(path.read_bytes()).hexdigest()
+        marker = file_marker(path)
+        if marker is not None:
+            out[path.relative_to(root).as_posix()] = marker
     return out
+
+
+def file_marker(path: Path) -> str | None:
+    """sha256 of a file's bytes with its executable bit, ``link:<target>`` for a symlink
+    (never followed), None for a directory or nothing there."""
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    if path.is_file():
+        mode = "x" if os.access(path, os.X_OK) else "-"
+        return mode + hashlib.sha256(path.read_bytes()).hexdigest()
+    return None

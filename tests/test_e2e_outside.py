@@ -1,0 +1,132 @@
+"""Writes outside the worktree, into the user's checkout, by absolute path.
+
+The agent process is not sandboxed, so an agent can weaken a planted test in ``packets/``,
+switch a gate off in ``andon.toml`` or drop a hook into ``.git/hooks`` of the user's
+repository. andon cannot prevent that, but it must never plant or obey such a change
+unnoticed: every agent stage is bracketed by a fingerprint of those paths, and every attempt
+starts only if they are as they were when the run began.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from andon.errors import UsageError
+from andon.runner import EXIT_HALTED
+
+from helpers import git, honest_mul, make_project, mul_packet, packet_md, runner_for
+
+WRONG = "\n\ndef mul(a, b):\n    return a + b\n"
+PLANTED = "packets/P1/plant/tests/test_mul_p1.py"
+
+
+SUB_TEST = "from calc.ops import sub\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n"
+
+
+def project(tmp_path: Path) -> Path:
+    p2 = (packet_md("P2", "subtract", "calc.ops.sub subtracts.", allowed_paths=["src/calc/**"]),
+          {"tests/test_sub_p2.py": SUB_TEST})
+    return make_project(tmp_path / "repo", {"P1": mul_packet("P1"), "P2": p2})
+
+
+def honest(ctx) -> str:
+    ops = ctx.worktree / "src/calc/ops.py"
+    if ctx.packet.id == "P1":
+        return honest_mul(ctx)
+    ops.write_text(ops.read_text() + "\n\ndef sub(a, b):\n    return a - b\n")
+    return "done"
+
+
+def weakens_planted_test(root: Path):
+    def agent(ctx):
+        (root / PLANTED).write_text("def test_mul():\n    assert True\n")
+        (ctx.worktree / "src/calc/ops.py").write_text(
+            (ctx.worktree / "src/calc/ops.py").read_text() + WRONG)
+        return "done"
+    return agent
+
+
+def switches_a_gate_off(root: Path):
+    def agent(ctx):
+        with open(root / "andon.toml", "a") as f:
+            f.write("\n[gates.patterns]\nenabled = false\n")
+        honest_mul(ctx)
+    return agent
+
+
+def plants_a_hook(root: Path):
+    def agent(ctx):
+        hook = root / ".git/hooks/post-commit"
+        hook.write_text("#!/bin/sh\necho PWNED\n")
+        hook.chmod(0o755)
+        honest_mul(ctx)
+    return agent
+
+
+@pytest.mark.parametrize("make_agent,path,how", [
+    (weakens_planted_test, PLANTED, "modified"),
+    (switches_a_gate_off, "andon.toml", "modified"),
+    (plants_a_hook, ".git/hooks/post-commit", "added")])
+def test_a_write_into_the_users_checkout_blocks_the_packet_and_is_named(tmp_path, make_agent,
+                                                                       path, how):
+    root = project(tmp_path)
+    main = git(root, "rev-parse", "main")
+    runner = runner_for(root, make_agent(root))
+    report = runner.run(only=["P1"])
+
+    assert report.exit_status == EXIT_HALTED and report.halted_by == "P1"
+    assert "your checkout" in report.message and path in report.message
+    (a,) = runner.store.attempts("P1")  # blocked at once: never a second attempt
+    bad = next(g for g in runner.store.gate_results(a["id"]) if g["status"] == "fail")
+    assert (bad["gate"], bad["failure_layer"]) == ("scope", "permission")
+    assert [(f["kind"], f["path"]) for f in bad["evidence"]["findings"]] == [
+        ("outside-worktree", path)]
+    assert how in bad["evidence"]["findings"][0]["message"]
+    assert runner.store.packet("P1")["state"] == "blocked"
+    assert git(root, "rev-parse", "--verify", "-q", "andon/integration") == main
+
+
+def test_inputs_changed_between_attempts_stop_the_run_before_anything_is_planted(tmp_path):
+    """A person (or anything else) edits a loaded packet while the queue runs: the next
+    attempt does not start; the error names the file and nothing more is claimed."""
+    root = project(tmp_path)
+
+    def echo(line: str) -> None:
+        if line.startswith("P1: merged"):
+            (root / "packets/P2/plant/tests/test_sub_p2.py").write_text(
+                SUB_TEST.replace("== 2", "== 3"))
+
+    runner = runner_for(root, honest, echo=echo)
+    with pytest.raises(UsageError, match="packets/P2/plant/tests/test_sub_p2.py") as info:
+        runner.run()
+    assert "changed since this run started" in str(info.value)
+    assert runner.store.packet("P1")["state"] == "done"
+    assert runner.store.attempts("P2") == []
+    assert runner.store.packet("P2")["state"] == "ready"
+
+
+def test_honest_work_with_andon_writing_its_own_state_is_not_flagged(tmp_path):
+    root = project(tmp_path)
+    report = runner_for(root, honest).run()
+    assert report.merged == ["P1", "P2"], report.message
+
+
+def test_a_blocked_packet_whose_folder_was_deleted_no_longer_stops_the_line(tmp_path):
+    """A person gives up on a blocked packet by deleting its folder: the next run says so
+    and goes on with the rest, instead of asking to unblock a packet that is gone."""
+    root = project(tmp_path)
+    def wrong(ctx):
+        ops = ctx.worktree / "src/calc/ops.py"
+        ops.write_text(ops.read_text() + WRONG)
+        return "done"
+
+    first = runner_for(root, wrong).run(only=["P1"])
+    assert first.exit_status == EXIT_HALTED and first.halted_by == "P1"
+    git(root, "rm", "-rq", "packets/P1")
+    git(root, "commit", "-qm", "drop P1")
+    said: list[str] = []
+    report = runner_for(root, honest, echo=said.append).run()
+    assert report.exit_status == 0 and report.merged == ["P2"], report.message
+    assert "P1: blocked, but no longer in packets/: it does not stop the line" in said
