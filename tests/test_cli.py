@@ -317,6 +317,46 @@ def test_status_table_shows_the_packet_done_and_merged(merged):
     assert "done" in row and f"merged {head[:10]}" in row
 
 
+def test_status_board_counts_skipped_gates_apart_and_explains_unknown_cost(merged):
+    """In an 80-column terminal the board fits, counts passed and skipped gates apart (6
+    passed, 3 skipped: static, flaky and mutation are off by default), shows an agent that
+    reported no usage as `cost ?` with a legend line saying what `?` means, and an instant
+    scripted agent's time as `<1 s` rather than `0 s`."""
+    root, _ = merged
+    r = andon(root, "status", env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert all(len(ln) <= 80 for ln in lines), r.stdout
+    row = next(ln for ln in lines if " P1 " in ln)
+    assert "6 ✓ 3 –" in row and "9 ✓" not in row, row
+    assert "cost ? · <1 s" in row and "$?" not in row and " 0 s" not in row, row
+    legend = [ln for ln in lines if ln.startswith("cost ?")]
+    assert legend and "reported no usage" in " ".join(" ".join(lines).split()), r.stdout
+
+
+def test_status_board_has_no_legend_when_no_cost_is_unknown(tmp_path):
+    """The legend line appears only when a `?` does: no agent has run, no legend."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    r = andon(root, "status", env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    assert "reported no usage" not in r.stdout and "?" not in r.stdout, r.stdout
+
+
+def test_show_aligns_the_diff_stat(tmp_path):
+    """`andon show`'s diff stat keeps git's alignment: every file line's `|` is in the same
+    column, and the summary line is indented like the file lines."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    agent = HONEST + "; sed -i '5s/.*/    pass/' tests/test_mul_p1.py"
+    assert andon(root, "run", "--agent", "command", "--command", agent).returncode == 1
+    lines = andon(root, "show", "P1").stdout.splitlines()
+    start = lines.index("  what the agent changed (plant commit → candidate):") + 1
+    stat = lines[start:start + 3]
+    assert [ln.index("|") for ln in stat[:2]] == [stat[0].index("|")] * 2, stat
+    assert stat[0].startswith("    src/calc/ops.py ") and stat[1].startswith(
+        "    tests/test_mul_p1.py "), stat
+    assert stat[2].startswith("    2 files changed"), stat
+
+
 def test_status_json_has_state_attempts_and_gates(merged):
     """`andon status --json` parses and has each packet's state, attempts and gate results."""
     root, _ = merged

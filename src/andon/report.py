@@ -57,7 +57,11 @@ def board(store: Store, config: Config) -> Table:
     table.add_column("agents", no_wrap=True)
     table.add_column("result", overflow="fold", ratio=1)
     rows = status_rows(store)
-    table.caption = "all packets: " + usage_text(usage_of_rows(rows))
+    caption = "all packets: " + usage_text(usage_of_rows(rows))
+    if any(r["usage"]["runs"] and r["usage"]["cost_usd"] is None for r in rows):
+        caption += ("\ncost ? = the agent reported no usage (no tokens, no cost); "
+                    "see `andon show`")
+    table.caption = caption
     table.caption_justify = "left"
     for r in rows:
         last = r["last_attempt"]
@@ -75,18 +79,26 @@ def board(store: Store, config: Config) -> Table:
 
 
 def _gates_cell(gates: dict[str, str]) -> str:
+    """The first gate that failed (``scope ✗``), else how many passed and how many were
+    skipped (``6 ✓ 3 –``): a skipped gate checked nothing, so it is not counted as passed."""
     bad = next(((g, s) for g, s in gates.items() if s in ("fail", "error")), None)
     if bad:
         return f"{GATE_SHORT.get(bad[0], bad[0])} {GATE_MARK[bad[1]]}"
-    return f"{len(gates)} {GATE_MARK['pass']}" if gates else ""
+    counts = [(n, GATE_MARK[st]) for st in ("pass", "skipped")
+              if (n := sum(1 for s in gates.values() if s == st))]
+    return " ".join(f"{n} {mark}" for n, mark in counts)
 
 
 def _usage_cell(u: dict[str, Any]) -> str:
-    """``$0.06 · 12 s`` (cost ``?`` when unknown), or empty before any agent ran."""
+    """``$0.06 · 12 s``; ``cost ?`` when the agent reported no usage (the board's legend
+    says so), ``<1 s`` for an agent that took under a second; empty before any agent ran."""
     if not u["runs"]:
         return ""
-    cost = "$?" if u["cost_usd"] is None else f"${u['cost_usd']:.2f}"
-    wall = "?" if u["wall_s"] is None else f"{u['wall_s']:.0f} s"
+    cost = "cost ?" if u["cost_usd"] is None else f"${u['cost_usd']:.2f}"
+    if u["wall_s"] is None:
+        wall = "time ?"
+    else:
+        wall = "<1 s" if u["wall_s"] < 1 else f"{u['wall_s']:.0f} s"
     return f"{cost} · {wall}"
 
 
@@ -118,7 +130,8 @@ def usage_text(u: dict[str, Any]) -> str:
     cost = "cost unknown" if u["cost_usd"] is None else f"${u['cost_usd']:.4f}"
     if u["cost_usd"] is not None and u["cost_unknown_runs"]:
         cost += f" (+{u['cost_unknown_runs']} run(s) of unknown cost)"
-    wall = "?" if u["wall_s"] is None else f"{u['wall_s']:.1f} s"
+    wall = ("?" if u["wall_s"] is None else "<0.1 s" if u["wall_s"] < 0.05
+            else f"{u['wall_s']:.1f} s")
     if u["input_tokens"] is None and u["output_tokens"] is None:
         return f"tokens unknown · {cost} · {wall}"
     return f"{n(u['input_tokens'])} in/{n(u['output_tokens'])} out tok · {cost} · {wall}"
@@ -190,7 +203,9 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             _show_review(out, r)
         if a["diff_stat"]:
             out.print("  what the agent changed (plant commit → candidate):", markup=False)
-            out.print("    " + a["diff_stat"].strip().replace("\n", "\n    "), markup=False)
+            # git's stat starts every line with a space: keep it, so the columns line up
+            stat = a["diff_stat"].strip("\n").splitlines()
+            out.print("\n".join("   " + ln for ln in stat), markup=False)
         if a["evidence_dir"]:
             out.print(f"  evidence: {a['evidence_dir']}", markup=False, soft_wrap=True)
     if d.get("diff"):
