@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import crash, guard, lifecycle
+from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
@@ -44,30 +45,6 @@ class RunReport:
     halted_by: str | None = None
     message: str = ""
     preflight: GateResult | None = None
-
-
-def base_drift(repo: Repo, config: Config) -> dict | None:
-    """Commits on the base branch that the integration branch lacks: ``{"base_branch",
-    "integration_branch", "commits"}``, or None when there are none, the integration branch
-    does not exist yet, or no base branch can be named (detached HEAD and no
-    ``[andon] base_branch``). andon never merges the base into the integration branch itself:
-    that is the user's decision, so it is only reported."""
-    integration = config.andon.integration_branch
-    base = config.andon.base_branch or repo.current_branch()
-    if not base or base == integration or not repo.rev_parse(integration) \
-            or not repo.rev_parse(base):
-        return None
-    n = int(repo.git("rev-list", "--count", repo.rev_parse(base),
-                     "^" + repo.rev_parse(integration)).strip())
-    return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
-
-
-def drift_notice(drift: dict) -> str:
-    """One line for people: what moved and what to do about it."""
-    b, i, n = drift["base_branch"], drift["integration_branch"], drift["commits"]
-    return (f"note: {b} has {n} commit{'s' if n != 1 else ''} that {i} does not; andon merges "
-            f"packets onto {i} only and never pulls {b} in — to build on them, run `git merge "
-            f"{b}` with {i} checked out (or delete {i} to start it again from {b})")
 
 
 def state_dir(repo: Repo) -> Path:
@@ -151,7 +128,7 @@ class Runner:
                 halted = self._halted()
                 if halted:
                     report.exit_status, report.halted_by = EXIT_HALTED, halted["id"]
-                    report.message = self._halt_message(halted)
+                    report.message = halt_message(self.store, halted)
                     return report
                 packet = self._next(only)
                 if packet is None:
@@ -256,41 +233,6 @@ class Runner:
         no longer can (there is nothing left to unblock)."""
         return next((p for p in self.store.packets()
                      if p["state"] == "blocked" and p["id"] in self.packets), None)
-
-    def _halt_message(self, row: dict) -> str:
-        attempts = self.store.attempts(row["id"])
-        last = attempts[-1] if attempts else None
-        why = last["reason"] if last else "blocked"
-        where = last["evidence_dir"] if last else ""
-        pid = row["id"]
-        return (f"line halted: packet {pid} is blocked: {why}\n"
-                f"evidence: {where}\n"
-                f"what to do: {self._advice(last)}; see `andon show {pid}`, then "
-                f"`andon unblock {pid}`")
-
-    def _advice(self, last: dict | None) -> str:
-        """What a person should change, from the failure layer of the blocking attempt."""
-        if last is None:
-            return "look at the packet"
-        if any(f["kind"] == "outside-worktree" for g in self.store.gate_results(last["id"])
-               for f in g["evidence"].get("findings", [])):
-            return ("the agent wrote into your checkout (listed above): look at `git status` "
-                    "and `git diff` there and undo what it changed; run agents in a container "
-                    "or VM to stop this")
-        runs = self.store.stage_runs(last["id"])
-        if any(r["exit_status"] == 127 for r in runs):
-            return ("the agent's command was not found (exit 127): it runs in the attempt's "
-                    "worktree, where untracked scripts do not exist — give an absolute path")
-        return {
-            "specification": "the packet itself is wrong (its planted tests or its spec): "
-                             "edit it",
-            "verifier": "the reviewer did not return a valid review: fix the reviewer "
-                        "(--reviewer / --reviewer-command), not the packet",
-            "environment": "the project's suite or environment failed: fix that",
-            "harness": "a budget or limit was reached: raise it in andon.toml or split the "
-                       "packet",
-        }.get(last["failure_layer"] or "", "the agent keeps failing the same way or ran out "
-              "of attempts: sharpen the packet, or use another agent")
 
     def _next(self, only: list[str] | None) -> Packet | None:
         states = {p["id"]: p["state"] for p in self.store.packets()}

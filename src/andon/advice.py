@@ -1,0 +1,70 @@
+"""What andon tells a person when the line stops or the branches drift apart: read from the
+store and the repository, never used to decide anything."""
+
+from __future__ import annotations
+
+from .config import Config
+from .store import Store
+from .workspace import Repo
+
+
+def halt_message(store: Store, row: dict) -> str:
+    """The message of a halted line: which packet, why, where the evidence is, what to do."""
+    attempts = store.attempts(row["id"])
+    last = attempts[-1] if attempts else None
+    why = last["reason"] if last else "blocked"
+    where = last["evidence_dir"] if last else ""
+    pid = row["id"]
+    return (f"line halted: packet {pid} is blocked: {why}\n"
+            f"evidence: {where}\n"
+            f"what to do: {advice(store, last)}; see `andon show {pid}`, then "
+            f"`andon unblock {pid}`")
+
+
+def advice(store: Store, last: dict | None) -> str:
+    """What a person should change, from what the blocking attempt ran into: a write into
+    the checkout, a command not found, else its failure layer."""
+    if last is None:
+        return "look at the packet"
+    if any(f["kind"] == "outside-worktree" for g in store.gate_results(last["id"])
+           for f in g["evidence"].get("findings", [])):
+        return ("the agent wrote into your checkout (listed above): look at `git status` "
+                "and `git diff` there and undo what it changed; run agents in a container "
+                "or VM to stop this")
+    if any(r["exit_status"] == 127 for r in store.stage_runs(last["id"])):
+        return ("the agent's command was not found (exit 127): it runs in the attempt's "
+                "worktree, where untracked scripts do not exist — give an absolute path")
+    return {
+        "specification": "the packet itself is wrong (its planted tests or its spec): "
+                         "edit it",
+        "verifier": "the reviewer did not return a valid review: fix the reviewer "
+                    "(--reviewer / --reviewer-command), not the packet",
+        "environment": "the project's suite or environment failed: fix that",
+        "harness": "a budget or limit was reached: raise it in andon.toml or split the "
+                   "packet",
+    }.get(last["failure_layer"] or "", "the agent keeps failing the same way or ran out "
+          "of attempts: sharpen the packet, or use another agent")
+
+
+def base_drift(repo: Repo, config: Config) -> dict | None:
+    """Commits on the base branch that the integration branch lacks: ``{"base_branch",
+    "integration_branch", "commits"}``, or None when there are none, the integration branch
+    does not exist yet, or no base branch can be named (detached HEAD and no
+    ``[andon] base_branch``). andon never merges the base into the integration branch itself:
+    that is the user's decision, so it is only reported."""
+    integration = config.andon.integration_branch
+    base = config.andon.base_branch or repo.current_branch()
+    if not base or base == integration or not repo.rev_parse(integration) \
+            or not repo.rev_parse(base):
+        return None
+    n = int(repo.git("rev-list", "--count", repo.rev_parse(base),
+                     "^" + repo.rev_parse(integration)).strip())
+    return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
+
+
+def drift_notice(drift: dict) -> str:
+    """One line for people: what moved and what to do about it."""
+    b, i, n = drift["base_branch"], drift["integration_branch"], drift["commits"]
+    return (f"note: {b} has {n} commit{'s' if n != 1 else ''} that {i} does not; andon merges "
+            f"packets onto {i} only and never pulls {b} in — to build on them, run `git merge "
+            f"{b}` with {i} checked out (or delete {i} to start it again from {b})")
