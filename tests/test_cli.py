@@ -221,6 +221,82 @@ def test_check_json_lists_every_problem(tmp_path):
     assert any("P9" in p["message"] for p in data["problems"])
 
 
+BAD_KEY_TOML = DEFAULT_TOML.replace("[gates]\n", "[gates]\nred_run = 5\n")
+
+
+def _config_and_packet_problems(tmp_path: Path, config: str) -> Path:
+    root = tmp_path / "repo"
+    root.mkdir()
+    make_project(root, config=config, files={
+        "packets/P1/packet.md": packet_md("P1", requires=["P9"])})
+    return root
+
+
+def test_check_json_reports_config_and_packet_problems_together(tmp_path):
+    """An invalid andon.toml and an invalid packet: `check --json` still prints one JSON
+    document on stdout, with the config problem (file, line, message) and the packet
+    problem in the same shape, and exits 2."""
+    root = _config_and_packet_problems(tmp_path, BAD_KEY_TOML)
+    line = BAD_KEY_TOML.splitlines().index("red_run = 5") + 1
+    r = andon(root, "check", "--json")
+    assert r.returncode == 2, r.stdout + r.stderr
+    data = json.loads(r.stdout)
+    assert data["ok"] is False and data["packets"] == ["P1"]
+    config, packet = data["problems"]
+    assert (config["path"], config["line"]) == (str(root / "andon.toml"), line)
+    assert config["message"].startswith("gates.red_run: unknown key"), config
+    assert (packet["path"], packet["line"]) == (str(root / "packets/P1/packet.md"), 5)
+    assert "unknown packet id 'P9'" in packet["message"]
+    assert not (root / ".andon").exists()
+
+
+def test_check_reports_config_problems_then_still_the_packet_problems(tmp_path):
+    """Plain `andon check` with an invalid andon.toml prints its problem as file:line and
+    then the packets' problems too (exit 2)."""
+    root = _config_and_packet_problems(tmp_path, BAD_KEY_TOML)
+    line = BAD_KEY_TOML.splitlines().index("red_run = 5") + 1
+    r = andon(root, "check")
+    assert r.returncode == 2, r.stdout + r.stderr
+    out = r.stdout.splitlines()
+    assert out[0].startswith(f"{root / 'andon.toml'}:{line}: gates.red_run: unknown key"), out
+    assert out[1] == f"{root / 'packets/P1/packet.md'}:5: requires names unknown packet id 'P9'"
+    assert out[2] == "2 problem(s) in andon.toml and packets/", out
+
+
+@pytest.mark.parametrize("config, line, words", [
+    ("[andon\n", 1, "invalid TOML"),
+    (None, None, "not found; run `andon init` first"),
+], ids=["invalid-toml", "missing"])
+def test_check_with_an_unreadable_config_checks_the_default_packets_dir(tmp_path, config,
+                                                                      line, words):
+    """andon.toml unreadable (not TOML) or missing: `check` reports it, says it checked the
+    default packets/ folder, and reports the packets' problems from there; `--json` too."""
+    root = _config_and_packet_problems(tmp_path, config or DEFAULT_TOML)
+    if config is None:
+        (root / "andon.toml").unlink()
+    r = andon(root, "check")
+    assert r.returncode == 2, r.stdout + r.stderr
+    where = f"{root / 'andon.toml'}:{line}: " if line else f"{root / 'andon.toml'}: "
+    assert r.stdout.splitlines()[0].startswith(where + words), r.stdout
+    assert "unknown packet id 'P9'" in r.stdout
+    assert "default" in r.stderr and "packets/" in r.stderr, r.stderr
+    data = json.loads(andon(root, "check", "--json").stdout)
+    assert [(p["path"], p["line"]) for p in data["problems"]] == [
+        (str(root / "andon.toml"), line), (str(root / "packets/P1/packet.md"), 5)]
+
+
+def test_check_json_outside_a_repository_is_still_json(tmp_path):
+    """Not in a git work tree: `check --json` prints a JSON document naming the problem."""
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    r = andon(plain, "check", "--json", env={"GIT_CEILING_DIRECTORIES": str(tmp_path)})
+    assert r.returncode == 2
+    data = json.loads(r.stdout)
+    assert data["ok"] is False and data["packets"] == []
+    [problem] = data["problems"]
+    assert problem["line"] is None and "not inside a git work tree" in problem["message"]
+
+
 def test_check_on_valid_packets_exits_0(tmp_path):
     """Valid packets: `andon check` exits 0 and names them; `--json` says ok."""
     root = tmp_path / "repo"

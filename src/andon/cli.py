@@ -18,8 +18,9 @@ from rich.markup import escape
 
 from . import __version__
 from .agents import make_agent
-from .config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
-from .errors import AndonError, PacketError, Problem, UsageError
+from .config import (CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, Andon, load_config,
+                     packets_dir_despite_errors)
+from .errors import AndonError, ConfigError, PacketError, Problem, UsageError
 from .packet import check_packets, load_packets
 from .report import board, show_packet, status_rows, packet_detail, usage_of_rows
 from .runner import EXIT_USAGE, Runner, base_drift, drift_notice, open_store
@@ -92,29 +93,56 @@ def init(ctx: click.Context, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print problems as JSON.")
 @click.pass_context
 def check(ctx: click.Context, as_json: bool) -> None:
-    """Validate every packet; print each problem as file:line: message.
+    """Validate every packet and andon.toml; print each problem as file:line: message.
 
-    A packet whose spec changed since its spec_commit is reported as stale. Exits 2 if
-    anything is wrong. Reads only; the store is not touched.
+    A packet whose spec changed since its spec_commit is reported as stale. Problems in
+    andon.toml do not stop the packets from being checked. Exits 2 if anything is wrong.
+    Reads only; the store is not touched.
     """
-    repo = _repo_or_fail(ctx)
-    config = _config_or_fail(repo)
-    packets, problems = check_packets(repo.root / config.andon.packets_dir, repo.root)
-    problems = sorted(problems + _stale_problems(repo, config, packets),
-                      key=lambda pr: (str(pr.path), pr.line or 0, pr.message))
-    if as_json:
-        out.print_json(json.dumps({
-            "ok": not problems, "packets": [p.id for p in packets],
-            "problems": [{"path": str(p.path), "line": p.line, "message": p.message}
-                         for p in problems]}))
-    else:
-        for p in problems:
-            out.print(str(p), soft_wrap=True, markup=False)  # globs like src/[ab].py
-        if problems:
-            out.print(f"{len(problems)} problem(s) in {config.andon.packets_dir}/")
+    def report(problems: list[Problem], packets: list, places: list[str]) -> None:
+        if as_json:  # always one JSON document, whatever went wrong
+            out.print_json(json.dumps({
+                "ok": not problems, "packets": [p.id for p in packets],
+                "problems": [{"path": str(p.path), "line": p.line, "message": p.message}
+                             for p in problems]}))
         else:
-            out.print(f"{len(packets)} packet(s) OK: {', '.join(p.id for p in packets)}")
-    sys.exit(EXIT_USAGE if problems else 0)
+            for p in problems:
+                out.print(str(p), soft_wrap=True, markup=False)  # globs like src/[ab].py
+            if problems:
+                out.print(f"{len(problems)} problem(s) in {' and '.join(places)}",
+                          markup=False)
+            else:
+                out.print(f"{len(packets)} packet(s) OK: {', '.join(p.id for p in packets)}")
+        sys.exit(EXIT_USAGE if problems else 0)
+
+    try:
+        repo = _repo(ctx)
+    except AndonError as exc:
+        if not as_json:
+            _fail(str(exc))
+        report([Problem(Path(ctx.obj["repo"]), None, str(exc))], [], [])
+    config, config_problems = None, []
+    try:
+        config = load_config(repo.root)
+        packets_dir = config.andon.packets_dir
+    except ConfigError as exc:
+        config_problems = exc.problems or [Problem(repo.root / CONFIG_NAME, None, str(exc))]
+        packets_dir = packets_dir_despite_errors(repo.root)
+        if packets_dir is None:
+            packets_dir = Andon().packets_dir
+            err.print(f"note: {CONFIG_NAME} could not be read; checked the packets in the "
+                      f"default folder {packets_dir}/", markup=False, soft_wrap=True)
+        else:
+            err.print(f"note: {CONFIG_NAME} is invalid; checked the packets in "
+                      f"{packets_dir}/ (tiers and stale specs are checked once it is valid)",
+                      markup=False, soft_wrap=True)
+    packets, problems = check_packets(repo.root / packets_dir, repo.root)
+    if config is not None:
+        problems += _stale_problems(repo, config, packets)
+    problems = sorted(problems, key=lambda pr: (str(pr.path), pr.line or 0, pr.message))
+    places = ([CONFIG_NAME] if config_problems else []) + ([f"{packets_dir}/"] if problems
+                                                           else [])
+    report(config_problems + problems, packets, places)
 
 
 def _stale_problems(repo: Repo, config, packets) -> list[Problem]:
@@ -129,8 +157,9 @@ def _stale_problems(repo: Repo, config, packets) -> list[Problem]:
             problems.append(Problem(p.source, p.line_of("tier"), str(exc)))
         try:
             why = runner._stale_reason(p)
-        except AndonError as exc:
-            _fail(str(exc))
+        except AndonError as exc:  # git could not answer: say so, and check the rest
+            problems.append(Problem(p.source, p.line_of("spec_commit"), str(exc)))
+            why = None
         if why:
             problems.append(Problem(p.source, p.line_of("spec_commit"),
                                     f"stale (`andon run` refuses it until spec_commit names "

@@ -16,7 +16,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError
+from .errors import ConfigError, Problem
 from .gate_config import FlakyGate, MutationGate, StaticGate
 from .suggest import closest, hint
 
@@ -290,14 +290,7 @@ def load_config(repo_root: Path) -> Config:
             an unknown key or a wrong value; the message gives ``file:line``.
     """
     path = repo_root / CONFIG_NAME
-    if not path.is_file():
-        raise ConfigError(f"{path}: not found; run `andon init` first")
-    text = path.read_text(encoding="utf-8")
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"at line (\d+)", str(exc))
-        raise ConfigError(f"{path}:{m.group(1) if m else 1}: invalid TOML: {exc}") from None
+    text, data = _read(path)
     try:
         return Config.model_validate(data)
     except ValidationError as exc:
@@ -306,7 +299,37 @@ def load_config(repo_root: Path) -> Config:
             loc = [p for p in err["loc"] if p != "[key]"]  # a dict key's own error
             found.append((_line_of(text, [str(p) for p in loc]), _describe(err, loc)))
         found.sort(key=lambda item: item[0])  # stable: same-line errors keep pydantic's order
-        raise ConfigError("\n".join(f"{path}:{line}: {what}" for line, what in found)) from None
+        _raise([Problem(path, line, what) for line, what in found])
+
+
+def _read(path: Path) -> tuple[str, dict[str, Any]]:
+    """The text of andon.toml and its TOML data; ConfigError if missing or not TOML."""
+    if not path.is_file():
+        _raise([Problem(path, None, "not found; run `andon init` first")])
+    text = path.read_text(encoding="utf-8")
+    try:
+        return text, tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        m = re.search(r"at line (\d+)", str(exc))
+        _raise([Problem(path, int(m.group(1)) if m else 1, f"invalid TOML: {exc}")])
+        raise  # unreachable
+
+
+def _raise(problems: list[Problem]) -> None:
+    raise ConfigError("\n".join(str(p) for p in problems), problems) from None
+
+
+def packets_dir_despite_errors(repo_root: Path) -> str | None:
+    """``[andon] packets_dir`` of an andon.toml that fails validation but is TOML (the
+    default when it does not set one), so packets can still be checked; None when the file
+    is missing or not TOML."""
+    try:
+        _, data = _read(repo_root / CONFIG_NAME)
+    except (ConfigError, OSError, UnicodeDecodeError):
+        return None
+    given = data.get("andon", {}).get("packets_dir") if isinstance(data.get("andon"),
+                                                                   dict) else None
+    return given if isinstance(given, str) and given else Andon().packets_dir
 
 
 def _describe(err: dict[str, Any], loc: list[str | int]) -> str:

@@ -45,7 +45,12 @@ class PacketError(UsageError):
 
 
 class ConfigError(UsageError):
-    """andon.toml is missing or invalid."""
+    """andon.toml is missing or invalid. ``problems`` lists each one, when they are known
+    apart (one per line of the message)."""
+
+    def __init__(self, message: str, problems: list[Problem] | None = None):
+        self.problems = problems or []
+        super().__init__(message)
 
 
 class GitError(AndonError):
