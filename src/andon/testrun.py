@@ -123,6 +123,12 @@ class SuiteRun:
         }
 
 
+def collectable(path: str) -> bool:
+    """A file pytest collects by its default naming rule (``test_*.py`` / ``*_test.py``)."""
+    name = path.rsplit("/", 1)[-1]
+    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+
+
 def _message(child: ET.Element) -> str:
     msg = child.get("message") or ""
     # A collection error's message is only "collection failure"; the exception is in the text,

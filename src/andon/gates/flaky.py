@@ -23,15 +23,11 @@ import random
 from collections import defaultdict
 from pathlib import PurePosixPath
 
+from ..testrun import collectable
 from .base import Finding, GateContext, GateResult, fresh_clone
 from .changed import changed_code_files
 
 GATE = "flaky"
-
-
-def collectable(path: str) -> bool:
-    name = path.rsplit("/", 1)[-1]
-    return name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
 
 
 def module_name(path: str, pythonpath: list[str]) -> str:

@@ -1,0 +1,134 @@
+"""One review stage of an attempt: a fresh export of the candidate's files (no .git; without
+the tests for ``review-correctness``), the reviewer agent, validation of its document (asked
+again on a broken one, up to ``[stages] review_max_asks``), and the decision of
+:mod:`andon.review`. Any file the reviewer changes or ref it moves is tamper."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .gates.base import Finding, GateResult
+from .packet import path_matches
+from .review import SCHEMA, ReviewRejected, decide, extract_json, validate
+from .workspace import manifest
+
+if TYPE_CHECKING:  # the attempt drives its reviewer; only the type is needed here
+    from .attempt import Attempt
+
+
+class Reviewer:
+    """One review stage: a fresh export of the candidate's files, the reviewer agent,
+    validation of its document (asked again on a broken one), and the decision."""
+
+    def __init__(self, attempt: Attempt, stage: str):
+        self.a, self.stage = attempt, stage
+
+    def run(self) -> GateResult:
+        a, stage = self.a, self.stage
+        repo, cand = a.repo, a.ctx.candidate_sha
+        # A plain export, not a worktree: no .git inside, so review-correctness cannot
+        # `git show` the tests it must not see, and no reviewer can commit anything.
+        tmp = Path(tempfile.mkdtemp(prefix=f"andon-{a.packet.id}-{stage}-"))
+        wt = tmp / "tree"
+        try:
+            # the packets folder holds every packet's planted (and hidden) files, too
+            packets = a.config.andon.packets_dir.strip("/")
+            planted = [f"{packets}/**/plant/**", f"{packets}/**/hidden/**"]
+            test_like = lambda p: (p in a.packet.plant_files
+                                   or path_matches(p, a.config.stages.test_paths)
+                                   or path_matches(p, planted))
+            hide = stage == "review-correctness"
+            expected = repo.export(cand, wt, keep=lambda p: not (hide and test_like(p)))
+            diff = self._diff(test_like, with_tests=not hide)
+            stages = [s for s in a.stages if s in ("atdd", "implement")]
+            errors: list[str] = []
+            for ask in range(1, a.config.stages.review_max_asks + 1):
+                review_file = a.ev / f"{stage}.review.json"
+                review_file.unlink(missing_ok=True)
+                refs_before = repo.refs_snapshot()
+                run = a._agent(stage, worktree=wt, review_file=review_file,
+                               evidence_dir=a.ev if ask == 1 else a.ev / f"{stage}-ask{ask}",
+                               prompt_vars={
+                    "diff": diff, "schema": json.dumps(SCHEMA, indent=2),
+                    "review_file": str(review_file), "revise_stages": stages,
+                    "retry_errors": errors})
+                # it can still reach the repository by its path: put back any ref it moved
+                moved = repo.restore_refs(refs_before, own_branch="")
+                if moved:
+                    return GateResult(stage, "fail", f"the {stage} reviewer moved git refs: "
+                                      f"{', '.join(moved)} (put back)", "permission",
+                                      [Finding("tamper", f"ref {m} was moved, deleted or made "
+                                               "by the reviewer (put back)", path=m)
+                                       for m in moved])
+                after = manifest(wt)
+                changed = sorted(p for p in expected.keys() | after.keys()
+                                 if expected.get(p) != after.get(p))
+                if changed:
+                    return GateResult(stage, "fail", f"the {stage} reviewer changed files: "
+                                      f"{', '.join(changed)}", "permission",
+                                      [Finding("tamper", f"reviewer changed {p}", path=p)
+                                       for p in changed])
+                raw = (review_file.read_text(encoding="utf-8", errors="replace")
+                       if review_file.exists() else extract_json(run.claim or ""))
+                try:
+                    doc = validate(raw, a.packet, self._line_count, stages)
+                except ReviewRejected as exc:
+                    errors = exc.errors
+                    a.store.add_review(a.row["id"], stage, ask, raw, errors)
+                    continue
+                red_gates = [g.gate for g in a.out.gates if not g.ok]
+                out = decide(doc, a.packet, red_gates)
+                a.store.add_review(a.row["id"], stage, ask, raw, [], doc.model_dump(),
+                                   doc.decision, out.decision, out.revise_stage,
+                                   out.downgraded_because)
+                return self._result(out)
+            return GateResult(stage, "fail", f"no valid review after {ask} asks: "
+                              f"{'; '.join(errors)}", "verifier",
+                              [Finding("invalid-review", e) for e in errors],
+                              details={"revise_stage": a.row["start_stage"] or "implement"})
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def _result(self, out) -> GateResult:
+        doc = out.document
+        verdicts = {v.invariant: v.verdict for v in doc.verdicts}
+        details = {"revise_stage": out.revise_stage, "verdicts": verdicts,
+                   "downgraded_because": out.downgraded_because}
+        if out.decision == "accept":
+            return GateResult(self.stage, "pass", f"accepted; verdicts: "
+                              f"{_verdict_summary(verdicts)}", details=details)
+        findings = [Finding("violated" if v.verdict == "violated" else v.verdict,
+                            f"invariant {v.invariant} {v.verdict}: {v.reason}",
+                            path=v.evidence) for v in doc.verdicts if v.verdict != "held"]
+        findings += [Finding(f.severity, f.message, path=f.location) for f in doc.findings
+                     if f.severity in ("blocker", "major")]
+        why = "; ".join(out.downgraded_because) or doc.summary or "the reviewer asks for a revision"
+        layer = "test" if out.revise_stage == "atdd" else "code"
+        return GateResult(self.stage, "fail", f"revise → {out.revise_stage}: {why}", layer,
+                          findings, details=details)
+
+    def _diff(self, test_like, with_tests: bool) -> str:
+        a = self.a
+        base = a.ctx.plant_sha
+        paths = [c.path for c in a.repo.changes(base, a.ctx.candidate_sha)]
+        code = [p for p in paths if not test_like(p)]
+        tests = [p for p in paths if test_like(p)] if with_tests else []
+        parts = []
+        for group in (code, tests):  # the code first, the tests last
+            if group:
+                parts.append(a.repo.git("diff", base, a.ctx.candidate_sha, "--", *group))
+        return "\n".join(parts).strip() or "(no change)"
+
+    def _line_count(self, path: str) -> int | None:
+        data = self.a.repo.file_bytes(self.a.ctx.candidate_sha, path)
+        if data is None:
+            return None
+        return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def _verdict_summary(verdicts: dict[str, str]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in verdicts.items()) or "no invariants"
