@@ -56,6 +56,18 @@ def switches_a_gate_off(root: Path):
     return agent
 
 
+def adds_a_packet(root: Path):
+    """Queues work of its own: a packet the next run would hand to an agent."""
+    def agent(ctx):
+        d = root / "packets/P9"
+        (d / "plant/tests").mkdir(parents=True)
+        (d / "packet.md").write_text((root / "packets/P1/packet.md").read_text()
+                                     .replace('"P1"', '"P9"'))
+        (d / "plant/tests/test_p9.py").write_text("def test_p9():\n    assert True\n")
+        return honest_mul(ctx)
+    return agent
+
+
 def plants_a_hook(root: Path):
     def agent(ctx):
         hook = root / ".git/hooks/post-commit"
@@ -68,7 +80,8 @@ def plants_a_hook(root: Path):
 @pytest.mark.parametrize("make_agent,path,how", [
     (weakens_planted_test, PLANTED, "modified"),
     (switches_a_gate_off, "andon.toml", "modified"),
-    (plants_a_hook, ".git/hooks/post-commit", "added")])
+    (plants_a_hook, ".git/hooks/post-commit", "added"),
+    (adds_a_packet, "packets/P9/packet.md", "added")])
 def test_a_write_into_the_users_checkout_blocks_the_packet_and_is_named(tmp_path, make_agent,
                                                                        path, how):
     root = project(tmp_path)
@@ -81,8 +94,9 @@ def test_a_write_into_the_users_checkout_blocks_the_packet_and_is_named(tmp_path
     (a,) = runner.store.attempts("P1")  # blocked at once: never a second attempt
     bad = next(g for g in runner.store.gate_results(a["id"]) if g["status"] == "fail")
     assert (bad["gate"], bad["failure_layer"]) == ("scope", "permission")
-    assert [(f["kind"], f["path"]) for f in bad["evidence"]["findings"]] == [
-        ("outside-worktree", path)]
+    assert ("outside-worktree", path) in [(f["kind"], f["path"])
+                                          for f in bad["evidence"]["findings"]]
+    assert {f["kind"] for f in bad["evidence"]["findings"]} == {"outside-worktree"}
     assert how in bad["evidence"]["findings"][0]["message"]
     assert runner.store.packet("P1")["state"] == "blocked"
     assert git(root, "rev-parse", "--verify", "-q", "andon/integration") == main

@@ -1,6 +1,6 @@
 """What an agent must not change outside its worktree: andon's own inputs in the user's
-checkout (andon.toml, every packet folder) and git's executable configuration (.git/config,
-.git/hooks). The agent process is not sandboxed and can reach the checkout by absolute path,
+checkout (andon.toml, the packets folder: a new packet would be work the agent queued for
+itself) and git's executable configuration (.git/config, .git/hooks). The agent process is not sandboxed and can reach the checkout by absolute path,
 so the runner fingerprints these before and after every agent stage and before every
 attempt; a difference is evidence, never silently planted or obeyed.
 
@@ -15,17 +15,16 @@ from pathlib import Path
 from .workspace import Repo, file_marker, manifest
 
 
-def fingerprint(repo: Repo, config_file: Path, packet_dirs: list[Path]) -> dict[str, str]:
-    """Repo-relative path → content marker (see :func:`workspace.manifest`) of every watched
-    file. A watched file or folder that does not exist contributes nothing."""
+def fingerprint(repo: Repo, config_file: Path, dirs: list[Path]) -> dict[str, str]:
+    """Repo-relative path → content marker (see :func:`workspace.file_marker`) of
+    ``config_file``, ``.git/config`` and every file under ``dirs`` and ``.git/hooks``. A
+    watched file or folder that does not exist contributes nothing."""
     out: dict[str, str] = {}
-    files = [config_file, repo.git_dir / "config"]
-    dirs = [*packet_dirs, repo.git_dir / "hooks"]
-    for f in files:
+    for f in (config_file, repo.git_dir / "config"):
         marker = file_marker(f)
         if marker is not None:
             out[_rel(repo, f)] = marker
-    for d in dirs:
+    for d in (*dirs, repo.git_dir / "hooks"):
         if d.is_dir():
             out.update({_rel(repo, d / rel): marker for rel, marker in manifest(d).items()})
     return out

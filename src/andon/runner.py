@@ -144,12 +144,13 @@ class Runner:
                 pass
 
     def _watch(self) -> dict[str, str]:
+        # the whole packets folder: a new packet an agent writes is work it queued itself
         return guard.fingerprint(self.repo, self.repo.root / CONFIG_NAME,
-                                 [p.source.parent for p in self.packets.values()])
+                                 [self.repo.root / self.config.andon.packets_dir])
 
     def _inputs_unchanged(self) -> None:
-        """UsageError (nothing claimed) if andon.toml, a loaded packet's files or the git
-        hooks/config changed since this run started: what would be planted or obeyed is
+        """UsageError (nothing claimed) if andon.toml, anything in the packets folder or the
+        git hooks/config changed since this run started: what would be planted or obeyed is
         no longer what was checked."""
         changed = guard.changes(self.inputs, self._watch())
         if changed:
