@@ -349,6 +349,40 @@ def test_after_a_broken_review_only_the_review_runs_again_on_the_same_candidate(
     assert merged_tree == git(root, "rev-parse", a1["candidate_sha"] + "^{tree}").strip()
 
 
+def test_a_packet_edited_between_runs_is_not_carried_over(tmp_path):
+    """Attempt 1's reviewer breaks; attempt 2 (review only) is interrupted (the person stops
+    the run) and the person edits the packet's planted test before running again. The
+    carried candidate was checked against the old packet, so attempt 3 starts afresh: the
+    agent implements again against the new planted test."""
+    implemented: list[int] = []
+
+    def agent(ctx):
+        implemented.append(ctx.attempt)
+        return honest_mul(ctx)
+
+    def reviewer(ctx):
+        if ctx.attempt == 2:
+            raise KeyboardInterrupt  # the person presses Ctrl-C mid-review
+        return put(ctx, _missing(ctx) if ctx.attempt == 1 else doc(ctx))
+
+    root = project(tmp_path, {"P1": inv_packet("P1")})
+    with pytest.raises(KeyboardInterrupt):
+        runner_for(root, agent, reviewer=reviewer).run()
+    planted = next((root / "packets/P1/plant").rglob("test_*.py"))
+    planted.write_text(planted.read_text() + "\n\ndef test_mul_negative():\n"
+                       "    assert mul(-2, 3) == -6\n")
+    runner = runner_for(root, agent, reviewer=reviewer)
+    report = runner.run()
+
+    assert report.merged == ["P1"], report.message
+    a1, a2, a3 = runner.store.attempts("P1")
+    assert a2["state"] == "interrupted" and a2["start_stage"] == "review"
+    assert a3["start_stage"] is None and a3["candidate_sha"] != a1["candidate_sha"]
+    assert implemented == [1, 3]
+    assert "test_mul_negative" in git(root, "show", "andon/integration:" + str(
+        planted.relative_to(root / "packets/P1/plant")))
+
+
 def test_silence_is_not_a_pass(tmp_path):
     """A reviewer that writes no file and says nothing is invalid at every ask (stored with
     an empty raw text), and the attempt fails with layer ``verifier`` — it is not merged.

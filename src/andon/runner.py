@@ -251,11 +251,12 @@ class Runner:
     def _attempt(self, packet: Packet) -> str:
         stages = self.config.stages_of(packet.stages, packet.tier)
         round_ = sum(1 for e in self.store.events(packet.id) if e["kind"] == "unblocked")
-        carry = self._carry_over(packet.id, round_)
+        carry = self._carry_over(packet, round_)
         first = self.agent_for(packet, carry.get("start_stage") or stages[0])
         with self.store.tx():
             a = self.store.new_attempt(packet.id, first.name, round_)
-            self.store.transition(packet.id, "running", "claimed", a["id"], {"n": a["n"]})
+            self.store.transition(packet.id, "running", "claimed", a["id"],
+                                  {"n": a["n"], "packet_sha": packet.content_sha})
         crash.point("after-claim")
         n = a["n"]
         ev = self.evidence_root / packet.id / str(n)
@@ -299,14 +300,21 @@ class Runner:
         self.store.transition(packet.id, "merging", "gates-passed", a["id"])
         return self._merge(packet, self.store.attempt(a["id"]), result.red_ids)
 
-    def _carry_over(self, packet_id: str, round_: int) -> dict:
+    def _carry_over(self, packet: Packet, round_: int) -> dict:
         """Where a retry starts. A failure routed back to ``implement`` keeps the previous
         attempt's atdd tests (its base, plant and atdd commits); a broken reviewer
         (``verifier``) keeps its candidate too, so only the review runs again; anything else
-        starts afresh from the integration head."""
-        prev = next((x for x in reversed(self.store.attempts(packet_id))
+        starts afresh from the integration head. Commits are carried only when the packet
+        is byte for byte the one that attempt worked on."""
+        prev = next((x for x in reversed(self.store.attempts(packet.id))
                      if x["state"] == "failed"), None)
         if not prev or prev["round"] != round_:
+            return {}
+        claimed = next((e for e in self.store.events(packet.id)
+                        if e["kind"] == "claimed" and e["attempt_id"] == prev["id"]), None)
+        if not claimed or claimed["data"].get("packet_sha") != packet.content_sha:
+            self.echo(f"{packet.id}: the packet changed since attempt {prev['n']}: starting "
+                      "afresh")
             return {}
         if prev["route_stage"] == "implement" and prev["atdd_sha"]:
             return {"start_stage": "implement", "base_sha": prev["base_sha"],
