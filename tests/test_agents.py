@@ -110,6 +110,17 @@ def test_prompt_template_override_and_its_errors(tmp_path, packet):
         render_prompt(packet, 1, "packets", template_path=tmp_path / "missing.j2")
 
 
+def test_a_template_cannot_reach_python(tmp_path, packet):
+    """A prompt template is a file in the checkout an agent could rewrite: the usual escape
+    from Jinja2 to ``os`` is refused as a template error and runs nothing."""
+    marker = tmp_path / "ran"
+    t = tmp_path / "t.md.j2"
+    t.write_text("{{ cycler.__init__.__globals__.os.system('touch %s') }}" % marker)
+    with pytest.raises(ConfigError, match="invalid prompt template"):
+        render_prompt(packet, 1, "packets", template_path=t)
+    assert not marker.exists()
+
+
 def test_mul_test_fixture_is_what_the_packet_plants(packet):
     assert Path(packet.plant_files["tests/test_mul_p1.py"]).read_text() == MUL_TEST
 

@@ -55,6 +55,11 @@ def write(path: Path, text: str | bytes) -> Path:
     return path
 
 
+def blobs(files: dict[str, Path]) -> dict[str, tuple[bytes, bool]]:
+    """What Repo.plant takes: each file's bytes and executable bit."""
+    return {rel: (p.read_bytes(), os.access(p, os.X_OK)) for rel, p in files.items()}
+
+
 def make_repo(path: Path) -> Path:
     """A repo on `main` with two commits: README.md, src/app.py, .gitignore ignoring *.log."""
     path.mkdir(parents=True)
@@ -154,7 +159,7 @@ def test_no_operation_touches_the_users_tree_index_or_branch(user, tmp_path):
         assert user_state(path) == before, f"user state changed by {step}"
 
     test_file = write(tmp_path / "p/t.py", "def test(): pass\n")
-    planted = repo.plant(base, {"tests/test_b01.py": test_file}, "plant B01")
+    planted = repo.plant(base, blobs({"tests/test_b01.py": test_file}), "plant B01")
     check("plant")
     wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
     check("add_worktree")
@@ -195,7 +200,7 @@ def test_plant_copies_bytes_and_exec_bit_and_commits_only_planted_paths(user, tm
              "logs/keep.log": write(tmp_path / "p/keep.log", "ignored name, planted anyway\n"),
              "tests/test_[ab].py": write(tmp_path / "p/glob.py", "a name, not a pattern\n"),
              "src/app.py": write(tmp_path / "p/app.py", "print('planted over')\n")}
-    sha = repo.plant(base, files, "plant B01")
+    sha = repo.plant(base, blobs(files), "plant B01")
     assert parents(repo, sha) == [base]
     assert repo.refs_snapshot() == refs  # plumbing only: no ref moved or made
     assert repo.git("log", "-1", "--format=%an <%ae>|%cn <%ce>|%s", sha) == \
@@ -206,7 +211,7 @@ def test_plant_copies_bytes_and_exec_bit_and_commits_only_planted_paths(user, tm
         ("src/app.py", "M", "100644")}
     assert repo.file_bytes(sha, "scripts/run.sh") == script.read_bytes()
     assert repo.file_bytes(sha, "README.md") == b"hello\n"  # the rest of base is kept
-    assert repo.plant(sha, files, "again") == sha  # identical files: nothing new to commit
+    assert repo.plant(sha, blobs(files), "again") == sha  # identical files: nothing new to commit
     assert user_state(path) == before
 
 
@@ -223,7 +228,7 @@ def test_plant_refuses_paths_outside_the_tree_or_through_files(user, tmp_path, r
     linked = repo.git("commit-tree", tree, "-p", base, "-m", "link").strip()
     refs = repo.refs_snapshot()
     with pytest.raises(UsageError):
-        repo.plant(linked, {rel: write(tmp_path / "p/x.py", "x\n")}, "plant")
+        repo.plant(linked, blobs({rel: write(tmp_path / "p/x.py", "x\n")}), "plant")
     assert list(outside.iterdir()) == [] and not (tmp_path / "escape.py").exists()
     assert repo.refs_snapshot() == refs and user_state(path) == before
 
@@ -236,7 +241,7 @@ def attempt(user, tmp_path):
     """A worktree on andon/B01/1 with one planted test: (repo, user path, before, wt, planted)."""
     repo, path, before = user
     planted = repo.plant(repo.rev_parse("main"),
-                         {"tests/test_b01.py": write(tmp_path / "p/t.py", "def test(): 1\n")},
+                         blobs({"tests/test_b01.py": write(tmp_path / "p/t.py", "def test(): 1\n")}),
                          "plant")
     wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
     return repo, path, before, wt, planted
@@ -297,7 +302,8 @@ def test_snapshot_without_changes_is_still_a_new_commit(attempt):
 
 def test_snapshot_keeps_a_tracked_file_that_gitignore_matches(user, tmp_path):
     repo, path, _ = user
-    planted = repo.plant("main", {"fixtures/in.log": write(tmp_path / "p/in.log", "x\n")}, "p")
+    planted = repo.plant("main", blobs({"fixtures/in.log": write(tmp_path / "p/in.log", "x\n")}),
+                         "p")
     wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
     write(wt / "fixtures/in.log", "changed\n")
     write(wt / "loose.log", "ignored and never committed\n")
@@ -564,6 +570,23 @@ def test_snapshot_ignores_what_the_agent_did_to_its_own_repository(attempt):
     snap = repo.snapshot(wt, planted, "s2")
     assert changed(repo, planted, snap) == {("A", "feature.py")}
     assert user_state(path) == before
+
+
+def test_diff_shows_text_whatever_attributes_and_config_say(user, tmp_path):
+    """A ``-diff`` attribute (in .git/info/attributes or the checkout's .gitattributes), an
+    external diff, a textconv, no prefixes or colour in config: the diff stays the text."""
+    repo, path, before = user
+    base = repo.rev_parse("main")
+    head = attempt_commit(repo, tmp_path, base, {"src/app.py": "if args == (3, 4):\n"})
+    write(path / ".git/info/attributes", "*.py -diff\n*.py diff=conv\n")
+    sh(path, "config", "diff.external", "false")
+    sh(path, "config", "diff.conv.textconv", "false")
+    sh(path, "config", "diff.noprefix", "true")
+    sh(path, "config", "color.ui", "always")
+    out = repo.diff(base, head, unified=0)
+    assert "+if args == (3, 4):" in out and "Binary" not in out
+    assert "+++ b/src/app.py" in out and "\x1b[" not in out
+    assert "Bin" not in repo.diff_stat(base, head)
 
 
 def test_find_commit_with_trailers(user):

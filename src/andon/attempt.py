@@ -109,7 +109,7 @@ class Attempt:
             self.ctx.plant_sha = self.row["base_sha"]
             if self.packet.plant_files:
                 self.ctx.plant_sha = self.repo.plant(
-                    self.row["base_sha"], self.packet.plant_files,
+                    self.row["base_sha"], self.packet.plant_blobs(),
                     f"andon: plant the tests of packet {self.packet.id}")
             self.store.update_attempt(self.row["id"], plant_sha=self.ctx.plant_sha)
         crash.point("after-plant")

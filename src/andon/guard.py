@@ -1,8 +1,9 @@
-"""What an agent must not change outside its worktree: andon's own inputs in the user's
-checkout (andon.toml, the packets folder: a new packet would be work the agent queued for
-itself) and git's executable configuration (.git/config, .git/hooks). The agent process is not sandboxed and can reach the checkout by absolute path,
-so the runner fingerprints these before and after every agent stage and before every
-attempt; a difference is evidence, never silently planted or obeyed.
+"""What an agent must not change outside its worktree: what andon reads, obeys or runs from
+the user's checkout (andon.toml, packets, prompt templates, agent scripts kept there) and
+the git configuration its own git commands follow (.git/config, .git/hooks, .git/info). The
+agent process is not sandboxed and can reach the checkout by absolute path, so the runner
+fingerprints these before and after every agent stage and before every attempt; a
+difference is evidence, never silently planted or obeyed.
 
 Other writes to the checkout (source files, untracked files) are not watched: a person may
 be editing there while the queue runs. Containing the agent is the sandbox's job.
@@ -15,17 +16,32 @@ from pathlib import Path
 from .workspace import Repo, file_marker, manifest
 
 
-def fingerprint(repo: Repo, config_file: Path, dirs: list[Path]) -> dict[str, str]:
-    """Repo-relative path → content marker (see :func:`workspace.file_marker`) of
-    ``config_file``, ``.git/config`` and every file under ``dirs`` and ``.git/hooks``. A
-    watched file or folder that does not exist contributes nothing."""
+def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
+                extra: tuple[Path, ...] = ()) -> dict[str, str]:
+    """Repo-relative path → content marker (see :func:`workspace.file_marker`) of every file
+    andon reads, obeys or runs from the checkout: ``config_file``, each
+    ``<packets_dir>/<name>/packet.md`` with its ``plant/`` and ``hidden/`` trees and every
+    flat ``<packets_dir>/<name>.md`` (a new packet too: it would be work the agent queued for
+    itself), ``.git/config``, ``.git/hooks/``,
+    ``.git/info/`` (attributes there can hide lines from a diff) and ``extra`` files or
+    folders (prompt templates, agent scripts kept in the checkout). Other files in a packet
+    folder (an editor's swap file, notes) are not watched: andon never reads them. Anything
+    that does not exist contributes nothing."""
+    files = [config_file, repo.git_dir / "config"]
+    dirs = [repo.git_dir / "hooks", repo.git_dir / "info"]
+    for packet_md in sorted(packets_dir.glob("*/packet.md")):
+        files.append(packet_md)
+        dirs += [packet_md.parent / "plant", packet_md.parent / "hidden"]
+    files += sorted(packets_dir.glob("*.md"))  # flat packets: <packets_dir>/<name>.md
+    for p in extra:
+        (dirs if p.is_dir() else files).append(p)
     out: dict[str, str] = {}
-    for f in (config_file, repo.git_dir / "config"):
+    for f in files:
         marker = file_marker(f)
         if marker is not None:
             out[_rel(repo, f)] = marker
-    for d in (*dirs, repo.git_dir / "hooks"):
-        if d.is_dir():
+    for d in dirs:
+        if d.is_dir() and not d.is_symlink():
             out.update({_rel(repo, d / rel): marker for rel, marker in manifest(d).items()})
     return out
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -128,6 +129,18 @@ class Packet(FrontMatter):
     hidden_files: dict[str, Path] = {}
     content_sha: str
     _lines: dict[tuple[int | None, str], int] = PrivateAttr(default_factory=dict)
+    # The bytes (and executable bit) of plant/ and hidden/ as read when the packet was loaded,
+    # which is what content_sha hashes: what is planted or copied for verification later is
+    # exactly this, whatever happens to the files on disk in between.
+    _frozen: dict[str, dict[str, tuple[bytes, bool]]] = PrivateAttr(default_factory=dict)
+
+    def plant_blobs(self) -> dict[str, tuple[bytes, bool]]:
+        """Repo-relative path → (bytes, executable) of each planted file, as loaded."""
+        return self._frozen.get("plant", {})
+
+    def hidden_blobs(self) -> dict[str, tuple[bytes, bool]]:
+        """Repo-relative path → (bytes, executable) of each hidden file, as loaded."""
+        return self._frozen.get("hidden", {})
 
     def line_of(self, key: str) -> int:
         """1-based line of top-level ``key`` in ``source``; 1 if the key is not written there."""
@@ -313,14 +326,19 @@ def _tree_files(root: Path, problems: list[Problem]) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def _content_sha(source_bytes: bytes, trees: dict[str, dict[str, Path]]) -> str:
+def _freeze(trees: dict[str, dict[str, Path]]) -> dict[str, dict[str, tuple[bytes, bool]]]:
+    return {tree: {rel: (file.read_bytes(), bool(file.stat().st_mode & stat.S_IXUSR))
+                   for rel, file in files.items()} for tree, files in trees.items()}
+
+
+def _content_sha(source_bytes: bytes, frozen: dict[str, dict[str, tuple[bytes, bool]]]) -> str:
     digest = hashlib.sha256()
     # Length-prefixed so that moving bytes between a name and its content changes the hash.
     for part in [source_bytes] + [
         item
-        for tree, files in sorted(trees.items())
-        for rel, file in files.items()
-        for item in (f"{tree}/{rel}".encode(), file.read_bytes())
+        for tree, files in sorted(frozen.items())
+        for rel, (data, _) in files.items()
+        for item in (f"{tree}/{rel}".encode(), data)
     ]:
         digest.update(len(part).to_bytes(8, "big") + part)
     return digest.hexdigest()
@@ -436,12 +454,14 @@ def _parse(path: Path, packets_dir: Path) -> _Source:
                 problems.append(Problem(path, *_describe(error, lines)))
         return source
     body = "".join(all_lines[end + 1 :])
+    frozen = _freeze(trees)
     packet = Packet(
         **dict(front_matter), source=path, dir=pkt_dir, body=body,
         plant_files=trees["plant"], hidden_files=trees["hidden"],
-        content_sha=_content_sha(raw, trees),
+        content_sha=_content_sha(raw, frozen),
     )
     packet._lines = lines
+    packet._frozen = frozen
     source.packet = packet
     return source
 

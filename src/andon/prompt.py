@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import jinja2
+from jinja2.sandbox import SandboxedEnvironment
 
 from .errors import ConfigError
 from .packet import Packet
@@ -52,12 +53,15 @@ def render_prompt(packet: Packet, attempt: int, packets_dir: str,
     """Return the prompt text (Markdown).
 
     Raises:
-        ConfigError: the override template is missing or is not valid Jinja2.
+        ConfigError: the override template is missing, is not valid Jinja2, or reaches for
+            something the sandbox forbids (``jinja2.sandbox``).
     """
     path = template_path or BUILTIN
     try:
         source = path.read_text(encoding="utf-8")
-        template = jinja2.Environment(
+        # sandboxed: a template is a file in the checkout, and attribute walks such as
+        # ``cycler.__init__.__globals__`` must not reach Python from it
+        template = SandboxedEnvironment(
             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
             autoescape=False,  # Markdown for an agent, not HTML
         ).from_string(source)

@@ -154,7 +154,7 @@ def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | 
     diff = ""
     if p["state"] == "awaiting_human" and attempts:
         last = attempts[-1]
-        diff = repo.git("diff", last["plant_sha"], last["candidate_sha"])
+        diff = repo.diff(last["plant_sha"], last["candidate_sha"])
     return {"packet": p, "attempts": attempts, "events": store.events(packet_id),
             "diff": diff, "usage": usage_of([s for a in attempts for s in a["stages"]])}
 

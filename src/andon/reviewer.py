@@ -120,7 +120,7 @@ class Reviewer:
         parts = []
         for group in (code, tests):  # the code first, the tests last
             if group:
-                parts.append(a.repo.git("diff", base, a.ctx.candidate_sha, "--", *group))
+                parts.append(a.repo.diff(base, a.ctx.candidate_sha, group))
         return "\n".join(parts).strip() or "(no change)"
 
     def _line_count(self, path: str) -> int | None:

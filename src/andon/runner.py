@@ -12,6 +12,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -101,9 +102,10 @@ class Runner:
                 raise UsageError(f"--only names unknown packet(s): {', '.join(unknown)}; "
                                  f"known: {', '.join(p.id for p in packets)}")
             self.packets = {p.id: p for p in packets}
-            self.inputs = self._watch()
             for p in packets:  # an undefined tier is bad input: refuse before anything runs
                 self.config.stages_of(p.stages, p.tier)
+            self.extra = self._read_from_checkout()
+            self.inputs = self._watch()
             report = RunReport()
             self.run_started = now()
             head = self._integration_head()
@@ -144,9 +146,26 @@ class Runner:
                 pass
 
     def _watch(self) -> dict[str, str]:
-        # the whole packets folder: a new packet an agent writes is work it queued itself
         return guard.fingerprint(self.repo, self.repo.root / CONFIG_NAME,
-                                 [self.repo.root / self.config.andon.packets_dir])
+                                 self.repo.root / self.config.andon.packets_dir, self.extra)
+
+    def _read_from_checkout(self) -> tuple[Path, ...]:
+        """Prompt templates and agent scripts that live in the checkout: andon reads or runs
+        them at every stage, so an agent rewriting them would steer its own reviewer."""
+        root, agent = self.repo.root, self.config.agent
+        paths = [root / p for p in (agent.prompt_dir, agent.prompt_template) if p]
+        for p in self.packets.values():
+            for stage in self.config.stages_of(p.stages, p.tier):
+                command = getattr(self.agent_for(p, stage), "command", None)
+                try:
+                    words = shlex.split(command) if isinstance(command, str) else []
+                except ValueError:  # unbalanced quotes: /bin/sh will say so when it runs
+                    words = []
+                for word in words:
+                    path = Path(word)
+                    if path.is_absolute() and path.is_file() and path.is_relative_to(root):
+                        paths.append(path)
+        return tuple(dict.fromkeys(paths))
 
     def _inputs_unchanged(self) -> None:
         """UsageError (nothing claimed) if andon.toml, anything in the packets folder or the
@@ -226,7 +245,7 @@ class Runner:
         if not self.repo.rev_parse(f"{p.spec_commit}^{{commit}}"):
             return f"spec_commit {p.spec_commit} is not a commit in this repository"
         head = self._integration_head()
-        diff = self.repo.git("diff", p.spec_commit, head, "--", p.spec_path)
+        diff = self.repo.diff(p.spec_commit, head, [p.spec_path])
         return f"{p.spec_path} changed since {p.spec_commit[:10]}:\n{diff}" if diff else None
 
     def _halted(self) -> dict | None:

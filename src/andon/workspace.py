@@ -258,10 +258,9 @@ class Repo:
         out = self.git("worktree", "list", "--porcelain", "-z")
         return [Path(f[len("worktree "):]) for f in out.split("\0") if f.startswith("worktree ")]
 
-    def plant(self, base: str, files: Mapping[str, Path], message: str) -> str:
-        """A commit, child of ``base``, adding each source file at its relative path (bytes and
-        executable bit, even if .gitignore matches it), made with plumbing: no worktree, no
-        ref moves. Returns its sha, or ``base`` when every file is already there identically.
+    def plant(self, base: str, files: Mapping[str, tuple[bytes, bool]], message: str) -> str:
+        """A commit, child of ``base``, adding each file (relative path → (bytes, executable))
+        even if .gitignore matches it, made with plumbing: no worktree, no ref moves. Returns its sha, or ``base`` when every file is already there identically.
         UsageError for a path that is absolute, has '..' or '.git', or runs through a file or
         symlink of ``base``."""
         base = self._sha(base)
@@ -278,8 +277,9 @@ class Repo:
                                      f"{'/'.join(parts[:i])!r}, which is not a directory")
                 if i == len(parts) and kind == "tree":
                     raise UsageError(f"planted path {rel!r} is a directory in the base")
-            blob = self.git("hash-object", "-w", "--no-filters", "--", str(source)).strip()
-            mode = "100755" if os.stat(source).st_mode & stat.S_IXUSR else "100644"
+            data, executable = source
+            blob = self.git("hash-object", "-w", "--no-filters", "--stdin", input=data).strip()
+            mode = "100755" if executable else "100644"
             entries.append(f"{mode} {blob}\t{'/'.join(parts)}\0")
         with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
@@ -366,9 +366,23 @@ class Repo:
             return None
         return self._run(("cat-file", "blob", sha), None, None, check=True).stdout
 
+    def diff(self, base: str, head: str, paths: tuple[str, ...] | list[str] = (),
+             unified: int | None = None, renames: bool = True) -> str:
+        """The patch base..head (optionally only ``paths``, with ``unified`` lines of context),
+        always as text with ``a/``/``b/`` prefixes and no colour, whatever the repository's
+        config or attributes say: a ``-diff`` or ``binary`` attribute, an external diff or a
+        textconv filter must never hide lines from a gate, a reviewer or a person."""
+        args = ["diff", "--text", "--no-textconv", "--no-ext-diff", "--no-color",
+                "--src-prefix=a/", "--dst-prefix=b/", "--no-relative"]
+        if unified is not None:
+            args.append(f"-U{unified}")
+        if not renames:
+            args.append("--no-renames")
+        return self.git(*args, self._sha(base), self._sha(head), "--", *paths)
+
     def diff_stat(self, base: str, head: str) -> str:
         """Human-readable ``--stat`` summary of base..head."""
-        return self.git("diff-tree", "-r", "--stat", "--no-color", self._sha(base),
+        return self.git("diff-tree", "-r", "--stat", "--text", "--no-color", self._sha(base),
                         self._sha(head))
 
     def export(self, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True

@@ -34,8 +34,8 @@ def changed_lines(ctx: GateContext, paths: list[str]) -> dict[str, set[int]]:
     out: dict[str, set[int]] = {p: set() for p in paths}
     if not paths:
         return out
-    diff = ctx.repo.git("diff", "-U0", "--no-color", "--no-ext-diff", "--no-renames",
-                        implement_base(ctx), ctx.candidate_sha, "--", *paths)
+    diff = ctx.repo.diff(implement_base(ctx), ctx.candidate_sha, paths, unified=0,
+                         renames=False)
     current = None
     for line in diff.splitlines():
         if line.startswith("+++ "):

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import random
-import shutil
 from pathlib import Path
 
 from ..testrun import SuiteRun
@@ -42,15 +41,16 @@ def visible_hidden(ctx: GateContext) -> list[str]:
 
 
 def copy_hidden(ctx: GateContext, cwd: Path) -> list[str]:
-    """Copy the packet's hidden files into the clone ``cwd``; return their paths."""
-    for rel, src in ctx.packet.hidden_files.items():
+    """Write the packet's hidden files, as they were when the packet was loaded (not as they
+    are on disk now), into the clone ``cwd``; return their paths."""
+    for rel, (data, _) in ctx.packet.hidden_blobs().items():
         dest = cwd / rel
         if not dest.parent.resolve().is_relative_to(cwd.resolve()):
             continue  # a link in the candidate must not send the copy outside the clone
         if dest.is_symlink():
             dest.unlink()
         dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
+        dest.write_bytes(data)
         os.chmod(dest, 0o644)
     return sorted(ctx.packet.hidden_files)
 

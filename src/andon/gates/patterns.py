@@ -359,8 +359,7 @@ def run(ctx: GateContext) -> GateResult:
         if data is None:
             continue
         text = data.decode("utf-8", errors="replace")
-        added = added_lines(ctx.repo.git("diff", "-U0", "--no-color", "--no-ext-diff", base,
-                                         head, "--", p))
+        added = added_lines(ctx.repo.diff(base, head, [p], unified=0))
         lines = text.splitlines()
         for rule in settings.rules:
             if path_matches(p, rule.paths):
