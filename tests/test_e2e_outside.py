@@ -16,7 +16,8 @@ import pytest
 from andon.errors import UsageError
 from andon.runner import EXIT_HALTED
 
-from helpers import andon, git, honest_mul, make_project, mul_packet, packet_md, runner_for
+from helpers import (accept_review, andon, git, honest_mul, make_project, mul_packet, packet_md,
+                     runner_for)
 
 WRONG = "\n\ndef mul(a, b):\n    return a + b\n"
 PLANTED = "packets/P1/plant/tests/test_mul_p1.py"
@@ -229,3 +230,34 @@ def test_hidden_tests_swapped_on_disk_during_the_gates_are_not_the_ones_run(tmp_
     bad = next(g for g in runner.store.gate_results(a["id"]) if g["status"] == "fail")
     assert bad["gate"] == "hermetic"
     assert any(f["kind"] == "hidden" for f in bad["evidence"]["findings"])
+
+
+@pytest.mark.parametrize("stage", ["implement", "review"])
+def test_a_ref_moved_in_the_users_repository_by_any_stage_is_put_back_and_reported(tmp_path,
+                                                                                  stage):
+    root = project(tmp_path)
+    main = git(root, "rev-parse", "main").strip()
+
+    def move_main(ctx):
+        other = git(root, "commit-tree", "main^{tree}", "-m", "elsewhere").strip()
+        git(root, "update-ref", "refs/heads/main", other)
+
+    def agent(ctx):
+        if stage == "implement":
+            move_main(ctx)
+        return honest_mul(ctx)
+
+    def reviewer(ctx):
+        move_main(ctx)
+        return accept_review(ctx)
+
+    runner = runner_for(root, agent, reviewer=reviewer if stage == "review" else accept_review)
+    report = runner.run(only=["P1"])
+    assert report.merged == []
+    (a, *_) = runner.store.attempts("P1")
+    bad = next(g for g in runner.store.gate_results(a["id"]) if g["status"] == "fail")
+    assert (bad["gate"], bad["failure_layer"]) == ("scope", "permission")
+    assert [(f["kind"], f["path"]) for f in bad["evidence"]["findings"]] == [
+        ("tamper", "refs/heads/main")]
+    assert f"the {stage} agent moved git refs" in bad["summary"]
+    assert git(root, "rev-parse", "main").strip() == main

@@ -193,21 +193,13 @@ class Attempt:
         return r.ok
 
     def _implement(self) -> bool:
-        refs_before = self.repo.refs_snapshot()
         self._agent("implement")
         crash.point("after-agent")
-        moved = self.repo.restore_refs(refs_before, self.row["branch"])
         self.ctx.candidate_sha = self.out.candidate_sha = self._snapshot("implement")
         if self.ctx.candidate_sha is None:
             return False
         self.store.update_attempt(self.row["id"], candidate_sha=self.ctx.candidate_sha)
         self.on_state("gating", "agent-finished")
-        if moved:
-            self._record(GateResult(
-                "scope", "fail", f"the agent moved git refs it does not own: {', '.join(moved)}",
-                "permission", [Finding("tamper", f"ref {m} was moved, deleted or made by the "
-                                       "agent (put back)", path=m) for m in moved]), now(), 0.0)
-            return False
         if self.over_budget is not None:
             return False
         for name, fn in AFTER_IMPLEMENT:
@@ -233,6 +225,7 @@ class Attempt:
             raise budget.Exceeded(stop)
         started = now()
         before = self.watch() if self.watch else None
+        refs_before = self.repo.refs_snapshot()
         run = agent.run(StageContext(self.packet, stage, self.row["n"],
                                      extra.get("worktree", self.worktree), prompt, prompt_file,
                                      ev, self.config.agent.timeout_s,
@@ -245,14 +238,24 @@ class Attempt:
                  f"(recorded, not used to decide); transcript {run.transcript_path}")
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
-        changed = guard.changes(before, self.watch()) if before is not None else []
-        if changed:
-            raise _WroteOutside(GateResult(
-                "scope", "fail", f"the {stage} agent changed {len(changed)} file(s) outside its "
-                f"worktree, in your checkout: {', '.join(p for p, _ in changed)}", "permission",
-                [Finding("outside-worktree", f"{p} was {how} in your checkout while the {stage} "
-                         "agent ran", path=p) for p, how in changed]))
+        self._outside(stage, guard.changes(before, self.watch()) if before is not None else [],
+                      self.repo.restore_refs(refs_before, self.row["branch"]))
         return run
+
+    def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:
+        """End the attempt if the stage's agent reached into the user's repository: watched
+        files changed (``outside-worktree``) or refs moved (``tamper``; already put back)."""
+        findings = [Finding("outside-worktree", f"{p} was {how} in your checkout while the "
+                            f"{stage} agent ran", path=p) for p, how in changed]
+        findings += [Finding("tamper", f"ref {m} was moved, deleted or made by the {stage} "
+                             "agent (put back)", path=m) for m in moved]
+        what = ([f"changed {len(changed)} file(s) outside its worktree, in your checkout: "
+                 + ", ".join(p for p, _ in changed)] if changed else []) \
+            + ([f"moved git refs it does not own: {', '.join(moved)} (put back)"] if moved
+               else [])
+        if findings:
+            raise _WroteOutside(GateResult("scope", "fail", f"the {stage} agent "
+                                           + "; ".join(what), "permission", findings))
 
     def _snapshot(self, stage: str) -> str | None:
         """The commit of what the stage left, or None after recording why there is none (the
