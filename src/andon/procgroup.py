@@ -4,16 +4,31 @@ Every child runs in its own session (``start_new_session=True``), so its pid is 
 process-group id. We wait for the leader WITHOUT reaping it, then SIGKILL the whole group, and
 only then reap: while the leader is unreaped its pid (= the group id) cannot be reused, so the
 kill can never hit an unrelated group that took the number.
+
+A helper can leave its group (``setsid``, ``start_new_session``, a double fork into a new
+session), so the group kill alone does not end everything an agent started. On Linux the
+process that runs agents becomes a child subreaper (:func:`become_subreaper`): orphans of the
+agent's tree are re-parented to it instead of to PID 1, and :func:`kill_leftovers` then kills
+and reaps them. Elsewhere neither does anything.
 """
 
 from __future__ import annotations
 
+import ctypes
 import os
 import select
 import signal
 import subprocess
+import sys
+import threading
 import time
 from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+SWEEP_ROUNDS = 100        # kill rounds after a stage: each round hands the next generation over
+SWEEP_DEADLINE_S = 10.0   # ...and at most this long in all
+_subreaper_lock = threading.Lock()
+_subreaper: bool | None = None
 
 
 def wait_unreaped(proc: subprocess.Popen, timeout_s: float) -> bool:
@@ -70,3 +85,138 @@ def kill_leftover_group(pgid: int, cwd_prefix: str) -> bool:
             kill_group(pgid)
             return True
     return False
+
+
+# -- what the agent left running -------------------------------------------------------------
+
+def become_subreaper() -> bool:
+    """Make this process a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER, 1)``), once per
+    process; True if it is one. Orphans among its descendants — a helper an agent started in a
+    session of its own, whose parent then exited — are then re-parented to this process
+    instead of to PID 1, so :func:`kill_leftovers` can find them. The attribute is not
+    inherited by children (an agent does not become a subreaper). Linux only: elsewhere (or
+    if the kernel refuses) False, and nothing changes.
+    """
+    global _subreaper
+    with _subreaper_lock:
+        if _subreaper is None:
+            _subreaper = False
+            if sys.platform.startswith("linux"):
+                try:
+                    libc = ctypes.CDLL(None, use_errno=True)
+                    _subreaper = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+                except (OSError, AttributeError):
+                    pass
+        return _subreaper
+
+
+def _stat(pid: int | str) -> list[str] | None:
+    """Fields 3… of /proc/<pid>/stat (state, ppid, pgrp, …; after the command name, which may
+    hold spaces and parentheses); None if the process is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return None
+    return text.rsplit(")", 1)[1].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When ``pid`` started, in clock ticks since boot (field 22 of /proc/<pid>/stat); None
+    where there is no /proc or the process is gone."""
+    f = _stat(pid)
+    return int(f[19]) if f else None
+
+
+def own_children() -> set[int]:
+    """The pids whose parent is this process (living or zombie); empty without /proc."""
+    me, found = str(os.getpid()), set[int]()
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return found
+    for name in entries:
+        if name.isdigit():
+            f = _stat(name)
+            if f and f[1] == me:
+                found.add(int(name))
+    return found
+
+
+def kill_leftovers(known: set[int], since: int | None, max_rounds: int = SWEEP_ROUNDS,
+                   deadline_s: float = SWEEP_DEADLINE_S) -> tuple[int, int]:
+    """After an agent's group was killed and its leader reaped: SIGKILL (its process group,
+    then itself) and reap every child of this process that the agent left behind, round after
+    round — killing one hands its own children over — until none is left or the bounds run
+    out. Returns ``(killed, left)``: processes that were still running and were killed, and
+    those found after the last round (still running).
+
+    Which children are the agent's: those NOT in ``known`` (this process's children just
+    before the agent was started) and started no earlier than ``since`` (the agent's start
+    time, :func:`start_time`). That holds because the harness starts its processes one at a
+    time from one thread and waits for each (``subprocess.run``, or ``Popen`` then wait in
+    ``run_process``, ``testrun`` and ``gates.tools``); while an agent runs, the only other
+    threads are ``run_process``'s own pipe readers, which start nothing. So at this point
+    every other child is older than the agent, or a zombie the subreaper collected. A child
+    ``subprocess`` tracks is never waited for here: only pids that passed the test are.
+
+    Does nothing (``(0, 0)``) where this process is no subreaper (not Linux) or ``since`` is
+    unknown.
+    """
+    if since is None or not _subreaper:
+        return 0, 0
+    killed = 0
+    own_group = os.getpgrp()
+    deadline = time.monotonic() + deadline_s
+    for _ in range(max_rounds):
+        found = _leftovers(known, since)
+        if not found:
+            return killed, 0
+        for pid, (state, pgrp) in found.items():
+            if state != "Z":
+                killed += 1
+                if pgrp != own_group:
+                    kill_group(pgrp)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for pid in found:
+            _reap(pid, deadline)
+        if time.monotonic() >= deadline:
+            break
+    return killed, sum(1 for s, _ in _leftovers(known, since).values() if s != "Z")
+
+
+def _leftovers(known: set[int], since: int) -> dict[int, tuple[str, int]]:
+    """The children of this process the agent left: pid → (state, process group)."""
+    found = {}
+    for pid in own_children() - known:
+        f = _stat(pid)
+        if f and int(f[19]) >= since:
+            found[pid] = (f[0], int(f[2]))
+    return found
+
+
+def _reap(pid: int, deadline: float) -> None:
+    """Wait (until ``deadline``) for our SIGKILLed child ``pid`` to die, and reap it."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        fd = None
+    try:
+        while True:
+            try:
+                if os.waitpid(pid, os.WNOHANG)[0]:
+                    return
+            except ChildProcessError:  # not (or no longer) our child
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            if fd is not None:
+                select.select([fd], [], [], left)
+            else:
+                time.sleep(min(0.005, left))
+    finally:
+        if fd is not None:
+            os.close(fd)

@@ -3,8 +3,10 @@
 The command runs under ``/bin/sh -c`` with the worktree as cwd, the stage prompt on stdin and
 in the file named by ``ANDON_PROMPT_FILE``. Also set: ``ANDON_PACKET_ID``, ``ANDON_STAGE``,
 ``ANDON_ATTEMPT``, ``ANDON_WORKTREE``. stdout and stderr go to the transcript file on disk
-(never held in memory). On timeout the whole process group is killed with SIGKILL, so an
-agent that forks helpers cannot outlive its stage. The last lines of its output are recorded
+(never held in memory). When it ends (or times out) the whole process group is killed with
+SIGKILL, and on Linux so are the helpers it started in sessions of their own (``setsid``):
+an agent that forks helpers cannot outlive its stage (the stage's usage notes say how many
+were killed). The last lines of its output are recorded
 as its claim — and ignored.
 
 Usage reporting (optional): ``ANDON_USAGE_FILE`` names ``<evidence>/<stage>.usage.json``. A
@@ -34,7 +36,7 @@ from typing import Any
 from ..usage import Usage, as_cost, as_count, price
 from .base import AgentRun, StageContext
 from .external import clean_env
-from .process import run_process
+from .process import leftover_note, run_process
 
 CLAIM_BYTES = 2000
 USAGE_FILE_MAX = 64 * 1024
@@ -72,6 +74,8 @@ class CommandAgent:
                         transcript, ctx.timeout_s, cut_network=self.network == "off")
         usage = read_usage_file(usage_file)
         usage.wall_s = p.duration_s
+        if note := leftover_note(p):
+            usage.notes.insert(0, note)
         price(usage, self.prices)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
                         duration_s=p.duration_s, transcript_path=transcript,

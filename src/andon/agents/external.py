@@ -35,7 +35,7 @@ from typing import Any
 from ..config import AgentSettings
 from ..usage import Usage, price
 from .base import AgentRun, StageContext
-from .process import DEFAULT_MAX_BYTES, run_process
+from .process import DEFAULT_MAX_BYTES, leftover_note, run_process
 
 BASE_ENV = ("PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER")
 TAIL_BYTES = 1024 * 1024      # kept from the end of a capped transcript: the result event
@@ -216,6 +216,8 @@ class ExternalAgent:
                                "(the first and the last bytes are kept)")
         if p.timed_out:
             usage.notes.append(f"killed after the {s.timeout_s or ctx.timeout_s:g} s timeout")
+        if note := leftover_note(p):
+            usage.notes.insert(0, note)
         self.after(ctx, state, usage)
         price(usage, self.prices)
         claim = parsed.claim or tail_text(files.stderr)

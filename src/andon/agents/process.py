@@ -4,8 +4,11 @@ The process gets its own session (process group), reads stdin from a file, and i
 and stderr are streamed to a transcript on disk up to ``max_bytes`` (the rest is counted and
 dropped, so a runaway agent cannot fill memory or disk). On timeout — and also after a
 normal exit, so background children cannot keep writing into the worktree while the harness
-gates it — the whole process group is killed with SIGKILL. Bytes are kept as they are
-(non-UTF-8 output survives).
+gates it — the whole process group is killed with SIGKILL. Then, on Linux, so are the
+processes the agent started in sessions of their own (``setsid``, a double fork), which the
+group kill misses: the runner is a child subreaper, so they are its children by then (see
+``procgroup.kill_leftovers``); how many were killed is in ``ProcessRun.leftovers_killed``.
+Elsewhere only the group is killed. Bytes are kept as they are (non-UTF-8 output survives).
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from .. import netless
-from ..procgroup import kill_group, wait_unreaped
+from ..procgroup import (
+    become_subreaper,
+    kill_group,
+    kill_leftovers,
+    own_children,
+    start_time,
+    wait_unreaped,
+)
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
@@ -35,6 +45,19 @@ class ProcessRun:
     bytes_written: int
     bytes_dropped: int        # output past max_bytes, counted but not kept
     stderr_path: Path | None = None   # set when stderr was kept apart from the transcript
+    leftovers_killed: int = 0  # processes the agent left running outside its group, killed
+    leftovers_left: int = 0    # ...and those still running when the bounded sweep gave up
+
+
+def leftover_note(p: ProcessRun) -> str | None:
+    """The line for the stage's usage notes when the agent left processes running."""
+    if not p.leftovers_killed and not p.leftovers_left:
+        return None
+    n = p.leftovers_killed
+    note = f"killed {n} process{'' if n == 1 else 'es'} the agent left running"
+    if p.leftovers_left:
+        note += f"; {p.leftovers_left} still running when andon gave up"
+    return note
 
 
 class _Sink:
@@ -90,6 +113,10 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
     """
     if cut_network:
         argv = netless.wrap(list(argv))
+    # Set once, here rather than in the Runner: only a process that runs agents needs it
+    # (and every adapter's agent runs through this function, in tests as in `andon run`).
+    become_subreaper()
+    known = own_children()  # this process's children before the agent: never the agent's
     started = time.monotonic()
     with contextlib.ExitStack() as files:
         out = _Sink(files.enter_context(open(transcript_path, "wb")), max_bytes, keep_tail)
@@ -99,6 +126,7 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE if err else subprocess.STDOUT,
                                 env=dict(env), start_new_session=True)
+        since = start_time(proc.pid)  # unreaped until the end: cannot be another process
         # If the runner is killed (kill -9) the agent's group lives on; this file lets the
         # next runner find and end it (see procgroup.kill_leftover_group).
         pid_file = transcript_path.with_suffix(".pid")
@@ -114,11 +142,14 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
                                             daemon=True))
         for r in readers:
             r.start()
+        leftovers = (0, 0)
         try:
             timed_out = wait_unreaped(proc, timeout_s)
         finally:
             kill_group(proc.pid)
             proc.wait()
+            # Before the readers are joined: a helper may hold the output pipe open.
+            leftovers = kill_leftovers(known, since)
             for r in readers:
                 r.join()
             out.close()
@@ -127,4 +158,4 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
             pid_file.unlink(missing_ok=True)
     return ProcessRun(None if timed_out else proc.returncode, timed_out,
                       time.monotonic() - started, transcript_path, out.written, out.dropped,
-                      stderr_path)
+                      stderr_path, *leftovers)
