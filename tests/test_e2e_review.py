@@ -822,7 +822,8 @@ def test_a_reviewer_that_moves_a_branch_is_tamper_and_the_branch_is_put_back(tmp
 
     a = attempt(runner, "P1")
     g = last_gate(runner, "P1")
-    assert (g["gate"], g["status"], g["failure_layer"]) == ("review", "fail", "permission")
+    assert (g["gate"], g["status"], g["failure_layer"]) == ("scope", "fail", "permission")
+    assert g["summary"].startswith("the review agent moved git refs")
     assert sorted((f["kind"], f["path"]) for f in g["evidence"]["findings"]) == [
         ("tamper", "refs/heads/andon/P1/1"), ("tamper", "refs/heads/andon/integration")]
     assert rev(root, "refs/heads/andon/P1/1") == a["candidate_sha"]

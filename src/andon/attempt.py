@@ -239,7 +239,7 @@ class Attempt:
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
         self._outside(stage, guard.changes(before, self.watch()) if before is not None else [],
-                      self.repo.restore_refs(refs_before, self.row["branch"]))
+                      self.repo.restore_refs(refs_before))
         return run
 
     def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:

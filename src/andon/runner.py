@@ -23,7 +23,7 @@ from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
-from .errors import StoreError, UsageError
+from .errors import AndonError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
@@ -156,10 +156,12 @@ class Runner:
         paths = [root / p for p in (agent.prompt_dir, agent.prompt_template) if p]
         for p in self.packets.values():
             for stage in self.config.stages_of(p.stages, p.tier):
-                command = getattr(self.agent_for(p, stage), "command", None)
                 try:
+                    command = getattr(self.agent_for(p, stage), "command", None)
                     words = shlex.split(command) if isinstance(command, str) else []
-                except ValueError:  # unbalanced quotes: /bin/sh will say so when it runs
+                except (AndonError, LookupError, ValueError):
+                    # best effort: an agent that cannot be built (or a command /bin/sh will
+                    # not parse) fails with its own error when its packet runs
                     words = []
                 for word in words:
                     path = Path(word)

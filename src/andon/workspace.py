@@ -171,18 +171,16 @@ class Repo:
         out = self.git("for-each-ref", "--format=%(objectname) %(refname)")
         return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines())}
 
-    def restore_refs(self, before: dict[str, str], own_branch: str) -> list[str]:
+    def restore_refs(self, before: dict[str, str]) -> list[str]:
         """Compared with ``before`` (a :meth:`refs_snapshot`), put back every ref that was moved
         or deleted and delete new ones in andon's namespaces (a branch ``andon/<id>/<n+1>``
-        would collide with a later attempt); ``own_branch`` is left alone. Worktrees are
-        separate repositories, so only an agent reaching this one by absolute path does this.
-        Returns the refs it put right."""
+        would collide with a later attempt). Worktrees are separate repositories, so only an
+        agent reaching this one by absolute path does this. Returns the refs it put right."""
         after = self.refs_snapshot()
-        own = f"refs/heads/{own_branch}"
-        moved = [r for r, sha in before.items() if after.get(r) != sha and r != own]
+        moved = [r for r, sha in before.items() if after.get(r) != sha]
         for r in moved:  # not set_ref: it refuses the user's checked-out branch; we restore it
             self.git("update-ref", "-m", "andon: restore a ref the agent moved", r, before[r])
-        made = [r for r in after if r not in before and r != own
+        made = [r for r in after if r not in before
                 and r.startswith(("refs/heads/andon/", "refs/andon/"))]
         for r in made:
             self.git("update-ref", "-d", r)
