@@ -362,3 +362,19 @@ def test_nothing_is_written_into_cwd(tmp_path):
     r = run_suite(PYTEST, project, tmp_path / "evidence", "suite", pythonpath=[project / "src"])
     assert r.ids_with("failed") == {"tests.test_a::test_g"}  # a failure makes pytest's cache write
     assert sorted(p.relative_to(project) for p in project.rglob("*")) == before
+
+
+def test_a_helper_started_by_the_code_under_test_in_its_own_session_is_ended(tmp_path):
+    """Code under test starts a helper in a session of its own (it could swap files or serve
+    answers to the next test run): when the run returns, the helper is gone too."""
+    pid_file = tmp_path / "helper.pid"
+    r = run(tmp_path, {"test_spawn.py": f'''
+        import subprocess, sys
+        def test_spawn():
+            p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"],
+                                 start_new_session=True)
+            open({str(pid_file)!r}, "w").write(str(p.pid))
+        '''})
+    assert r.results["test_spawn::test_spawn"].outcome == "passed"
+    from helpers import process_alive
+    assert not process_alive(int(pid_file.read_text()))

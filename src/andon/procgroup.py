@@ -187,6 +187,25 @@ def kill_leftovers(known: set[int], since: int | None, max_rounds: int = SWEEP_R
     return killed, sum(1 for s, _ in _leftovers(known, since).values() if s != "Z")
 
 
+def before_child() -> set[int]:
+    """Call just before starting a child that runs untrusted code (an agent, a test run, a
+    tool on the agent's files): makes this process a subreaper and returns the children it
+    already has, which :func:`end_child` must never touch."""
+    become_subreaper()
+    return own_children()
+
+
+def end_child(proc: subprocess.Popen, known: set[int]) -> tuple[int, int]:
+    """End ``proc`` (started with ``start_new_session=True``, not yet reaped) and everything
+    it left running: its group is killed, it is reaped, then every helper that escaped into a
+    session of its own is killed and reaped (:func:`kill_leftovers`). Returns (killed, still
+    running) for those helpers."""
+    since = start_time(proc.pid)  # unreaped until the wait below: cannot be another process
+    kill_group(proc.pid)
+    proc.wait()
+    return kill_leftovers(known, since)
+
+
 def _leftovers(known: set[int], since: int) -> dict[int, tuple[str, int]]:
     """The children of this process the agent left: pid → (state, process group)."""
     found = {}

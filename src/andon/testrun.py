@@ -35,7 +35,7 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from . import netless
-from .procgroup import kill_group, wait_unreaped
+from .procgroup import before_child, end_child, wait_unreaped
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
@@ -293,6 +293,7 @@ def run_suite(
             state = "cut" if cut else f"not cut: {why}"
             wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
         started = time.monotonic()
+        known = before_child()  # code under test may leave helpers in sessions of their own
         with log_path.open("wb") as log:
             proc = subprocess.Popen(
                 [*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
@@ -301,8 +302,8 @@ def run_suite(
             try:
                 timed_out = wait_unreaped(proc, timeout_s)
             finally:
-                kill_group(proc.pid)  # on timeout, and any child the suite left running
-                status = proc.wait()
+                end_child(proc, known)  # on timeout too; and whatever the suite left running
+                status = proc.returncode
         duration = time.monotonic() - started
     finally:
         shutil.rmtree(home, ignore_errors=True)

@@ -23,14 +23,7 @@ from pathlib import Path
 from typing import IO, BinaryIO
 
 from .. import netless
-from ..procgroup import (
-    become_subreaper,
-    kill_group,
-    kill_leftovers,
-    own_children,
-    start_time,
-    wait_unreaped,
-)
+from ..procgroup import before_child, end_child, wait_unreaped
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
@@ -115,8 +108,7 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         argv = netless.wrap(list(argv))
     # Set once, here rather than in the Runner: only a process that runs agents needs it
     # (and every adapter's agent runs through this function, in tests as in `andon run`).
-    become_subreaper()
-    known = own_children()  # this process's children before the agent: never the agent's
+    known = before_child()  # this process's children before the agent: never the agent's
     started = time.monotonic()
     with contextlib.ExitStack() as files:
         out = _Sink(files.enter_context(open(transcript_path, "wb")), max_bytes, keep_tail)
@@ -126,7 +118,6 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE if err else subprocess.STDOUT,
                                 env=dict(env), start_new_session=True)
-        since = start_time(proc.pid)  # unreaped until the end: cannot be another process
         # If the runner is killed (kill -9) the agent's group lives on; this file lets the
         # next runner find and end it (see procgroup.kill_leftover_group).
         pid_file = transcript_path.with_suffix(".pid")
@@ -146,10 +137,8 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         try:
             timed_out = wait_unreaped(proc, timeout_s)
         finally:
-            kill_group(proc.pid)
-            proc.wait()
             # Before the readers are joined: a helper may hold the output pipe open.
-            leftovers = kill_leftovers(known, since)
+            leftovers = end_child(proc, known)
             for r in readers:
                 r.join()
             out.close()

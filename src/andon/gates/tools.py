@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import netless
-from ..procgroup import kill_group, wait_unreaped
+from ..procgroup import before_child, end_child, wait_unreaped
 from ..testrun import _tail, harness_env
 
 
@@ -61,6 +61,7 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
         env = harness_env(home, extra=extra_env)
         with log_path.open("wb") as log:
             err = (evidence_dir / f"{name}.stderr.log").open("wb") if stderr_apart else None
+            known = before_child()
             try:
                 proc = subprocess.Popen([*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=err or subprocess.STDOUT,
@@ -76,8 +77,8 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
             try:
                 timed_out = wait_unreaped(proc, timeout_s)
             finally:
-                kill_group(proc.pid)
-                status = proc.wait()
+                end_child(proc, known)
+                status = proc.returncode
     finally:
         shutil.rmtree(home, ignore_errors=True)
     return ToolRun(name, list(argv), str(cwd), None if timed_out else status, timed_out,
