@@ -327,12 +327,12 @@ def test_scope_paths(tmp_path, agent, kind, path, layer):
 
 # -- 7. refs ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("ref", [INTEGRATION, "refs/heads/main"])
+@pytest.mark.parametrize("ref", [INTEGRATION, "refs/heads/andon/P0/1"])
 def test_agent_moving_refs_is_tamper_and_the_ref_is_restored(tmp_path, ref):
     """An agent that reaches the user's repository by absolute path (its worktree is a
-    separate repository) and runs `git update-ref <ref> <its plant commit>` there is rejected
-    by scope with a `tamper` finding naming the ref, layer permission, and the ref is back at
-    its old value afterwards — also for `main`, the branch checked out in the user's tree."""
+    separate repository) and runs `git update-ref <ref> <its plant commit>` on a ref andon
+    owns is rejected by scope with a `tamper` finding naming the ref, layer permission, and
+    the ref is back at its old value (or gone, if it made it) afterwards."""
     root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)})
     main = rev(root, "main")
 
@@ -348,7 +348,7 @@ def test_agent_moving_refs_is_tamper_and_the_ref_is_restored(tmp_path, ref):
     scope = the_failure(runner, "P1")
     assert (scope["gate"], scope["failure_layer"]) == ("scope", "permission")
     assert [(f["kind"], f["path"]) for f in findings(scope)] == [("tamper", ref)]
-    assert rev(root, ref) == main
+    assert rev(root, ref) == (main if ref == INTEGRATION else None)
     assert rev(root, INTEGRATION) == main
     assert runner.store.packet("P1")["state"] == "blocked"
     assert git(root, "status", "--porcelain") == ""
@@ -438,6 +438,23 @@ def test_agent_history_setting_decides_how_much_history_the_worktree_holds(tmp_p
 
     assert runner_for(root, counter).run().merged == ["P1"]
     assert seen == [expected]
+
+
+def test_the_user_committing_while_an_agent_works_is_their_business(tmp_path):
+    """The person goes on working in their checkout during a stage (a commit on main): it is
+    neither undone nor blamed on the agent, and the agent's work is merged."""
+    root = project(tmp_path, {"P1": mul_packet("P1")})
+
+    def agent(ctx):
+        (root / "NOTES.md").write_text("the user's own work\n")
+        git(root, "add", "NOTES.md")
+        git(root, "commit", "-qm", "user commit during the stage")
+        return honest_mul(ctx)
+
+    runner = runner_for(root, agent)
+    assert runner.run().merged == ["P1"]
+    assert git(root, "log", "-1", "--format=%s", "main").strip() == "user commit during the stage"
+    assert git(root, "status", "--porcelain") == ""
 
 
 def test_refs_the_agent_makes_in_its_own_worktree_touch_nothing(tmp_path):

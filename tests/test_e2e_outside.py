@@ -238,9 +238,9 @@ def test_a_ref_moved_in_the_users_repository_by_any_stage_is_put_back_and_report
     root = project(tmp_path)
     main = git(root, "rev-parse", "main").strip()
 
-    def move_main(ctx):
+    def move_main(ctx):  # the integration branch starts at main
         other = git(root, "commit-tree", "main^{tree}", "-m", "elsewhere").strip()
-        git(root, "update-ref", "refs/heads/main", other)
+        git(root, "update-ref", "refs/heads/andon/integration", other)
 
     def agent(ctx):
         if stage == "implement":
@@ -258,6 +258,6 @@ def test_a_ref_moved_in_the_users_repository_by_any_stage_is_put_back_and_report
     bad = next(g for g in runner.store.gate_results(a["id"]) if g["status"] == "fail")
     assert (bad["gate"], bad["failure_layer"]) == ("scope", "permission")
     assert [(f["kind"], f["path"]) for f in bad["evidence"]["findings"]] == [
-        ("tamper", "refs/heads/main")]
+        ("tamper", "refs/heads/andon/integration")]
     assert f"the {stage} agent moved git refs" in bad["summary"]
-    assert git(root, "rev-parse", "main").strip() == main
+    assert git(root, "rev-parse", "andon/integration").strip() == main

@@ -589,6 +589,26 @@ def test_diff_shows_text_whatever_attributes_and_config_say(user, tmp_path):
     assert "Bin" not in repo.diff_stat(base, head)
 
 
+def test_worktree_without_reflogs_and_snapshot_despite_the_users_sparse_checkout(user,
+                                                                             tmp_path):
+    """The user's config turns reflogs off and their checkout is sparse: neither is about the
+    agent's worktree, so the clone works and every file the agent wrote is taken."""
+    repo, path, _ = user
+    sh(path, "config", "core.logAllRefUpdates", "false")
+    sh(path, "sparse-checkout", "set", "src")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    write(wt / "docs/new.md", "outside the user's sparse cone\n")
+    assert ("A", "docs/new.md") in changed(repo, "main", repo.snapshot(wt, "main", "s"))
+
+
+def test_a_dangling_link_at_the_worktree_path_is_refused(user, tmp_path):
+    repo, _, _ = user
+    (tmp_path / "wt").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UsageError, match="already exists"):
+        repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main")
+    assert not (tmp_path / "elsewhere").exists()
+
+
 def test_find_commit_with_trailers(user):
     repo, _, _ = user
     tip = repo.rev_parse("main")

@@ -113,7 +113,7 @@ class Attempt:
                     f"andon: plant the tests of packet {self.packet.id}")
             self.store.update_attempt(self.row["id"], plant_sha=self.ctx.plant_sha)
         crash.point("after-plant")
-        if self.worktree.exists():
+        if self.worktree.exists() or self.worktree.is_symlink():
             # left by an earlier repository at the same path (kept worktrees): not ours now
             self.repo.remove_worktree(self.worktree)
         tip = self.row["candidate_sha"] if review_again else \
@@ -239,7 +239,8 @@ class Attempt:
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
         self._outside(stage, guard.changes(before, self.watch()) if before is not None else [],
-                      self.repo.restore_refs(refs_before))
+                      self.repo.restore_refs(refs_before, (
+                          f"refs/heads/{self.config.andon.integration_branch}",)))
         return run
 
     def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:

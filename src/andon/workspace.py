@@ -171,19 +171,26 @@ class Repo:
         out = self.git("for-each-ref", "--format=%(objectname) %(refname)")
         return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines())}
 
-    def restore_refs(self, before: dict[str, str]) -> list[str]:
-        """Compared with ``before`` (a :meth:`refs_snapshot`), put back every ref that was moved
-        or deleted and delete new ones in andon's namespaces (a branch ``andon/<id>/<n+1>``
-        would collide with a later attempt). Worktrees are separate repositories, so only an
-        agent reaching this one by absolute path does this. Returns the refs it put right."""
+    def restore_refs(self, before: dict[str, str], owned: tuple[str, ...] = ()) -> list[str]:
+        """Compared with ``before`` (a :meth:`refs_snapshot`), put back every ref andon owns —
+        under ``refs/heads/andon/`` or ``refs/andon/``, or named in ``owned`` (the integration
+        branch) — that was moved or deleted, and delete new ones there (a branch
+        ``andon/<id>/<n+1>`` would collide with a later attempt). Other refs are the user's:
+        they may commit, fetch or switch branches while a stage runs, so those are left alone.
+        Worktrees are separate repositories, so only an agent reaching this repository by
+        absolute path moves andon's refs. Returns the refs it put right; one it cannot put
+        right is still returned (and left as it is)."""
+        def ours(ref: str) -> bool:
+            return ref.startswith(("refs/heads/andon/", "refs/andon/")) or ref in owned
+
         after = self.refs_snapshot()
-        moved = [r for r, sha in before.items() if after.get(r) != sha]
-        for r in moved:  # not set_ref: it refuses the user's checked-out branch; we restore it
-            self.git("update-ref", "-m", "andon: restore a ref the agent moved", r, before[r])
-        made = [r for r in after if r not in before
-                and r.startswith(("refs/heads/andon/", "refs/andon/"))]
-        for r in made:
-            self.git("update-ref", "-d", r)
+        made = [r for r in after if r not in before and ours(r)]
+        for r in made:  # first: a new andon/x/y can block restoring a deleted andon/x
+            self.git("update-ref", "-d", r, check=False)
+        moved = [r for r, sha in before.items() if ours(r) and after.get(r) != sha]
+        for r in moved:  # not set_ref: that refuses a checked-out branch; we restore it
+            self.git("update-ref", "-m", "andon: restore a ref the agent moved", r, before[r],
+                     check=False)
         return moved + made
 
     def find_commit_with_trailers(self, ref: str, trailers: Mapping[str, str],
@@ -220,8 +227,8 @@ class Repo:
         exists; UsageError if ``path`` exists or ``history`` is unknown."""
         if history not in ("full", "shallow"):
             raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
-        path = Path(path).resolve()
-        if path.exists():
+        path = _unresolved_last(path)
+        if path.exists() or path.is_symlink():  # a dangling link would send the clone away
             raise UsageError(f"worktree path already exists: {path}")
         ref = f"refs/heads/{branch}"
         self.set_ref(ref, start, ZERO_SHA)
@@ -231,7 +238,8 @@ class Repo:
         self.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
                  "--branch", branch, self.git_dir.as_uri(), str(path))
         self.git("remote", "remove", "origin", cwd=path)
-        shutil.rmtree(path / ".git" / "logs")  # "clone: from <the user's repository>"
+        # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
+        shutil.rmtree(path / ".git" / "logs", ignore_errors=True)
         # the user's identity if they have one, else a stand-in, so an agent's commit works
         for key, fallback in (("user.name", "agent"), ("user.email", "agent@andon.localhost")):
             value = self.git("config", "--get", key, check=False).strip() or fallback
@@ -311,7 +319,9 @@ class Repo:
             env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
                    "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(self.git_dir)}
             self._run(("read-tree", parent), worktree, None, True, env)
-            proc = self._run(("add", "--all", "--", "."), worktree, None, False, env)
+            # the user's sparse-checkout rules are about their checkout, not the agent's
+            proc = self._run(("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
+                              "add", "--all", "--", "."), worktree, None, False, env)
             if proc.returncode != 0:
                 err = proc.stderr.decode(errors="replace").strip()
                 named = re.search(r"'([^']+?)/?'", err)
