@@ -261,3 +261,28 @@ def test_a_ref_moved_in_the_users_repository_by_any_stage_is_put_back_and_report
         ("tamper", "refs/heads/andon/integration")]
     assert f"the {stage} agent moved git refs" in bad["summary"]
     assert git(root, "rev-parse", "andon/integration").strip() == main
+
+
+def test_an_error_andon_did_not_foresee_is_recorded_and_blocks_not_a_stuck_packet(tmp_path):
+    """Something raises inside the attempt (here: an adapter with a bug). The attempt is
+    failed with a harness error and its traceback, the packet blocks, and the runner returns
+    normally instead of leaving the packet `running` to be retried for ever."""
+    root = project(tmp_path)
+
+    class BrokenAdapter:
+        name = "broken"
+
+        def run(self, ctx):
+            raise RuntimeError("the adapter broke")
+
+    runner = runner_for(root, honest_mul)
+    runner.agent_for = lambda packet, stage: BrokenAdapter()
+    report = runner.run(only=["P1"])
+    assert report.exit_status == EXIT_HALTED and report.halted_by == "P1"
+    (a,) = runner.store.attempts("P1")
+    assert a["state"] == "failed" and a["counted"] == 1
+    g = next(g for g in runner.store.gate_results(a["id"]) if g["status"] == "error")
+    assert (g["gate"], g["failure_layer"]) == ("harness", "harness")
+    assert "RuntimeError: the adapter broke" in g["summary"]
+    assert "the adapter broke" in Path(g["evidence"]["traceback"]).read_text()
+    assert "andon itself failed" in report.message

@@ -40,8 +40,9 @@ def advice(store: Store, last: dict | None) -> str:
         "verifier": "the reviewer did not return a valid review: fix the reviewer "
                     "(--reviewer / --reviewer-command), not the packet",
         "environment": "the project's suite or environment failed: fix that",
-        "harness": "a budget or limit was reached: raise it in andon.toml or split the "
-                   "packet",
+        "harness": "a budget or limit was reached, or andon itself failed (a harness-error "
+                   "finding, with its traceback): raise the limit, split the packet, or "
+                   "report the error",
     }.get(last["failure_layer"] or "", "the agent keeps failing the same way or ran out "
           "of attempts: sharpen the packet, or use another agent")
 

@@ -17,6 +17,7 @@ starts from. The agents' exit statuses and claims are recorded and never consult
 from __future__ import annotations
 
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +95,16 @@ class Attempt:
             self.over_budget = self.over_budget or stop.result
         except _WroteOutside as out:
             self._record(out.result, now(), 0.0)
+        except Exception as exc:  # noqa: BLE001 — anything else: evidence, not a stuck packet
+            # An escaped error would leave the packet `running`; the next run would call it
+            # interrupted and try again, uncounted, for ever. Recorded, it blocks the line.
+            trace = self.ev / "harness-error.txt"
+            trace.write_text(traceback.format_exc(), encoding="utf-8")
+            what = f"{type(exc).__name__}: {exc}"
+            self._record(GateResult(
+                "harness", "error", f"andon failed during the attempt: {what}", "harness",
+                [Finding("harness-error", f"{what} (traceback in {trace})", path=None)],
+                details={"traceback": str(trace)}), now(), 0.0)
         if self.over_budget is not None:
             self._record(self.over_budget, now(), 0.0)
         return self.out

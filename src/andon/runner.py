@@ -438,7 +438,8 @@ class Runner:
                                   ended_at=now())
         data = {"gate": failure.gate, "layer": failure.layer, "fingerprint": fp,
                 "reason": failure.summary}
-        if failure.layer in ("specification", "environment") or failure.gate == "budget" \
+        if failure.layer in ("specification", "environment") \
+                or failure.gate in ("budget", "harness") \
                 or any(f.kind == "outside-worktree" for f in failure.findings):
             why = f"{failure.gate} gate ({failure.layer}): {failure.summary}"
         elif counted and counted[-1]["fingerprint"] == fp:
