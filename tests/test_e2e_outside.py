@@ -98,7 +98,6 @@ def plants_a_hook(root: Path):
     (weakens_planted_test, PLANTED, "modified"),
     (switches_a_gate_off, "andon.toml", "modified"),
     (plants_a_hook, ".git/hooks/post-commit", "added"),
-    (adds_a_packet, "packets/P9/packet.md", "added"),
     (blinds_the_diff, ".git/info/attributes", "added"),
     (rewrites_the_review_template, "prompts/review.md.j2", "modified")])
 def test_a_write_into_the_users_checkout_blocks_the_packet_and_is_named(tmp_path, make_agent,
@@ -286,3 +285,33 @@ def test_an_error_andon_did_not_foresee_is_recorded_and_blocks_not_a_stuck_packe
     assert "RuntimeError: the adapter broke" in g["summary"]
     assert "the adapter broke" in Path(g["evidence"]["traceback"]).read_text()
     assert "andon itself failed" in report.message
+
+
+def test_a_packet_added_while_an_agent_works_is_not_blamed_but_never_passes_unseen(tmp_path):
+    """A new packet folder may be a person writing the next packet, so the agent is not
+    rejected for it; but the run names it when it ends (and would stop before planting
+    anything if more work were queued)."""
+    root = project(tmp_path)
+    report = runner_for(root, adds_a_packet(root)).run(only=["P1"])
+    assert report.merged == ["P1"]
+    assert "packets/P9/packet.md (added)" in report.message
+    assert "an agent did" in report.message
+
+
+def test_a_person_working_in_the_checkout_meanwhile_is_not_blamed_on_the_agent(tmp_path):
+    """Running pytest in place (caches under plant/), setting an upstream branch: nothing
+    andon reads or obeys changed, so the honest agent's work is merged."""
+    root = project(tmp_path)
+
+    def agent(ctx):
+        cache = root / "packets/P1/plant/tests/__pycache__/test_mul_p1.cpython-311.pyc"
+        cache.parent.mkdir(parents=True)
+        cache.write_bytes(b"cache")
+        git(root, "config", "branch.main.remote", "origin")
+        git(root, "config", "remote.origin.url", "https://example.invalid/x.git")
+        return honest_mul(ctx)
+
+    report = runner_for(root, agent).run(only=["P1"])
+    assert report.merged == ["P1"], report.message
+    merged = git(root, "ls-tree", "-r", "--name-only", "andon/integration")
+    assert "__pycache__" not in merged

@@ -249,7 +249,9 @@ class Attempt:
                  f"(recorded, not used to decide); transcript {run.transcript_path}")
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
-        self._outside(stage, guard.changes(before, self.watch()) if before is not None else [],
+        changed = guard.changes(before, self.watch()) if before is not None else []
+        fresh = guard.new_packets(changed, before or {}, self.config.andon.packets_dir.strip("/"))
+        self._outside(stage, [c for c in changed if c[0] not in fresh],
                       self.repo.restore_refs(refs_before, (
                           f"refs/heads/{self.config.andon.integration_branch}",)))
         return run

@@ -11,8 +11,11 @@ be editing there while the queue runs. Containing the agent is the sandbox's job
 
 from __future__ import annotations
 
+import hashlib
+import subprocess
 from pathlib import Path
 
+from .packet import is_cache
 from .workspace import Repo, file_marker, manifest
 
 
@@ -27,7 +30,7 @@ def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
     folders (prompt templates, agent scripts kept in the checkout). Other files in a packet
     folder (an editor's swap file, notes) are not watched: andon never reads them. Anything
     that does not exist contributes nothing."""
-    files = [config_file, repo.git_dir / "config"]
+    files = [config_file]
     dirs = [repo.git_dir / "hooks", repo.git_dir / "info"]
     for packet_md in sorted(packets_dir.glob("*/packet.md")):
         files.append(packet_md)
@@ -35,15 +38,46 @@ def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
     files += sorted(packets_dir.glob("*.md"))  # flat packets: <packets_dir>/<name>.md
     for p in extra:
         (dirs if p.is_dir() else files).append(p)
-    out: dict[str, str] = {}
+    out: dict[str, str] = {".git/config": _git_config_marker(repo.git_dir / "config")}
     for f in files:
         marker = file_marker(f)
         if marker is not None:
             out[_rel(repo, f)] = marker
     for d in dirs:
         if d.is_dir() and not d.is_symlink():
-            out.update({_rel(repo, d / rel): marker for rel, marker in manifest(d).items()})
+            out.update({_rel(repo, d / rel): marker for rel, marker in manifest(d).items()
+                        if not is_cache(rel)})
     return out
+
+
+def _git_config_marker(path: Path) -> str:
+    """The repository's git config without the ``branch.*`` and ``remote.*`` entries a person
+    changes in passing (setting an upstream, adding a remote) and andon never uses; the
+    rest (hooksPath, filters, fsmonitor, includes, diff drivers…) can change what andon's
+    own git commands do. Raw bytes if git cannot read it."""
+    proc = subprocess.run(["git", "config", "--file", str(path), "--list", "-z"],
+                          capture_output=True)
+    if proc.returncode != 0:
+        return file_marker(path) or ""
+    kept = [e for e in proc.stdout.split(b"\0")
+            if e and not e.startswith((b"branch.", b"remote."))]
+    return hashlib.sha256(b"\0".join(kept)).hexdigest()
+
+
+def new_packets(changed: list[tuple[str, str]], before: dict[str, str],
+                packets_rel: str) -> set[str]:
+    """The changed paths that belong to a packet that did not exist in ``before`` (a packet
+    file or folder added while the stage ran: possibly a person writing the next packet).
+    The run stops on them before its next attempt rather than blaming the agent."""
+    def packet_of(path: str) -> str | None:
+        if not path.startswith(packets_rel + "/"):
+            return None
+        first = path[len(packets_rel) + 1:].split("/", 1)[0]
+        return first.removesuffix(".md")
+
+    existing = {packet_of(p) for p in before} - {None}
+    return {p for p, how in changed if how == "added" and packet_of(p) not in existing
+            and packet_of(p) is not None}
 
 
 def changes(before: dict[str, str], after: dict[str, str]) -> list[tuple[str, str]]:

@@ -17,8 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
-from pydantic import model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    model_validator,
+)
 from wcmatch import glob as wcglob
 
 from andon.errors import PacketError, Problem
@@ -307,14 +314,24 @@ def _semantic_problems(data: dict[str, Any], lines: dict, path: Path) -> list[Pr
     return problems
 
 
+def is_cache(rel: str) -> bool:
+    """A Python cache file (``__pycache__/``, ``*.pyc``) under plant/ or hidden/: left there by
+    someone running the tests in place, never part of the packet."""
+    return "__pycache__" in rel.split("/") or rel.endswith(".pyc")
+
+
 def _tree_files(root: Path, problems: list[Problem]) -> dict[str, Path]:
-    """Repo-relative POSIX path -> absolute file for everything under ``root`` (plant/hidden)."""
+    """Repo-relative POSIX path -> absolute file for everything under ``root`` (plant/hidden)
+    except Python caches (:func:`is_cache`)."""
     if not root.is_dir():
         return {}
     found: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
         for name in sorted(dirnames + filenames):
             entry = Path(dirpath) / name
+            if is_cache(entry.relative_to(root).as_posix()):
+                continue
             if entry.is_symlink():
                 target = os.readlink(entry)
                 msg = f"{root.name}/ entries must be regular files, got a symlink to {target}"

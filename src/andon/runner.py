@@ -134,6 +134,14 @@ class Runner:
                     return report
                 packet = self._next(only)
                 if packet is None:
+                    changed = guard.changes(self.inputs, self._watch())
+                    if changed:  # nothing left to plant now, but the next run would read them
+                        report.message = (
+                            "note: andon's inputs changed during this run: "
+                            + ", ".join(f"{p} ({how})" for p, how in changed)
+                            + "; the next run reads them. If you did not make these changes, "
+                            "an agent did: look at `git status` first.")
+                        self.echo(report.message)
                     return report
                 self._inputs_unchanged()
                 if self._attempt(packet) == "done":
