@@ -16,14 +16,19 @@ import time
 from pathlib import Path
 
 import pytest
+from helpers import MUL_CODE, andon, make_project, mul_packet, process_alive
 
 from andon.agents import CommandAgent, StageContext
 from andon.agents.external import ExternalAgent, Parsed
 from andon.agents.process import run_process
 from andon.packet import load_packets
-from andon.procgroup import become_subreaper, kill_group, kill_leftovers, start_time
-
-from helpers import MUL_CODE, andon, make_project, mul_packet, process_alive
+from andon.procgroup import (
+    become_subreaper,
+    kill_group,
+    kill_leftover_group,
+    kill_leftovers,
+    start_time,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="child subreaper and /proc are Linux only")
@@ -243,3 +248,20 @@ def test_andon_run_leaves_no_helper_behind(tmp_path):
     assert not process_alive(pid_in(pf), within_s=0), "the helper outlived andon run"
     shown = andon(root, "show", "P1")
     assert "killed 1 process the agent left running" in shown.stdout, shown.stdout
+
+
+def test_crash_recovery_matches_whole_directories_only(tmp_path):
+    """The group left by attempt 10's agent is not ended when attempt 1 is discarded: the
+    working folder must be the attempt's worktree or inside it, not merely share a prefix."""
+    ten = tmp_path / "P1-10"
+    ten.mkdir()
+    p = subprocess.Popen(["sleep", "300"], cwd=ten, start_new_session=True)
+    try:
+        assert not kill_leftover_group(p.pid, str(tmp_path / "P1-1"))
+        assert p.poll() is None
+        assert kill_leftover_group(p.pid, str(ten))
+        assert p.wait(timeout=10) == -9
+    finally:
+        if p.poll() is None:
+            kill_group(p.pid)
+            p.wait()

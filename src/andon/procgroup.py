@@ -81,7 +81,8 @@ def kill_leftover_group(pgid: int, cwd_prefix: str) -> bool:
             cwd = os.readlink(entry / "cwd")
         except (OSError, ValueError, IndexError):
             continue
-        if pgrp == pgid and cwd.startswith(cwd_prefix):
+        prefix = cwd_prefix.rstrip("/")
+        if pgrp == pgid and (cwd == prefix or cwd.startswith(prefix + "/")):  # not P1-10
             kill_group(pgid)
             return True
     return False

@@ -505,11 +505,13 @@ class Runner:
 
     def _discard(self, a: dict, why: str) -> None:
         wt = self._worktree_path(a["packet_id"], a["n"])
-        for pid_file in Path(a["evidence_dir"] or "/nonexistent").glob("*.pid"):
+        # every stage's pid file, a reviewer's later asks (in <stage>-askN/) included
+        for pid_file in Path(a["evidence_dir"] or "/nonexistent").rglob("*.pid"):
             # an agent the killed runner left behind must not go on writing (or spending)
-            if kill_leftover_group(int(pid_file.read_text() or 0), str(wt)):
+            pid, _, where = pid_file.read_text().partition("\n")
+            if pid.strip().isdigit() and kill_leftover_group(int(pid), where.strip() or str(wt)):
                 self.echo(f"{a['packet_id']}: ended the agent left running by the killed "
-                          f"runner (process group {pid_file.read_text()})")
+                          f"runner (process group {pid.strip()})")
             pid_file.unlink()
         self.repo.remove_worktree(wt)
         branch = f"refs/heads/andon/{a['packet_id']}/{a['n']}"

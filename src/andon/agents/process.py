@@ -121,7 +121,7 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         # If the runner is killed (kill -9) the agent's group lives on; this file lets the
         # next runner find and end it (see procgroup.kill_leftover_group).
         pid_file = transcript_path.with_suffix(".pid")
-        pid_file.write_text(str(proc.pid))
+        pid_file.write_text(f"{proc.pid}\n{Path(cwd).resolve()}\n")  # group, where it works
 
         def pump(stream: IO[bytes], sink: _Sink) -> None:
             while chunk := stream.read1(CHUNK):  # type: ignore[attr-defined]
