@@ -27,6 +27,7 @@ from ..procgroup import before_child, end_child, wait_unreaped
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
+READER_JOIN_S = 30.0  # how long the output readers may drain after the agent has ended
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,9 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
             # Before the readers are joined: a helper may hold the output pipe open.
             leftovers = end_child(proc, known)
             for r in readers:
-                r.join()
+                # a process out of reach (no subreaper here, or the sweep gave up) may hold
+                # the pipe open for ever: the transcript then ends here rather than the run
+                r.join(READER_JOIN_S)
             out.close()
             if err:
                 err.close()
