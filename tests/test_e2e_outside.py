@@ -96,7 +96,6 @@ def plants_a_hook(root: Path):
 
 @pytest.mark.parametrize("make_agent,path,how", [
     (weakens_planted_test, PLANTED, "modified"),
-    (switches_a_gate_off, "andon.toml", "modified"),
     (plants_a_hook, ".git/hooks/post-commit", "added"),
     (blinds_the_diff, ".git/info/attributes", "added"),
     (rewrites_the_review_template, "prompts/review.md.j2", "modified")])
@@ -299,8 +298,10 @@ def test_a_packet_added_while_an_agent_works_is_not_blamed_but_never_passes_unse
 
 
 def test_a_person_working_in_the_checkout_meanwhile_is_not_blamed_on_the_agent(tmp_path):
-    """Running pytest in place (caches under plant/), setting an upstream branch: nothing
-    andon reads or obeys changed, so the honest agent's work is merged."""
+    """Running pytest in place (caches under plant/), an editor's swap and backup files,
+    setting an upstream, a name or pull.rebase, auto-gc rewriting .git/info/refs, editing
+    another packet: nothing that steers this attempt changed, so the honest agent's work is
+    merged (the other packet's change is named when the run ends)."""
     root = project(tmp_path)
 
     def agent(ctx):
@@ -309,9 +310,44 @@ def test_a_person_working_in_the_checkout_meanwhile_is_not_blamed_on_the_agent(t
         cache.write_bytes(b"cache")
         git(root, "config", "branch.main.remote", "origin")
         git(root, "config", "remote.origin.url", "https://example.invalid/x.git")
+        git(root, "config", "user.name", "Someone Else")
+        git(root, "config", "pull.rebase", "false")
+        (root / ".git/info/refs").write_text("as `git repack` leaves it\n")  # auto-gc
+        plant = root / "packets/P1/plant/tests"
+        (plant / ".test_mul_p1.py.swp").write_bytes(b"vim")
+        (plant / "test_mul_p1.py~").write_text("backup")
+        (plant / ".pytest_cache").mkdir()
+        (plant / ".pytest_cache/README.md").write_text("cache")
+        (root / "packets/P2/packet.md").write_text(
+            (root / "packets/P2/packet.md").read_text() + "\nA note on the next packet.\n")
         return honest_mul(ctx)
 
     report = runner_for(root, agent).run(only=["P1"])
     assert report.merged == ["P1"], report.message
+    assert report.message.count("(modified)") == 1 and "packets/P2/packet.md" in report.message
     merged = git(root, "ls-tree", "-r", "--name-only", "andon/integration")
-    assert "__pycache__" not in merged
+    assert "__pycache__" not in merged and ".pytest_cache" not in merged
+
+
+def test_andon_toml_changed_during_a_stage_is_named_when_the_run_ends(tmp_path):
+    """andon.toml is read when a run starts, so a change during a stage steers nothing in
+    this run and is not blamed on the agent (a person may be editing it); the run names it
+    when it ends, so the next run does not obey it unseen."""
+    root = project(tmp_path)
+    report = runner_for(root, switches_a_gate_off(root)).run(only=["P1"])
+    assert report.merged == ["P1"]
+    assert "andon.toml (modified)" in report.message and "an agent did" in report.message
+
+
+def test_a_person_looking_at_the_attempt_branch_does_not_break_the_attempt(tmp_path):
+    """They check out andon/P1/1 in their tree while the agent works: andon does not move a
+    branch checked out there, and the work is merged all the same."""
+    root = project(tmp_path)
+
+    def agent(ctx):
+        git(root, "switch", "-q", "andon/P1/1")
+        return honest_mul(ctx)
+
+    report = runner_for(root, agent).run(only=["P1"])
+    assert report.merged == ["P1"], report.message
+    assert git(root, "status", "--porcelain") == ""

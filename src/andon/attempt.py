@@ -16,6 +16,7 @@ starts from. The agents' exit statuses and claims are recorded and never consult
 
 from __future__ import annotations
 
+import os
 import time
 import traceback
 from collections.abc import Callable
@@ -24,7 +25,8 @@ from pathlib import Path
 
 from . import budget, crash, guard
 from .agents import Agent, StageContext
-from .config import Config
+from .config import CONFIG_NAME, Config
+from .errors import UsageError
 from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
@@ -250,8 +252,11 @@ class Attempt:
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
         changed = guard.changes(before, self.watch()) if before is not None else []
-        fresh = guard.new_packets(changed, before or {}, self.config.andon.packets_dir.strip("/"))
-        self._outside(stage, [c for c in changed if c[0] not in fresh],
+        where = self.packet.dir or self.packet.source
+        own = os.path.relpath(where, self.repo.root).replace(os.sep, "/") \
+            + ("/" if self.packet.dir else "")
+        self._outside(stage, guard.blamable(changed, own, self.config.andon.packets_dir
+                                            .strip("/"), CONFIG_NAME),
                       self.repo.restore_refs(refs_before, (
                           f"refs/heads/{self.config.andon.integration_branch}",)))
         return run
@@ -287,7 +292,11 @@ class Attempt:
                 f"the {stage} stage left a worktree andon cannot read: {exc}", "permission",
                 [Finding("unreadable-worktree", str(exc), path=exc.path)]), now(), 0.0)
             return None
-        self.repo.set_ref(f"refs/heads/{self.row['branch']}", sha, None)
+        try:  # the branch only lets a person look at the attempt; the store has the sha
+            self.repo.set_ref(f"refs/heads/{self.row['branch']}", sha, None)
+        except UsageError:  # they have it checked out: moving it would dirty their tree
+            self.say(f"  {self.row['branch']} is checked out in your tree, so it stays where "
+                     f"it is; the {stage} commit is {sha[:10]}")
         return sha
 
     def _review(self, stage: str) -> bool:

@@ -314,23 +314,30 @@ def _semantic_problems(data: dict[str, Any], lines: dict, path: Path) -> list[Pr
     return problems
 
 
-def is_cache(rel: str) -> bool:
-    """A Python cache file (``__pycache__/``, ``*.pyc``) under plant/ or hidden/: left there by
-    someone running the tests in place, never part of the packet."""
-    return "__pycache__" in rel.split("/") or rel.endswith(".pyc")
+_LITTER_DIRS = {"__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis"}
+
+
+def is_litter(rel: str) -> bool:
+    """A file tools and editors leave beside the packet's files (Python and test caches, an
+    editor's swap or backup file, .DS_Store): never part of a packet, never planted, and
+    never a reason to blame an agent when it comes or goes."""
+    parts = rel.split("/")
+    name = parts[-1]
+    return bool(_LITTER_DIRS & set(parts[:-1])) or name.endswith((".pyc", "~")) \
+        or name == ".DS_Store" or bool(re.fullmatch(r"\..*\.sw[a-p]|#.*#|\.#.*", name))
 
 
 def _tree_files(root: Path, problems: list[Problem]) -> dict[str, Path]:
     """Repo-relative POSIX path -> absolute file for everything under ``root`` (plant/hidden)
-    except Python caches (:func:`is_cache`)."""
+    except what tools and editors leave there (:func:`is_litter`)."""
     if not root.is_dir():
         return {}
     found: dict[str, Path] = {}
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        dirnames[:] = [d for d in dirnames if d not in _LITTER_DIRS]
         for name in sorted(dirnames + filenames):
             entry = Path(dirpath) / name
-            if is_cache(entry.relative_to(root).as_posix()):
+            if is_litter(entry.relative_to(root).as_posix()):
                 continue
             if entry.is_symlink():
                 target = os.readlink(entry)
