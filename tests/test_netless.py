@@ -8,10 +8,8 @@ uid and gid stay what they were; the exit status and argv pass through unchanged
 from __future__ import annotations
 
 import os
-import socketserver
 import subprocess
 import sys
-import threading
 
 import pytest
 
@@ -24,23 +22,6 @@ needs_netns = pytest.mark.skipif(not AVAILABLE, reason=f"network namespaces: {WH
 def run_cut(code: str, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(netless.wrap([sys.executable, "-c", code, *args]),
                           capture_output=True, text=True, timeout=60)
-
-
-class _Answer(socketserver.BaseRequestHandler):
-    def handle(self):
-        self.request.sendall(b"answer")
-
-
-@pytest.fixture
-def outside_server():
-    """A TCP server on 127.0.0.1 in the test's own namespace that answers every connection
-    with b"answer"; yields its port."""
-    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Answer) as srv:
-        t = threading.Thread(target=srv.serve_forever, daemon=True)
-        t.start()
-        yield srv.server_address[1]
-        srv.shutdown()
-        t.join()
 
 
 CONNECT = """

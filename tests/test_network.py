@@ -11,12 +11,12 @@ machine cannot", since the kernel here can.
 from __future__ import annotations
 
 import json
-import socketserver
 import sys
-import threading
 from pathlib import Path
 
 import pytest
+from agent_ctx import stage_ctx
+from helpers import andon, make_project, mul_packet
 
 from andon import netless
 from andon.agents import make_agent
@@ -26,9 +26,6 @@ from andon.gates.base import GateResult, run_project_suite
 from andon.runner import open_store
 from andon.testrun import run_suite
 from andon.workspace import Repo
-
-from agent_ctx import stage_ctx
-from helpers import andon, make_project, mul_packet
 
 AVAILABLE, WHY = netless.available()
 needs_netns = pytest.mark.skipif(not AVAILABLE, reason=f"network namespaces: {WHY}")
@@ -44,22 +41,6 @@ def test_reaches_the_outside_server():
 '''
 CONNECT = ('{py} -c "import socket,sys\ntry:\n socket.create_connection((\'127.0.0.1\',{port}),'
            'timeout=5); print(\'reached\')\nexcept OSError: print(\'refused\')" > net.txt')
-
-
-class _Answer(socketserver.BaseRequestHandler):
-    def handle(self):
-        self.request.sendall(b"answer")
-
-
-@pytest.fixture
-def outside_server():
-    """A TCP server on 127.0.0.1 in the test's own network namespace; yields its port."""
-    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Answer) as srv:
-        t = threading.Thread(target=srv.serve_forever, daemon=True)
-        t.start()
-        yield srv.server_address[1]
-        srv.shutdown()
-        t.join()
 
 
 @pytest.fixture
