@@ -3,6 +3,8 @@
 from types import SimpleNamespace
 
 import pytest
+from genai_prices import Usage as PU
+from genai_prices import calc_price
 
 from andon.usage import Usage, from_anthropic, library_version, price, sum_counts, totals
 
@@ -94,3 +96,92 @@ def test_totals_count_runs_whose_cost_is_unknown():
 def test_usage_round_trips_through_a_dict():
     u = Usage(model="m", input_tokens=1, notes=["x"], models={"m": {"input_tokens": 1}})
     assert Usage.from_dict(u.to_dict()) == u
+
+
+# -- per-request pricing (long-context tiers apply per request) -------------------------------
+
+def _req(inp, out, cr=0, cw=0, model=None):
+    r = {"input_tokens": inp, "output_tokens": out, "cache_read_tokens": cr,
+         "cache_write_tokens": cw}
+    return r | ({"model": model} if model else {})
+
+
+def test_requests_are_priced_one_by_one_so_a_long_context_tier_is_not_applied_to_the_sum():
+    """Twelve 30k-token requests (25k cached, 500 out) on gemini-2.5-pro: each is far below
+    the 200k tier, so the run costs twelve times the library's price of one request — not
+    the >200k rate the summed 360k input tokens would get (case price-tier-per-request)."""
+    one = float(calc_price(PU(input_tokens=30_000, cache_read_tokens=25_000, output_tokens=500),
+                           model_ref="gemini-2.5-pro").total_price)
+    summed = float(calc_price(PU(input_tokens=360_000, cache_read_tokens=300_000,
+                                 output_tokens=6_000), model_ref="gemini-2.5-pro").total_price)
+    assert summed > 1.5 * 12 * one        # the trap the per-request pricing avoids
+    u = Usage(model="gemini-2.5-pro", input_tokens=360_000, output_tokens=6_000,
+              cache_read_tokens=300_000, requests=[_req(30_000, 500, 25_000)] * 12)
+    price(u)
+    assert u.cost_source == "priced" and u.pricing == "per_request"
+    assert u.cost_usd == pytest.approx(12 * one, rel=1e-9)
+
+
+def test_only_a_total_is_priced_as_a_total_and_says_so():
+    u = price(Usage(model="claude-opus-4-5", **from_anthropic(10, 25, 0, 21570)))
+    assert u.pricing == "total"
+    assert u.cost_usd == pytest.approx(0.1354875, abs=1e-12)
+    u = Usage(model="claude-opus-4-5", **from_anthropic(10, 25, 0, 21570))
+    u.report_cost(0.5)
+    assert price(u).pricing is None       # nothing was priced
+
+
+def test_requests_are_not_stored_but_their_count_and_the_pricing_are():
+    u = price(Usage(model="gpt-4o", input_tokens=20, output_tokens=2,
+                    requests=[_req(10, 1), _req(10, 1)]))
+    d = u.to_dict()
+    assert "requests" not in d and d["pricing"] == "per_request" and d["priced_requests"] == 2
+    assert Usage.from_dict(d).pricing == "per_request"
+
+
+def test_requests_that_do_not_add_up_to_the_totals_are_not_used():
+    """A per-request list that disagrees with the run's totals (a cut transcript) would
+    price other tokens than the ones recorded: the totals are priced, with a note."""
+    u = price(Usage(model="gpt-4o", input_tokens=30, output_tokens=3,
+                    requests=[_req(10, 1), _req(10, 1)]))
+    assert u.pricing == "total"
+    assert any("requests do not add up" in n for n in u.notes)
+
+
+def test_a_request_of_an_unknown_model_makes_the_cost_unknown_not_partial():
+    u = price(Usage(model="gpt-4o", input_tokens=20, output_tokens=2,
+                    requests=[_req(10, 1), _req(10, 1, model="no-such-model-7")]))
+    assert u.cost_usd is None and u.cost_source == "unknown"
+
+
+def test_a_dated_or_dashed_model_name_is_priced_as_the_library_names_it():
+    """Codex writes `gpt-5-1-codex-2025-11-13`; genai-prices matches it once undated."""
+    u = price(Usage(model="gpt-5-1-codex-2025-11-13", input_tokens=1_000_000,
+                    output_tokens=0))
+    ref = price(Usage(model="gpt-5.1-codex", input_tokens=1_000_000, output_tokens=0))
+    assert u.cost_usd == ref.cost_usd and "(as gpt-5-1-codex)" in u.price_source
+
+
+# -- a reported cost checked against andon's own price ----------------------------------------
+
+def test_a_reported_cost_far_from_andons_price_is_replaced_and_the_evidence_says_why():
+    u = Usage(model="claude-opus-4-5", **from_anthropic(10, 25, 0, 21570))
+    u.report_cost(0.2409)                 # cache writes billed twice
+    price(u, check_reported=True)
+    assert u.cost_source == "priced" and u.cost_usd == pytest.approx(0.1354875)
+    assert u.reported_cost_usd == pytest.approx(0.2409)
+    assert any("reported $0.2409" in n and "andon's price" in n for n in u.notes)
+
+
+def test_a_reported_cost_within_the_tolerance_is_kept():
+    u = Usage(model="claude-opus-4-5", **from_anthropic(10, 25, 0, 21570))
+    u.report_cost(0.1360)                 # rounding, a slightly different table
+    price(u, check_reported=True)
+    assert (u.cost_source, u.cost_usd) == ("reported", 0.1360)
+
+
+def test_a_reported_cost_andon_cannot_check_is_kept():
+    u = Usage(model="no-such-model-7", input_tokens=100, output_tokens=5)
+    u.report_cost(0.25)
+    price(u, check_reported=True)
+    assert (u.cost_source, u.cost_usd) == ("reported", 0.25)

@@ -23,6 +23,19 @@ Cost is USD with ``cost_source``:
   it (``genai-prices 0.2.3``, or ``andon.toml [prices."<model>"]``);
 - ``unknown`` — ``cost_usd`` is ``None`` (unknown model, unknown tokens): never 0.
 
+Pricing (``pricing``): the price tables have tiers that apply per API request (a
+long-context rate once one request's input passes e.g. 200k tokens), so a cost is priced
+request by request whenever the adapter could read the run's requests (``requests``, the
+token dicts of each request, not stored; ``priced_requests`` is their count) and their sum
+equals the run's totals: ``pricing = "per_request"``. Otherwise the totals are priced once,
+``pricing = "total"`` — a tier may then be applied wrongly, and ``andon show`` says so.
+
+A reported cost is believed unless the adapter asks for a check (``check_reported``; aider,
+whose fallback bills cache tokens twice): when andon's own price of the same tokens differs
+by more than ``CHECK_TOLERANCE`` (relative) and ``CHECK_SLACK_USD``, andon's price is used,
+``cost_source`` is ``priced``, ``reported_cost_usd`` keeps the agent's figure and a note
+gives both.
+
 ``wall_s`` is wall-clock seconds of the agent process as the harness measured it; ``turns``
 is the agent's own count of turns (what a turn is differs per agent: see its adapter).
 """
@@ -30,14 +43,20 @@ is the agent's own count of turns (what a turn is differs per agent: see its ada
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
 CostSource = Literal["reported", "priced", "unknown"]
+Pricing = Literal["per_request", "total"]
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 PRICES_LIBRARY = "genai-prices"
+# A reported cost within 10 % (or half a cent) of andon's own price is kept: the agents round
+# what they print and use other tables; a wrong cache convention is off by far more (×1.5+).
+CHECK_TOLERANCE = 0.10
+CHECK_SLACK_USD = 0.005
 # litellm-style provider prefixes (aider names models like "gemini/gemini-2.5-pro") mapped to
 # the provider ids of the price library.
 _PROVIDER_ALIASES = {"gemini": "google", "vertex_ai": "google", "google": "google",
@@ -52,7 +71,9 @@ class Usage:
 
     ``models`` breaks tokens (and cost, when reported per model) down by model name, when
     the agent used several (Claude Code uses a small model for side tasks); each value has
-    the four token fields and optionally ``cost_usd``. ``notes`` say what could not be read
+    the four token fields and optionally ``cost_usd``. ``requests`` lists each API request's
+    four token fields (and ``model`` when it is not ``model``), in order, when the transcript
+    has them; it is used to price and not stored. ``notes`` say what could not be read
     (truncated lines, unknown event types, a capped transcript, why cost is unknown).
     """
 
@@ -68,9 +89,15 @@ class Usage:
     turns: int | None = None
     models: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    pricing: Pricing | None = None
+    priced_requests: int | None = None
+    reported_cost_usd: float | None = None
+    requests: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        del d["requests"]   # can be thousands; the evidence is the transcript itself
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> "Usage":
@@ -144,36 +171,98 @@ def library_version() -> str | None:
         return None
 
 
-def price(usage: Usage, overrides: Mapping[str, Any] | None = None) -> Usage:
+def price(usage: Usage, overrides: Mapping[str, Any] | None = None,
+          check_reported: bool = False) -> Usage:
     """Fill in ``cost_usd`` when the agent reported none; return ``usage`` (changed in place).
 
-    A reported cost is kept as is. Otherwise every model in ``usage.models`` (or
-    ``usage.model`` alone) is priced from ``overrides`` (``[prices."<model>"]`` in andon.toml:
-    objects with ``input_per_mtok``, ``output_per_mtok`` and optional ``cache_read_per_mtok``,
-    ``cache_write_per_mtok``, USD per million tokens) or else from genai-prices' bundled
-    snapshot (offline). If any model has no price, or its input/output tokens are unknown,
-    the cost is unknown (None) and a note says why: never a partial sum, never 0.
+    A reported cost is kept as is, unless ``check_reported`` and andon's own price of the
+    tokens disagrees beyond the tolerance (see the module docstring). Otherwise the requests
+    in ``usage.requests`` are priced one by one (when they add up to the totals), else every
+    model in ``usage.models`` (or ``usage.model`` alone) is priced on its totals, from
+    ``overrides`` (``[prices."<model>"]`` in andon.toml: objects with ``input_per_mtok``,
+    ``output_per_mtok`` and optional ``cache_read_per_mtok``, ``cache_write_per_mtok``, USD
+    per million tokens) or else from genai-prices' bundled snapshot (offline). If any model
+    has no price, or its input/output tokens are unknown, the cost is unknown (None) and a
+    note says why: never a partial sum, never 0.
     """
     if usage.cost_source == "reported" and usage.cost_usd is not None:
+        if check_reported:
+            _check_reported(usage, overrides or {})
         return usage
     usage.cost_usd, usage.cost_source, usage.price_source = None, "unknown", None
-    parts = usage.models or ({usage.model: _tokens(usage)} if usage.model else {})
-    if not parts:
-        if usage.has_tokens:
-            usage.notes.append("cost unknown: the model is unknown (set `model` for this "
-                               "agent in andon.toml)")
-        return usage
-    total, sources = Decimal(0), set()
-    for model, tokens in parts.items():
-        cost, source, why = price_tokens(model, tokens, overrides or {})
-        if cost is None:
+    usage.pricing = usage.priced_requests = None
+    cost, sources, pricing, why = _own_price(usage, overrides or {})
+    if cost is None:
+        if why:
             usage.notes.append(f"cost unknown: {why}")
-            return usage
+        return usage
+    usage.cost_usd, usage.cost_source, usage.pricing = float(cost), "priced", pricing
+    usage.price_source = ", ".join(sorted(sources))
+    if pricing == "per_request":
+        usage.priced_requests = len(usage.requests)
+    return usage
+
+
+def _own_price(usage: Usage, overrides: Mapping[str, Any]
+               ) -> tuple[Decimal | None, set[str], Pricing, str]:
+    """andon's price of ``usage``: (USD or None, price sources, how it was priced, why-not)."""
+    if usage.requests:
+        if _requests_match(usage):
+            parts = [(r.get("model") or usage.model, r) for r in usage.requests]
+            if all(m for m, _ in parts):
+                return _priced(parts, overrides, "per_request")
+        elif "the requests do not add up" not in " ".join(usage.notes):
+            usage.notes.append("the requests do not add up to the run's totals: the totals "
+                               "are priced (a per-request price tier may be missed)")
+    parts = list((usage.models or ({usage.model: _tokens(usage)} if usage.model else {}))
+                 .items())
+    if not parts:
+        why = ("the model is unknown (set `model` for this agent in andon.toml)"
+               if usage.has_tokens else "")
+        return None, set(), "total", why
+    return _priced(parts, overrides, "total")
+
+
+def _priced(parts: list[tuple[str, Mapping[str, Any]]], overrides: Mapping[str, Any],
+            pricing: Pricing) -> tuple[Decimal | None, set[str], Pricing, str]:
+    total, sources = Decimal(0), set()
+    for model, tokens in parts:
+        cost, source, why = price_tokens(model, tokens, overrides)
+        if cost is None:
+            return None, set(), pricing, why
         total += cost
         sources.add(source)
-    usage.cost_usd, usage.cost_source = float(total), "priced"
+    return total, sources, pricing, ""
+
+
+def _requests_match(usage: Usage) -> bool:
+    """The requests' sums equal the run's input and output totals (cache counts too, where
+    both are known): only then is pricing them the same as pricing the run."""
+    for f in TOKEN_FIELDS:
+        total = getattr(usage, f)
+        vals = [r.get(f) for r in usage.requests]
+        if f in ("input_tokens", "output_tokens") and (total is None or None in vals):
+            return False
+        if total is not None and None not in vals and sum(vals) != total:
+            return False
+    return True
+
+
+def _check_reported(usage: Usage, overrides: Mapping[str, Any]) -> None:
+    reported = usage.cost_usd
+    own, sources, pricing, _ = _own_price(usage, overrides)
+    if own is None or reported is None:
+        return
+    diff = abs(float(own) - reported)
+    if diff <= CHECK_SLACK_USD or diff <= CHECK_TOLERANCE * float(own):
+        return
+    ratio = f" (×{reported / float(own):.2f})" if own else ""
+    usage.notes.append(f"the agent reported ${reported:.4f}, andon's price of the same tokens "
+                       f"is ${float(own):.4f}{ratio}: andon's price used")
+    usage.reported_cost_usd = reported
+    usage.cost_usd, usage.cost_source, usage.pricing = float(own), "priced", pricing
     usage.price_source = ", ".join(sorted(sources))
-    return usage
+    usage.priced_requests = len(usage.requests) if pricing == "per_request" else None
 
 
 def price_tokens(model: str, tokens: Mapping[str, Any], overrides: Mapping[str, Any]
@@ -200,27 +289,39 @@ def price_tokens(model: str, tokens: Mapping[str, Any], overrides: Mapping[str, 
     from genai_prices import Usage as PriceUsage, calc_price
     counts = PriceUsage(input_tokens=inp, output_tokens=out, cache_read_tokens=cr,
                         cache_write_tokens=cw)
-    for ref, provider in _lookups(model):
+    for ref, provider, renamed in _lookups(model):
         try:
             result = calc_price(counts, model_ref=ref, provider_id=provider)
         except LookupError:
             continue
         except ValueError as exc:  # counts the library finds inconsistent
             return None, "", f"{model}: {exc}"
-        return (Decimal(str(result.total_price)), f"{PRICES_LIBRARY} {version}", "")
+        source = f"{PRICES_LIBRARY} {version}" + (f" (as {ref})" if renamed else "")
+        return Decimal(str(result.total_price)), source, ""
     return None, "", (f"no price for model {model!r} in {PRICES_LIBRARY} {version}; add "
                       f'[prices."{model}"] to andon.toml')
 
 
-def _lookups(model: str) -> list[tuple[str, str | None]]:
-    """Names to try in the price library: as given, then without a provider prefix."""
-    tries: list[tuple[str, str | None]] = [(model, None)]
+_DATE_SUFFIX = re.compile(r"-(?:\d{4}-\d{2}-\d{2}|\d{8})$")
+_DASHED_VERSION = re.compile(r"(?<=\D-)(\d)-(\d)(?=-|$)")
+
+
+def _lookups(model: str) -> list[tuple[str, str | None, bool]]:
+    """Names to try in the price library: (name, provider, renamed). As given, then without
+    a provider prefix; then, renamed, without a date suffix and with a dashed version
+    dotted (Codex writes ``gpt-5-1-codex-2025-11-13`` for the library's ``gpt-5.1-codex``)."""
+    tries: list[tuple[str, str | None, bool]] = [(model, None, False)]
     prefix, _, rest = model.partition("/")
     if rest:
         provider = _PROVIDER_ALIASES.get(prefix)
         if provider:
-            tries.append((rest, provider))
-        tries.append((rest, None))
+            tries.append((rest, provider, False))
+        tries.append((rest, None, False))
+    for name, provider, _ in list(tries):
+        plain = _DATE_SUFFIX.sub("", name)
+        for alt in dict.fromkeys((plain, _DASHED_VERSION.sub(r"\1.\2", plain))):
+            if alt != name:
+                tries.append((alt, provider, True))
     return tries
 
 
