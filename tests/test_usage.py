@@ -185,3 +185,21 @@ def test_a_reported_cost_andon_cannot_check_is_kept():
     u.report_cost(0.25)
     price(u, check_reported=True)
     assert (u.cost_source, u.cost_usd) == ("reported", 0.25)
+
+
+def test_totals_with_a_request_count_are_priced_as_that_many_equal_requests():
+    """Gemini CLI's JSON gives totals and `totalRequests` only: twelve requests of 30,000
+    input (25,000 cached) and 500 output tokens cost twelve times one such request."""
+    one = float(calc_price(PU(input_tokens=30_000, cache_read_tokens=25_000, output_tokens=500),
+                           model_ref="gemini-2.5-pro").total_price)
+    u = Usage(model="gemini-2.5-pro", input_tokens=360_000, output_tokens=6_000,
+              cache_read_tokens=300_000,
+              models={"gemini-2.5-pro": {"input_tokens": 360_000, "output_tokens": 6_000,
+                                         "cache_read_tokens": 300_000, "requests": 12}})
+    price(u)
+    assert u.pricing == "even_split" and u.cost_usd == pytest.approx(12 * one, rel=1e-9)
+    # counts that do not divide evenly keep their exact sums (the last request takes the rest)
+    u = Usage(model="gpt-4o", input_tokens=7, output_tokens=5,
+              models={"gpt-4o": {"input_tokens": 7, "output_tokens": 5, "requests": 3}})
+    whole = price(Usage(model="gpt-4o", input_tokens=7, output_tokens=5)).cost_usd
+    assert price(u).cost_usd == pytest.approx(whole, rel=1e-9)   # linear below every tier

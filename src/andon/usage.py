@@ -27,7 +27,10 @@ Pricing (``pricing``): the price tables have tiers that apply per API request (a
 long-context rate once one request's input passes e.g. 200k tokens), so a cost is priced
 request by request whenever the adapter could read the run's requests (``requests``, the
 token dicts of each request, not stored; ``priced_requests`` is their count) and their sum
-equals the run's totals: ``pricing = "per_request"``. Otherwise the totals are priced once,
+equals the run's totals: ``pricing = "per_request"``. When only totals and the number of
+requests are known (a ``requests`` count in a ``models`` entry: Gemini CLI's JSON), the
+totals are split evenly over that many requests: ``pricing = "even_split"`` (exact unless
+the requests straddle a tier boundary). Otherwise the totals are priced once,
 ``pricing = "total"`` — a tier may then be applied wrongly, and ``andon show`` says so.
 
 A reported cost is believed unless the adapter asks for a check (``check_reported``; aider,
@@ -50,7 +53,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 CostSource = Literal["reported", "priced", "unknown"]
-Pricing = Literal["per_request", "total"]
+Pricing = Literal["per_request", "even_split", "total"]
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 PRICES_LIBRARY = "genai-prices"
 # A reported cost within 10 % (or half a cent) of andon's own price is kept: the agents round
@@ -225,14 +228,32 @@ def _own_price(usage: Usage, overrides: Mapping[str, Any]
 
 def _priced(parts: list[tuple[str, Mapping[str, Any]]], overrides: Mapping[str, Any],
             pricing: Pricing) -> tuple[Decimal | None, set[str], Pricing, str]:
-    total, sources = Decimal(0), set()
+    total, sources, split = Decimal(0), set(), pricing == "total"
     for model, tokens in parts:
-        cost, source, why = price_tokens(model, tokens, overrides)
+        n = as_count(tokens.get("requests")) if pricing == "total" else None
+        if n and n > 1:
+            cost, source, why = _price_split(model, tokens, n, overrides)
+        else:
+            split = False
+            cost, source, why = price_tokens(model, tokens, overrides)
         if cost is None:
             return None, set(), pricing, why
         total += cost
         sources.add(source)
-    return total, sources, pricing, ""
+    return total, sources, ("even_split" if split else pricing), ""
+
+
+def _price_split(model: str, tokens: Mapping[str, Any], n: int, overrides: Mapping[str, Any]
+                 ) -> tuple[Decimal | None, str, str]:
+    """``tokens`` priced as ``n`` requests of equal size: ``n - 1`` requests of each count's
+    floor share and one holding the remainders too, so the sums stay exact."""
+    share = {f: tokens[f] // n for f in TOKEN_FIELDS if tokens.get(f) is not None}
+    last = {f: share[f] + tokens[f] % n for f in share}
+    a, source, why = price_tokens(model, share, overrides)
+    b, _, why_b = price_tokens(model, last, overrides)
+    if a is None or b is None:
+        return None, "", why or why_b
+    return a * (n - 1) + b, source, ""
 
 
 def _requests_match(usage: Usage) -> bool:

@@ -26,7 +26,11 @@ Output read back — one JSON object a line (``--output-format stream-json`` nee
 
 Usage: ``modelUsage`` (per model) when present, else ``usage``; cost ``total_cost_usd``
 (``reported``). Without a ``result`` event (timeout, crash, capped output) the tokens are the
-sum of the assistant messages' usage and the cost is priced. ``turns`` is ``num_turns``.
+sum of the assistant messages' usage and the cost is priced message by message (one
+assistant message is one API request, so a long-context tier is judged per request). With a
+result event that has no cost, its totals are priced (``pricing: "total"``): the messages'
+usage is partial there (claude 2.1.7 wrote ``output_tokens`` 5 on the message, 25 in the
+result). ``turns`` is ``num_turns``.
 Other event types (``stream_event``, ``system/compact_boundary``, future kinds) are counted.
 
 Sources: Claude Code headless mode and CLI reference,
@@ -121,13 +125,16 @@ def parse_stream(path: Path, configured_model: str | None = None) -> Parsed:
     elif messages:
         parts: dict[str, list[dict]] = {}
         for mid, usage in messages.items():
-            parts.setdefault(models.get(mid) or u.model or configured_model or "?", []).append(
-                from_anthropic(usage.get("input_tokens"), usage.get("output_tokens"),
-                               usage.get("cache_read_input_tokens"),
-                               usage.get("cache_creation_input_tokens")))
+            model = models.get(mid) or u.model or configured_model or "?"
+            counts = from_anthropic(usage.get("input_tokens"), usage.get("output_tokens"),
+                                    usage.get("cache_read_input_tokens"),
+                                    usage.get("cache_creation_input_tokens"))
+            parts.setdefault(model, []).append(counts)
+            u.requests.append({**counts, "model": model})   # one message = one API request
         u.models = {m: sum_counts(p) for m, p in parts.items()}
         _set_totals(u)
-        u.notes.append("no result event: tokens summed from the assistant messages")
+        u.notes.append("no result event: tokens summed from the assistant messages (the "
+                       "last message's output may be partial)")
     else:
         u.notes.append("no result event and no usage in the messages: usage unknown")
     out.claim = out.claim or last_text

@@ -7,7 +7,9 @@ the attempt's worktree through :func:`run_process` (own process group, SIGKILL o
 output capped on disk with its tail kept, bytes kept as they are), stdout to
 ``<stage>.transcript.log`` and stderr to ``<stage>.stderr.log`` in the evidence folder, then
 parses the transcript into a claim (the agent's final text — recorded, never believed) and
-a :class:`~andon.usage.Usage` record, and prices it when the agent reported no cost.
+a :class:`~andon.usage.Usage` record, and prices it when the agent reported no cost (per
+request when the parser read the requests; an adapter may ask for a reported cost to be
+checked against andon's price: ``check_reported_cost``).
 
 Environment: only ``PATH, HOME, LANG, LC_*, TERM, TMPDIR, USER``, the adapter's credential
 variables (API keys) when they are set, the names listed in ``env_passthrough``, and
@@ -136,6 +138,7 @@ class ExternalAgent:
     default_permission_args: tuple[str, ...] = ()
     docs = ""
     network = "on"  # "off": the CLI runs without network (make_agent sets it)
+    check_reported_cost = False  # True: a reported cost far from andon's price is replaced
 
     def __init__(self, settings: AgentSettings | None = None,
                  prices: Mapping[str, Any] | None = None,
@@ -219,7 +222,7 @@ class ExternalAgent:
         if note := leftover_note(p):
             usage.notes.insert(0, note)
         self.after(ctx, state, usage)
-        price(usage, self.prices)
+        price(usage, self.prices, check_reported=self.check_reported_cost)
         claim = parsed.claim or tail_text(files.stderr)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
                         duration_s=p.duration_s, transcript_path=files.transcript,

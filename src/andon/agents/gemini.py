@@ -46,7 +46,7 @@ from typing import Any
 from ..config import AgentSettings
 from ..usage import as_count, sum_counts
 from .base import StageContext
-from .external import DEVNULL, ExternalAgent, FormatError, Parsed, RunFiles
+from .external import DEVNULL, ExternalAgent, FormatError, Parsed, RunFiles, json_lines
 
 ARG_LIMIT = 100_000   # bytes; Linux refuses a single argument over 128 KiB
 STDIN_NOTE = "Follow the instructions given on standard input."
@@ -72,7 +72,19 @@ class GeminiAgent(ExternalAgent):
         return ctx.prompt_file if len(ctx.prompt.encode()) > ARG_LIMIT else DEVNULL
 
     def parse(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> Parsed:
-        return parse_json(files.transcript, s.model)
+        out = parse_json(files.transcript, s.model)
+        home = Path(self.environ.get("HOME", "~")).expanduser()
+        found = session_file(home, out.meta.get("session_id") or "")
+        if found is not None and out.usage.has_tokens:
+            try:
+                rec = parse_session(found, s.model)
+            except FormatError as exc:
+                out.usage.notes.append(f"chat recording not read: {exc}")
+                return out
+            # priced per request only if the recording adds up to the run's totals
+            out.usage.requests = rec.usage.requests
+            out.usage.notes.append(f"requests read from the chat recording {found.name}")
+        return out
 
 
 def parse_json(path: Path, configured_model: str | None = None) -> Parsed:
@@ -121,17 +133,137 @@ def parse_json(path: Path, configured_model: str | None = None) -> Parsed:
             continue
         prompt, cand = as_count(t.get("prompt")), as_count(t.get("candidates"))
         tool, thoughts = as_count(t.get("tool")) or 0, as_count(t.get("thoughts")) or 0
+        api = m.get("api") if isinstance(m.get("api"), dict) else {}
         u.models[name] = {
             "input_tokens": None if prompt is None else prompt + tool,
             "output_tokens": None if cand is None else cand + thoughts,
-            "cache_read_tokens": as_count(t.get("cached")), "cache_write_tokens": None}
-        api = m.get("api") if isinstance(m.get("api"), dict) else {}
+            "cache_read_tokens": as_count(t.get("cached")), "cache_write_tokens": None,
+            "requests": as_count(api.get("totalRequests"))}
         turns += as_count(api.get("totalRequests")) or 0
     for k, v in sum_counts(u.models.values()).items():
         setattr(u, k, v)
     u.turns = turns if models else None
     if u.models and configured_model is None:
         u.model = max(u.models, key=lambda k: u.models[k].get("output_tokens") or 0)
+    if isinstance(doc.get("session_id"), str):
+        out.meta["session_id"] = doc["session_id"]
+    return out
+
+
+def _request_tokens(t: dict[str, Any]) -> dict[str, int | None]:
+    """One request's ``tokens`` of a chat recording (``input`` = the prompt, cached
+    included; ``output`` = candidates; ``thoughts``; ``tool`` = tool-use prompt tokens)
+    → the store's convention, as for the per-model stats."""
+    prompt, cand = as_count(t.get("input")), as_count(t.get("output"))
+    tool, thoughts = as_count(t.get("tool")) or 0, as_count(t.get("thoughts")) or 0
+    return {"input_tokens": None if prompt is None else prompt + tool,
+            "output_tokens": None if cand is None else cand + thoughts,
+            "cache_read_tokens": as_count(t.get("cached")), "cache_write_tokens": None}
+
+
+def parse_session(path: Path, configured_model: str | None = None) -> Parsed:
+    """Read a Gemini CLI chat recording (``~/.gemini/tmp/<project hash>/chats/
+    session-*.json``: ``{sessionId, messages: [{type: "user" | "gemini", model, tokens:
+    {input, output, cached, thoughts, tool, total}, ...}]}``), one ``gemini`` message per
+    API request: the requests, their sums per model, ``turns`` = their number.
+
+    Raises:
+        FormatError: not a JSON object with a ``messages`` list.
+    """
+    out = Parsed()
+    u = out.usage
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+    except (OSError, ValueError) as exc:
+        raise FormatError(f"{path}: not a Gemini CLI chat recording: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        raise FormatError(f"{path}: a JSON object with a `messages` list was expected")
+    per_model: dict[str, list[dict]] = {}
+    for m in doc["messages"]:
+        if not isinstance(m, dict) or m.get("type") != "gemini":
+            continue
+        if not isinstance(m.get("tokens"), dict):
+            u.notes.append("a gemini message without token counts: tokens unknown")
+            u.requests = []
+            per_model = {}
+            break
+        model = m.get("model") if isinstance(m.get("model"), str) else configured_model
+        counts = _request_tokens(m["tokens"])
+        u.requests.append({**counts, "model": model})
+        per_model.setdefault(model or "?", []).append(counts)
+        if isinstance(m.get("content"), str) and m["content"]:
+            out.claim = m["content"]
+    u.models = {k: sum_counts(v) for k, v in per_model.items()}
+    for k, v in sum_counts(u.models.values()).items():
+        setattr(u, k, v)
+    u.turns = len(u.requests) if u.requests else None
+    u.model = configured_model or (max(u.models, key=lambda k: u.models[k].get(
+        "output_tokens") or 0) if u.models else None)
+    out.meta["session_id"] = doc.get("sessionId")
+    return out
+
+
+def session_file(home: Path, session_id: str) -> Path | None:
+    """The chat recording of ``session_id`` under ``home/.gemini/tmp``, or None. Its name
+    ends with the first 8 characters of the id; the ``sessionId`` inside must match."""
+    if not session_id or len(session_id) < 8:
+        return None
+    for path in sorted((home / ".gemini" / "tmp").glob(f"*/chats/session-*{session_id[:8]}"
+                                                        ".json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(doc, dict) and doc.get("sessionId") == session_id:
+            return path
+    return None
+
+
+def parse_stream_json(path: Path, configured_model: str | None = None) -> Parsed:
+    """Read ``gemini -o stream-json`` output: ``init {session_id, model}``, ``message``
+    (``delta`` chunks of the reply), ``tool_use``, ``tool_result``, ``error``, last ``result
+    {status, stats: {total_tokens, input_tokens, output_tokens, cached, input, tool_calls,
+    duration_ms}}``. Lines that are not JSON (a shell prompt, CLI notices) are skipped.
+
+    The stats are totals over all models: ``input_tokens`` is the prompt (cached
+    included), ``output_tokens`` the candidates only — thoughts are counted in
+    ``total_tokens`` alone, so output = ``total_tokens - input_tokens`` (noted). No request
+    count, no per-model split: priced on the total, and the ``init`` model may be an alias
+    (``auto-gemini-2.5``) no price table knows. Several ``result`` events (a capture of
+    several runs) are summed, with a note.
+    """
+    out = Parsed()
+    u = out.usage
+    results, model, reply = [], None, ""
+    for ev in json_lines(path, u):
+        kind = ev.get("type")
+        if kind == "init":
+            model = ev.get("model") if isinstance(ev.get("model"), str) else model
+            out.meta["session_id"] = ev.get("session_id")
+            reply = ""
+        elif kind == "message" and ev.get("role") == "assistant":
+            reply += ev.get("content") if isinstance(ev.get("content"), str) else ""
+        elif kind == "result" and isinstance(ev.get("stats"), dict):
+            results.append(ev["stats"])
+    out.claim = reply
+    u.model = configured_model or model
+    if not results:
+        u.notes.append("no result event with stats: usage unknown")
+        return out
+    parts = []
+    for st in results:
+        total, prompt = as_count(st.get("total_tokens")), as_count(st.get("input_tokens"))
+        parts.append({"input_tokens": prompt,
+                      "output_tokens": None if total is None or prompt is None
+                      else total - prompt,
+                      "cache_read_tokens": as_count(st.get("cached")),
+                      "cache_write_tokens": None})
+    for k, v in sum_counts(parts).items():
+        setattr(u, k, v)
+    u.notes.append("output = total_tokens - input_tokens (stream-json's output_tokens leaves "
+                   "out the thoughts)")
+    if len(results) > 1:
+        u.notes.append(f"{len(results)} result events (runs) summed")
     return out
 
 
