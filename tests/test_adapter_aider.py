@@ -1,5 +1,7 @@
 """The aider adapter against a fake `aider` writing aider's analytics log and Tokens: lines."""
 
+import json
+
 import pytest
 
 from andon.agents import AiderAgent
@@ -35,9 +37,11 @@ def test_message_file_edit_reported_cost_and_files_kept_out_of_the_worktree(tmp_
     assert sorted(p.name for p in ctx.worktree.iterdir()) == ["src"]
     assert (ctx.evidence_dir / "implement.aider-analytics.jsonl").is_file()
     u = r.usage
+    # aider logged 9,475 + 5,120 sent (the 4,735 cache writes twice); the exact cache counts
+    # are the ones aider's (litellm's) cost is the price of, within the printed "4.7k"
     assert (u["input_tokens"], u["output_tokens"], u["turns"]) == (4740 + 5120, 255 + 80, 2)
     assert (u["cost_usd"], u["cost_source"]) == (pytest.approx(0.02537175), "reported")
-    assert (u["cache_write_tokens"], u["cache_read_tokens"]) == (4700, 4700)
+    assert (u["cache_write_tokens"], u["cache_read_tokens"]) == (4735, 4735)
     assert u["model"] == "anthropic/claude-sonnet-4-20250514"
     assert any("removed aider's own files" in n for n in u["notes"])
     assert "Applied edit to src/calc/ops.py" in r.claim
@@ -46,7 +50,8 @@ def test_message_file_edit_reported_cost_and_files_kept_out_of_the_worktree(tmp_
 def test_without_analytics_log_the_rounded_lines_are_used(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_analytics"})
     u = r.usage
-    assert (u["input_tokens"], u["output_tokens"], u["turns"]) == (9800, 335, 2)
+    # "9.5k sent, 4.7k cache write" + "5.1k sent, 4.7k cache hit": 9,500 - 4,700 + 5,100
+    assert (u["input_tokens"], u["output_tokens"], u["turns"]) == (9900, 335, 2)
     assert (u["cost_usd"], u["cost_source"]) == (0.03, "reported")
     assert any("approximate" in n for n in u["notes"])
 
@@ -108,3 +113,81 @@ def test_an_analytics_log_in_another_format_fails_clearly(tmp_path):
     log.write_text('{"name": "message_send", "props": {}}\n')
     with pytest.raises(FormatError, match="no {event, properties} records"):
         parse_run(log, tmp_path / "none.log")
+
+
+# -- aider's cache accounting (Aider-AI/aider#5516, #2304) ------------------------------------
+
+def _aider_files(tmp_path, sent, out, cost, tokens_line, cost_line=None):
+    log = tmp_path / "a.jsonl"
+    log.write_text(json.dumps({"event": "message_send", "properties": {
+        "main_model": "anthropic/claude-sonnet-4-5", "prompt_tokens": sent,
+        "completion_tokens": out, "cost": cost, "total_cost": cost}}) + "\n")
+    so = tmp_path / "out.log"
+    so.write_text(f"Aider v0.86.1\n{tokens_line}\n" + (f"{cost_line}\n" if cost_line else ""))
+    return log, so
+
+
+# one request: 9 uncached + 17,102 cache-write input tokens, 180 output, claude-sonnet-4-5
+# at $3 / $3.75 (write) / $15 per Mtok; litellm's prompt_tokens = 17,111 and aider logs
+# 17,111 + 17,102 = 34,213 sent. litellm's cost: (9·3 + 17102·3.75 + 180·15) / 1e6.
+TRUE_COST = (9 * 3 + 17102 * 3.75 + 180 * 15) / 1e6
+FALLBACK_COST = (17102 * 3 * 1.25 + 17111 * 3 + 180 * 15) / 1e6   # cache writes billed twice
+
+
+def test_cache_writes_are_counted_once_and_exactly_when_aiders_cost_fits(tmp_path):
+    log, so = _aider_files(tmp_path, 34213, 180, TRUE_COST,
+                           "Tokens: 34k sent, 17k cache write, 180 received.",
+                           "Cost: $0.07 message, $0.07 session.")
+    u = parse_run(log, so).usage
+    assert (u.input_tokens, u.cache_write_tokens, u.cache_read_tokens) == (17111, 17102, 0)
+    assert (u.cost_usd, u.cost_source) == (pytest.approx(TRUE_COST), "reported")
+    assert u.pricing is None and any("counted once" in n for n in u.notes)
+
+
+def test_aiders_double_billed_fallback_cost_is_replaced_by_andons_price(tmp_path):
+    log, so = _aider_files(tmp_path, 34213, 180, FALLBACK_COST,
+                           "Tokens: 34k sent, 17k cache write, 180 received.")
+    u = parse_run(log, so).usage
+    # the exact write count cannot be recovered from a double-billed cost: the printed 17k
+    # is used, so input = 34,213 - 17,000 = 17,213 (within aider's rounding of the truth)
+    assert (u.input_tokens, u.cache_write_tokens) == (17213, 17000)
+    assert u.cost_source == "priced" and u.reported_cost_usd == pytest.approx(FALLBACK_COST)
+    assert u.cost_usd == pytest.approx(TRUE_COST, rel=0.01)
+    assert any("andon's price used" in n for n in u.notes)
+
+
+def test_zero_cost_is_priced_on_the_corrected_tokens(tmp_path):
+    log, so = _aider_files(tmp_path, 34213, 180, 0,
+                           "Tokens: 34k sent, 17k cache write, 180 received.")
+    u = parse_run(log, so).usage
+    assert u.input_tokens == 17213 and u.cost_source == "priced"
+    assert u.cost_usd == pytest.approx(TRUE_COST, rel=0.01)   # not ×1.77
+
+
+def test_an_honest_cost_within_the_rounding_is_kept(tmp_path):
+    """A cost that is right but does not fit an exact count (another table, rounding of a
+    provider) stays `reported`: the check replaces only a cost far from andon's price."""
+    log, so = _aider_files(tmp_path, 34213, 180, TRUE_COST * 1.03,
+                           "Tokens: 34k sent, 17k cache write, 180 received.")
+    u = parse_run(log, so).usage
+    assert u.cost_source == "reported" and u.cost_usd == pytest.approx(TRUE_COST * 1.03)
+
+
+def test_older_aider_with_reads_missing_from_sent(tmp_path):
+    """With litellm before it folded cache tokens into prompt_tokens, aider's sent was
+    uncached + writes (5 + 300 = 305) and the 4,000 cache reads were missing."""
+    log, so = _aider_files(tmp_path, 305, 20, 0,
+                           "Tokens: 305 sent, 300 cache write, 4.0k cache hit, 20 received.")
+    u = parse_run(log, so).usage
+    assert (u.input_tokens, u.cache_read_tokens, u.cache_write_tokens) == (4305, 4000, 300)
+
+
+def test_cost_on_the_next_line_and_chat_history_quotes(tmp_path):
+    """With both a cache hit and a cache write aider prints Cost: on its own line; the chat
+    history quotes both with "> " and two trailing spaces."""
+    hist = tmp_path / "chat.md"
+    hist.write_text("> Tokens: 2.0k sent, 500 cache write, 1.0k cache hit, 10 received.  \n"
+                    "> Cost: $0.0026 message, $0.0026 session.  \n")
+    u = parse_run(tmp_path / "none.jsonl", tmp_path / "none.log", "gpt-4o", hist).usage
+    assert (u.input_tokens, u.cache_write_tokens, u.cache_read_tokens) == (1500, 500, 1000)
+    assert u.cost_usd == pytest.approx(0.0026) and u.cost_source == "reported"

@@ -56,10 +56,10 @@ CostSource = Literal["reported", "priced", "unknown"]
 Pricing = Literal["per_request", "even_split", "total"]
 TOKEN_FIELDS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens")
 PRICES_LIBRARY = "genai-prices"
-# A reported cost within 10 % (or half a cent) of andon's own price is kept: the agents round
+# A reported cost within 10 % (or a tenth of a cent) of andon's own price is kept: agents round
 # what they print and use other tables; a wrong cache convention is off by far more (×1.5+).
 CHECK_TOLERANCE = 0.10
-CHECK_SLACK_USD = 0.005
+CHECK_SLACK_USD = 0.001
 # litellm-style provider prefixes (aider names models like "gemini/gemini-2.5-pro") mapped to
 # the provider ids of the price library.
 _PROVIDER_ALIASES = {"gemini": "google", "vertex_ai": "google", "google": "google",
@@ -175,11 +175,12 @@ def library_version() -> str | None:
 
 
 def price(usage: Usage, overrides: Mapping[str, Any] | None = None,
-          check_reported: bool = False) -> Usage:
+          check_reported: bool = False, slack_usd: float = CHECK_SLACK_USD) -> Usage:
     """Fill in ``cost_usd`` when the agent reported none; return ``usage`` (changed in place).
 
     A reported cost is kept as is, unless ``check_reported`` and andon's own price of the
-    tokens disagrees beyond the tolerance (see the module docstring). Otherwise the requests
+    tokens disagrees beyond the tolerance (see the module docstring; ``slack_usd`` widens
+    it for a cost the agent printed rounded). Otherwise the requests
     in ``usage.requests`` are priced one by one (when they add up to the totals), else every
     model in ``usage.models`` (or ``usage.model`` alone) is priced on its totals, from
     ``overrides`` (``[prices."<model>"]`` in andon.toml: objects with ``input_per_mtok``,
@@ -190,7 +191,7 @@ def price(usage: Usage, overrides: Mapping[str, Any] | None = None,
     """
     if usage.cost_source == "reported" and usage.cost_usd is not None:
         if check_reported:
-            _check_reported(usage, overrides or {})
+            _check_reported(usage, overrides or {}, max(slack_usd, CHECK_SLACK_USD))
         return usage
     usage.cost_usd, usage.cost_source, usage.price_source = None, "unknown", None
     usage.pricing = usage.priced_requests = None
@@ -269,13 +270,13 @@ def _requests_match(usage: Usage) -> bool:
     return True
 
 
-def _check_reported(usage: Usage, overrides: Mapping[str, Any]) -> None:
+def _check_reported(usage: Usage, overrides: Mapping[str, Any], slack_usd: float) -> None:
     reported = usage.cost_usd
     own, sources, pricing, _ = _own_price(usage, overrides)
     if own is None or reported is None:
         return
     diff = abs(float(own) - reported)
-    if diff <= CHECK_SLACK_USD or diff <= CHECK_TOLERANCE * float(own):
+    if diff <= slack_usd or diff <= CHECK_TOLERANCE * float(own):
         return
     ratio = f" (×{reported / float(own):.2f})" if own else ""
     usage.notes.append(f"the agent reported ${reported:.4f}, andon's price of the same tokens "

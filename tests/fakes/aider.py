@@ -8,7 +8,11 @@ request) and appends to the analytics log the JSON lines of aider/analytics.py
 ``prompt_tokens``, ``completion_tokens``, ``cost``, ``total_cost``). Like aider it makes a
 tag cache ``.aider.tags.cache.v4/`` in the repository, and without ``--no-gitignore`` adds
 ``.aider*`` to ``.gitignore``. The token numbers follow genai-prices' README example
-(4,740 sent of which 4,735 written to the cache, 255 received) at claude-sonnet-4 prices.
+(a 4,740-token prompt of which 4,735 written to the cache, 255 received) at claude-sonnet-4
+prices, logged as current aider logs them (aider#5516): ``prompt_tokens`` and the printed
+``sent`` are litellm's prompt tokens (both cache classes included) PLUS the cache writes
+again; the Tokens: line rounds like aider's ``format_tokens``; with both a cache hit and a
+cache write the Cost: goes on the next line.
 Scenario keys: ``append``; ``mode`` one of ok, no_analytics, zero_cost, exit_code, timeout,
 truncated, huge, no_usage, model_line.
 """
@@ -22,10 +26,15 @@ sys.path.insert(0, str(Path(__file__).parent))
 from _common import edit, flood, hang, record, scenario  # noqa: E402
 
 MODEL = "anthropic/claude-sonnet-4-20250514"
-REQUESTS = [  # prompt_tokens (cache included), completion, cost, printed Tokens: body
-    (4740, 255, 0.02159625, "4.7k sent, 4.7k cache write, 255 received"),
-    (5120, 80, 0.0037755, "5.1k sent, 4.7k cache hit, 80 received"),
+REQUESTS = [  # litellm prompt_tokens (cache included), cache write, cache hit, completion, cost
+    (4740, 4735, 0, 255, 0.02159625),
+    (5120, 0, 4735, 80, 0.0037755),
 ]
+
+
+def format_tokens(n):
+    """aider's format_tokens."""
+    return f"{n}" if n < 1000 else f"{n / 1000:.1f}k" if n < 10000 else f"{round(n / 1000)}k"
 
 
 def opt(args, name):
@@ -66,7 +75,12 @@ def main():
         print("litellm.AuthenticationError: AnthropicException - invalid x-api-key")
         sys.exit(1)
     total = 0.0
-    for i, (sent, got, cost, body) in enumerate(REQUESTS):
+    for i, (prompt_tokens, write, hit, got, cost) in enumerate(REQUESTS):
+        sent = prompt_tokens + write          # aider adds the cache writes again
+        body = f"{format_tokens(sent)} sent"
+        body += f", {format_tokens(write)} cache write" if write else ""
+        body += f", {format_tokens(hit)} cache hit" if hit else ""
+        body += f", {format_tokens(got)} received"
         print("src/calc/ops.py\n<<<<<<< SEARCH\n=======\ndef mul(a, b):\n    return a * b\n"
               ">>>>>>> REPLACE\n")
         if mode == "no_usage":
@@ -77,6 +91,10 @@ def main():
         price = "" if mode == "zero_cost" else (
             f" Cost: ${cost:.2f} message, ${total:.2f} session.")
         print(f"Tokens: {body}.{price}")
+        history = opt(args, "--chat-history-file")
+        if history and mode != "no_analytics":   # aider quotes its reports there
+            with open(history, "a") as f:
+                f.write(f"> Tokens: {body}.{price}  \n")
         if mode == "truncated" and i == 1:
             with open(log, "a") as f:
                 f.write('{"event": "message_send", "properties": {"main_model": "anth\n')

@@ -19,11 +19,14 @@ Output read back — JSON Lines on stdout: ``thread.started {thread_id}``, ``tur
 Usage: OpenAI's convention already matches the store's (cached tokens are part of
 ``input_tokens``, reasoning part of ``output_tokens``); ``cached_input_tokens`` →
 ``cache_read_tokens``; cache writes are not reported (``None``). The usage of every
-``turn.completed`` is summed (``codex exec`` runs one turn). ``turns`` = the number of
-completed turns. The stream names no model: it is the configured ``model``, else the
-``model`` of the ``turn_context`` record in the session's rollout file
-(``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*-<thread_id>.jsonl``), else unknown. Codex
-reports no cost: it is priced. The claim is the last ``agent_message``.
+``turn.completed`` is summed (``codex exec`` runs one turn of many model requests).
+``turns`` = the number of completed turns. The stream names no model and no request: both
+come from the session's rollout file (``$CODEX_HOME/sessions/YYYY/MM/DD/
+rollout-*-<thread_id>.jsonl``, see :func:`parse_rollout`) — the model of its
+``turn_context`` unless ``model`` is configured, and the requests of its ``token_count``
+events, which are priced one by one when they add up to the stream's totals (else the
+totals are priced: ``pricing: "total"``). Codex reports no cost. The claim is the last
+``agent_message``.
 
 The older ``codex exec --json`` protocol (lines ``{"id", "msg": {"type": ...}}``, before the
 ``thread.*``/``turn.*``/``item.*`` events) is refused with a clear note (upgrade codex).
@@ -70,13 +73,18 @@ class CodexAgent(ExternalAgent):
             out.claim = last.read_text(encoding="utf-8", errors="replace")
         u = out.usage
         u.model = s.model
-        if u.model is None and u.has_tokens:
-            thread = out.meta.get("thread_id")
-            home = Path(self.environ.get("CODEX_HOME")
-                        or Path(self.environ.get("HOME", "~")) / ".codex").expanduser()
-            u.model = rollout_model(home, thread) if thread else None
-            if u.model:
+        thread = out.meta.get("thread_id")
+        home = Path(self.environ.get("CODEX_HOME")
+                    or Path(self.environ.get("HOME", "~")) / ".codex").expanduser()
+        rollout = rollout_file(home, thread) if thread and u.has_tokens else None
+        if rollout is not None:
+            rec = parse_rollout(rollout, s.model)
+            if u.model is None and rec.usage.model:
+                u.model = rec.usage.model
                 u.notes.append("model read from the session's rollout file")
+            # priced per request when the rollout's requests add up to the stream's totals
+            u.requests = [{k: v for k, v in r.items() if k != "model"}
+                          for r in rec.usage.requests]
         return out
 
 
@@ -145,28 +153,96 @@ def parse_events(path: Path) -> Parsed:
     return out
 
 
-def rollout_model(codex_home: Path, thread_id: str) -> str | None:
-    """The model named by the first ``turn_context`` record of the rollout file of
-    ``thread_id`` under ``codex_home/sessions``, or None."""
+def rollout_file(codex_home: Path, thread_id: str) -> Path | None:
+    """The rollout file of ``thread_id`` under ``codex_home/sessions``, or None."""
     sessions = codex_home / "sessions"
     if not thread_id or not sessions.is_dir():
         return None
-    for path in sorted(sessions.glob(f"*/*/*/rollout-*{thread_id}.jsonl")):
-        try:
-            with open(path, encoding="utf-8", errors="replace") as f:
-                for n, line in enumerate(f):
-                    if n > 500:
-                        break
-                    try:
-                        rec = json.loads(line)
-                    except ValueError:
-                        continue
-                    payload = rec.get("payload") if isinstance(rec, dict) else None
-                    if rec.get("type") == "turn_context" and isinstance(payload, dict):
-                        model = payload.get("model")
-                        if isinstance(model, str) and model:
-                            return model
-        except OSError:
-            continue
+    return next(iter(sorted(sessions.glob(f"*/*/*/rollout-*{thread_id}.jsonl"))), None)
+
+
+def rollout_model(codex_home: Path, thread_id: str) -> str | None:
+    """The model named by the first ``turn_context`` record of the rollout file of
+    ``thread_id`` under ``codex_home/sessions``, or None."""
+    path = rollout_file(codex_home, thread_id)
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            for n, line in enumerate(f):
+                if n > 500:
+                    break
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                payload = rec.get("payload") if isinstance(rec, dict) else None
+                if rec.get("type") == "turn_context" and isinstance(payload, dict):
+                    model = payload.get("model")
+                    if isinstance(model, str) and model:
+                        return model
+    except OSError:
+        return None
     return None
 
+
+def _openai_counts(x: Any) -> dict[str, int | None] | None:
+    """``{input_tokens, cached_input_tokens, output_tokens}`` (cached part of input,
+    reasoning part of output: already the store's convention) or None."""
+    if not isinstance(x, dict):
+        return None
+    inp, out = as_count(x.get("input_tokens")), as_count(x.get("output_tokens"))
+    if inp is None or out is None:
+        return None
+    return {"input_tokens": inp, "output_tokens": out,
+            "cache_read_tokens": as_count(x.get("cached_input_tokens")),
+            "cache_write_tokens": None}
+
+
+def parse_rollout(path: Path, configured_model: str | None = None) -> Parsed:
+    """Read a Codex rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``: lines
+    ``{timestamp, type, payload}``): the model of the ``turn_context`` records and one
+    request per ``event_msg`` ``token_count`` whose ``info.total_token_usage`` grew —
+    codex writes the same ``token_count`` again (0.77 repeats each one after the tool
+    output), so ``last_token_usage`` is taken only when the running total changed. The
+    totals are the last ``total_token_usage``; a request list that does not add up to it
+    (a rollout that starts mid-session) is dropped, with a note.
+    """
+    out = Parsed()
+    u = out.usage
+    last_total: dict[str, Any] | None = None
+    total_counts = None
+    model = None
+    for rec in json_lines(path, u):
+        payload = rec.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        if rec.get("type") == "turn_context" and isinstance(payload.get("model"), str):
+            model = payload["model"]
+        elif rec.get("type") == "session_meta":
+            out.meta["thread_id"] = payload.get("id")
+        elif (rec.get("type") == "event_msg" and payload.get("type") == "token_count"
+              and isinstance(payload.get("info"), dict)):
+            info = payload["info"]
+            total = info.get("total_token_usage")
+            if total == last_total:
+                continue            # the same count written again: no new request
+            last_total = total
+            total_counts = _openai_counts(total)
+            req = _openai_counts(info.get("last_token_usage"))
+            if req is not None:
+                u.requests.append({**req, "model": model} if model else req)
+    u.model = configured_model or model
+    if total_counts is None:
+        u.notes.append("no token_count event with usage: usage unknown")
+        u.requests = []
+        return out
+    for k, v in total_counts.items():
+        setattr(u, k, v)
+    u.turns = len(u.requests)
+    sums = {f: sum(r[f] or 0 for r in u.requests) for f in ("input_tokens", "output_tokens")}
+    if any(sums[f] != total_counts[f] for f in sums):
+        u.notes.append("the token_count requests do not add up to the session total: "
+                       "priced on the total")
+        u.requests = []
+    return out
