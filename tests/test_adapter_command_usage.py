@@ -53,6 +53,9 @@ def test_unknown_model_is_unknown_cost(tmp_path):
     ({"cost_usd": "free"}, "cost_usd must be"),
     ({"input_tokens": 10, "cache_read_tokens": 500, "output_tokens": 1},
      "must include the cache tokens"),
+    ({"requests": [{"input_tokens": 10}]}, "requests (a list of objects"),
+    ({"requests": {"input_tokens": 10, "output_tokens": 1}}, "requests (a list of objects"),
+    ({"requests": [{"input_tokens": 1.5, "output_tokens": 1}]}, "requests (a list of"),
 ])
 def test_bad_files_become_notes_and_unknowns(tmp_path, doc, note):
     _, r = run_writing(tmp_path, doc)
@@ -72,3 +75,26 @@ def test_a_file_left_by_an_earlier_run_of_the_stage_is_not_read(tmp_path):
     (ctx.evidence_dir / "implement.usage.json").write_text('{"cost_usd": 9}')
     r = CommandAgent("true").run(ctx)
     assert r.usage["cost_usd"] is None
+
+
+def test_requests_in_the_file_are_priced_one_by_one(tmp_path):
+    """Twelve requests of 30,000 input (25,000 cached) and 500 output on gemini-2.5-pro:
+    twelve times one request, not the >200k tier of their 360k sum (case
+    price-tier-per-request: the usage file was priced like the total)."""
+    from genai_prices import Usage as PU
+    from genai_prices import calc_price
+    one = float(calc_price(PU(input_tokens=30_000, cache_read_tokens=25_000, output_tokens=500),
+                           model_ref="gemini-2.5-pro").total_price)
+    req = {"input_tokens": 30_000, "cache_read_tokens": 25_000, "output_tokens": 500}
+    _, r = run_writing(tmp_path, {"model": "gemini-2.5-pro", "requests": [req] * 12})
+    u = r.usage
+    assert (u["input_tokens"], u["output_tokens"], u["cache_read_tokens"]) == (
+        360_000, 6_000, 300_000)                         # totals are the requests' sums
+    assert u["pricing"] == "per_request" and u["priced_requests"] == 12
+    assert u["cost_usd"] == pytest.approx(12 * one, rel=1e-9)
+
+
+def test_totals_without_requests_are_priced_as_a_total_and_say_so(tmp_path):
+    _, r = run_writing(tmp_path, {"model": "gemini-2.5-pro", "input_tokens": 360_000,
+                                  "output_tokens": 6_000})
+    assert r.usage["pricing"] == "total" and r.usage["cost_source"] == "priced"

@@ -21,9 +21,21 @@ optional::
      "cost_usd": 0.0569,               # what it cost, if the agent said (used as is)
      "turns": 3}                       # the agent's turns
 
-(token counts in the OpenTelemetry convention, see ``andon.usage``). Without ``cost_usd``
-the cost is priced from the tokens and the model. A file that is not such an object is
-recorded as a note, never guessed at. Every run gets a usage record with its wall time.
+(token counts in the OpenTelemetry convention, see ``andon.usage``). It may also list the
+run's API requests, each with the same four token keys and an optional ``model``::
+
+     "requests": [{"input_tokens": 1779, "output_tokens": 226, "cache_read_tokens": 0},
+                  ...]
+
+Then the cost is priced request by request (price tiers apply per request), and the token
+totals, when left out, are the requests' sums. Without ``cost_usd`` the cost is priced from
+the tokens and the model (``pricing: "total"`` without requests). A file that is not such an
+object is recorded as a note, never guessed at. Every run gets a usage record with its wall
+time.
+
+mini-swe-agent writes its per-call usage into its trajectory:
+``python -m andon.agents.command mini-swe-agent TRAJ.json > "$ANDON_USAGE_FILE"`` turns it
+into such a file (see :func:`usage_from_mini_swe_agent`).
 """
 
 from __future__ import annotations
@@ -33,7 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ..usage import Usage, as_cost, as_count, price
+from ..usage import TOKEN_FIELDS, Usage, as_cost, as_count, price, sum_counts
 from .base import AgentRun, StageContext
 from .external import clean_env
 from .process import leftover_note, run_process
@@ -100,9 +112,17 @@ def read_usage_file(path: Path) -> Usage:
     if not isinstance(doc, dict):
         u.notes.append("usage file is not a JSON object: not read")
         return u
-    bad = [k for k in ("input_tokens", "output_tokens", "cache_read_tokens",
-                       "cache_write_tokens", "turns")
+    bad = [k for k in (*TOKEN_FIELDS, "turns")
            if doc.get(k) is not None and as_count(doc[k]) is None]
+    requests = doc.get("requests")
+    if requests is not None:
+        if not isinstance(requests, list) or not all(
+                isinstance(r, dict) and r.get("input_tokens") is not None
+                and r.get("output_tokens") is not None
+                and all(r.get(k) is None or as_count(r[k]) is not None for k in TOKEN_FIELDS)
+                for r in requests):
+            bad.append("requests (a list of objects with whole input_tokens and "
+                       "output_tokens)")
     bad += ["cost_usd"] if doc.get("cost_usd") is not None and as_cost(doc["cost_usd"]) is None \
         else []
     if bad:
@@ -111,21 +131,75 @@ def read_usage_file(path: Path) -> Usage:
         return u
     if isinstance(doc.get("model"), str) and doc["model"]:
         u.model = doc["model"]
-    u.input_tokens, u.output_tokens = as_count(doc.get("input_tokens")), as_count(
-        doc.get("output_tokens"))
-    u.cache_read_tokens = as_count(doc.get("cache_read_tokens"))
-    u.cache_write_tokens = as_count(doc.get("cache_write_tokens"))
+    u.requests = [{**{k: as_count(r.get(k)) for k in TOKEN_FIELDS},
+                   **({"model": r["model"]} if isinstance(r.get("model"), str) else {})}
+                  for r in requests or []]
+    summed = sum_counts(u.requests) if u.requests else {}
+    for k in TOKEN_FIELDS:
+        v = as_count(doc.get(k))
+        setattr(u, k, summed.get(k) if v is None else v)
     u.turns = as_count(doc.get("turns"))
     cache = (u.cache_read_tokens or 0) + (u.cache_write_tokens or 0)
     if u.input_tokens is not None and cache > u.input_tokens:
         u.notes.append(f"usage file: input_tokens ({u.input_tokens}) must include the cache "
                        f"tokens ({cache}) (OpenTelemetry convention): tokens not used")
         u.input_tokens = u.output_tokens = u.cache_read_tokens = u.cache_write_tokens = None
+        u.requests = []
     u.report_cost(doc.get("cost_usd"))
     return u
+
+
+def usage_from_mini_swe_agent(traj: Path) -> dict[str, Any]:
+    """A usage file (the schema above) from a mini-swe-agent trajectory (``{info:
+    {model_stats: {instance_cost, api_calls}, config: {model: {model_name}}}, messages:
+    [..., {extra: {response: <Chat Completions response>}}]}``): one request per response's
+    ``usage`` (``prompt_tokens`` holds ``prompt_tokens_details.cached_tokens``;
+    ``completion_tokens`` holds the reasoning tokens: already the store's convention), the
+    model of the first response (else the configured ``model_name``), and ``cost_usd`` =
+    ``info.model_stats.instance_cost`` as mini-swe-agent reported it.
+
+    Raises:
+        ValueError: the file is not such a trajectory (the message says what is missing).
+    """
+    try:
+        doc = json.loads(traj.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"{traj}: not a readable JSON trajectory: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
+        raise ValueError(f"{traj}: a mini-swe-agent trajectory has a `messages` list")
+    requests, model = [], None
+    for m in doc["messages"]:
+        resp = (m.get("extra") or {}).get("response") if isinstance(m, dict) else None
+        if not isinstance(resp, dict) or not isinstance(resp.get("usage"), dict):
+            continue
+        x = resp["usage"]
+        details = x.get("prompt_tokens_details") or {}
+        requests.append({"input_tokens": as_count(x.get("prompt_tokens")),
+                         "output_tokens": as_count(x.get("completion_tokens")),
+                         "cache_read_tokens": as_count(details.get("cached_tokens")),
+                         "cache_write_tokens": as_count(details.get("cache_write_tokens"))})
+        model = model or resp.get("model")
+    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
+    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    config = (info.get("config") or {}).get("model") or {}
+    out: dict[str, Any] = {"model": model or config.get("model_name"),
+                           "requests": requests, "turns": len(requests)}
+    if as_cost(stats.get("instance_cost")) is not None:
+        out["cost_usd"] = stats["instance_cost"]
+    return out
 
 
 def _tail(path: Path) -> str:
     with open(path, "rb") as f:
         f.seek(max(0, path.stat().st_size - CLAIM_BYTES))
         return f.read().decode("utf-8", errors="replace")
+
+
+if __name__ == "__main__":  # python -m andon.agents.command mini-swe-agent TRAJ.json
+    import sys
+    if len(sys.argv) != 3 or sys.argv[1] != "mini-swe-agent":
+        sys.exit("usage: python -m andon.agents.command mini-swe-agent TRAJ.json")
+    try:
+        print(json.dumps(usage_from_mini_swe_agent(Path(sys.argv[2]))))
+    except ValueError as exc:
+        sys.exit(f"andon: {exc}")
