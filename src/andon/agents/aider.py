@@ -59,7 +59,7 @@ TOKENS_LINE = re.compile(r"^(?:> )?Tokens: (?P<body>.*?)\.(?: Cost: \$(?P<msg>[\
                          r"message, \$(?P<session>[\d.,]+) session\.)?[ \t]*$", re.M)
 COST_LINE = re.compile(r"(?:> )?Cost: \$(?P<msg>[\d.,]+) message, \$(?P<session>[\d.,]+) "
                        r"session\.[ \t]*$", re.M)
-MODEL_LINE = re.compile(r"^(?:Main model|Model): (\S+)", re.M)
+MODEL_LINE = re.compile(r"^(?:> )?(?:Main model|Model): (\S+)", re.M)
 
 
 class AiderAgent(ExternalAgent):
