@@ -203,3 +203,18 @@ def test_totals_with_a_request_count_are_priced_as_that_many_equal_requests():
               models={"gpt-4o": {"input_tokens": 7, "output_tokens": 5, "requests": 3}})
     whole = price(Usage(model="gpt-4o", input_tokens=7, output_tokens=5)).cost_usd
     assert price(u).cost_usd == pytest.approx(whole, rel=1e-9)   # linear below every tier
+
+
+def test_andon_show_says_how_a_cost_was_priced():
+    from io import StringIO
+
+    from rich.console import Console
+
+    from andon.report import _show_usage
+    for pricing, words in (("total", "on the total: a per-request price tier may be wrong"),
+                           ("per_request", "per request")):
+        buf = StringIO()
+        u = Usage(model="gpt-4o", input_tokens=10, output_tokens=1, cost_usd=0.5,
+                  cost_source="priced", price_source="genai-prices 0.2.3", pricing=pricing)
+        _show_usage(Console(file=buf, width=200), u.to_dict())
+        assert f"$0.5000 (priced, genai-prices 0.2.3, {words})" in buf.getvalue()

@@ -214,6 +214,11 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
         out.print(d["diff"], markup=False, highlight=False, soft_wrap=True)
 
 
+_PRICING = {"per_request": ", per request",   # usage.py: how a priced cost was priced
+            "even_split": ", as equal requests: a price tier may be missed",
+            "total": ", on the total: a per-request price tier may be wrong"}
+
+
 def _show_usage(out: Console, u: dict[str, Any]) -> None:
     def n(key: str) -> str:
         return "?" if u.get(key) is None else str(u[key])
@@ -225,8 +230,9 @@ def _show_usage(out: Console, u: dict[str, Any]) -> None:
               else "tokens not reported")
     src = u.get("cost_source", "unknown")
     cost = ("cost unknown" if u.get("cost_usd") is None else
-            f"${u['cost_usd']:.4f} ({src}" + (f", {u['price_source']})" if u.get("price_source")
-                                               else ")"))
+            f"${u['cost_usd']:.4f} ({src}" + (f", {u['price_source']}" if u.get("price_source")
+                                               else "") + _PRICING.get(u.get("pricing"), "")
+            + ")")
     turns = f", {u['turns']} turns" if u.get("turns") is not None else ""
     out.print(f"    usage: model {u.get('model') or '?'}, {tokens}; {cost}{turns}",
               markup=False, soft_wrap=True)
