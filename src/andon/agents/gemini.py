@@ -25,7 +25,10 @@ Usage per model: ``input_tokens`` = ``prompt`` (which includes ``cached``) + ``t
 (tool-use prompt tokens); ``output_tokens`` = ``candidates`` + ``thoughts`` (reasoning is
 output in the store's convention); ``cache_read_tokens`` = ``cached``; cache writes are not
 reported (``None``). ``turns`` = the sum of ``api.totalRequests``. The CLI reports no cost:
-it is priced per model. The claim is ``response`` (or the error message).
+it is priced per request from the session's chat recording (:func:`session_file`,
+:func:`parse_session`) when it adds up to these totals, else per model with the totals
+split evenly over ``api.totalRequests`` (price tiers apply per request). The claim is
+``response`` (or the error message).
 
 A JSON object whose ``stats`` has no ``models`` table is a format this adapter does not know
 (it fails clearly, usage unknown); output that is not JSON at all (a CLI without
