@@ -35,7 +35,8 @@ already holds both cache classes, plus the cache writes again (Aider-AI/aider#55
 input is ``sent - writes``; with an older litellm that left the cache out of the prompt
 count, ``sent`` = uncached + writes and the input is ``sent + reads`` (told apart by
 ``sent < reads + 2 × writes``). A rounded cache count is made exact when aider's cost is
-the price of exactly one count within the rounding; otherwise it is noted as approximate.
+the price of exactly one count within the rounding, by andon's table or by aider's fallback
+formula; otherwise it is noted as approximate.
 The cost is the sum of the events' ``cost`` (``reported``), checked against andon's price of
 the same requests: far off (aider's fallback bills cache writes twice), andon's price is
 used and ``reported_cost_usd`` keeps aider's. Aider logs cost 0 for a model it has no price

@@ -76,10 +76,31 @@ def _exact_cache(model: str | None, sent: int, write: int, read: int, out: int, 
     if a is None or b is None or a == b:
         return None
     n = lo + (cost - a) * (hi - lo) / (b - a)
-    exact = round(n)
-    if not (lo <= exact <= hi and abs(n - exact) < 0.01):
+    if which == "w" and not _is_count(n, lo, hi):
+        n = _fallback_write(model, sent, read, out, cost, overrides)
+    if n is None or not _is_count(n, lo, hi):
         return None
-    return (exact, read) if which == "w" else (write, exact)
+    return (round(n), read) if which == "w" else (write, round(n))
+
+
+def _is_count(n: float | None, lo: int, hi: int) -> bool:
+    return n is not None and lo <= round(n) <= hi and abs(n - round(n)) < 0.01
+
+
+def _fallback_write(model: str, sent: int, read: int, out: int, cost: float,
+                    overrides: Mapping[str, Any]) -> float | None:
+    """The cache writes that aider's fallback cost (``compute_costs_from_tokens``: writes
+    × 1.25 × input rate + reads × 0.1 × input rate + litellm's prompt count × input rate +
+    output × output rate, litellm's count being ``sent - writes``) implies, at the table's
+    rates; None when the table has no price."""
+    def rate(field: str) -> float | None:   # per token, on a request far below any tier
+        t = {"input_tokens": 0, "output_tokens": 0, field: 1000}
+        c, _, _ = price_tokens(model, t, overrides)
+        return None if c is None else float(c) / 1000
+    r_in, r_out = rate("input_tokens"), rate("output_tokens")
+    if not r_in or r_out is None:
+        return None
+    return (cost - read * r_in * 0.10 - sent * r_in - out * r_out) / (0.25 * r_in)
 
 
 def _pair(sends: list[dict[str, Any]], reports: list[dict[str, Any]]
