@@ -1,5 +1,7 @@
 """The claude-code adapter against a fake `claude` that prints the real stream-json format."""
 
+import json
+
 import pytest
 
 from andon.agents import ClaudeCodeAgent, make_agent
@@ -209,3 +211,27 @@ def test_an_executable_gone_after_the_check_is_recorded_not_raised(tmp_path, bin
     r = agent.run(stage_ctx(tmp_path))
     assert r.exit_status == 127 and r.claim.startswith("cannot start")
     assert r.usage["cost_source"] == "unknown"
+
+
+def test_without_a_result_each_message_is_priced_as_its_own_request(tmp_path):
+    """Case price-tier-per-request: twelve messages of 30,000 input (25,000 cache read) and
+    500 output on claude-sonnet-4-5, cut before the result event. Each is far below the
+    200k tier: twelve times one request's price, not the tiered price of the 360k sum."""
+    from genai_prices import Usage as PU
+    from genai_prices import calc_price
+
+    from andon.usage import price
+    lines = [{"type": "system", "subtype": "init", "model": "claude-sonnet-4-5"}]
+    lines += [{"type": "assistant", "parent_tool_use_id": None, "message": {
+        "id": f"msg_{i}", "model": "claude-sonnet-4-5", "content": [{"type": "text",
+                                                                       "text": "."}],
+        "usage": {"input_tokens": 5000, "cache_read_input_tokens": 25000,
+                  "cache_creation_input_tokens": 0, "output_tokens": 500}}}
+        for i in range(12)]
+    path = tmp_path / "cut.log"
+    path.write_text("\n".join(json.dumps(x) for x in lines) + "\n")
+    u = price(parse_stream(path).usage)
+    one = float(calc_price(PU(input_tokens=30_000, cache_read_tokens=25_000, output_tokens=500),
+                           model_ref="claude-sonnet-4-5").total_price)
+    assert u.input_tokens == 360_000 and u.pricing == "per_request"
+    assert u.cost_usd == pytest.approx(12 * one, rel=1e-9)

@@ -107,3 +107,24 @@ def test_notice_before_the_object_is_skipped(tmp_path):
     p.write_text('Update available!\n{"response": "ok", "stats": {"models": {}}}\n')
     out = parse_json(p)
     assert out.claim == "ok" and out.usage.turns is None
+
+
+def test_totals_are_priced_as_the_reported_number_of_requests(tmp_path):
+    """Case price-tier-per-request: 12 requests of 30,000 prompt tokens (25,000 cached) and
+    500 candidates on gemini-2.5-pro, only totals in the JSON and no chat recording: priced
+    as twelve equal requests, not at the >200k rate of the 360k sum."""
+    import json
+
+    from genai_prices import Usage as PU
+    from genai_prices import calc_price
+
+    from andon.usage import price
+    t = {"input": 60_000, "prompt": 360_000, "candidates": 6_000, "total": 366_000,
+         "cached": 300_000, "thoughts": 0, "tool": 0}
+    out = tmp_path / "g.json"
+    out.write_text(json.dumps({"response": "done", "stats": {"models": {"gemini-2.5-pro": {
+        "api": {"totalRequests": 12}, "tokens": t}}}}))
+    u = price(parse_json(out).usage)
+    one = float(calc_price(PU(input_tokens=30_000, cache_read_tokens=25_000, output_tokens=500),
+                           model_ref="gemini-2.5-pro").total_price)
+    assert u.pricing == "even_split" and u.cost_usd == pytest.approx(12 * one, rel=1e-9)
