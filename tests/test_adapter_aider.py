@@ -200,3 +200,24 @@ def test_cost_on_the_next_line_and_chat_history_quotes(tmp_path):
     u = parse_run(tmp_path / "none.jsonl", tmp_path / "none.log", "gpt-4o", hist).usage
     assert (u.input_tokens, u.cache_write_tokens, u.cache_read_tokens) == (1500, 500, 1000)
     assert u.cost_usd == pytest.approx(0.0026) and u.cost_source == "reported"
+
+
+def test_a_rounded_write_count_above_the_truth_is_not_read_as_the_older_convention(tmp_path):
+    """16,600 writes print as "17k": sent = 9 + 2 × 16,600 = 33,209 is below 2 × 17,000, yet
+    only the current convention fits the lowest count "17k" may stand for (16,500). The
+    write count is capped at half of sent, so input = 33,209 - 16,604 = 16,605 (truth
+    16,609), never sent + reads or a cache count above the input."""
+    log, so = _aider_files(tmp_path, 33209, 180, 0,
+                           "Tokens: 33k sent, 17k cache write, 180 received.")
+    u = parse_run(log, so).usage
+    assert (u.input_tokens, u.cache_write_tokens) == (16605, 16604)
+    assert any("counted once" in n for n in u.notes)
+
+
+def test_the_exact_count_is_found_below_a_rounded_print_too(tmp_path):
+    """The same request with litellm's cost (9·3 + 16600·3.75 + 180·15 µ$): 16,600 writes
+    exactly, input 16,609."""
+    log, so = _aider_files(tmp_path, 33209, 180, (9 * 3 + 16600 * 3.75 + 180 * 15) / 1e6,
+                           "Tokens: 33k sent, 17k cache write, 180 received.")
+    u = parse_run(log, so).usage
+    assert (u.input_tokens, u.cache_write_tokens) == (16609, 16600)

@@ -34,16 +34,21 @@ def read_reports(text: str) -> list[dict[str, Any]]:
     return found
 
 
-def _true_input(sent: int, write: int, read: int) -> tuple[int, str]:
-    """The request's input tokens from aider's ``sent`` (see the module docstring): current
-    aider adds the cache writes to a ``prompt_tokens`` that already holds both cache
-    classes (sent = uncached + reads + 2 × writes); with litellm before it folded cache
-    tokens into ``prompt_tokens``, sent = uncached + writes and the reads are missing."""
+def _true_input(sent: int, write: int, read: int) -> tuple[int, int, int, str]:
+    """(input, cache write, cache read) of a request from aider's ``sent`` and its printed,
+    maybe rounded, cache counts, and a note (see the module docstring): current aider adds
+    the cache writes to a ``prompt_tokens`` that already holds both cache classes (sent =
+    uncached + reads + 2 × writes); with litellm before it folded cache tokens into
+    ``prompt_tokens``, sent = uncached + writes and the reads are missing. Only the lowest
+    counts the prints may stand for decide between the two, and rounded counts are capped
+    so that the parts never exceed the whole."""
     if not write and not read:
-        return sent, ""
-    if sent >= read + 2 * write:
-        return sent - write, "cache writes counted once (aider adds them twice)"
-    return sent + read, "cache reads added (an older aider/litellm left them out)"
+        return sent, write, read, ""
+    if sent >= _rounding(read)[0] + 2 * _rounding(write)[0]:
+        write = min(write, (sent - min(read, sent)) // 2)
+        read = min(read, sent - 2 * write)
+        return sent - write, write, read, "cache writes counted once (aider adds them twice)"
+    return sent + read, write, read, "cache reads added (an older aider/litellm left them out)"
 
 
 def _exact_cache(model: str | None, sent: int, write: int, read: int, out: int, cost: float,
@@ -53,7 +58,7 @@ def _exact_cache(model: str | None, sent: int, write: int, read: int, out: int, 
     class is exact (below 1k, or absent): the price is linear in the count, so two prices
     give it. None when the cost fits no such count (aider's fallback bills cache tokens
     twice; another price table) or both classes are rounded."""
-    if not model or cost <= 0 or sent < read + 2 * write:
+    if not model or cost <= 0 or sent < _rounding(read)[0] + 2 * _rounding(write)[0]:
         return None
     if write >= 1000 and read < 1000:
         which, lo, hi = "w", *_rounding(write)
@@ -163,7 +168,7 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
                 w, r = exact
             elif w >= 1000 or r >= 1000:
                 approximate = True
-            inp, why = _true_input(s_, w, r)
+            inp, w, r, why = _true_input(s_, w, r)
             fixes.add(why)
         else:
             inp, unpaired = s_, True
@@ -202,7 +207,7 @@ def from_reports(u: Usage, reports: list[dict[str, Any]]) -> float:
             u.requests = []
             break
         w, hit = _part(r["body"], "cache write") or 0, _part(r["body"], "cache hit") or 0
-        inp, _ = _true_input(s_, w, hit)
+        inp, w, hit, _ = _true_input(s_, w, hit)
         u.requests.append({"input_tokens": inp, "output_tokens": o, "cache_read_tokens": hit,
                            "cache_write_tokens": w})
     if u.requests:
