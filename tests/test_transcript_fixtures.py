@@ -24,7 +24,7 @@ from andon.agents.claude_code import parse_stream
 from andon.agents.codex import parse_events, parse_rollout
 from andon.agents.command import read_usage_file, usage_from_mini_swe_agent
 from andon.agents.external import RunFiles
-from andon.agents.gemini import parse_session, parse_stream_json
+from andon.agents.gemini import parse_json, parse_session, parse_stream_json
 from andon.config import AgentSettings
 from andon.usage import Usage, library_version, price
 
@@ -192,6 +192,8 @@ def test_gemini_stream_json_console_capture():
     `auto-gemini-2.5` is an alias no price table knows: cost unknown."""
     u = price(parse_stream_json(T / "gemini-cli/stream-json-console.txt").usage)
     assert tokens(u) == (45968, 1385, 21807, None)
+    # the adapter's reader hands stream-json (`-o stream-json` in extra_args) over
+    assert tokens(parse_json(T / "gemini-cli/stream-json-console.txt").usage) == tokens(u)
     assert u.model == "auto-gemini-2.5" and u.cost_usd is None
     assert any("2 result events" in n for n in u.notes)
 

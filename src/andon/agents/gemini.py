@@ -53,6 +53,7 @@ from .external import DEVNULL, ExternalAgent, FormatError, Parsed, RunFiles, jso
 
 ARG_LIMIT = 100_000   # bytes; Linux refuses a single argument over 128 KiB
 STDIN_NOTE = "Follow the instructions given on standard input."
+STREAM_EVENTS = {"init", "message", "tool_use", "tool_result", "error", "result"}
 
 
 class GeminiAgent(ExternalAgent):
@@ -109,6 +110,8 @@ def parse_json(path: Path, configured_model: str | None = None) -> Parsed:
             u.notes.append("the JSON output is truncated: usage unknown")
             return out
         raise FormatError("no JSON object in the output (is it `--output-format json`?)")
+    if doc.get("type") in STREAM_EVENTS:   # `-o stream-json` given in extra_args
+        return parse_stream_json(path, configured_model)
     if not {"response", "stats", "error"} & doc.keys():
         raise FormatError(f"a JSON object without response/stats/error: keys "
                           f"{', '.join(sorted(doc)) or 'none'}")
