@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import crash, guard, lifecycle
+from . import crash, guard, lifecycle, submodules
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
@@ -109,6 +109,9 @@ class Runner:
             report = RunReport()
             self.run_started = now()
             head = self._integration_head()
+            # git problems the user can fix, said in git's words before anything is claimed
+            self.repo.check_refs_writable(self.ref)
+            submodules.check_available(self.repo, head)
             pf = self._preflight(head)
             if pf.status != "pass":
                 report.exit_status, report.preflight = EXIT_PREFLIGHT, pf
@@ -214,7 +217,11 @@ class Runner:
         base = self.config.andon.base_branch or self.repo.current_branch() or "HEAD"
         sha = self.repo.rev_parse(base)
         if not sha:
-            raise UsageError(f"base branch {base!r} does not resolve to a commit")
+            have = self.repo.git("for-each-ref", "--format=%(refname:short)",
+                                 "refs/heads/").split()
+            raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "
+                             f"resolve to a commit; branches here: {', '.join(have) or 'none'}."
+                             " Set base_branch to one of them, or create the branch")
         return sha
 
     def _preflight(self, sha: str) -> GateResult:
