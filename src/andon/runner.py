@@ -23,11 +23,11 @@ from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
-from .errors import AndonError, StoreError, UsageError
+from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
-from .packet import Packet, load_packets
+from .packet import Packet, load_packets, tests_problem
 from .procgroup import kill_leftover_group
 from .prompt import PreviousFailure
 from .store import Store, now
@@ -102,8 +102,12 @@ class Runner:
                 raise UsageError(f"--only names unknown packet(s): {', '.join(unknown)}; "
                                  f"known: {', '.join(p.id for p in packets)}")
             self.packets = {p.id: p for p in packets}
+            untested = []
             for p in packets:  # an undefined tier is bad input: refuse before anything runs
-                self.config.stages_of(p.stages, p.tier)
+                problem = tests_problem(p, self.config.stages_of(p.stages, p.tier))
+                untested += [problem] if problem else []
+            if untested:  # a packet no test decides would merge any change
+                raise PacketError(untested)
             self.extra = self._read_from_checkout()
             self.inputs = self._watch()
             report = RunReport()
