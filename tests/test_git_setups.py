@@ -203,3 +203,18 @@ def test_a_stale_git_lock_stops_the_run_before_anything_is_claimed(tmp_path, loc
     (root / ".git" / lock).unlink()
     r = andon(root, "run", "--agent", "command", "--command", HONEST)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+def test_a_submodule_name_leading_out_of_git_modules_is_never_followed(tmp_path):
+    """.gitmodules names a submodule '../../elsewhere': its objects are not looked for
+    outside .git/modules (git refuses such names too); andon refuses the repository."""
+    root = project_with_submodule(tmp_path)
+    elsewhere = units_repo(tmp_path / "elsewhere")
+    gm = (root / ".gitmodules").read_text()
+    (root / ".gitmodules").write_text(gm.replace('[submodule "vendor/units"]',
+                                                 '[submodule "../../../elsewhere/.git"]'))
+    git(root, "commit", "-q", "-am", "odd name")
+    out = root / ".git" / "modules" / "../../../elsewhere/.git"
+    assert out.resolve() == (elsewhere / ".git").resolve()
+    with pytest.raises(UsageError, match=r"vendor/units \(not initialised"):
+        Repo(root).clone_at("HEAD", tmp_path / "clone")

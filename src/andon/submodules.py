@@ -59,7 +59,11 @@ def recorded(repo: Repo, rev: str, git_dir: Path | None = None) -> list[Submodul
 
 
 def _source(repo: Repo, super_git_dir: Path, sub: Submodule, top: bool) -> Path | None:
-    """Where the user's checkout keeps ``sub``'s objects, if anywhere."""
+    """Where the user's checkout keeps ``sub``'s objects, if anywhere. A name that would
+    lead out of ``modules/`` (``..``, absolute) is refused, as git itself does."""
+    parts = Path(sub.name).parts
+    if not parts or Path(sub.name).is_absolute() or ".." in parts:
+        return None
     candidates = [super_git_dir / "modules" / sub.name]
     if top:  # an old-style submodule keeps its .git folder inside its own path
         candidates.append(repo.root / sub.path / ".git")
