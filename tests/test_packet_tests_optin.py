@@ -9,10 +9,11 @@ Real git repositories, the real CLI in a subprocess, real pytest runs.
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 from pathlib import Path
 
-from helpers import MUL_CODE, andon, make_project, packet_md
+from helpers import MUL_CODE, andon, git, make_project, mul_packet, packet_md
 
 from andon.config import DEFAULT_TOML
 
@@ -110,3 +111,15 @@ def test_an_unknown_tests_value_is_reported_with_its_line(tmp_path):
     r = andon(root, "check")
     assert r.returncode == 2
     assert f"{root / 'packets/P1/packet.md'}:5: tests must be 'planted' or 'none'" in r.stdout
+
+
+def test_a_done_packet_without_tests_does_not_stop_later_runs(tmp_path):
+    """A packet merged before this rule (or whose plant/ was removed since) never runs
+    again: `andon run` does not refuse the queue because of it."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    assert andon(root, "run", "--agent", "command", "--command", HONEST).returncode == 0
+    shutil.rmtree(root / "packets/P1/plant")
+    git(root, "commit", "-qam", "P1 is done; its test now lives in tests/")
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "plants no test files" not in r.stderr

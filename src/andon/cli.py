@@ -238,7 +238,8 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
         _fail(f"{len(exc.problems)} problem(s) in the packets; nothing ran (see `andon check`)")
     except AndonError as exc:
         _fail(str(exc))
-    out.print(board(store, config))
+    # packets a halted or refused run never reached are still there to see, as ready
+    out.print(board(store, config, sorted((p.id, p.slug) for p in runner.packets.values())))
     if report.message:
         (err if report.exit_status else out).print(report.message, soft_wrap=True, markup=False)
     if report.preflight:

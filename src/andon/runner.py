@@ -105,7 +105,9 @@ class Runner:
             untested = []
             for p in packets:  # an undefined tier is bad input: refuse before anything runs
                 problem = tests_problem(p, self.config.stages_of(p.stages, p.tier))
-                untested += [problem] if problem else []
+                row = self.store.packet(p.id)
+                if problem and not (row and row["state"] == "done"):  # done: never runs again
+                    untested.append(problem)
             if untested:  # a packet no test decides would merge any change
                 raise PacketError(untested)
             self.extra = self._read_from_checkout()
