@@ -106,6 +106,8 @@ def with_invariants(md: str, invariants=INVARIANTS) -> str:
 
 def inv_packet(pid: str = "P1", plant: bool = True, **fields):
     """mul_packet with the two INVARIANTS (MUL-1 critical); ``plant=False`` plants nothing."""
+    if not plant:  # then only the review (or an atdd stage) decides: opt out explicitly
+        fields = {"tests": "none", "gate": "auto", **fields}
     md, planted = mul_packet(pid, **fields)
     if not plant:
         planted = {}
@@ -478,10 +480,10 @@ def test_every_downgrade_reason_is_kept_and_non_critical_problems_do_not_downgra
     blocker: all three reasons are stored, in that order. P2's reviewer accepts with only a
     non-critical invariant violated and a ``major`` finding: no downgrade, merged."""
     # P0 sorts first, so it runs before P1 blocks and halts the line.
-    sub_md = with_invariants(sub_packet("P0")[0], [("SUB-1", True, "sub(a, b) == a - b"),
+    sub_md = with_invariants(sub_packet("P0", tests="none", gate="auto")[0], [("SUB-1", True, "sub(a, b) == a - b"),
                                                    ("SUB-2", False, "sub is pure"),
                                                    ("SUB-3", True, "ints stay ints")])
-    mul_md = with_invariants(mul_packet("P1", max_attempts=1)[0], [
+    mul_md = with_invariants(mul_packet("P1", max_attempts=1, tests="none", gate="auto")[0], [
         ("MUL-1", True, "mul(a, b) == a * b"), ("MUL-2", True, "mul is pure")])
 
     def reviewer(ctx):

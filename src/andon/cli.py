@@ -21,10 +21,14 @@ from .agents import make_agent
 from .config import (CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, Andon, load_config,
                      packets_dir_despite_errors)
 from .errors import AndonError, ConfigError, PacketError, Problem, UsageError
-from .packet import check_packets, load_packets
+from .packet import check_packets, load_packets, tests_problem
 from .report import board, show_packet, status_rows, packet_detail, usage_of_rows
 from .runner import EXIT_USAGE, Runner, base_drift, drift_notice, open_store
 from .workspace import Repo
+
+# Failure layers whose remedy lies outside the packet (what to fix, for the message).
+NOT_THE_PACKET = {"verifier": "reviewer", "environment": "environment",
+                  "harness": "cause in the evidence"}
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -138,23 +142,37 @@ def check(ctx: click.Context, as_json: bool) -> None:
                       markup=False, soft_wrap=True)
     packets, problems = check_packets(repo.root / packets_dir, repo.root)
     if config is not None:
-        problems += _stale_problems(repo, config, packets)
+        problems += _stale_problems(repo, config, packets, problems)
+        if not as_json:
+            for p in packets:
+                if p.tests == "none":
+                    err.print(f"note: {p.id} has no tests (tests = \"none\"): nothing is red "
+                              "before the agent and no test must pass after it; "
+                              + ("it waits for a person (gate = \"human\")" if p.gate == "human"
+                                 else "gate = \"auto\" merges it on the other gates alone"),
+                              markup=False, soft_wrap=True)
     problems = sorted(problems, key=lambda pr: (str(pr.path), pr.line or 0, pr.message))
     places = ([CONFIG_NAME] if config_problems else []) + ([f"{packets_dir}/"] if problems
                                                            else [])
     report(config_problems + problems, packets, places)
 
 
-def _stale_problems(repo: Repo, config, packets) -> list[Problem]:
+def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[Problem]:
     """Packets whose spec changed since their ``spec_commit``: `andon run` refuses them as
-    stale. The same test as the runner's (git only; the store is not opened)."""
+    stale. The same test as the runner's (git only; the store is not opened). Also a tier
+    andon.toml lacks, and (for a packet with no other problem in ``found``: its fields
+    decide it) a packet without tests or an opt-in."""
     runner = Runner(repo, config, None, lambda p, stage: None)  # type: ignore[arg-type]
     problems = []
     for p in packets:
         try:
-            config.stages_of(p.stages, p.tier)
+            stages = config.stages_of(p.stages, p.tier)
         except AndonError as exc:
             problems.append(Problem(p.source, p.line_of("tier"), str(exc)))
+        else:
+            why = tests_problem(p, stages)
+            if why and not any(f.path == p.source for f in found):
+                problems.append(why)
         try:
             why = runner._stale_reason(p)
         except AndonError as exc:  # git could not answer: say so, and check the rest
@@ -207,6 +225,11 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     runner = _runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command,
                      keep_worktrees)
     store = runner.store
+    dirty = _uncommitted(repo)
+    if dirty:  # andon works from commits: say so rather than leave it to be discovered
+        out.print(f"note: {len(dirty)} file(s) in {repo.root} have uncommitted changes; "
+                  "andon works from commits only, so they are not part of this run",
+                  markup=False, soft_wrap=True)
     try:
         report = runner.run(list(only) or None)
     except PacketError as exc:
@@ -215,7 +238,8 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
         _fail(f"{len(exc.problems)} problem(s) in the packets; nothing ran (see `andon check`)")
     except AndonError as exc:
         _fail(str(exc))
-    out.print(board(store, config))
+    # packets a halted or refused run never reached are still there to see, as ready
+    out.print(board(store, config, sorted((p.id, p.slug) for p in runner.packets.values())))
     if report.message:
         (err if report.exit_status else out).print(report.message, soft_wrap=True, markup=False)
     if report.preflight:
@@ -234,13 +258,16 @@ def status(ctx: click.Context, as_json: bool) -> None:
     config = _config_or_fail(repo)
     store = open_store(repo)
     drift = base_drift(repo, config)
+    # packets written since the last run (or before the first) are ready, not absent
+    found, _ = check_packets(repo.root / config.andon.packets_dir, repo.root)
+    on_disk = sorted((p.id, p.slug) for p in found)
     if as_json:
-        rows = status_rows(store)
+        rows = status_rows(store, on_disk)
         out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
                                    "base_drift": drift, "packets": rows,
                                    "usage": usage_of_rows(rows)}))
     else:
-        out.print(board(store, config))
+        out.print(board(store, config, on_disk))
         if drift:
             out.print(drift_notice(drift), highlight=False)
 
@@ -287,11 +314,17 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
     if p is None:
         _fail(f"packet {packet_id} no longer exists in {config.andon.packets_dir}/")
     edited = p.content_sha != row["content_sha"]
+    attempts = store.attempts(packet_id)
+    layer = attempts[-1]["failure_layer"] if attempts else None
     store.upsert_packet(p.id, p.slug, str(p.source), p.content_sha,
                         p.model_dump(mode="json", by_alias=True))
     store.transition(packet_id, "ready", "unblocked", data={"packet_edited": edited})
     out.print(f"{packet_id} is ready again; its attempt count starts afresh")
-    if not edited:
+    if layer in NOT_THE_PACKET:
+        # the advice was to fix the reviewer or the environment: an unchanged packet is right
+        out.print(f"it was blocked by a {layer} failure, not by the packet: if you fixed "
+                  f"the {NOT_THE_PACKET[layer]}, the next run tries again", markup=False)
+    elif not edited:
         err.print(f"warning: {p.source} is unchanged since it was blocked; the same failure "
                   "will probably block it again", markup=False)
 
@@ -348,6 +381,19 @@ def _check_command_path(repo: Repo, command: str | None, what: str) -> None:
     if here.exists() and not tracked:
         _fail(f"{what} {command!r}: {first} is not committed, and the command runs in the "
               f"attempt's worktree, where it will not exist; use the absolute path {here}")
+
+
+def _uncommitted(repo: Repo) -> list[str]:
+    """Paths with uncommitted changes or untracked (not ignored) in the user's checkout."""
+    fields = iter(repo.git("status", "--porcelain", "-z", "--untracked-files=all",
+                           check=False).split("\0"))
+    paths = []
+    for entry in fields:
+        if len(entry) > 3:
+            paths.append(entry[3:])
+            if "R" in entry[:2] or "C" in entry[:2]:
+                next(fields, None)  # a rename's source path follows as its own field
+    return paths
 
 
 def _runner(repo: Repo, config, agent_spec: str | None = None, command: str | None = None,

@@ -41,11 +41,7 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
     """
     ref = f"refs/heads/{config.andon.integration_branch}"
     trailers = {"Andon-Packet": packet.id, "Andon-Attempt": str(attempt["n"])}
-    subject = textwrap.shorten(" ".join(packet.goal.split()), 64, placeholder=" …")
-    checks = ", ".join(passed) if passed else "the harness's gates"
-    message = commit_message(f"{packet.id}: {subject}",
-                             f"Squash of attempt {attempt['n']} ({packet.slug}); passed: "
-                             f"{checks}.", trailers)
+    message = squash_message(packet, attempt["n"], passed)
     while True:
         onto = repo.rev_parse(ref)
         assert onto, f"{ref} vanished"
@@ -71,6 +67,20 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
             continue  # someone else merged first: merge again onto the new head
         crash.point("after-update-ref")
         return MergeOutcome(commit, check, passed)
+
+
+def squash_message(packet: Packet, n: int, passed: list[str] = ()) -> str:
+    """The squash commit's message: the packet's ``title`` (else ``<id> <slug>``) as the
+    subject — the goal describes the bug, which reads wrong as the name of its fix — then
+    the goal, the attempt and the checks it passed, then the ``Andon-Packet`` and
+    ``Andon-Attempt`` trailers the crash recovery looks for."""
+    subject = " ".join((packet.title or f"{packet.id} {packet.slug}").split())
+    subject = textwrap.shorten(subject, 72, placeholder=" …")
+    checks = ", ".join(passed) if passed else "the harness's gates"
+    goal = textwrap.fill(" ".join(packet.goal.split()), 72)
+    return commit_message(subject, f"{goal}\n\nSquash of attempt {n} of packet {packet.id} "
+                          f"({packet.slug}); passed: {checks}.",
+                          {"Andon-Packet": packet.id, "Andon-Attempt": str(n)})
 
 
 def _check_merged(repo: Repo, config: Config, packet: Packet, commit: str, onto: str,

@@ -106,6 +106,8 @@ class FrontMatter(BaseModel):
     goal: Annotated[str, AfterValidator(_not_blank)]
     requires: list[Name] = []
     gate: Literal["auto", "human"] = "auto"
+    title: Annotated[str, AfterValidator(_not_blank)] | None = None
+    tests: Literal["planted", "none"] = "planted"
     tier: str | None = None
     stages: list[Stage] | None = None
     max_attempts: int = Field(default=3, ge=1)
@@ -114,6 +116,14 @@ class FrontMatter(BaseModel):
     spec_path: str | None = None
     spec_commit: str | None = Field(default=None, pattern=r"^[0-9a-fA-F]{4,40}$")
     invariants: list[Invariant] = []
+
+    @model_validator(mode="before")
+    @classmethod
+    def _human_without_tests(cls, data: Any) -> Any:
+        # no test decides a `tests = "none"` packet, so a person does unless it says otherwise
+        if isinstance(data, dict) and data.get("tests") == "none" and "gate" not in data:
+            return {**data, "gate": "human"}
+        return data
 
     @model_validator(mode="after")
     def _consistent(self) -> FrontMatter:
@@ -217,6 +227,8 @@ _CONSTRAINTS = {
     "goal": "must be a non-empty string",
     "gate": "must be 'auto' or 'human'",
     "tier": "must be a string",
+    "title": "must be a non-empty string (the merge commit's subject)",
+    "tests": "must be 'planted' or 'none'",
     "stages": "must be a list of: atdd, implement, review-tests, review-correctness, review",
     "max_attempts": "must be an integer >= 1",
     "allowed_paths": "must be a list of glob strings",
@@ -594,6 +606,33 @@ def _unreadable_note(paths: list[Path], packets_dir: Path) -> str:
     more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
     ids = "id" if len(paths) == 1 else "ids"
     return f" (the {ids} of {', '.join(names)}{more} could not be read)"
+
+
+_TEST_FILE = re.compile(r"(test_.*|.*_test)\.py")
+
+
+def planted_test_files(packet: Packet) -> list[str]:
+    """Planted paths pytest would collect as test files (``test_*.py``, ``*_test.py``)."""
+    return [p for p in sorted(packet.plant_files) if _TEST_FILE.fullmatch(p.rsplit("/", 1)[-1])]
+
+
+def tests_problem(packet: Packet, stages: Sequence[str]) -> Problem | None:
+    """Why ``packet`` (whose stages are ``stages``) cannot run as it stands: it plants no
+    test file and neither opts out (``tests = "none"``) nor has an ``atdd`` stage to write
+    them — nothing would be red before the agent, FAIL_TO_PASS would be empty, and any
+    change would pass; or it says ``tests = "none"`` but plants test files. None if fine."""
+    planted = planted_test_files(packet)
+    if packet.tests == "none" and planted:
+        return Problem(packet.source, packet.line_of("tests"),
+                       f'tests = "none" but plant/ holds test files ({", ".join(planted)}): '
+                       "remove the setting or the files")
+    if packet.tests == "none" or planted or "atdd" in stages:
+        return None
+    return Problem(packet.source, packet.line_of("tests"),
+                   "the packet plants no test files, so no test would fail before the change "
+                   "and any change would pass: add a failing test under plant/, give it an "
+                   'atdd stage that writes one, or opt out with tests = "none" (it then '
+                   'waits for a person: gate = "human" unless you set gate)')
 
 
 def load_packets(packets_dir: Path, repo_root: Path) -> list[Packet]:

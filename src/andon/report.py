@@ -5,6 +5,7 @@ Reads the store only; never recomputes a verdict.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -23,8 +24,10 @@ GATE_MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]![/]
 GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 
 
-def status_rows(store: Store) -> list[dict[str, Any]]:
-    """One dict per packet: id, slug, state, attempts (counted), last attempt's outcome."""
+def status_rows(store: Store, on_disk: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+    """One dict per packet: id, slug, state, attempts (counted), last attempt's outcome.
+    ``on_disk`` (id, slug) are the packet files: one the store has not seen yet (nothing ran
+    since it was written) is listed as ``ready`` with ``not_run`` true."""
     rows = []
     for p in store.packets():
         attempts = store.attempts(p["id"])
@@ -41,13 +44,18 @@ def status_rows(store: Store) -> list[dict[str, Any]]:
                 "gates": {g["gate"]: g["status"] for g in store.gate_results(last["id"])},
             },
         })
+    seen = {r["id"] for r in rows}
+    rows += [{"id": pid, "slug": slug, "state": "ready", "attempts": 0, "interrupted": 0,
+              "usage": usage_of([]), "last_attempt": None, "not_run": True}
+             for pid, slug in on_disk if pid not in seen]
     return rows
 
 
-def board(store: Store, config: Config) -> Table:
+def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ()) -> Table:
     """The status board, narrow enough for an 80-column terminal: per packet its state,
     counted tries, the last attempt's gates (all passed, or the first that did not), agent
-    cost and time, and the result (merged sha or the reason)."""
+    cost and time, and the result (merged sha or the reason). ``on_disk``: see
+    :func:`status_rows`."""
     table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
                   title_justify="left")
     table.add_column("packet", no_wrap=True)
@@ -56,8 +64,11 @@ def board(store: Store, config: Config) -> Table:
     table.add_column("gates", no_wrap=True)
     table.add_column("agents", no_wrap=True)
     table.add_column("result", overflow="fold", ratio=1)
-    rows = status_rows(store)
+    rows = status_rows(store, on_disk)
     caption = "all packets: " + usage_text(usage_of_rows(rows))
+    if rows and all(r.get("not_run") for r in rows):
+        caption = ("nothing ran yet: the packets are read from their files; `andon run` "
+                   "starts them\n" + caption)
     if any(r["usage"]["runs"] and r["usage"]["cost_usd"] is None for r in rows):
         caption += ("\ncost ? = the agent reported no usage (no tokens, no cost); "
                     "see `andon show`")
@@ -69,6 +80,8 @@ def board(store: Store, config: Config) -> Table:
             result = f"merged {last['merge_sha'][:10]}"
         elif last and last["reason"]:
             result = last["reason"].splitlines()[0][:160]
+        elif r.get("not_run"):
+            result = "not run yet"
         else:
             result = ""
         style = STYLE.get(r["state"], "white")

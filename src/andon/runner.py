@@ -18,16 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import crash, guard, lifecycle
+from . import crash, guard, lifecycle, submodules
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
-from .errors import AndonError, StoreError, UsageError
+from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
-from .packet import Packet, load_packets
+from .packet import Packet, load_packets, tests_problem
 from .procgroup import kill_leftover_group
 from .prompt import PreviousFailure
 from .store import Store, now
@@ -102,13 +102,22 @@ class Runner:
                 raise UsageError(f"--only names unknown packet(s): {', '.join(unknown)}; "
                                  f"known: {', '.join(p.id for p in packets)}")
             self.packets = {p.id: p for p in packets}
+            untested = []
             for p in packets:  # an undefined tier is bad input: refuse before anything runs
-                self.config.stages_of(p.stages, p.tier)
+                problem = tests_problem(p, self.config.stages_of(p.stages, p.tier))
+                row = self.store.packet(p.id)
+                if problem and not (row and row["state"] == "done"):  # done: never runs again
+                    untested.append(problem)
+            if untested:  # a packet no test decides would merge any change
+                raise PacketError(untested)
             self.extra = self._read_from_checkout()
             self.inputs = self._watch()
             report = RunReport()
             self.run_started = now()
             head = self._integration_head()
+            # git problems the user can fix, said in git's words before anything is claimed
+            self.repo.check_refs_writable(self.ref)
+            submodules.check_available(self.repo, head)
             pf = self._preflight(head)
             if pf.status != "pass":
                 report.exit_status, report.preflight = EXIT_PREFLIGHT, pf
@@ -214,7 +223,11 @@ class Runner:
         base = self.config.andon.base_branch or self.repo.current_branch() or "HEAD"
         sha = self.repo.rev_parse(base)
         if not sha:
-            raise UsageError(f"base branch {base!r} does not resolve to a commit")
+            have = self.repo.git("for-each-ref", "--format=%(refname:short)",
+                                 "refs/heads/").split()
+            raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "
+                             f"resolve to a commit; branches here: {', '.join(have) or 'none'}."
+                             " Set base_branch to one of them, or create the branch")
         return sha
 
     def _preflight(self, sha: str) -> GateResult:

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from andon import submodules
 from andon.errors import AndonError, GitError, UsageError
 
 ZERO_SHA = "0" * 40
@@ -94,21 +95,58 @@ def commit_message(subject: str, body: str, trailers: Mapping[str, str]) -> str:
     return "\n\n".join(parts) + "\n"
 
 
+def _refusal(root: Path, stderr: str) -> str:
+    """What to tell a person when git will not work in ``root``: the kind of problem, git's
+    own words (which carry git's remedy, e.g. ``safe.directory``) and what to do."""
+    said = stderr.strip()
+    if "not a git repository" in said:
+        return (f"not inside a git work tree: {root} (git: {said.splitlines()[0]}); run andon "
+                "in your repository's checkout or name it with -C PATH")
+    if "must be run in a work tree" in said:
+        return (f"{root} is a bare repository or a .git folder, not a work tree; andon needs "
+                f"a checkout (git: {said.splitlines()[0]})")
+    return f"git refused to work in {root}:\n{said}"
+
+
 class Repo:
-    """A git repository, addressed by its top level. Raises UsageError if ``root`` is not inside
-    a work tree or (unless ``require_commit`` is false) the repository has no commits yet."""
+    """A git repository, addressed by its top level. Raises UsageError if ``root`` does not
+    exist, is not inside a work tree, git refuses it (dubious ownership: git's message and
+    remedy are kept), or (unless ``require_commit`` is false) the repository has no commits
+    yet."""
 
     def __init__(self, root: Path, require_commit: bool = True):
         root = Path(root).resolve()
+        if not root.is_dir():
+            raise UsageError(f"{root} does not exist or is not a directory")
         try:
             top = self.git("rev-parse", "--show-toplevel", cwd=root).strip()
             common = self.git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=root)
-        except (GitError, OSError) as exc:
-            raise UsageError(f"not inside a git work tree: {root}") from exc
+        except GitError as exc:
+            raise UsageError(_refusal(root, exc.stderr)) from exc
+        except OSError as exc:
+            raise UsageError(f"cannot run git in {root}: {exc}") from exc
         self.root = Path(top)
         self.git_dir = Path(common.strip())
         if require_commit and self.rev_parse("HEAD") is None:
-            raise UsageError(f"repository at {self.root} has no commits yet")
+            raise UsageError(f"repository at {self.root} has no commits yet: commit your "
+                             "project first (`git add -A && git commit -m 'first commit'`), "
+                             "then run andon again")
+
+    def check_refs_writable(self, ref: str) -> None:
+        """UsageError with git's own message (which names the lock file and says to remove
+        it) when git cannot update refs here — a lock left by a crashed git process, a
+        read-only ``.git``. Writes nothing: deleting a ref that does not exist takes the
+        packed-refs lock, and ``ref`` (when it exists) is "moved" to where it already is."""
+        probes = [("update-ref", "-d", "refs/andon/lock-probe")]
+        sha = self.rev_parse(ref)
+        if sha is not None:
+            probes.append(("update-ref", ref, sha, sha))
+        for args in probes:
+            proc = self._run(args, None, None, check=False)
+            if proc.returncode != 0:
+                raise UsageError(f"git cannot update refs in {self.git_dir}, so andon stopped "
+                                 "before anything ran:\n"
+                                 + proc.stderr.decode(errors="replace").strip())
 
     def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
              check: bool, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -129,6 +167,10 @@ class Repo:
             check: bool = True) -> str:
         """Run git (in ``cwd``, default the top level); return stdout text. GitError on failure."""
         return os.fsdecode(self._run(args, cwd, input, check).stdout)
+
+    def succeeds(self, *args: str, cwd: Path | None = None) -> bool:
+        """True if git ``args`` exits 0 (its output is dropped)."""
+        return self._run(args, cwd, None, check=False).returncode == 0
 
     def _sha(self, rev: str) -> str:
         """``rev`` as a full sha; GitError if it does not resolve. Passing shas onwards keeps a
@@ -223,7 +265,8 @@ class Repo:
         "shallow" (only ``start``; faster on very large repositories). The reflog, which
         names the repository it was cloned from, is removed. The user's
         ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
-        can commit. GitError if the branch
+        can commit. Submodules are checked out at the commits ``start`` records, from the
+        user's checkout (:mod:`andon.submodules`). GitError if the branch
         exists; UsageError if ``path`` exists or ``history`` is unknown."""
         if history not in ("full", "shallow"):
             raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
@@ -244,6 +287,7 @@ class Repo:
         for key, fallback in (("user.name", "agent"), ("user.email", "agent@andon.localhost")):
             value = self.git("config", "--get", key, check=False).strip() or fallback
             self.git("config", key, value, cwd=path)
+        submodules.populate(self, path, self._sha(start))
         return path
 
     def remove_worktree(self, path: Path) -> None:
@@ -407,7 +451,8 @@ class Repo:
 
     def clone_at(self, rev: str, dest: Path) -> Path:
         """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
-        untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling."""
+        untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling.
+        Submodules are checked out at the commits ``rev`` records (:mod:`andon.submodules`)."""
         sha, dest = self._sha(rev), Path(dest).resolve()
         # --shared borrows the source's object store through objects/info/alternates instead of
         # copying it (--no-hardlinks copies every object: slow on big repos). It also makes every
@@ -416,6 +461,7 @@ class Repo:
         # is not a practical risk (gc keeps unreachable objects for two weeks by default).
         self.git("clone", "--quiet", "--no-checkout", "--shared", str(self.git_dir), str(dest))
         self.git("checkout", "--quiet", "--detach", sha, cwd=dest)
+        submodules.populate(self, dest, sha)
         return dest
 
 

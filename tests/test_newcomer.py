@@ -1,0 +1,119 @@
+"""The smaller things a new user hit (issue 9): the board before the first run, the squash
+commit's subject, `andon unblock` after a broken reviewer, uncommitted work, and the
+README's install line. Real repositories, the real CLI in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from helpers import MUL_CODE, andon, git, make_project, mul_packet
+
+from andon.merge import squash_message
+from andon.packet import load_packets
+
+HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_status_before_the_first_run_shows_the_packets_as_ready(tmp_path):
+    """Before: an empty board although `check` found the packets. Now each packet is
+    listed as ready (read from the packet files), with a note that nothing ran yet."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"),
+                                            "P2": mul_packet("P2", requires=["P1"])})
+    r = andon(root, "status")
+    assert r.returncode == 0, r.stderr
+    rows = [ln for ln in r.stdout.splitlines() if re.search(r"\bP[12]\b", ln)]
+    assert len(rows) == 2 and all("ready" in ln for ln in rows), r.stdout
+    assert "nothing ran yet" in r.stdout
+    data = json.loads(andon(root, "status", "--json").stdout)
+    assert [(p["id"], p["state"], p["attempts"]) for p in data["packets"]] == [
+        ("P1", "ready", 0), ("P2", "ready", 0)]
+
+
+def test_a_packet_added_after_a_run_shows_on_the_board_as_ready(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    assert andon(root, "run", "--agent", "command", "--command", HONEST).returncode == 0
+    md, plant = mul_packet("P2")
+    (root / "packets/P2/plant/tests").mkdir(parents=True)
+    (root / "packets/P2/packet.md").write_text(md)
+    for rel, text in plant.items():
+        (root / "packets/P2/plant" / rel).write_text(text)
+    data = json.loads(andon(root, "status", "--json").stdout)
+    assert [(p["id"], p["state"]) for p in data["packets"]] == [("P1", "done"),
+                                                                ("P2", "ready")]
+
+
+def test_the_squash_commit_is_named_by_id_and_slug_with_the_goal_in_the_body(tmp_path):
+    """Before: the subject was the truncated goal, which reads like the bug. Now
+    `<id> <slug>` is the subject and the goal is in the body."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert git(root, "log", "-1", "--format=%s", "andon/integration").strip() == "P1 multiply"
+    body = git(root, "log", "-1", "--format=%b", "andon/integration")
+    assert "calc.ops.mul multiplies." in body and "Andon-Packet: P1" in body
+
+
+def test_a_title_is_the_squash_commits_subject(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", title="Multiply numbers")})
+    [packet] = load_packets(root / "packets", root)
+    message = squash_message(packet, 2, ["red", "scope"])
+    subject, _, rest = message.partition("\n\n")
+    assert subject == "Multiply numbers"
+    assert "calc.ops.mul multiplies." in rest and "attempt 2" in rest
+    long = mul_packet("P1", title="x" * 300)[0]
+    (root / "packets/P1/packet.md").write_text(long)
+    [packet] = load_packets(root / "packets", root)
+    assert len(squash_message(packet, 1, []).splitlines()[0]) <= 72
+
+
+def test_unblock_after_a_broken_reviewer_does_not_say_the_packet_will_block_again(tmp_path):
+    """A reviewer that writes no valid review blocks the packet (layer verifier); the
+    advice is to fix the reviewer, not the packet, so `unblock` must not warn that the
+    unchanged packet will block again."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    r = andon(root, "run", "--agent", "command", "--command", HONEST,
+              "--reviewer-command", "echo no review")
+    assert r.returncode == 1, r.stdout + r.stderr
+    last = json.loads(andon(root, "status", "--json").stdout)["packets"][0]["last_attempt"]
+    assert last["failure_layer"] == "verifier"
+    u = andon(root, "unblock", "P1")
+    assert u.returncode == 0, u.stderr
+    assert "block it again" not in u.stderr
+    assert "verifier" in u.stdout + u.stderr
+
+
+def test_unblock_of_an_unchanged_packet_blocked_by_its_code_still_warns(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    r = andon(root, "run", "--agent", "command", "--command", "true")
+    assert r.returncode == 1, r.stdout + r.stderr
+    u = andon(root, "unblock", "P1")
+    assert u.returncode == 0 and "block it again" in u.stderr
+
+
+def test_run_says_uncommitted_work_is_not_included(tmp_path):
+    """Before: a dirty working tree was silently ignored. Now one line names how many files
+    are not part of the run."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    (root / "src/calc/ops.py").write_text("# edited, not committed\n")
+    (root / "notes.txt").write_text("untracked\n")
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if "uncommitted changes" in ln]
+    assert len(lines) == 1 and "2 file(s)" in lines[0], r.stdout + r.stderr
+
+
+def test_a_clean_checkout_gets_no_uncommitted_note(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 0 and "uncommitted changes" not in r.stdout + r.stderr
+
+
+def test_readme_use_it_on_your_repository_names_the_installed_command():
+    """Installed into .venv, `andon` is not on PATH: the section says how to call it."""
+    text = README.read_text()
+    section = text.split("## Use it on your repository", 1)[1].split("\n## ", 1)[0]
+    assert ".venv/bin/andon" in section or "activate" in section
