@@ -12,7 +12,7 @@ Events it answers (raised by andon's pytest plugin, andon_verdict.py)::
     andon.arm (pluginmanager)   snapshot: protected modules' dicts, their classes' dicts, the
                                 registered plugins, the implementations of HOOKS
     andon.check (full: bool)    compare with the snapshot (CRITICAL modules only unless full)
-    andon.outcome (id, when, outcome, code_file)   one line per test phase
+    andon.outcome (id, when, outcome, node_file, code_file)   one line per test phase
     andon.note (text)           a line in the evidence (e.g. "xdist")
     andon.end ()                full check, then the ``end`` line
 
@@ -102,14 +102,22 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
 
     def _late_ok(plugin, _type=type, _str=str, _sw=str.startswith, _ew=str.endswith,
                  _mdict=types.ModuleType.__dict__["__dict__"].__get__,
-                 _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType):
+                 _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType,
+                 _modules=sys.modules):
         """A plugin registered after arming is fine when it is a conftest module (the scope gate
-        owns conftest changes) or an object of one of pytest's own classes."""
-        if _type(plugin) is _Mod:
-            f = _mdict(plugin).get("__file__")
-            return _type(f) is _str and (_ew(f, "/conftest.py") or f == "conftest.py")
-        cm = _tdict(_type(plugin)).get("__module__")
-        return _type(cm) is _str and _sw(cm, ("_pytest.", "pluggy."))
+        owns conftest changes), an object of a class a conftest module defines, or an object
+        of one of pytest's own classes."""
+        if _type(plugin) is not _Mod:
+            cm = _tdict(_type(plugin)).get("__module__")
+            if _type(cm) is not _str:
+                return False
+            if _sw(cm, ("_pytest.", "pluggy.")):
+                return True
+            plugin = dict.get(_modules, cm)
+            if _type(plugin) is not _Mod:
+                return False
+        f = _mdict(plugin).get("__file__")
+        return _type(f) is _str and (_ew(f, "/conftest.py") or f == "conftest.py")
 
     def _describe(plugin, _type=type, _str=str, _mdict=types.ModuleType.__dict__["__dict__"]
                   .__get__, _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType):
@@ -232,7 +240,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
             elif event == "andon.check" and _st["armed"]:
                 _compare(_len(args) == 1 and args[0] is True)
             elif event == "andon.outcome":
-                if _len(args) == 4 and all(_type(a) is _str for a in args):
+                if _len(args) == 5 and all(_type(a) is _str for a in args):
                     _say("outcome", args)
                 else:
                     _say("forged-event", ("andon.outcome with arguments of the wrong type",))

@@ -40,21 +40,22 @@ class Integrity:
                 "notes": list(self.notes)}
 
 
-def _phase_outcomes(rec: Record) -> tuple[dict[str, set[str]], dict[str, str], list[str]]:
+def _phase_outcomes(rec: Record) -> tuple[dict[str, set[str]], dict[str, tuple[str, str]],
+                                           list[str]]:
     seen: dict[str, set[str]] = {}
-    files: dict[str, str] = {}
+    files: dict[str, tuple[str, str]] = {}
     dup: list[str] = []
     phases: set[tuple[str, str]] = set()
     for f in rec.of("outcome"):
-        if len(f) != 4:
+        if len(f) != 5:
             continue
-        tid, when, outcome, code_file = f
+        tid, when, outcome, node_file, code_file = f
         if (tid, when) in phases:
             dup.append(f"{tid} ({when}) was reported twice on the channel")
         phases.add((tid, when))
         seen.setdefault(tid, set()).add(outcome)
         if when == "call" and code_file:
-            files[tid] = code_file
+            files[tid] = (node_file, code_file)
     return seen, files, dup
 
 
@@ -97,9 +98,8 @@ def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | 
             integ.mismatches.append(f"{tid} passed in the report but the runner saw it "
                                     f"{'/'.join(bad)}")
     own = set(own_files) | ({canaries.path} if canaries else set())
-    for tid, r in results.items():
-        cf = code_files.get(tid)
-        if r.file in own and cf and not cf.endswith("/" + r.file) and cf != r.file:
+    for tid, (node_file, cf) in sorted(code_files.items()):
+        if node_file in own and not cf.endswith("/" + node_file) and cf != node_file:
             integ.mismatches.append(f"{tid}: its test function was replaced by code from {cf}")
     integ.forged += integ.mismatches
     return integ

@@ -49,7 +49,8 @@ def pytest_runtest_makereport(item, call):
     code = getattr(fn, "__code__", None)
     if code is not None:
         code_file = code.co_filename
-    _audit("andon.outcome", _junit_id(item.nodeid), call.when, outcome, code_file)
+    node_file = item.nodeid.split("::", 1)[0]
+    _audit("andon.outcome", _junit_id(item.nodeid), call.when, outcome, node_file, code_file)
     yield
 
 
