@@ -101,5 +101,7 @@ def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | 
     for tid, (node_file, cf) in sorted(code_files.items()):
         if node_file in own and not cf.endswith("/" + node_file) and cf != node_file:
             integ.mismatches.append(f"{tid}: its test function was replaced by code from {cf}")
-    integ.forged += integ.mismatches
+    # a canary's mismatch is already a canary finding; its random id must not enter findings
+    integ.forged += [m for m in integ.mismatches
+                     if not (canaries and m.split(" ", 1)[0].rstrip(":") in canaries.expected)]
     return integ

@@ -130,18 +130,21 @@ def forged_result(gate: str, run: SuiteRun, runs: list[SuiteRun],
     ``run`` is not the runner's own, see contain/verdict.py), or None when it shows no sign."""
     if not run.forged:
         return None
-    findings = [Finding("forged-report", why, test_id=_test_id_in(why)) for why in run.forged]
+    # Canary ids are random: they stay in the message, never in the finding's key, so that
+    # the same forgery twice has the same fingerprint (and blocks).
+    canary = [w for w in run.forged if w.startswith("canary ")]
+    other = [w for w in run.forged if not w.startswith("canary ")]
+    findings = [Finding("forged-report", why, test_id=_test_id_in(why)) for why in other]
+    findings += [Finding("forged-report", why) for why in canary]
+    first = other[0] if other else f"{len(canary)} canary test(s) got the wrong outcome"
     more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
     return GateResult(gate, "fail", f"the test report of run {run.name} was forged: "
-                      f"{run.forged[0]}{more}", "permission", findings, runs, details or {})
+                      f"{first}{more}", "permission", findings, runs, details or {})
 
 
 def _test_id_in(why: str) -> str | None:
-    word = why.split(" ", 2)
-    for w in word[:2]:
-        if "::" in w:
-            return w.rstrip(":")
-    return None
+    first = why.split(" ", 1)[0].rstrip(":")
+    return first if "::" in first else None
 
 
 def planted_tests(packet: Packet) -> list[str]:
