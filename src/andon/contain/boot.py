@@ -39,11 +39,22 @@ WATCH = ("sys.addaudithook", "gc.get_objects", "gc.get_referrers", "gc.get_refer
 # attributes of a protected function whose swap is a forgery (audited as object.__setattr__)
 FUNC_ATTRS = ("__code__", "__defaults__", "__kwdefaults__")
 PREFIXES = ("_pytest", "pytest", "pluggy", "andon_verdict")
-# the modules and hooks checked after every test; everything is checked at the end
+# a change in these modules (or their classes, or HOOKS) is a forgery; elsewhere only a note
 CRITICAL = ("_pytest.reports", "_pytest.runner", "_pytest.python", "_pytest.junitxml",
             "_pytest.main", "_pytest.outcomes", "_pytest.skipping", "_pytest.fixtures",
             "_pytest.nodes", "_pytest.unittest", "_pytest.capture",
             "pluggy._callers", "pluggy._hooks", "pluggy._manager", "andon_verdict")
+# checked after every test (with the hooks a report goes through and the plugin table): the
+# functions on the path from a test to its report; everything is checked after collection and
+# at the end
+EVERY_TEST = ("_pytest.reports:TestReport.from_item_and_call",
+              "_pytest.reports:TestReport.__init__",
+              "_pytest.runner:CallInfo.from_call", "_pytest.runner:call_and_report",
+              "_pytest.runner:call_runtest_hook", "_pytest.runner:runtestprotocol",
+              "_pytest.runner:check_interactive_exception", "_pytest.python:pytest_pyfunc_call",
+              "_pytest.python:Function.runtest", "_pytest.outcomes:fail", "_pytest.outcomes:skip",
+              "pluggy._callers:_multicall", "pluggy._hooks:HookCaller.__call__",
+              "andon_verdict:pytest_runtest_makereport", "andon_verdict:_junit_id")
 HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
          "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
          "pytest_report_teststatus", "pytest_pyfunc_call", "pytest_collection_modifyitems",
@@ -83,7 +94,8 @@ def _main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     # the hook's body lives beside this file; loaded by path, never entered in sys.modules
     hook_module = _load(importlib.util, "_andon_hook", os.path.join(here, "hook.py"))
-    hook_module.install(wfd, nonce, blake2b, WATCH, FUNC_ATTRS, PREFIXES, CRITICAL, HOOKS)
+    hook_module.install(wfd, nonce, blake2b, WATCH, FUNC_ATTRS, PREFIXES, CRITICAL,
+                        EVERY_TEST, HOOKS)
     del nonce, chunks, hook_module
 
     import pytest

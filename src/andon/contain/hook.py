@@ -11,7 +11,8 @@ Events it answers (raised by andon's pytest plugin, andon_verdict.py)::
 
     andon.arm (pluginmanager)   snapshot: protected modules' dicts, their classes' dicts, the
                                 registered plugins, the implementations of HOOKS
-    andon.check (full: bool)    compare with the snapshot (CRITICAL modules only unless full)
+    andon.check (full: bool)    compare with the snapshot (the EVERY_TEST functions, new
+                                plugins and the report's hooks; everything when full)
     andon.outcome (id, when, outcome, node_file, code_file)   one line per test phase
     andon.note (text)           a line in the evidence (e.g. "xdist")
     andon.end ()                full check, then the ``end`` line
@@ -25,9 +26,10 @@ import sys
 import types
 
 
-def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
+def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks):
     """Add the hook; it writes authenticated lines to ``wfd`` (see boot.py for the format)."""
-    state = {"armed": False, "seq": 0, "said": set(), "snap": None}
+    state = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
+             "ok_keep": [], "n2p_len": -1}
     miss = object()
 
     def _say(kind, fields, wfd=wfd, _st=state, _w=os.write, _mac=blake2b, _key=bytes(nonce),
@@ -62,7 +64,8 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
                 _say("event", ("object.__setattr__ " + name + " on a function",))
 
     def _snapshot(pm, prefixes=tuple(prefixes), critical=frozenset(critical),
-                  hooks=tuple(hooks), _type=type, _str=str, _sw=str.startswith, _isinst=isinstance,
+                  every=tuple(every_test), hooks=tuple(hooks), _type=type, _str=str,
+                  _sw=str.startswith, _isinst=isinstance,
                   _tdict=type.__dict__["__dict__"].__get__,
                   _mdict=types.ModuleType.__dict__["__dict__"].__get__,
                   _oga=object.__getattribute__, _Mod=types.ModuleType, _Func=types.FunctionType):
@@ -90,6 +93,21 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
                                 funcs[id(f)] = (qual + "." + ck, f)
         n2p = _oga(pm, "_name2plugin")
         relay = _oga(_oga(pm, "hook"), "__dict__")
+        by_name = {m[0]: m for m in mods}
+        by_class = {c[0]: c for c in classes}
+        path = []  # (what, live dict or mappingproxy, key, object): the per-test set
+        for spec in every:
+            mod, _, attr = spec.partition(":")
+            owner, _, key = attr.rpartition(".")
+            if mod not in by_name:
+                continue
+            if owner:
+                c = by_class.get(mod + "." + owner)
+                if c is None or key not in c[2]:
+                    continue
+                path.append((spec, _tdict(c[1]), key, c[2][key], False))
+            elif key in by_name[mod][2]:
+                path.append((spec, by_name[mod][1], key, by_name[mod][2][key], True))
         hooks_now = []
         for h in hooks:
             hc = relay.get(h)
@@ -97,7 +115,10 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
                 continue
             impls = _oga(hc, "_hookimpls")
             hooks_now.append((h, hc, impls, [(i, _oga(i, "function")) for i in impls]))
+            for i in impls:
+                state["ok_ids"].add(id(i))
         return {"mods": mods, "classes": classes, "funcs": funcs, "pm": pm, "n2p": n2p,
+                "path": path,
                 "n2p_copy": dict(n2p), "hooks": hooks_now, "relay": relay}
 
     def _late_ok(plugin, _type=type, _str=str, _sw=str.startswith, _ew=str.endswith,
@@ -132,12 +153,21 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
     def _compare(full, _st=state, _type=type, _str=str, _Mod=types.ModuleType,
                  _tdict=type.__dict__["__dict__"].__get__, _oga=object.__getattribute__,
                  _miss=miss, _len=len, _say=_say, _late_ok=_late_ok, _describe=_describe,
-                 _sw=str.startswith):
+                 _sw=str.startswith, _id=id,
+                 every_hooks=frozenset(("pytest_runtest_makereport", "pytest_runtest_call",
+                                        "pytest_pyfunc_call", "pytest_runtest_logreport",
+                                        "pytest_runtest_protocol"))):
+        """Report what changed since the snapshot: everything when ``full``, else the
+        EVERY_TEST functions, new plugins and the hooks a test's report goes through."""
         snap = _st["snap"]
+        ok_ids = _st["ok_ids"]
         found = []
-        for name, d, copy, crit in snap["mods"]:
-            if not (full or crit):
-                continue
+        if not full:
+            for spec, live, key, obj, is_dict in snap["path"]:
+                now = (dict.get if is_dict else types.MappingProxyType.get)(live, key, _miss)
+                if now is not obj:
+                    found.append((spec.replace(":", ".") + " replaced", True))
+        for name, d, copy, crit in snap["mods"] if full else ():
             for k, v in copy.items():
                 now = dict.get(d, k, _miss)
                 if now is not v:
@@ -149,9 +179,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
                         found.append((name + ": a key that is not a string was added", crit))
                     elif k not in copy and _type(dict.get(d, k)) is not _Mod:
                         found.append((name + "." + k + " added", crit))
-        for qual, cls, copy, crit in snap["classes"]:
-            if not (full or crit):
-                continue
+        for qual, cls, copy, crit in snap["classes"] if full else ():
             d = _tdict(cls)
             for k, v in copy.items():
                 now = types.MappingProxyType.get(d, k, _miss)
@@ -168,7 +196,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
             found.append(("the plugin manager's plugin table was replaced", True))
         else:
             old = snap["n2p_copy"]
-            for k in list(dict.keys(n2p)):
+            for k in list(dict.keys(n2p)) if full or _len(n2p) != _st["n2p_len"] else ():
                 p = dict.get(n2p, k)
                 if _type(k) is _str and k not in old and p is not None and not _late_ok(p):
                     found.append(("plugin registered: " + k + " (" + _describe(p) + ")", True))
@@ -176,6 +204,8 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
         if relay is not snap["relay"]:
             found.append(("the plugin manager's hooks were replaced", True))
         for h, hc, impls, pairs in snap["hooks"]:
+            if not (full or h in every_hooks):
+                continue
             if dict.get(relay, h) is not hc:
                 found.append(("hook " + h + " replaced", True))
                 continue
@@ -183,18 +213,24 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, hooks):
             if now is not impls:
                 found.append(("hook " + h + ": implementation list replaced", True))
                 continue
-            known = [i for i, _ in pairs]
+            # ids stay valid: the snapshot and ``ok_keep`` hold every object they name
+            now_ids = {_id(x) for x in now}
             for impl, fn in pairs:
-                if not any(x is impl for x in now):
+                if _id(impl) not in now_ids:
                     found.append(("hook " + h + ": an implementation was removed", True))
                 elif _oga(impl, "function") is not fn:
                     found.append(("hook " + h + ": an implementation's function was replaced",
                                   True))
             for impl in now:
-                if not any(x is impl for x in known):
-                    p = _oga(impl, "plugin")
-                    if not _late_ok(p):
-                        found.append(("hook " + h + " implemented by " + _describe(p), True))
+                if _id(impl) in ok_ids:
+                    continue
+                p = _oga(impl, "plugin")
+                if _late_ok(p):
+                    ok_ids.add(_id(impl))
+                    _st["ok_keep"].append(impl)
+                else:
+                    found.append(("hook " + h + " implemented by " + _describe(p), True))
+        _st["n2p_len"] = _len(n2p)
         for what, crit in found:
             if what not in _st["said"]:
                 _st["said"].add(what)

@@ -91,7 +91,7 @@ def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | 
         if r.outcome != "passed":
             continue
         said = seen.get(tid)
-        if not said:
+        if not said:  # no call line: the test never ran (or ran where the channel is not)
             integ.mismatches.append(f"{tid} passed in the report but the runner never ran it")
         elif said != {"passed"}:
             bad = sorted(said - {"passed"})

@@ -4,7 +4,8 @@ Loaded only by andon's start-up (contain/boot.py passes it to ``pytest.main(plug
 before pytest reads its arguments. It raises audit events the hook installed by boot.py answers
 (see contain/hook.py): ``andon.arm`` before the first conftest is imported, ``andon.outcome``
 for each test phase from ``call.excinfo`` (before any report object exists), ``andon.check``
-after each test, ``andon.end`` when pytest is done. Everything it uses from pytest is bound at
+after collection (full) and after each test (the report's path), ``andon.end`` when pytest is
+done. Everything it uses from pytest is bound at
 import, before the project's code runs.
 """
 
@@ -44,6 +45,11 @@ def pytest_runtest_makereport(item, call):
         outcome = "skipped"
     else:
         outcome = "failed"
+    if outcome == "passed" and call.when != "call":
+        # a passed set-up or teardown needs no line: the call's line says the test ran, and a
+        # phase that did not pass always has one (fewer lines, less overhead per test)
+        yield
+        return
     code_file = ""
     fn = getattr(item, "obj", None)
     code = getattr(fn, "__code__", None)
@@ -52,6 +58,12 @@ def pytest_runtest_makereport(item, call):
     node_file = item.nodeid.split("::", 1)[0]
     _audit("andon.outcome", _junit_id(item.nodeid), call.when, outcome, node_file, code_file)
     yield
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session) -> None:
+    # every test module is imported now: the moment a module-level patch shows
+    _audit("andon.check", True)
 
 
 @pytest.hookimpl(trylast=True)
