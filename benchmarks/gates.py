@@ -55,7 +55,7 @@ def verdict_overhead(n: int, repeats: int) -> int:
     times: dict[str, list[float]] = {"channel+canaries": [], "plain": []}
     cpu: dict[str, list[float]] = {k: [] for k in times}
     for i in range(repeats):
-        for label in times:
+        for label, walls in times.items():
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             r = run_suite([sys.executable, "-m", "pytest"] if label != "plain" else plain,
                           proj, work / "ev", f"{label.replace('+', '-')}-{i}",
@@ -63,7 +63,7 @@ def verdict_overhead(n: int, repeats: int) -> int:
                           network="on")
             assert len(r.results) == n and not r.forged, (r.report_problem, r.forged)
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            times[label].append(r.duration_s)
+            walls.append(r.duration_s)
             cpu[label].append(after.ru_utime + after.ru_stime - before.ru_utime
                               - before.ru_stime)
     med = {k: statistics.median(v) for k, v in times.items()}
