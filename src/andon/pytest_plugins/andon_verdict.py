@@ -32,8 +32,9 @@ def pytest_load_initial_conftests(early_config, parser, args) -> None:
     # before Config's trylast one, which imports the first conftest.
     os.environ.pop("PYTEST_DISABLE_PLUGIN_AUTOLOAD", None)  # older pytest: read already
     _audit("andon.arm", early_config.pluginmanager)
-    if early_config.pluginmanager.hasplugin("xdist") and "-n" in " ".join(args):
-        _audit("andon.note", "xdist")
+    if early_config.pluginmanager.hasplugin("xdist") and any(
+            a == "--numprocesses" or a.startswith(("-n", "--numprocesses=")) for a in args):
+        _audit("andon.note", "xdist")  # tests run in workers: no outcome lines from them
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
