@@ -18,8 +18,9 @@ Run: ``.venv/bin/python benchmarks/gates.py [--flaky-runs 4] [--keep]``
 suite run (docs/gates.md, "What the verdict is read from"): a generated suite of N tests, run
 alternately through boot.py with canaries and the old way (a command the channel cannot map,
 so no channel, no canaries), ``--repeats`` times each; prints the medians and their ratio.
-Measured 2026-11-30 on the shared 2-core machine (load average ~10), N=500 trivial tests, 3
-repeats: wall 12.0 s vs 10.7 s (ratio 1.13), CPU 3.34 s vs 2.73 s (ratio 1.22); on a 1-test
+Measured 2026-11-30 on the shared 2-core machine (load average 7-10), N=500 trivial tests, 3
+repeats: wall 12.0 s vs 10.7 s (ratio 1.13), CPU 3.34 s vs 2.73 s (ratio 1.22); again at the
+final commit: wall 9.25 s vs 7.41 s (1.25), CPU 3.20 s vs 2.55 s (1.25); on a 1-test
 suite the start-up adds ~0.08 s CPU and the canaries ~0.1-0.15 s (their failures' reports). The
 per-test part is the outcome line and the check of the report's path (~1 ms/test here): over
 the "few percent" target for suites of trivial tests; smaller for real tests.
