@@ -13,6 +13,17 @@ times it ran (skipped results excluded), mean and total seconds, and its share o
 time; then the mutation scores it saw. Exits 0 (a measurement), 1 if the run itself broke.
 
 Run: ``.venv/bin/python benchmarks/gates.py [--flaky-runs 4] [--keep]``
+
+``--verdict-overhead N`` measures only what the verdict channel and the canaries add to one
+suite run (docs/gates.md, "What the verdict is read from"): a generated suite of N tests, run
+alternately through boot.py with canaries and the old way (a command the channel cannot map,
+so no channel, no canaries), ``--repeats`` times each; prints the medians and their ratio.
+Measured 2026-11-30 on the shared 2-core machine (load average 7-10), N=500 trivial tests, 3
+repeats: wall 12.0 s vs 10.7 s (ratio 1.13), CPU 3.34 s vs 2.73 s (ratio 1.22); again at the
+final commit: wall 9.25 s vs 7.41 s (1.25), CPU 3.20 s vs 2.55 s (1.25); on a 1-test
+suite the start-up adds ~0.08 s CPU and the canaries ~0.1-0.15 s (their failures' reports). The
+per-test part is the outcome line and the check of the report's path (~1 ms/test here): over
+the "few percent" target for suites of trivial tests; smaller for real tests.
 """
 
 from __future__ import annotations
@@ -32,11 +43,55 @@ from andon.demo import GIT_ENV, build_project, demo_runner
 from andon.gates import mutation
 
 
+def verdict_overhead(n: int, repeats: int) -> int:
+    """Median seconds of a suite run of ``n`` tests with and without the channel+canaries."""
+    from andon.testrun import run_suite
+
+    work = Path(tempfile.mkdtemp())
+    proj = work / "proj"
+    (proj / "tests").mkdir(parents=True)
+    for f in range(n // 50):
+        body = "".join(f"\n\ndef test_{f}_{i}():\n    assert {i} + 1 == {i + 1}\n"
+                       for i in range(50))
+        (proj / "tests" / f"test_gen_{f}.py").write_text(body)
+    plain = ["/bin/sh", "-c", 'exec "$0" -m pytest "$@"', sys.executable]
+    import resource
+
+    times: dict[str, list[float]] = {"channel+canaries": [], "plain": []}
+    cpu: dict[str, list[float]] = {k: [] for k in times}
+    for i in range(repeats):
+        for label, walls in times.items():
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
+            r = run_suite([sys.executable, "-m", "pytest"] if label != "plain" else plain,
+                          proj, work / "ev", f"{label.replace('+', '-')}-{i}",
+                          canaries=["tests/test_gen_0.py"] if label != "plain" else None,
+                          network="on")
+            assert len(r.results) == n and not r.forged, (r.report_problem, r.forged)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            walls.append(r.duration_s)
+            cpu[label].append(after.ru_utime + after.ru_stime - before.ru_utime
+                              - before.ru_stime)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
+    for k, v in med.items():
+        print(f"{k:18} wall median {v:6.3f} s, CPU median {mcpu[k]:6.3f} s "
+              f"(wall: {', '.join(f'{x:.2f}' for x in times[k])})")
+    print(f"ratio channel+canaries / plain: wall {med['channel+canaries'] / med['plain']:.3f}, "
+          f"CPU {mcpu['channel+canaries'] / mcpu['plain']:.3f}")
+    shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--flaky-runs", type=int, default=4)
     ap.add_argument("--keep", action="store_true", help="keep the project directory")
+    ap.add_argument("--verdict-overhead", type=int, metavar="N", default=0,
+                    help="only measure the verdict channel on a generated suite of N tests")
+    ap.add_argument("--repeats", type=int, default=5)
     args = ap.parse_args()
+    if args.verdict_overhead:
+        return verdict_overhead(args.verdict_overhead, args.repeats)
 
     tmp = Path(tempfile.mkdtemp(prefix="andon-bench-gates-"))
     try:

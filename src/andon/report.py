@@ -209,8 +209,10 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                 out.print(f"      {f['kind']}: {where} — {f['message'][:200]}",
                           markup=False, soft_wrap=True)
             for r in g["evidence"].get("runs", []):
+                integ = r.get("integrity") or {}
+                chan = f", verdict channel {integ['channel']}" if integ.get("channel") else ""
                 out.print(f"      run {r.get('name')}: exit {r.get('exit_status')}, "
-                          f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}",
+                          f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}{chan}",
                           markup=False, soft_wrap=True)
         for r in a.get("reviews", []):
             _show_review(out, r)

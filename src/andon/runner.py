@@ -78,9 +78,10 @@ class Runner:
         self.ref = f"refs/heads/{config.andon.integration_branch}"
         self.evidence_root = state_dir(repo) / "evidence"
         root = config.andon.worktree_root
+        # A neutral default name: the code under test runs in these worktrees and sees the
+        # path (a cwd naming andon would tell it that it is being judged).
         self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
-            "andon-worktrees/" + repo.root.name + "-"
-            + hashlib.sha1(str(repo.root).encode()).hexdigest()[:8])
+            "wt-" + hashlib.sha1(str(repo.root).encode()).hexdigest()[:12])
         self.packets: dict[str, Packet] = {}
         self.run_started: str | None = None   # set by run(): the scope of [budgets.run]
 

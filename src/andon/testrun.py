@@ -35,6 +35,11 @@ from pathlib import Path, PurePosixPath
 from typing import Literal
 
 from . import netless
+from .contain import canary as canary_mod
+from .contain.channel import Channel, Record
+from .contain.channel import plan as plan_start
+from .contain.verdict import Integrity
+from .contain.verdict import judge as judge_integrity
 from .procgroup import before_child, end_child, wait_unreaped
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
@@ -54,6 +59,9 @@ _CHILD_OUTCOME: dict[str, Outcome] = {"failure": "failed", "error": "error", "sk
 # set them): each one can change which tests run, which plugins load or which Python runs them.
 FORBIDDEN_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOME", "VIRTUAL_ENV",
                  "PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+
+
+_PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
 
 class JUnitError(ValueError):
@@ -92,6 +100,13 @@ class SuiteRun:
     # "not cut: <reason>": "off" was asked for but this machine cannot (see netless.py)
     network: str = "on"
     wrapper: list[str] = field(default_factory=list)  # argv prefix that ran ``argv``, if any
+    # is the report the runner's own? (contain/verdict.py); None for runs made before it existed
+    integrity: Integrity | None = None
+
+    @property
+    def forged(self) -> list[str]:
+        """Why this run's report cannot be believed (empty: no sign of forgery)."""
+        return list(self.integrity.forged) if self.integrity else []
 
     def ids_with(self, *outcomes: Outcome) -> set[str]:
         """Ids of the results whose outcome is one of ``outcomes``."""
@@ -120,6 +135,7 @@ class SuiteRun:
             "seed": self.seed,
             "network": self.network,
             "wrapper": list(self.wrapper),
+            "integrity": self.integrity.to_evidence() if self.integrity else None,
         }
 
 
@@ -182,32 +198,38 @@ def parse_junit(path: Path) -> dict[str, TestResult]:
 
 
 def harness_env(
-    home: Path, pythonpath: Sequence[Path] = (), extra: Mapping[str, str] | None = None
+    home: Path, pythonpath: Sequence[Path] = (), extra: Mapping[str, str] | None = None,
+    *, flags_in_env: bool = True,
 ) -> dict[str, str]:
     """The whole environment of a harness-run test process, built from an allowlist.
 
     Nothing is inherited from ``os.environ``. ``PATH`` is fixed (this Python's bin dir first, so
     a ``./bin/pytest`` or ``python`` wrapper in the tree is never found); ``HOME`` is ``home`` and
     ``TMPDIR`` is ``home/tmp`` (created here), so no cache survives from run to run; ``PYTHONPATH``
-    holds ``pythonpath`` made absolute, in order. ``extra`` is applied last; a key of
-    FORBIDDEN_ENV in it raises ValueError.
+    holds ``pythonpath`` made absolute, in order. ``flags_in_env`` adds the variables a process
+    not started through contain/boot.py needs (no bytecode, no plugin autoload, hash seed 0);
+    a boot.py run gets none of them, so it looks like an ordinary run. ``extra`` is applied
+    last; a key of FORBIDDEN_ENV in it raises ValueError.
     """
     if bad := sorted(set(extra or {}) & set(FORBIDDEN_ENV)):
         raise ValueError(f"extra must not set {', '.join(FORBIDDEN_ENV)}; got {', '.join(bad)}")
     home = Path(home).absolute()
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = {
-        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "PATH": _PATH,
         "HOME": str(home),
         "TMPDIR": str(home / "tmp"),
         "LANG": "C.UTF-8",
         "LC_ALL": "C.UTF-8",
-        "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ written into the worktree
-        "PYTHONHASHSEED": "0",
-        # No plugin loads through a setuptools entry point (``pytest11``): an agent could add
-        # one to the package metadata. The plugins a project needs are named with ``-p``.
-        "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
     }
+    if flags_in_env:
+        env.update({
+            "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ written into the worktree
+            "PYTHONHASHSEED": "0",
+            # No plugin loads through a setuptools entry point (``pytest11``): an agent could
+            # add one to the package metadata. The plugins a project needs are named with -p.
+            "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
+        })
     if pythonpath:
         env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in pythonpath)
     env.update(extra or {})
@@ -234,6 +256,8 @@ def run_suite(
     extra_env: Mapping[str, str] | None = None,
     plugins: Sequence[str] = (),
     network: Literal["on", "off"] = "on",
+    canaries: Sequence[str] | None = None,
+    own_files: Sequence[str] = (),
 ) -> SuiteRun:
     """Run ``command`` (pytest argv) in ``cwd`` with harness-decided flags; read its JUnit report.
 
@@ -244,9 +268,15 @@ def run_suite(
     ``timeout_s`` seconds the whole process group is killed. Any process the suite leaves
     behind in its group is killed too. ``network="off"`` runs it through ``netless.wrap`` (its
     own network namespace, loopback only) when ``netless.available()``; otherwise it runs with
-    the network and ``SuiteRun.network`` says ``"not cut: <reason>"``. Raises ValueError
-    for a bad ``name``, ``evidence_dir`` or ``network``; everything the suite does is recorded,
-    not raised.
+    the network and ``SuiteRun.network`` says ``"not cut: <reason>"``.
+
+    The process starts through contain/boot.py (the verdict channel, see docs/gates.md "What
+    the verdict is read from") whenever the command maps to an interpreter. ``canaries``: the
+    planted test files of a run of agent code; canary tests are written beside the first one
+    for this run only and taken out of ``results``. ``own_files``: test files whose test
+    functions must be defined in them. ``SuiteRun.integrity`` holds what was found. Raises
+    ValueError for a bad ``name``, ``evidence_dir`` or ``network``; everything the suite does
+    is recorded, not raised.
     """
     if network not in ("on", "off"):
         raise ValueError(f'network must be "on" or "off", got {network!r}')
@@ -260,10 +290,19 @@ def run_suite(
     log_path = evidence_dir / f"{name}.log"
     junit_path = evidence_dir / f"{name}.junit.xml"
     junit_path.unlink(missing_ok=True)  # a stale report must never be read as this run's
+    # Neutral names: nothing the test process can see (HOME, TMPDIR, its report's path, its
+    # output file) names andon; the report and log are moved to the evidence afterwards.
+    scratch = Path(tempfile.mkdtemp())
+    run_junit, run_log = scratch / "report.xml", scratch / "output.log"
 
-    argv = [
-        *command,
-        f"--junitxml={junit_path}",
+    command = list(command)
+    if command and "/" not in command[0]:
+        # a bare tool name is resolved on the fixed PATH (never the tree's ./bin) and run,
+        # and recorded, by its absolute path
+        command[0] = shutil.which(command[0], path=_PATH) or command[0]
+    start = plan_start(command)
+    args = [
+        f"--junitxml={run_junit}",
         "-o", "junit_family=xunit1",  # testcases carry file and line
         "-o", "addopts=",  # the repository's addopts must not narrow what runs
         "-p", "no:cacheprovider",  # write nothing into the tree
@@ -272,21 +311,28 @@ def run_suite(
         "-q", "-rA",
     ]  # fmt: skip
     for plugin in plugins:
-        argv += ["-p", plugin]
+        args += ["-p", plugin]
     paths = [*pythonpath]
     if random_seed is not None:
         # -p no:randomly: an installed pytest-randomly would reorder by its own seed.
-        argv += ["-p", "andon_shuffle", f"--andon-shuffle-seed={random_seed}", "-p", "no:randomly"]
+        args += ["-p", "andon_shuffle", f"--andon-shuffle-seed={random_seed}", "-p", "no:randomly"]
         paths.append(PLUGIN_DIR)
-    argv += list(select)
+    canary = canary_mod.plant(cwd, list(canaries)) if canaries is not None else None
+    selected = list(select)
+    if canary is not None and selected:
+        selected.append(canary.path)
+    args += selected
 
-    home = Path(tempfile.mkdtemp(prefix=f"andon-{name}-home-"))
+    channel = Channel() if start.interpreter else None
     try:
-        env = harness_env(home, paths, extra_env)
-        if argv and "/" not in argv[0]:
-            # a bare tool name is resolved on the fixed PATH (never the tree's ./bin) and run,
-            # and recorded, by its absolute path
-            argv[0] = shutil.which(argv[0], path=env["PATH"]) or argv[0]
+        home = scratch / "home"
+        if channel is not None:
+            env = harness_env(home, (), extra_env, flags_in_env=False)
+            argv = channel.boot_argv(start.interpreter, start.mode,
+                                     [os.path.abspath(p) for p in paths], [*start.args, *args])
+        else:
+            env = harness_env(home, paths, extra_env)
+            argv = [*command, *args]
         state, wrapper = "on", []
         if network == "off":
             cut, why = netless.available()
@@ -294,19 +340,33 @@ def run_suite(
             wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
         started = time.monotonic()
         known = before_child()  # code under test may leave helpers in sessions of their own
-        with log_path.open("wb") as log:
-            proc = subprocess.Popen(
-                [*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+        with run_log.open("wb") as log:
+            try:
+                proc = subprocess.Popen(
+                    [*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, start_new_session=True,
+                    pass_fds=channel.child_fds if channel else (),
+                )  # fmt: skip
+            except BaseException:
+                if channel is not None:
+                    channel.abandon()
+                raise
+            if channel is not None:
+                channel.started()
             try:
                 timed_out = wait_unreaped(proc, timeout_s)
             finally:
                 end_child(proc, known)  # on timeout too; and whatever the suite left running
                 status = proc.returncode
         duration = time.monotonic() - started
+        record: Record | None = channel.record() if channel is not None else None
+        shutil.copyfile(run_log, log_path)
+        if run_junit.exists():
+            shutil.copyfile(run_junit, junit_path)
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        if canary is not None:
+            canary.remove()
+        shutil.rmtree(scratch, ignore_errors=True)
 
     results: dict[str, TestResult] = {}
     if timed_out:
@@ -320,9 +380,17 @@ def run_suite(
             results, problem = parse_junit(junit_path), None
         except JUnitError as exc:
             problem = str(exc)
+    integrity = None
+    if problem is None:
+        integrity = judge_integrity(results, record, start.why, canary, list(own_files))
+        if canary is not None:
+            results = {i: r for i, r in results.items() if i not in canary.expected
+                       and r.file != canary.path}
+    elif record is not None or start.why:
+        integrity = Integrity("used" if record is not None else f"not used ({start.why})")
     return SuiteRun(
         name=name, argv=argv, cwd=str(cwd), exit_status=None if timed_out else status,
         timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
         output_tail=_tail(log_path), results=results, report_problem=problem, seed=random_seed,
-        network=state, wrapper=wrapper,
+        network=state, wrapper=wrapper, integrity=integrity,
     )  # fmt: skip

@@ -110,7 +110,11 @@ def test_a_bare_tool_name_runs_by_absolute_path_from_the_fixed_path(tmp_path):
         trojan.write_text(f"#!/bin/sh\ntouch {tmp_path / 'ran'}\n")
         trojan.chmod(0o755)
     r = run_suite(["pytest"], root, tmp_path / "ev", "bare")
-    assert r.argv[0] == str(Path(sys.executable).parent / "pytest")
+    # the script found on the fixed PATH is run by the interpreter of its #! line, through
+    # the verdict channel's start-up
+    script = Path(sys.executable).parent / "pytest"
+    assert r.argv[0] == script.read_text().splitlines()[0][2:].strip()
+    assert r.argv[3].endswith("contain/boot.py") and r.integrity.channel == "used"
     assert r.results["tests.test_x::test_x"].outcome == "passed"
     assert not (tmp_path / "ran").exists()
 

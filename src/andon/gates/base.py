@@ -102,9 +102,16 @@ class GateContext:
         return sorted(set(planted_tests(self.packet)) | set(self.atdd_tests))
 
     def suite(self, cwd: Path, name: str, select: list[str] | None = None,
-              seed: int | None = None) -> SuiteRun:
-        """Run the project's test command in ``cwd`` the harness's way, with a fresh HOME."""
-        return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed)
+              seed: int | None = None, agent_code: bool = False,
+              own_files: list[str] = ()) -> SuiteRun:
+        """Run the project's test command in ``cwd`` the harness's way, with a fresh HOME.
+        ``agent_code``: the run judges the agent's code, so canary tests go beside the planted
+        ones and the planted tests (and ``own_files``) must be defined where they stand."""
+        if not agent_code:
+            return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed)
+        planted = self.planted_tests()
+        return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
+                                 canaries=planted, own_files=[*planted, *own_files])
 
 
 def network_note(runs: list[Any]) -> str:
@@ -117,6 +124,30 @@ def network_note(runs: list[Any]) -> str:
     return ""
 
 
+def forged_result(gate: str, run: SuiteRun, runs: list[SuiteRun],
+                  details: dict[str, Any] | None = None) -> GateResult | None:
+    """A failing result with ``forged-report`` findings (layer ``permission``: the report of
+    ``run`` is not the runner's own, see contain/verdict.py), or None when it shows no sign."""
+    if not run.forged:
+        return None
+    # Canary ids are random: they stay in the message, never in the finding's key, so that
+    # the same forgery twice has the same fingerprint (and blocks).
+    canary = [w for w in run.forged if w.startswith("canary ")]
+    other = [w for w in run.forged if not w.startswith("canary ")]
+    findings = [Finding("forged-report", why, test_id=_test_id_in(why)) for why in other]
+    if canary:  # one finding however many canaries there were (their number is random too)
+        findings.append(Finding("forged-report", "; ".join(canary)))
+    first = other[0] if other else f"{len(canary)} canary test(s) got the wrong outcome"
+    more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
+    return GateResult(gate, "fail", f"the test report of run {run.name} was forged: "
+                      f"{first}{more}", "permission", findings, runs, details or {})
+
+
+def _test_id_in(why: str) -> str | None:
+    first = why.split(" ", 1)[0].rstrip(":")
+    return first if "::" in first else None
+
+
 def planted_tests(packet: Packet) -> list[str]:
     """Planted paths that pytest would collect as test files (``test_*.py``, ``*_test.py``)."""
     return [p for p in sorted(packet.plant_files)
@@ -124,16 +155,20 @@ def planted_tests(packet: Packet) -> list[str]:
 
 
 def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
-                      select: list[str] | None = None, seed: int | None = None) -> SuiteRun:
+                      select: list[str] | None = None, seed: int | None = None,
+                      canaries: list[str] | None = None,
+                      own_files: list[str] = ()) -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
-    network = "on"``)."""
+    network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
+    trusted code, no canaries); see ``run_suite``."""
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
     return run_suite(
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
-        plugins=config.test.plugins, network=config.test.network,
+        plugins=config.test.plugins, network=config.test.network, canaries=canaries,
+        own_files=own_files,
     )
 
 
@@ -141,7 +176,8 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
 def fresh_clone(repo: Repo, sha: str, label: str) -> Iterator[Path]:
     """A throwaway clone of ``repo`` checked out at ``sha``, outside every worktree: nothing
     the agent left behind (ignored files, caches) exists in it. Removed afterwards."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"andon-{label}-"))
+    # a neutral name: the code under test runs in the clone and sees its path
+    tmp = Path(tempfile.mkdtemp())
     try:
         yield repo.clone_at(sha, tmp / "repo")
     finally:

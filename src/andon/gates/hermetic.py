@@ -21,7 +21,7 @@ import random
 from pathlib import Path
 
 from ..testrun import SuiteRun
-from .base import Finding, GateContext, GateResult, fresh_clone
+from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .suite import judge, summarise
 
 
@@ -89,8 +89,10 @@ def run(ctx: GateContext) -> GateResult:
             not_run.append("random order (disabled by gates.hermetic_random_order)")
         runs = []
         for name, seed in plan:
-            r = ctx.suite(cwd, name, seed=seed)
+            r = ctx.suite(cwd, name, seed=seed, agent_code=True, own_files=hidden)
             runs.append(r)
+            if forged := forged_result("hermetic", r, runs, {"not_run": not_run}):
+                return forged
             findings = judge_hidden(r, hidden)
             seen = {f.test_id for f in findings if f.test_id}
             findings += [f for f in judge(r, ctx.planted_tests(), ctx.red_ids,

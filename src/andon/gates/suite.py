@@ -9,7 +9,7 @@ integration branch must pass its full suite at every commit.
 from __future__ import annotations
 
 from ..testrun import SuiteRun
-from .base import Finding, GateContext, GateResult
+from .base import Finding, GateContext, GateResult, forged_result
 
 
 def judge(run: SuiteRun, planted: list[str], red_ids: set[str],
@@ -51,7 +51,9 @@ def summarise(findings: list[Finding], where: str) -> str:
 
 
 def run(ctx: GateContext) -> GateResult:
-    r = ctx.suite(ctx.worktree, "suite")
+    r = ctx.suite(ctx.worktree, "suite", agent_code=True)
+    if forged := forged_result("suite", r, [r]):
+        return forged
     findings = judge(r, ctx.planted_tests(), ctx.red_ids, ctx.baseline_passed)
     if findings:
         return GateResult("suite", "fail", summarise(findings, "in the worktree"), "code",

@@ -55,7 +55,7 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
         wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
     evidence_dir.mkdir(parents=True, exist_ok=True)
     log_path = evidence_dir / f"{name}.log"
-    home = Path(tempfile.mkdtemp(prefix=f"andon-{name}-home-"))
+    home = Path(tempfile.mkdtemp())  # neutral: the code under test sees HOME
     started = time.monotonic()
     try:
         env = harness_env(home, extra=extra_env)

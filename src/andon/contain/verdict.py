@@ -1,0 +1,107 @@
+"""Is a run's JUnit report the runner's own? The integrity record of one suite run.
+
+``judge`` combines three independent signs, any one of which makes the report forged:
+
+- the hook's ``patched`` and ``forged-event`` lines (the runner changed since it was armed);
+- a test the JUnit report says passed whose phases the channel saw fail or error, or never saw
+  at all; and a planted or canary test whose function's code came from another file;
+- a canary test with the wrong outcome, or missing.
+
+A channel that was used and lost is forged too. ``event`` lines (gc, ctypes, settrace …) are kept
+in the evidence only: honest projects use them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .canary import Canaries
+from .channel import Record
+
+
+@dataclass
+class Integrity:
+    """The integrity record of one run (``SuiteRun.integrity``). ``channel``: "used" or
+    "not used (<why>)"; ``forged``: human-readable reasons, empty when nothing was found."""
+
+    channel: str
+    forged: list[str] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)      # noted, not findings
+    canaries: dict[str, str] = field(default_factory=dict)  # junit id → outcome seen
+    mismatches: list[str] = field(default_factory=list)  # junit passed, channel did not
+    lines: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def to_evidence(self) -> dict[str, Any]:
+        return {"channel": self.channel, "forged": list(self.forged),
+                "events": list(self.events), "canaries": dict(self.canaries),
+                "mismatches": list(self.mismatches), "lines": self.lines,
+                "notes": list(self.notes)}
+
+
+def _phase_outcomes(rec: Record) -> tuple[dict[str, set[str]], dict[str, tuple[str, str]],
+                                           list[str]]:
+    seen: dict[str, set[str]] = {}
+    files: dict[str, tuple[str, str]] = {}
+    dup: list[str] = []
+    phases: set[tuple[str, str]] = set()
+    for f in rec.of("outcome"):
+        if len(f) != 5:
+            continue
+        tid, when, outcome, node_file, code_file = f
+        if (tid, when) in phases:
+            dup.append(f"{tid} ({when}) was reported twice on the channel")
+        phases.add((tid, when))
+        seen.setdefault(tid, set()).add(outcome)
+        if when == "call" and code_file:
+            files[tid] = (node_file, code_file)
+    return seen, files, dup
+
+
+def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | None,
+          own_files: list[str] = ()) -> Integrity:
+    """The integrity of one run. ``results``: the JUnit results by id (canaries still in);
+    ``rec``: the channel's record, None when the channel was not used (``why_not`` says why);
+    ``own_files``: repo-relative test files whose test functions must be defined in them
+    (planted, hidden)."""
+    integ = Integrity("used" if rec is not None else f"not used ({why_not})")
+    if canaries is not None:
+        for tid, want in canaries.expected.items():
+            got = results.get(tid)
+            seen = got.outcome if got is not None else "missing"
+            integ.canaries[tid] = seen
+            if seen != want:
+                integ.forged.append(f"canary {tid} must have {want}, the report says {seen}")
+    if rec is None:
+        return integ
+    integ.lines = len(rec.lines)
+    if rec.lost:
+        integ.forged.append(f"verdict channel lost: {rec.lost}")
+    integ.forged += [f"runner patched: {f[0]}" for f in rec.of("patched") if f]
+    integ.forged += [f"forged event: {f[0]}" for f in rec.of("forged-event") if f]
+    integ.events = [f[0] for f in rec.of("event") if f]
+    integ.events += [f"runner changed: {f[0]}" for f in rec.of("changed") if f]
+    integ.notes = [f[0] for f in rec.of("note") if f]
+    if "xdist" in integ.notes:
+        return integ  # tests ran in workers the channel does not reach: only canaries count
+    seen, code_files, dup = _phase_outcomes(rec)
+    integ.forged += dup
+    for tid, r in results.items():
+        if r.outcome != "passed":
+            continue
+        said = seen.get(tid)
+        if not said:  # no call line: the test never ran (or ran where the channel is not)
+            integ.mismatches.append(f"{tid} passed in the report but the runner never ran it")
+        elif said != {"passed"}:
+            bad = sorted(said - {"passed"})
+            integ.mismatches.append(f"{tid} passed in the report but the runner saw it "
+                                    f"{'/'.join(bad)}")
+    own = set(own_files) | ({canaries.path} if canaries else set())
+    for tid, (node_file, cf) in sorted(code_files.items()):
+        if node_file in own and not cf.endswith("/" + node_file) and cf != node_file:
+            integ.mismatches.append(f"{tid}: its test function was replaced by code from {cf}")
+    # a canary's mismatch is already a canary finding; its random id must not enter findings
+    integ.forged += [m for m in integ.mismatches
+                     if not (canaries and m.split(" ", 1)[0].rstrip(":") in canaries.expected)]
+    return integ

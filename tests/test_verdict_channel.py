@@ -1,0 +1,241 @@
+"""The verdict channel (contain/): a harness pytest run starts through boot.py, an audit hook
+reports each test's outcome and any change to the runner on an authenticated pipe, canary tests
+ride along, and a report the runner did not write is ``forged``. Real pytest subprocesses."""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import textwrap
+from pathlib import Path
+
+from andon.contain.channel import plan, verify
+from andon.testrun import run_suite
+
+PYTEST = [sys.executable, "-m", "pytest"]
+MUL = "tests/test_mul.py"
+FILES = {
+    "src/calc/__init__.py": "def mul(a, b):\n    return a + b\n",  # wrong
+    MUL: "from calc import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n\n\n"
+         "def test_mul_one():\n    assert mul(2, 2) == 4\n",
+}
+REWRITE = '''
+import importlib
+reports = importlib.import_module("_py" + "test.reports")
+_orig = reports.TestReport.from_item_and_call
+
+
+def _report(item, call):
+    rep = _orig(item, call)
+    if call.when == "call" and {cond}:
+        rep.outcome, rep.longrepr = "passed", None
+    return rep
+
+
+reports.TestReport.from_item_and_call = staticmethod(_report)
+
+
+def test_helpers_load():
+    assert True
+'''
+
+
+def run(tmp_path: Path, extra: dict[str, str] | None = None, **kw):
+    root = tmp_path / "proj"
+    for rel, text in {**FILES, **(extra or {})}.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(textwrap.dedent(text))
+    kw.setdefault("canaries", [MUL])
+    return run_suite(kw.pop("command", PYTEST), root, tmp_path / "ev", "suite",
+                     pythonpath=[root / "src"], own_files=[MUL], **kw)
+
+
+def test_honest_run_is_not_forged_and_canaries_leave_no_trace(tmp_path):
+    r = run(tmp_path)
+    assert r.integrity.channel == "used" and r.forged == []
+    assert set(r.results) == {"tests.test_mul::test_mul", "tests.test_mul::test_mul_one"}
+    assert r.results["tests.test_mul::test_mul"].outcome == "failed"
+    assert len(r.integrity.canaries) >= 4
+    assert sorted(p.name for p in (tmp_path / "proj" / "tests").iterdir()) == ["test_mul.py"]
+    assert r.to_evidence()["integrity"]["channel"] == "used"
+
+
+def test_report_rewrite_from_a_test_module_is_forged(tmp_path):
+    r = run(tmp_path, {"tests/test_aaa_helpers.py": REWRITE.format(cond="True")})
+    assert r.results["tests.test_mul::test_mul"].outcome == "passed"  # the JUnit lies
+    text = "\n".join(r.forged)
+    assert "_pytest.reports.TestReport.from_item_and_call replaced" in text
+    assert "tests.test_mul::test_mul passed in the report but the runner saw it failed" in text
+    assert "must have failed, the report says passed" in text  # canaries
+
+
+def test_flipping_only_the_planted_ids_escapes_canaries_but_not_the_channel(tmp_path):
+    r = run(tmp_path, {"tests/test_aaa_helpers.py":
+                       REWRITE.format(cond='"test_mul" in item.nodeid')})
+    assert not any(f.startswith("canary") for f in r.forged)
+    assert any("tests.test_mul::test_mul passed in the report but" in f for f in r.forged)
+
+
+def test_a_plugin_registered_from_a_test_module_is_forged(tmp_path):
+    helper = '''
+    class P:
+        def pytest_runtest_makereport(self, item, call):
+            call.excinfo = None
+
+
+    def test_x(request):
+        request.config.pluginmanager.register(P(), "helper")
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": helper})
+    assert any("plugin registered: helper" in f for f in r.forged)
+
+
+def test_a_conftest_plugin_and_honest_monkeypatching_are_not_forged(tmp_path):
+    conftest = '''
+    import pytest
+
+
+    class Counter:
+        n = 0
+
+        def pytest_runtest_logreport(self, report):
+            Counter.n += 1
+
+
+    def pytest_configure(config):
+        config.pluginmanager.register(Counter(), "counter")
+    '''
+    honest = '''
+    import os
+    import pytest
+    import calc
+
+
+    def test_env(monkeypatch):
+        monkeypatch.setenv("X", "1")
+        monkeypatch.setattr(calc, "mul", lambda a, b: a * b)
+        assert calc.mul(3, 4) == 12 and os.environ["X"] == "1"
+
+
+    def test_raises():
+        with pytest.raises(ZeroDivisionError):
+            1 / 0
+    '''
+    r = run(tmp_path, {"tests/conftest.py": conftest, "tests/test_honest.py": honest})
+    assert r.forged == [], r.forged
+    assert r.results["tests.test_honest::test_env"].outcome == "passed"
+
+
+def test_swapping_the_code_of_a_runner_function_is_forged(tmp_path):
+    swap = '''
+    import _pytest.runner as runner
+
+
+    def _quiet(*a, **k):
+        return None
+
+
+    runner.check_interactive_exception.__code__ = _quiet.__code__
+
+
+    def test_a():
+        pass
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": swap})
+    assert any("check_interactive_exception was replaced" in f
+               for f in r.forged), r.forged
+
+
+def test_a_replaced_planted_test_function_is_forged(tmp_path):
+    swap = '''
+    import test_mul
+
+
+    test_mul.test_mul = lambda: None
+
+
+    def test_a():
+        pass
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": swap})
+    assert any("test_mul::test_mul: its test function was replaced" in f for f in r.forged)
+
+
+def test_a_channel_the_code_closed_is_lost(tmp_path):
+    closer = '''
+    import os
+
+
+    def test_close():
+        for fd in range(3, 64):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    os.close(fd)
+            except OSError:
+                pass
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": closer})
+    assert any(f.startswith("verdict channel lost") for f in r.forged), r.forged
+
+
+def test_a_line_written_into_the_channel_is_detected(tmp_path):
+    writer = '''
+    import os
+
+
+    def test_write():
+        for fd in range(3, 64):
+            try:
+                if os.readlink(f"/proc/self/fd/{fd}").startswith("pipe:"):
+                    os.write(fd, b"99 00 outcome\\ttests.test_mul::test_mul\\tcall\\tpassed\\t\\n")
+            except OSError:
+                pass
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": writer})
+    assert any("is not the hook's" in f for f in r.forged), r.forged
+
+
+def test_sitecustomize_on_the_path_does_not_run_and_the_env_names_no_harness(tmp_path):
+    probe = '''
+    import os
+    import sys
+
+
+    def test_env():
+        assert "sitecustomize_ran" not in os.environ
+        for var in ("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "PYTHONHASHSEED",
+                    "PYTHONDONTWRITEBYTECODE", "PYTHONPATH"):
+            assert var not in os.environ, var
+        for value in (os.environ["HOME"], os.environ["TMPDIR"], " ".join(sys.argv[1:])):
+            assert "andon" not in value, value
+        assert os.getcwd() in sys.path  # as under python -m pytest
+    '''
+    site = "import os\nos.environ['sitecustomize_ran'] = '1'\n"
+    r = run(tmp_path, {"tests/test_probe.py": probe, "src/sitecustomize.py": site,
+                       "src/usercustomize.py": site})
+    assert r.results["tests.test_probe::test_env"].outcome == "passed", r.output_tail
+    assert not list((tmp_path / "proj").rglob("__pycache__"))
+
+
+def test_a_command_andon_cannot_map_runs_without_the_channel_and_says_why(tmp_path):
+    r = run(tmp_path, command=["/bin/sh", "-c", 'exec "$0" -m pytest "$@"', sys.executable],
+            canaries=None)
+    assert r.integrity.channel.startswith("not used (the test command is neither")
+    assert r.forged == []
+    assert plan([sys.executable, "-m", "pytest", "-x"]).args == ["-x"]
+
+
+def test_verify_rejects_forged_missing_and_doubled_lines():
+    key = b"k" * 32
+
+    def line(seq: int, body: str) -> bytes:
+        mac = hashlib.blake2b(f"{seq} {body}".encode(), key=key, digest_size=16).hexdigest()
+        return f"{seq} {mac} {body}\n".encode()
+
+    good = line(1, "armed") + line(2, "outcome\ta::b\tcall\tpassed\t") + line(3, "end")
+    assert verify(good, key).lost == ""
+    assert "no end line" in verify(line(1, "armed"), key).lost
+    assert "2 end lines" in verify(good + line(4, "end"), key).lost
+    assert "not the hook's" in verify(line(1, "armed") + line(3, "end"), key).lost
+    assert "not the hook's" in verify(good.replace(b"passed", b"failed"), key).lost
