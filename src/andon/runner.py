@@ -23,6 +23,7 @@ from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
+from .contain import envprint
 from .errors import AndonError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
@@ -83,6 +84,7 @@ class Runner:
             + hashlib.sha1(str(repo.root).encode()).hexdigest()[:8])
         self.packets: dict[str, Packet] = {}
         self.run_started: str | None = None   # set by run(): the scope of [budgets.run]
+        self.env: envprint.Watch | None = None  # set by run(): the tests' interpreter
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -106,6 +108,10 @@ class Runner:
                 self.config.stages_of(p.stages, p.tier)
             self.extra = self._read_from_checkout()
             self.inputs = self._watch()
+            # where the tests' interpreter looks, outside every worktree: once per run
+            self.env = envprint.Watch(envprint.layout(
+                envprint.interpreter_of(self.config.test_argv()),
+                (self.repo.root, self.worktree_root)))
             report = RunReport()
             self.run_started = now()
             head = self._integration_head()
@@ -312,6 +318,7 @@ class Runner:
                 say=self.echo,
                 run_started=self.run_started,
                 watch=self._watch,
+                env=self.env,
             ).run()
         finally:
             if not self.keep:
