@@ -17,6 +17,8 @@ starts from. The agents' exit statuses and claims are recorded and never consult
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -233,8 +235,19 @@ class Attempt:
         # a reviewer asked again writes into its own folder: every ask's evidence is kept
         ev = extra.get("evidence_dir", self.ev)
         ev.mkdir(parents=True, exist_ok=True)
-        prompt_file = ev / f"{stage}.prompt.md"
-        prompt_file.write_text(prompt, encoding="utf-8")
+        # The copy kept as evidence is what the agent got (it names no hidden test: see
+        # prompt.redacted_failure); the file the agent is pointed at lives in a folder of
+        # its own outside the checkout (next to packets/*/hidden/) and the worktree.
+        (ev / f"{stage}.prompt.md").write_text(prompt, encoding="utf-8")
+        stage_dir = Path(tempfile.mkdtemp(prefix=f"andon-{self.packet.id}-{stage}-prompt-"))
+        try:
+            prompt_file = stage_dir / f"{stage}.prompt.md"
+            prompt_file.write_text(prompt, encoding="utf-8")
+            return self._run_agent(stage, prompt, prompt_file, ev, extra)
+        finally:
+            shutil.rmtree(stage_dir, ignore_errors=True)
+
+    def _run_agent(self, stage: str, prompt: str, prompt_file: Path, ev: Path, extra: dict):
         agent = self.agent_for(stage)
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
         if stop is not None:

@@ -30,7 +30,7 @@ from .gates.base import GateResult
 from .merge import merge_attempt
 from .packet import Packet, load_packets
 from .procgroup import kill_leftover_group
-from .prompt import PreviousFailure
+from .prompt import PreviousFailure, hidden_names, redacted_failure
 from .store import Store, now
 from .workspace import Repo
 
@@ -482,12 +482,11 @@ class Runner:
                       if g["status"] in ("fail", "error")), None)
             if g is None:
                 return None
-            lines = [f["message"] for f in g["evidence"].get("findings", [])][:20]
-            runs = g["evidence"].get("runs", [])
-            if runs and runs[-1].get("output_tail"):
-                lines += ["", "test output (tail):", runs[-1]["output_tail"][-3000:]]
-            return PreviousFailure(x["n"], g["gate"], g["failure_layer"] or "?", g["summary"],
-                                   "\n".join(lines))
+            # what the next agent reads: nothing that names a hidden test (prompt.py)
+            packet = self.packets.get(packet_id)
+            blobs = {k: v[0] for k, v in packet.hidden_blobs().items()} if packet else {}
+            return redacted_failure(x["n"], g["gate"], g["failure_layer"] or "?",
+                                    g["summary"], g["evidence"], blobs, hidden_names(blobs))
         return None
 
     def _worktree_path(self, packet_id: str, n: int) -> Path:
