@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from scenarios import play, verdict
-from scenarios_reach import build_reach, cleanup, honest_reach
+from scenarios_reach import build_reach, cleanup, hidden_leak, honest_reach
 
 from andon.advice import halt_message
 
@@ -54,3 +54,15 @@ def test_honest_neighbours_of_the_interpreter_are_merged(case, tmp_path):
         cleanup(case)
     ok, why = verdict(case.scenario, outcome)
     assert ok, f"{case.scenario.name}: {why}"
+
+
+def test_a_second_attempt_learns_nothing_from_the_hidden_failure(tmp_path):
+    scenario = hidden_leak()
+    outcome = play(scenario, tmp_path / "repo")
+    ok, why = verdict(scenario, outcome)
+    assert ok, why
+    attempts = outcome.runner.store.attempts("P1")
+    assert len(attempts) == 2 and outcome.state == "blocked"
+    last = [g for g in outcome.runner.store.gate_results(attempts[1]["id"])
+            if g["status"] == "fail"]
+    assert [g["gate"] for g in last] == ["hermetic"]
