@@ -5,6 +5,7 @@ caches, follows HOME, asks another interpreter where it looks, and says how to r
 from __future__ import annotations
 
 import os
+import site
 import subprocess
 import sys
 import time
@@ -115,16 +116,24 @@ def test_andons_own_interpreter_user_site_follows_home_now(tmp_path, monkeypatch
     where = envprint.layout(None, ())
     assert where.user_site and Path(where.user_site).is_relative_to(tmp_path / "h")
     assert where.interpreter == sys.executable and where.prefix == sys.prefix
-    assert set(where.site) >= {p for p in __import__("site").getsitepackages()
-                               if os.path.isdir(p)}
+    assert set(where.site) >= {p for p in site.getsitepackages() if os.path.isdir(p)}
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "base"))
+    assert Path(envprint.layout(None, ()).user_site).is_relative_to(tmp_path / "base")
 
 
-def test_paths_under_the_checkout_are_left_to_the_gates(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(tmp_path / "checkout" / "src"))
-    (tmp_path / "checkout" / "src").mkdir(parents=True)
-    assert str(tmp_path / "checkout" / "src") in envprint.layout(None, ()).top
-    assert str(tmp_path / "checkout" / "src") not in envprint.layout(
-        None, (tmp_path / "checkout",)).top
+def test_the_start_up_path_is_read_not_andons_own(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))  # andon's process only: not a test run's
+    where = envprint.layout(None, ())
+    assert str(tmp_path) not in where.top
+    assert os.path.dirname(os.__file__) in where.top  # the standard library folder
+
+
+def test_paths_under_the_checkout_are_left_to_the_gates():
+    import andon
+    src = Path(andon.__file__).resolve().parents[1]  # an editable install puts it on the path
+    if str(src) not in envprint.layout(None, ()).top:
+        pytest.skip("andon is not installed editable here")
+    assert str(src) not in envprint.layout(None, (src.parent,)).top
 
 
 def test_another_interpreter_is_asked_where_it_looks(tmp_path, monkeypatch):

@@ -31,7 +31,6 @@ import json
 import os
 import shlex
 import shutil
-import site
 import subprocess
 import sys
 import sysconfig
@@ -90,32 +89,29 @@ def interpreter_of(argv: list[str]) -> str | None:
 
 
 def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
-    """Where ``interpreter`` looks (None: andon's own). andon's own is read in-process; any
-    other is asked once with a tiny subprocess (``-I``, about 20 ms). ``sys.path`` folders
-    under any of ``exclude`` (the user's checkout, the worktrees) are left out: they are the
-    gates' business.
+    """Where ``interpreter`` (None: andon's own) looks when a test process starts: asked once
+    with a tiny subprocess (``-I``, some tens of ms), since andon's own ``sys.path`` is not
+    the one a fresh process starts with. The user site is computed from ``HOME`` as it is
+    now. ``sys.path`` folders under any of ``exclude`` (the user's checkout, the worktrees)
+    are left out: they are the gates' business.
 
     Raises:
-        ConfigError: the other interpreter cannot be run or gives no answer.
+        ConfigError: the interpreter cannot be run or gives no answer.
     """
-    # by path, not by inode: a venv's python is a link to the base interpreter, whose
-    # prefix and site-packages are not the venv's
-    if interpreter is None or os.path.abspath(interpreter) == os.path.abspath(sys.executable):
-        info = {"prefix": sys.prefix, "site": site.getsitepackages(), "path": sys.path,
-                "user_site": None, "version": f"{sys.version_info[0]}.{sys.version_info[1]}"}
-        exe = sys.executable
-    else:
-        exe = interpreter
-        try:
-            env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
-            proc = subprocess.run([exe, "-I", "-c", _PROBE], capture_output=True, text=True,
-                                  check=False, timeout=30, env=env)
-            info = json.loads(proc.stdout)
-        except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-            raise ConfigError(f"[test] command: cannot ask {exe} where it looks for "
-                              f"packages: {exc}") from None
-    # The user site follows HOME as it is now: site computed it once when andon started.
-    user_site = info["user_site"] or _user_site(info["version"])
+    exe = interpreter or sys.executable
+    try:
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
+        if "PYTHONUSERBASE" in os.environ:
+            env["PYTHONUSERBASE"] = os.environ["PYTHONUSERBASE"]
+        # -I ignores PYTHON* variables, so PYTHONUSERBASE is applied by _user_site below
+        proc = subprocess.run([exe, "-I", "-c", _PROBE], capture_output=True, text=True,
+                              check=False, timeout=30, env=env)
+        info = json.loads(proc.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        raise ConfigError(f"[test] command: cannot ask {exe} where it looks for "
+                          f"packages: {exc}") from None
+    user_site = (_user_site(info["version"]) if "PYTHONUSERBASE" in os.environ
+                 else info["user_site"])
     site_dirs = tuple(dict.fromkeys(os.path.abspath(p) for p in info["site"]
                                     if os.path.isdir(p)))
     skip = [Path(p).resolve() for p in exclude]
