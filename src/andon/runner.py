@@ -108,10 +108,6 @@ class Runner:
                 self.config.stages_of(p.stages, p.tier)
             self.extra = self._read_from_checkout()
             self.inputs = self._watch()
-            # where the tests' interpreter looks, outside every worktree: once per run
-            self.env = envprint.Watch(envprint.layout(
-                envprint.interpreter_of(self.config.test_argv()),
-                (self.repo.root, self.worktree_root)))
             report = RunReport()
             self.run_started = now()
             head = self._integration_head()
@@ -120,6 +116,11 @@ class Runner:
                 report.exit_status, report.preflight = EXIT_PREFLIGHT, pf
                 report.message = f"preflight failed: {pf.summary}"
                 return report
+            # where the tests' interpreter looks, outside every worktree: once per run, after
+            # preflight has seen the test command work
+            self.env = envprint.Watch(envprint.layout(
+                envprint.interpreter_of(self.config.test_argv()),
+                (self.repo.root, self.worktree_root)))
             self._sync(packets)
             if not self.repo.rev_parse(self.ref):
                 self.repo.set_ref(self.ref, head, ZERO)
