@@ -111,3 +111,18 @@ def test_without_hidden_tests_the_evidence_is_passed_on_whole():
     prev = redacted_failure(1, "suite", "code", "1 failing test", evidence, [])
     assert "tests.t::test_a failed: assert 1 == 2" in prev.details
     assert "FAILED tests/t.py::test_a" in prev.details
+
+
+def test_a_line_naming_a_hidden_test_anywhere_is_withheld():
+    from andon.prompt import WITHHELD, hidden_names
+    names = hidden_names({HIDDEN: HIDDEN_TEST.encode()})
+    assert {"test_mul_other_inputs", "test_mul_hidden", HIDDEN} <= names
+    evidence = {"findings": [{"kind": "regression", "message": "conftest imported "
+                              "test_mul_other_inputs", "path": "tests/conftest.py"},
+                             {"kind": "regression", "message": "tests.t::test_b failed",
+                              "path": "tests/t.py", "test_id": "tests.t::test_b"}],
+                "runs": [{"output_tail": "ok"}]}
+    prev = redacted_failure(1, "suite", "code", "see test_mul_other_inputs", evidence,
+                            [HIDDEN], names)
+    assert prev.reason == WITHHELD
+    assert prev.details.split("\n")[:2] == [WITHHELD, "tests.t::test_b failed"]
