@@ -90,7 +90,7 @@ def interpreter_of(argv: list[str]) -> str | None:
 
 def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
     """Where ``interpreter`` (None: andon's own) looks when a test process starts: asked once
-    with a tiny subprocess (``-I``, some tens of ms), since andon's own ``sys.path`` is not
+    with a tiny subprocess (``-I``), since andon's own ``sys.path`` is not
     the one a fresh process starts with. The user site is computed from ``HOME`` as it is
     now. ``sys.path`` folders under any of ``exclude`` (the user's checkout, the worktrees)
     are left out: they are the gates' business.
@@ -141,7 +141,7 @@ def fingerprint(where: Layout) -> dict[str, str]:
     """Absolute path → marker of everything :class:`Layout` names (see the module doc).
     A folder is ``"dir"``, a file ``"size:mtime_ns:inode"`` (plus ``:sha256`` for ``.pth``
     and ``*customize.py``), a missing user site ``"absent"``. Unreadable folders contribute
-    what can be read. About 20 ms for a venv of a few thousand files."""
+    what can be read. About 0.1 s for a venv of 5000 files (one stat per file)."""
     out: dict[str, str] = {}
     for d in where.site:
         _walk(d, out, recursive=True)
