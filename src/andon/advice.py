@@ -22,11 +22,21 @@ def halt_message(store: Store, row: dict) -> str:
 
 
 def advice(store: Store, last: dict | None) -> str:
-    """What a person should change, from what the blocking attempt ran into: a write into
+    """What a person should change, from what the blocking attempt ran into: a change to
+    the tests' interpreter environment (with the commands that restore it), a write into
     the checkout, a command not found, else its failure layer."""
     if last is None:
         return "look at the packet"
-    if any(f["kind"] == "outside-worktree" for g in store.gate_results(last["id"])
+    gates = store.gate_results(last["id"])
+    envs = [g for g in gates if "restore" in g["evidence"]]  # contain/envprint.py
+    if envs:
+        restore = list(dict.fromkeys(c for g in envs for c in g["evidence"]["restore"]))
+        return ("the Python environment the tests run with was changed outside the worktree "
+                "(listed above; if you did not make this change, an agent did). andon "
+                "removed nothing: look, then restore it"
+                + (" with\n    " + "\n    ".join(restore) if restore else
+                   " (no installed distribution owns what changed: reinstall by hand)"))
+    if any(f["kind"] == "outside-worktree" for g in gates
            for f in g["evidence"].get("findings", [])):
         return ("the agent wrote into your checkout (listed above): look at `git status` "
                 "and `git diff` there and undo what it changed; run agents in a container "

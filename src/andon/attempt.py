@@ -17,6 +17,8 @@ starts from. The agents' exit statuses and claims are recorded and never consult
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -26,6 +28,7 @@ from pathlib import Path
 from . import budget, crash, guard
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
+from .contain import envprint
 from .errors import UsageError
 from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
@@ -67,8 +70,10 @@ class Attempt:
                  on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None],
                  say: Callable[[str], None] = lambda s: None,
                  run_started: str | None = None,
-                 watch: Callable[[], dict[str, str]] | None = None):
+                 watch: Callable[[], dict[str, str]] | None = None,
+                 env: envprint.Watch | None = None):
         self.repo, self.config, self.store, self.packet = repo, config, store, packet
+        self.env = env                          # the tests' interpreter (contain/envprint.py)
         self.run_started = run_started          # when this `andon run` began: run budget
         self.watch = watch                      # fingerprint of the checkout (guard.py)
         self.over_budget: GateResult | None = None
@@ -230,12 +235,26 @@ class Attempt:
         # a reviewer asked again writes into its own folder: every ask's evidence is kept
         ev = extra.get("evidence_dir", self.ev)
         ev.mkdir(parents=True, exist_ok=True)
-        prompt_file = ev / f"{stage}.prompt.md"
-        prompt_file.write_text(prompt, encoding="utf-8")
+        # The copy kept as evidence is what the agent got (it names no hidden test: see
+        # prompt.redacted_failure); the file the agent is pointed at lives in a folder of
+        # its own outside the checkout (next to packets/*/hidden/) and the worktree.
+        (ev / f"{stage}.prompt.md").write_text(prompt, encoding="utf-8")
+        stage_dir = Path(tempfile.mkdtemp(prefix=f"andon-{self.packet.id}-{stage}-prompt-"))
+        try:
+            prompt_file = stage_dir / f"{stage}.prompt.md"
+            prompt_file.write_text(prompt, encoding="utf-8")
+            return self._run_agent(stage, prompt, prompt_file, ev, extra)
+        finally:
+            shutil.rmtree(stage_dir, ignore_errors=True)
+
+    def _run_agent(self, stage: str, prompt: str, prompt_file: Path, ev: Path, extra: dict):
         agent = self.agent_for(stage)
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
         if stop is not None:
             raise budget.Exceeded(stop)
+        if (env := self._env_changed("scope", f"since this run started, before the {stage} "
+                                     "agent ran")) is not None:
+            raise _WroteOutside(env)
         started = now()
         before = self.watch() if self.watch else None
         refs_before = self.repo.refs_snapshot()
@@ -259,6 +278,9 @@ class Attempt:
                                             .strip("/"), CONFIG_NAME),
                       self.repo.restore_refs(refs_before, (
                           f"refs/heads/{self.config.andon.integration_branch}",)))
+        env = self._env_changed("scope", f"while the {stage} agent ran")
+        if env is not None:
+            raise _WroteOutside(env)
         return run
 
     def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:
@@ -327,4 +349,24 @@ class Attempt:
 
     def _gate(self, name: str, fn: Callable[[GateContext], GateResult]) -> GateResult:
         started, t0 = now(), time.monotonic()
-        return self._record(fn(self.ctx), started, time.monotonic() - t0)
+        result = fn(self.ctx)
+        # Code under test ran in this gate's test runs: a file it left in the interpreter's
+        # site-packages would steer every later run (the next gate's, the next attempt's).
+        outside = self._env_changed(name, f"during the {name} gate's test runs "
+                                    "(the code under test ran there)")
+        if outside is not None:
+            outside.runs = result.runs
+            result = outside
+        return self._record(result, started, time.monotonic() - t0)
+
+    def _env_changed(self, gate: str, when: str) -> GateResult | None:
+        """A failing ``gate`` result with ``outside-worktree`` findings if the tests'
+        interpreter environment differs from the run's start, else None."""
+        changed = self.env.changed() if self.env else []
+        if not changed:
+            return None
+        text, cmds = envprint.describe(changed, self.env.where, when)
+        findings = [Finding("outside-worktree", f"{p} was {how} {when}", path=p)
+                    for p, how in changed]
+        return GateResult(gate, "fail", text, "permission", findings,
+                          details={"restore": cmds})

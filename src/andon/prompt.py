@@ -13,8 +13,11 @@ review stages also get ``diff``, ``schema`` (JSON Schema text), ``review_file``,
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jinja2
 from jinja2.sandbox import SandboxedEnvironment
@@ -44,6 +47,71 @@ class PreviousFailure:
     layer: str
     reason: str
     details: str = ""
+
+
+WITHHELD = "(withheld: it names a hidden test)"
+HIDDEN_GATES = ("hermetic",)   # the gates whose test runs include the packet's hidden files
+
+
+def hidden_names(hidden: Mapping[str, bytes]) -> set[str]:
+    """Every word that would give a hidden test away: its repo-relative path, file name,
+    module stem and dotted module, and the ``test_*`` functions and ``Test*`` classes it
+    defines (``hidden`` maps path → content, as :meth:`Packet.hidden_blobs` gives)."""
+    out: set[str] = set()
+    for path, data in hidden.items():
+        name = path.rsplit("/", 1)[-1]
+        stem = name.rsplit(".", 1)[0]
+        out |= {path, name, stem, path.rsplit(".", 1)[0].replace("/", ".")}
+        text = data.decode("utf-8", errors="replace")
+        out |= set(re.findall(r"^\s*(?:async\s+)?def\s+(test\w*)", text, re.MULTILINE))
+        out |= set(re.findall(r"^\s*class\s+(Test\w*)", text, re.MULTILINE))
+    return {w for w in out if len(w) > 2}
+
+
+def redacted_failure(n: int, gate: str, layer: str, summary: str, evidence: dict[str, Any],
+                     hidden: Iterable[str], names: Iterable[str] = ()) -> PreviousFailure:
+    """The evidence of a failed gate as the next attempt's agent may see it.
+
+    Hidden tests stay hidden: a finding about a hidden file (kind ``hidden`` or
+    ``hidden-visible``, or its path or test id in ``hidden``) is replaced by one sentence,
+    "N hidden test(s) failed in <gate>"; the test output of a gate that ran hidden files
+    (:data:`HIDDEN_GATES`) is withheld, since it prints their ids, inputs and expected
+    values; any line left that still holds one of ``names`` (see :func:`hidden_names`) is
+    withheld too. The person sees all of it in ``andon show``. Without hidden files the
+    evidence is passed on whole: up to 20 finding messages and the last run's output tail
+    (3000 characters)."""
+    hidden = set(hidden)
+    modules = {h.rsplit(".", 1)[0].replace("/", ".") for h in hidden}
+    words = set(names) | hidden | modules
+
+    def is_hidden(f: dict) -> bool:
+        tid = f.get("test_id") or ""
+        return f.get("kind") in ("hidden", "hidden-visible") or f.get("path") in hidden \
+            or any(tid == m or tid.startswith(m + "::") for m in modules)
+
+    findings = evidence.get("findings", [])
+    secret = [f for f in findings if is_hidden(f)]
+    lines = [f["message"] for f in findings if not is_hidden(f)][:20]
+    said = f"{len(secret)} hidden test{'s' if len(secret) != 1 else ''} failed in {gate}"
+    if secret:
+        reason = said + (f"; {len(lines)} other finding(s) below" if lines else "")
+        lines.insert(0, said + " (which, and why, is not shown: hidden tests stay hidden)")
+    else:
+        reason = summary
+    runs = evidence.get("runs", [])
+    if runs and runs[-1].get("output_tail"):
+        if hidden and gate in HIDDEN_GATES:
+            lines += ["", "test output: withheld (this gate also ran hidden tests)"]
+        else:
+            lines += ["", "test output (tail):", runs[-1]["output_tail"][-3000:]]
+
+    pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)"
+                                  for w in sorted(words, key=len, reverse=True)) or r"(?!)")
+
+    def scrub(text: str) -> str:
+        return "\n".join(WITHHELD if pattern.search(line) else line
+                         for line in text.split("\n"))
+    return PreviousFailure(n, gate, layer, scrub(reason), scrub("\n".join(lines)))
 
 
 def render_prompt(packet: Packet, attempt: int, packets_dir: str,

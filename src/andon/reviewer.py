@@ -47,7 +47,8 @@ class Reviewer:
             stages = [s for s in a.stages if s in ("atdd", "implement")]
             errors: list[str] = []
             for ask in range(1, a.config.stages.review_max_asks + 1):
-                review_file = a.ev / f"{stage}.review.json"
+                # beside the export, outside the checkout; kept in the evidence afterwards
+                review_file = tmp / f"{stage}.review.json"
                 review_file.unlink(missing_ok=True)
                 run = a._agent(stage, worktree=wt, review_file=review_file,
                                evidence_dir=a.ev if ask == 1 else a.ev / f"{stage}-ask{ask}",
@@ -65,6 +66,10 @@ class Reviewer:
                                        for p in changed])
                 raw = (review_file.read_text(encoding="utf-8", errors="replace")
                        if review_file.exists() else extract_json(run.claim or ""))
+                if review_file.exists():
+                    kept = a.ev if ask == 1 else a.ev / f"{stage}-ask{ask}"
+                    kept.mkdir(parents=True, exist_ok=True)
+                    shutil.copyfile(review_file, kept / review_file.name)
                 try:
                     doc = validate(raw, a.packet, self._line_count, stages)
                 except ReviewRejected as exc:

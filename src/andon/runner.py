@@ -23,13 +23,14 @@ from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
+from .contain import envprint
 from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
 from .procgroup import kill_leftover_group
-from .prompt import PreviousFailure
+from .prompt import PreviousFailure, hidden_names, redacted_failure
 from .store import Store, now
 from .workspace import Repo
 
@@ -84,6 +85,7 @@ class Runner:
             "wt-" + hashlib.sha1(str(repo.root).encode()).hexdigest()[:12])
         self.packets: dict[str, Packet] = {}
         self.run_started: str | None = None   # set by run(): the scope of [budgets.run]
+        self.env: envprint.Watch | None = None  # set by run(): the tests' interpreter
 
     # -- the loop -----------------------------------------------------------------------
 
@@ -124,6 +126,11 @@ class Runner:
                 report.exit_status, report.preflight = EXIT_PREFLIGHT, pf
                 report.message = f"preflight failed: {pf.summary}"
                 return report
+            # where the tests' interpreter looks, outside every worktree: once per run, after
+            # preflight has seen the test command work
+            self.env = envprint.Watch(envprint.layout(
+                envprint.interpreter_of(self.config.test_argv()),
+                (self.repo.root, self.worktree_root)))
             self._sync(packets)
             if not self.repo.rev_parse(self.ref):
                 self.repo.set_ref(self.ref, head, ZERO)
@@ -326,6 +333,7 @@ class Runner:
                 say=self.echo,
                 run_started=self.run_started,
                 watch=self._watch,
+                env=self.env,
             ).run()
         finally:
             if not self.keep:
@@ -489,12 +497,11 @@ class Runner:
                       if g["status"] in ("fail", "error")), None)
             if g is None:
                 return None
-            lines = [f["message"] for f in g["evidence"].get("findings", [])][:20]
-            runs = g["evidence"].get("runs", [])
-            if runs and runs[-1].get("output_tail"):
-                lines += ["", "test output (tail):", runs[-1]["output_tail"][-3000:]]
-            return PreviousFailure(x["n"], g["gate"], g["failure_layer"] or "?", g["summary"],
-                                   "\n".join(lines))
+            # what the next agent reads: nothing that names a hidden test (prompt.py)
+            packet = self.packets.get(packet_id)
+            blobs = {k: v[0] for k, v in packet.hidden_blobs().items()} if packet else {}
+            return redacted_failure(x["n"], g["gate"], g["failure_layer"] or "?",
+                                    g["summary"], g["evidence"], blobs, hidden_names(blobs))
         return None
 
     def _worktree_path(self, packet_id: str, n: int) -> Path:

@@ -1,0 +1,68 @@
+"""Issue 19 kind 3: a change to the interpreter's environment outside the worktree (a `.pth`
+in the venv's or the user's site-packages, a `sitecustomize.py`, an edited installed module,
+a module in a `sys.path` folder, a `.pth` written by the code under test during the suite
+gate) is an `outside-worktree` finding naming the path, and the halt advice says how to
+restore it; honest neighbours (byte code in site-packages, a separate venv) are merged.
+
+Every case removes what it wrote in a `finally`, whatever the harness did."""
+
+from __future__ import annotations
+
+import pytest
+from scenarios import play, verdict
+from scenarios_reach import build_reach, cleanup, hidden_leak, honest_reach
+
+from andon.advice import halt_message
+
+CHEATS = build_reach()
+HONEST = honest_reach()
+
+
+@pytest.mark.parametrize("case", CHEATS, ids=[c.scenario.name for c in CHEATS])
+def test_environment_change_is_rejected_outside_worktree(case, tmp_path, monkeypatch):
+    if case.skip:
+        pytest.skip(case.skip)
+    if case.home:  # the real user site is never written
+        monkeypatch.setenv("HOME", str(tmp_path / "home"))
+        monkeypatch.delenv("PYTHONUSERBASE", raising=False)
+    try:
+        outcome = play(case.scenario, tmp_path / "repo")
+    finally:
+        cleanup(case)
+    ok, why = verdict(case.scenario, outcome)
+    assert ok, f"{case.scenario.name}: {why}"
+    if case.home:  # the path is only known once the agent ran: it is under the temp HOME
+        paths = [f["path"] for f in outcome.findings if f["kind"] == "outside-worktree"]
+        assert any(p.startswith(str(tmp_path / "home")) and p.endswith("u.pth")
+                   for p in paths), paths
+    assert outcome.state == "blocked"
+    store = outcome.runner.store
+    message = halt_message(store, store.packet("P1"))
+    assert "if you did not make this change, an agent did" in message.lower()
+    assert "restore" in message
+    if case.scenario.name == "edit-installed-module":
+        assert "--force-reinstall --no-deps iniconfig==" in message
+    elif case.scenario.where:
+        assert f"rm {case.scenario.where}" in message or "rm -r" in message
+
+
+@pytest.mark.parametrize("case", HONEST, ids=[c.scenario.name for c in HONEST])
+def test_honest_neighbours_of_the_interpreter_are_merged(case, tmp_path):
+    try:
+        outcome = play(case.scenario, tmp_path / "repo")
+    finally:
+        cleanup(case)
+    ok, why = verdict(case.scenario, outcome)
+    assert ok, f"{case.scenario.name}: {why}"
+
+
+def test_a_second_attempt_learns_nothing_from_the_hidden_failure(tmp_path):
+    scenario = hidden_leak()
+    outcome = play(scenario, tmp_path / "repo")
+    ok, why = verdict(scenario, outcome)
+    assert ok, why
+    attempts = outcome.runner.store.attempts("P1")
+    assert len(attempts) == 2 and outcome.state == "blocked"
+    last = [g for g in outcome.runner.store.gate_results(attempts[1]["id"])
+            if g["status"] == "fail"]
+    assert [g["gate"] for g in last] == ["hermetic"]

@@ -1,0 +1,185 @@
+"""contain/envprint.py: the fingerprint of the tests' interpreter environment sees a `.pth`,
+a `sitecustomize.py`, an edited installed module and a new user site, ignores byte-code
+caches, follows HOME, asks another interpreter where it looks, and says how to restore."""
+
+from __future__ import annotations
+
+import os
+import site
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from andon.contain import envprint
+from andon.contain.envprint import Layout
+
+
+def fake(tmp_path: Path) -> Layout:
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    (site / "somepkg").mkdir(parents=True)
+    (site / "somepkg" / "__init__.py").write_text("X = 1\n")
+    dist = site / "somepkg-1.2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: somepkg\nVersion: 1.2\n\nbody\n")
+    (dist / "RECORD").write_text("somepkg/__init__.py,sha256=x,6\nsomepkg-1.2.dist-info/RECORD,,\n")
+    top = tmp_path / "stdlib"
+    (top / "json").mkdir(parents=True)
+    (top / "os.py").write_text("")
+    return Layout(str(tmp_path / "venv" / "bin" / "python"), str(tmp_path / "venv"),
+                  (str(site),), str(tmp_path / "home" / ".local" / "site"), (str(top),))
+
+
+def test_an_added_pth_is_an_addition_with_an_rm_to_restore(tmp_path):
+    where = fake(tmp_path)
+    before = envprint.fingerprint(where)
+    pth = Path(where.site[0]) / "zz_hook.pth"
+    pth.write_text("import sys\n")
+    changed = envprint.changes(before, envprint.fingerprint(where))
+    assert changed == [(str(pth), "added")]
+    text, cmds = envprint.describe(changed, where, "while the implement agent ran")
+    assert cmds == [f"rm {pth}"]
+    assert str(pth) in text and "if you did not make this change, an agent did" in text.lower()
+
+
+def test_a_pth_rewritten_with_same_size_and_mtime_is_still_seen(tmp_path):
+    where = fake(tmp_path)
+    pth = Path(where.site[0]) / "paths.pth"
+    pth.write_text("/some/where\n")
+    st = pth.stat()
+    before = envprint.fingerprint(where)
+    with open(pth, "r+") as f:  # in place: the inode stays
+        f.write("import os\n ")
+    os.utime(pth, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert pth.stat().st_size == st.st_size
+    assert envprint.changes(before, envprint.fingerprint(where)) == [(str(pth), "modified")]
+
+
+def test_an_edited_installed_module_is_restored_by_reinstalling_its_distribution(tmp_path):
+    where = fake(tmp_path)
+    before = envprint.fingerprint(where)
+    mod = Path(where.site[0]) / "somepkg" / "__init__.py"
+    with open(mod, "a") as f:
+        f.write("X = 2\n")
+    changed = envprint.changes(before, envprint.fingerprint(where))
+    assert changed == [(str(mod), "modified")]
+    _, cmds = envprint.describe(changed, where, "during the suite gate's test runs")
+    assert cmds == [f"{where.interpreter} -m pip install --force-reinstall --no-deps somepkg==1.2"]
+
+
+def test_sitecustomize_in_a_top_level_path_folder_is_seen_but_deeper_files_are_not(tmp_path):
+    where = fake(tmp_path)
+    before = envprint.fingerprint(where)
+    (Path(where.top[0]) / "sitecustomize.py").write_text("import sys\n")
+    (Path(where.top[0]) / "json" / "extra.py").write_text("")  # below the top level
+    changed = envprint.changes(before, envprint.fingerprint(where))
+    assert changed == [(str(Path(where.top[0]) / "sitecustomize.py"), "added")]
+
+
+def test_creating_the_user_site_counts_and_a_new_folder_is_removed_whole(tmp_path):
+    where = fake(tmp_path)
+    before = envprint.fingerprint(where)
+    assert before[where.user_site] == "absent"
+    user = Path(where.user_site)
+    user.mkdir(parents=True)
+    (user / "evil.pth").write_text("import evil\n")
+    changed = envprint.changes(before, envprint.fingerprint(where))
+    assert changed == [(str(user), "added"), (str(user / "evil.pth"), "added")]
+    assert envprint.restore_commands(changed, where) == [f"rm -r {user}"]
+
+
+def test_byte_code_caches_are_not_a_change(tmp_path):
+    where = fake(tmp_path)
+    before = envprint.fingerprint(where)
+    cache = Path(where.site[0]) / "somepkg" / "__pycache__"
+    cache.mkdir()
+    (cache / "__init__.cpython-311.pyc").write_bytes(b"\0" * 16)
+    (Path(where.site[0]) / "loose.pyc").write_bytes(b"\0")
+    assert envprint.changes(before, envprint.fingerprint(where)) == []
+
+
+def test_a_removed_file_nobody_owns_gets_no_command(tmp_path):
+    where = fake(tmp_path)
+    (Path(where.site[0]) / "loose.py").write_text("")
+    before = envprint.fingerprint(where)
+    (Path(where.site[0]) / "loose.py").unlink()
+    changed = envprint.changes(before, envprint.fingerprint(where))
+    assert changed == [(str(Path(where.site[0]) / "loose.py"), "deleted")]
+    assert envprint.restore_commands(changed, where) == []
+
+
+def test_andons_own_interpreter_user_site_follows_home_now(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTHONUSERBASE", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "h"))
+    where = envprint.layout(None, ())
+    assert where.user_site and Path(where.user_site).is_relative_to(tmp_path / "h")
+    assert where.interpreter == sys.executable and where.prefix == sys.prefix
+    assert set(where.site) >= {p for p in site.getsitepackages() if os.path.isdir(p)}
+    monkeypatch.setenv("PYTHONUSERBASE", str(tmp_path / "base"))
+    assert Path(envprint.layout(None, ()).user_site).is_relative_to(tmp_path / "base")
+
+
+def test_the_start_up_path_is_read_not_andons_own(tmp_path, monkeypatch):
+    monkeypatch.syspath_prepend(str(tmp_path))  # andon's process only: not a test run's
+    where = envprint.layout(None, ())
+    assert str(tmp_path) not in where.top
+    assert os.path.dirname(os.__file__) in where.top  # the standard library folder
+
+
+def test_paths_under_the_checkout_are_left_to_the_gates():
+    import andon
+    src = Path(andon.__file__).resolve().parents[1]  # an editable install puts it on the path
+    if str(src) not in envprint.layout(None, ()).top:
+        pytest.skip("andon is not installed editable here")
+    assert str(src) not in envprint.layout(None, (src.parent,)).top
+
+
+def test_another_interpreter_is_asked_where_it_looks(tmp_path, monkeypatch):
+    base = Path(sys.base_prefix) / "bin" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if sys.prefix == sys.base_prefix or not base.exists():
+        pytest.skip("needs andon in a venv over a base interpreter")
+    monkeypatch.setenv("HOME", str(tmp_path / "h"))
+    where = envprint.layout(str(base), ())
+    assert where.prefix == sys.base_prefix and where.interpreter == str(base)
+    assert not any(Path(s).is_relative_to(sys.prefix) for s in where.site)
+    assert where.user_site and Path(where.user_site).is_relative_to(tmp_path / "h")
+
+
+def test_a_bad_interpreter_is_a_config_error(tmp_path):
+    from andon.errors import ConfigError
+    bad = tmp_path / "python-broken"
+    bad.write_text("#!/bin/sh\necho nonsense\n")
+    bad.chmod(0o755)
+    with pytest.raises(ConfigError, match="python-broken"):
+        envprint.layout(str(bad), ())
+
+
+def test_the_interpreter_of_a_console_script_is_read_from_its_shebang(tmp_path):
+    script = tmp_path / "pytest"
+    script.write_text(f"#!{sys.executable}\nprint()\n")
+    assert envprint.interpreter_of([str(script), "-q"]) == sys.executable
+    assert envprint.interpreter_of([sys.executable, "-m", "pytest"]) == sys.executable
+    assert envprint.interpreter_of(["/bin/true"]) is None
+    assert envprint.interpreter_of([]) is None
+
+
+def test_an_honest_pip_install_into_a_separate_venv_changes_nothing(tmp_path):
+    where = envprint.layout(None, ())
+    watch = envprint.Watch(where)
+    other = tmp_path / "other-venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
+    site = next((other / "lib").glob("python*/site-packages"))
+    (site / "extra.pth").write_text("/x\n")  # what a pip install there would leave
+    assert watch.changed() == []
+
+
+def test_fingerprint_of_this_venv_is_fast():
+    where = envprint.layout(None, ())
+    envprint.fingerprint(where)  # warm the cache as a run's second call would
+    t0 = time.perf_counter()
+    fp = envprint.fingerprint(where)
+    ms = (time.perf_counter() - t0) * 1000
+    print(f"envprint: {len(fp)} entries in {ms:.0f} ms")
+    assert ms < 2000  # generous: the machine is shared; measured figures are in the report

@@ -1,0 +1,128 @@
+"""Issue 19 kind 6: evidence from hidden tests that reaches an agent says only that a hidden
+test failed and in which gate. Attempt 1 fails only the hidden test; attempt 2's prompt (as the
+agent got it, and the copy kept as evidence) names no hidden id, file, function, input or
+expected value, and says "1 hidden test failed in hermetic"; the prompt file the agent was
+pointed at lives outside the checkout and the worktree and is gone after the stage;
+`andon show` still shows the person the hidden failure in full."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from helpers import MUL_TEST, andon, make_project, packet_md, runner_for
+
+from andon.config import DEFAULT_TOML
+from andon.prompt import PreviousFailure, redacted_failure
+
+FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 1")
+        .replace("hermetic_runs = 3", "hermetic_runs = 1")
+        .replace("hermetic_random_order = true", "hermetic_random_order = false"))
+PLANTED, OPS, HIDDEN = "tests/test_mul_p1.py", "src/calc/ops.py", "tests/test_mul_hidden.py"
+HIDDEN_TEST = '''\
+from calc.ops import mul
+
+
+def test_mul_other_inputs():
+    assert mul(7, 6) == 42
+    assert mul(-5, 11) == -55
+'''
+
+# Right on the planted inputs (3·4, 0·9), wrong on the hidden ones (7·6), without a literal
+# of either in the code (patterns must not be the gate that rejects it).
+ALMOST = "\n\ndef mul(a, b):\n    return a * b if a < b else a * b + 1\n"
+RIGHT = "\n\ndef mul(a, b):\n    return a * b\n"
+
+SECRETS = ("test_mul_hidden", "test_mul_other_inputs", "hidden/", "42", "43", "-55",
+           "mul(7", "7, 6", "packets/P1/hidden")
+
+
+def project(tmp_path: Path) -> Path:
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies two numbers.",
+                   allowed_paths=["src/calc/**"], max_attempts=2)
+    root = make_project(tmp_path / "repo", {"P1": (md, {PLANTED: MUL_TEST})},
+                        {".gitignore": "packets/*/hidden/\n"},
+                        FAST)
+    h = root / "packets" / "P1" / "hidden" / HIDDEN
+    h.parent.mkdir(parents=True)
+    h.write_text(HIDDEN_TEST)
+    return root
+
+
+def test_the_retry_prompt_says_only_that_a_hidden_test_failed_and_where(tmp_path):
+    root = project(tmp_path)
+    seen: dict[int, tuple[str, Path, str, Path]] = {}
+
+    def agent(ctx):
+        seen[ctx.attempt] = (ctx.prompt, ctx.prompt_file, ctx.prompt_file.read_text(),
+                             ctx.worktree)
+        with open(ctx.worktree / OPS, "a") as f:
+            f.write(ALMOST if ctx.attempt == 1 else RIGHT)
+        return "done"
+
+    runner = runner_for(root, agent)
+    report = runner.run()
+    assert report.merged == ["P1"]
+    a1, a2 = runner.store.attempts("P1")
+    first = next(g for g in runner.store.gate_results(a1["id"]) if g["status"] == "fail")
+    assert first["gate"] == "hermetic"
+    assert any(f["kind"] == "hidden" for f in first["evidence"]["findings"])
+
+    prompt, prompt_file, on_disk, worktree = seen[2]
+    kept = (Path(a2["evidence_dir"]) / "implement.prompt.md").read_text()
+    for text in (prompt, on_disk, kept):
+        assert "1 hidden test failed in hermetic" in text
+        leaked = [s for s in SECRETS if s in text]
+        assert not leaked, f"hidden details in the prompt: {leaked}\n{text}"
+    # the file the agent was pointed at: outside the checkout and the worktree, and gone
+    for where in (root.resolve(), worktree.resolve()):
+        assert not prompt_file.resolve().is_relative_to(where)
+    assert not prompt_file.exists()
+    assert not seen[1][1].exists()
+
+    # the person sees everything
+    show = andon(root, "show", "P1")
+    assert show.returncode == 0, show.stderr
+    assert "test_mul_other_inputs" in show.stdout and "hidden" in show.stdout
+
+
+def test_visible_findings_of_the_same_gate_still_reach_the_agent():
+    evidence = {"findings": [
+        {"kind": "hidden", "message": "hidden test tests.test_mul_hidden::test_x failed: "
+         "assert 43 == 42", "path": HIDDEN, "test_id": "tests.test_mul_hidden::test_x"},
+        {"kind": "hidden", "message": f"hidden test file {HIDDEN} ran no tests",
+         "path": HIDDEN, "test_id": None},
+        {"kind": "fail-to-pass", "message": "tests.test_mul_p1::test_mul failed: assert 1 == 12",
+         "path": PLANTED, "test_id": "tests.test_mul_p1::test_mul"}],
+        "runs": [{"output_tail": "FAILED tests/test_mul_hidden.py::test_x - assert 43 == 42"}]}
+    prev = redacted_failure(1, "hermetic", "code", "2 failing tests in "
+                            "tests.test_mul_hidden::test_x, tests.test_mul_p1::test_mul",
+                            evidence, [HIDDEN])
+    assert isinstance(prev, PreviousFailure)
+    text = prev.reason + prev.details
+    assert "2 hidden tests failed in hermetic" in text
+    assert "tests.test_mul_p1::test_mul failed" in text
+    assert "43" not in text and "test_mul_hidden" not in text and "test_x" not in text
+
+
+def test_without_hidden_tests_the_evidence_is_passed_on_whole():
+    evidence = {"findings": [{"kind": "fail-to-pass", "message": "tests.t::test_a failed: "
+                              "assert 1 == 2", "path": "tests/t.py", "test_id": "tests.t::test_a"}],
+                "runs": [{"output_tail": "FAILED tests/t.py::test_a"}]}
+    prev = redacted_failure(1, "suite", "code", "1 failing test", evidence, [])
+    assert "tests.t::test_a failed: assert 1 == 2" in prev.details
+    assert "FAILED tests/t.py::test_a" in prev.details
+
+
+def test_a_line_naming_a_hidden_test_anywhere_is_withheld():
+    from andon.prompt import WITHHELD, hidden_names
+    names = hidden_names({HIDDEN: HIDDEN_TEST.encode()})
+    assert {"test_mul_other_inputs", "test_mul_hidden", HIDDEN} <= names
+    evidence = {"findings": [{"kind": "regression", "message": "conftest imported "
+                              "test_mul_other_inputs", "path": "tests/conftest.py"},
+                             {"kind": "regression", "message": "tests.t::test_b failed",
+                              "path": "tests/t.py", "test_id": "tests.t::test_b"}],
+                "runs": [{"output_tail": "ok"}]}
+    prev = redacted_failure(1, "suite", "code", "see test_mul_other_inputs", evidence,
+                            [HIDDEN], names)
+    assert prev.reason == WITHHELD
+    assert prev.details.split("\n")[:2] == [WITHHELD, "tests.t::test_b failed"]
