@@ -63,21 +63,22 @@ class Detection(ast.NodeVisitor):
         if line in self.added:
             self.hits.append(Hit("harness-detection", self.path, line, message))
 
-    def _env_key(self, node: ast.AST) -> str | None:
-        """The folded variable name ``node`` reads from the environment, or None."""
+    def _env_keys(self, node: ast.AST) -> list[str]:
+        """The variable names ``node`` reads from the environment (folded, or each value a
+        loop name runs over); ``[]`` when it reads none or the name is unknown."""
         if isinstance(node, ast.Call) and node.args \
                 and self.r.canonical(node.func) in ENV_GETS:
-            return self.r.fold(node.args[0])
+            return self.r.values(node.args[0])
         if isinstance(node, ast.Subscript) and self.r.canonical(node.value) in ENV:
-            return self.r.fold(node.slice)
-        return None
+            return self.r.values(node.slice)
+        return []
 
     def _place(self, node: ast.AST) -> str | None:
         """What place-revealing value appears under ``node`` (for messages), or None."""
         for n in ast.walk(node):
-            key = self._env_key(n)
-            if key is not None and key.upper() in PLACE_VARS:
-                return f"${key}"
+            for key in self._env_keys(n):
+                if key.upper() in PLACE_VARS:
+                    return f"${key}"
             if isinstance(n, ast.Call) and self.r.canonical(n.func) in PLACE_CALLS:
                 return f"{self.r.canonical(n.func)}()"
             if isinstance(n, (ast.Attribute, ast.Name)) and self.r.canonical(n) in PLACE_NAMES:
@@ -93,10 +94,11 @@ class Detection(ast.NodeVisitor):
     # -- env reads ------------------------------------------------------------------------
 
     def _check_env(self, node: ast.AST) -> None:
-        key = self._env_key(node)
-        if key is not None and HARNESS_VARS.fullmatch(key):
-            self.hit(node, f"reads ${key}: a variable that names the harness, the runner or "
-                     "the mutation tool — behaves differently under test")
+        for key in self._env_keys(node):
+            if HARNESS_VARS.fullmatch(key):
+                self.hit(node, f"reads ${key}: a variable that names the harness, the runner "
+                         "or the mutation tool — behaves differently under test")
+                return
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if isinstance(node.ctx, ast.Load):
@@ -115,8 +117,9 @@ class Detection(ast.NodeVisitor):
             if isinstance(op, (ast.In, ast.NotIn)):
                 owner = self.r.canonical(right)
                 if owner in ENV:
-                    key = self.r.fold(node.left)
-                    if key is not None and HARNESS_VARS.fullmatch(key):
+                    key = next((k for k in self.r.values(node.left)
+                                if HARNESS_VARS.fullmatch(k)), None)
+                    if key is not None:
                         self.hit(node, f"checks for ${key} in the environment: a variable "
                                  "that names the harness, the runner or the mutation tool")
                 elif owner == "sys.modules":

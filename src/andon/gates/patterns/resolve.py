@@ -243,8 +243,26 @@ class Resolver:
                 if target and "." in target:
                     self.aliases[n.targets[0].id] = target
 
+        # for k in ("ANDON_RUN", "CI"): a loop name takes each of a literal sequence's values
+        self.loops: dict[str, list[str]] = {}
+        for n in ast.walk(tree):
+            if isinstance(n, (ast.For, ast.comprehension)) and isinstance(n.target, ast.Name):
+                seq = _seq(n.iter, self.names)
+                if seq is not None:
+                    self.loops.setdefault(n.target.id, []).extend(seq)
+
     def fold(self, node: ast.AST | None) -> str | None:
         return fold(node, self.names)
+
+    def values(self, node: ast.AST | None) -> list[str]:
+        """Every string ``node`` can be: its folded value, or each value of a literal
+        sequence a loop name runs over; ``[]`` when unknown."""
+        s = self.fold(node)
+        if s is not None:
+            return [s]
+        if isinstance(node, ast.Name):
+            return list(self.loops.get(node.id, []))
+        return []
 
     def canonical(self, node: ast.AST) -> str:
         """The dotted name ``node`` refers to (see the module docstring); ``""`` if none."""
