@@ -158,6 +158,14 @@ def test_each_integrity_rule_fires_in_code(src, rule):
     ("import builtins\nbuiltins.len = lambda x: 0\n", "import-system"),
     ("import os\nON = os.environ.get('MUTANT_UNDER_TEST')\n", "harness-detection"),
     ("import os\nos._exit(0)\n", "os-exit"),
+    ("def test_x(request):\n    request.config.pluginmanager.register(Plugin())\n",
+     "runner-internals"),
+    ("pytest_plugins = ['calc.plugin']\n", "runner-internals"),
+    ("import sys\nR = [m for n, m in sys.modules.items() if n.endswith('reports')]\n",
+     "harness-detection"),
+    ("import pytest\nd = vars(pytest)\n", "dynamic-attr"),
+    ("import pytest\nR = pytest.__dict__['TestReport']\n", "runner-internals"),
+    ("run = __builtins__['ex' + 'ec']\nrun('x = 1')\n", "dynamic-code"),
 ])
 def test_integrity_rules_hold_in_test_files_too(src, rule):
     assert rule in rules(src, test=True)
@@ -275,6 +283,11 @@ def test_production_only_rules_stay_out_of_tests():
 def test_andon_is_not_an_internal_in_andons_own_project():
     assert "runner-internals" in rules("from andon import gates\n")
     assert rules("from andon import gates\n", own={"andon"}) == set()
+
+
+def test_harmless_dunders_of_pytest_are_not_internals():
+    assert rules("import pytest\nHERE = pytest.__file__\nV = pytest.__version__\n",
+                 test=True) == set()
 
 
 def test_file_names_are_not_module_names():

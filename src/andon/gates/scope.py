@@ -14,8 +14,9 @@ Some changes steer how the harness's own test run behaves, so they are findings 
   ``[tool.pytest…]`` table of ``pyproject.toml`` — unless ``allowed_paths`` names the file
   itself (``"tests/conftest.py"`` or ``"**/conftest.py"``, not ``"tests/**"``);
 - ``shadowing-module``: an added ``.py`` file or package that would be importable as a
-  top-level module named like a standard-library module, the runner's, andon's or an
-  installed distribution's (see shadowing.py) — unless ``allowed_paths`` names it;
+  top-level module named like a standard-library module, the runner's, andon's, an
+  installed distribution's or one of the project's own (see shadowing.py) — unless
+  ``allowed_paths`` names it;
 - ``entry-point``: a change to ``[project.entry-points]`` (a ``pytest11`` plugin loads into
   every pytest run of an installed package) — always;
 - ``new-dependency``: a change to ``[project] dependencies`` / ``optional-dependencies``
@@ -35,7 +36,7 @@ from typing import Any
 from ..config import CONFIG_NAME
 from ..packet import path_matches
 from .base import Finding, GateContext, GateResult
-from .shadowing import installed_names, shadowed, top_level
+from .shadowing import installed_names, own_modules, shadowed, top_level
 
 
 def run(ctx: GateContext) -> GateResult:
@@ -162,7 +163,8 @@ def _shadowing(ctx: GateContext, p: str, base: str, head: str) -> Finding | None
     name, where = top
     if ctx.repo.rev_parse(f"{base}:{where}") is not None:
         return None  # the project's own module, already there at the base: not new
-    why = shadowed(name, frozenset())
+    own = frozenset(own_modules(ctx.repo, base, ctx.config.test.pythonpath))
+    why = shadowed(name, frozenset(), own)
     if why is None:
         argv = ctx.config.test_argv()
         installed, _ = installed_names(argv[0] if argv else sys.executable)

@@ -15,6 +15,9 @@ subprocess (``-I -c``) and cached. When that word is not a Python interpreter (`
 ``pytest``, a wrapper script) andon's own distributions are used — an approximation, said so
 in the finding's evidence of the ``scope`` gate (``details['shadow_names_from']``).
 
+A new top-level module named like one of the project's own (a ``tests/calc/`` package beside
+``src/calc/``) shadows it just the same: pytest puts the test folder first.
+
 Approximation of "on sys.path": every folder without an ``__init__.py`` counts, so a new
 ``json.py`` in a namespace-package folder is flagged as well.
 """
@@ -28,6 +31,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py",
                             "andon", "sitecustomize", "usercustomize"})
@@ -50,8 +54,28 @@ def installed_names(python: str) -> tuple[frozenset[str], str]:
     return frozenset(importlib.metadata.packages_distributions()), sys.executable
 
 
-def shadowed(name: str, installed: frozenset[str]) -> str | None:
+def own_modules(repo: Any, rev: str, pythonpath: list[str]) -> set[str]:
+    """Top-level module names the project itself has at ``rev``: packages (folders with an
+    ``__init__.py``) and ``.py`` files in the repository root and the ``pythonpath``
+    folders. ``repo`` is a :class:`andon.workspace.Repo`."""
+    out: set[str] = set()
+    for folder in ["", *pythonpath]:
+        folder = folder.strip("/")
+        listing = repo.git("ls-tree", "--name-only", rev, "--", f"{folder}/" if folder else ".")
+        for entry in listing.splitlines():
+            name = entry.rsplit("/", 1)[-1]
+            if name.endswith(".py"):
+                out.add(name[:-3])
+            elif repo.file_bytes(rev, f"{entry}/__init__.py") is not None:
+                out.add(name)
+    return out
+
+
+def shadowed(name: str, installed: frozenset[str], own: frozenset[str] = frozenset()
+             ) -> str | None:
     """Why ``name`` as a new top-level module shadows something, or None."""
+    if name in own:
+        return "one of the project's own top-level modules"
     if name in sys.stdlib_module_names:
         return "a standard-library module"
     if name in RUNNER_MODULES:

@@ -28,6 +28,7 @@ import re
 
 from ...packet import path_matches
 from ..base import Finding, GateContext, GateResult
+from ..shadowing import own_modules
 from .detection import Detection
 from .integrity import Integrity
 from .literals import data_file_literals, planted_literals
@@ -76,23 +77,6 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
     return hits
 
 
-def own_modules(ctx: GateContext, rev: str) -> set[str]:
-    """Top-level module names the project itself has at ``rev``: packages and ``.py`` files
-    in the worktree root and the ``[test] pythonpath`` folders."""
-    out: set[str] = set()
-    for folder in ["", *ctx.config.test.pythonpath]:
-        folder = folder.strip("/")
-        listing = ctx.repo.git("ls-tree", "--name-only", rev, "--", f"{folder}/" if folder
-                               else ".")
-        for entry in listing.splitlines():
-            name = entry.rsplit("/", 1)[-1]
-            if name.endswith(".py"):
-                out.add(name[:-3])
-            elif ctx.repo.file_bytes(rev, f"{entry}/__init__.py") is not None:
-                out.add(name)
-    return out
-
-
 def _copied(ctx: GateContext, base: str, head: str) -> set[object]:
     """The values the packet's tests keep: planted, atdd and hidden test files, and data
     files under the planted and hidden paths (see literals.py)."""
@@ -123,7 +107,7 @@ def run(ctx: GateContext) -> GateResult:
     test_strings = {p for p in planted} | {p.rsplit("/", 1)[-1] for p in planted}
     test_strings |= {p.rsplit("/", 1)[-1] for p in ctx.packet.hidden_files}
     copied = _copied(ctx, base, head)
-    own = own_modules(ctx, base)
+    own = own_modules(ctx.repo, base, ctx.config.test.pythonpath)
 
     severity = {**DEFAULT_SEVERITY, **{r.id: r.severity for r in settings.rules},
                 **settings.severities}

@@ -46,6 +46,10 @@ PYTEST_PUBLIC = {
     "WarningsRecorder", "ExceptionInfo", "Cache", "Mark", "MarkDecorator", "MarkGenerator",
     "__version__", "version_tuple", "fixtures",
 }
+HARMLESS_DUNDERS = {"__file__", "__name__", "__doc__", "__version__", "__spec__"}
+# attributes that only the runner's objects have: a fixture's request.config.pluginmanager
+# registers a plugin (a report-rewriting hook wrapper) from inside a test
+RUNNER_ATTRS = {"pluginmanager", "ihook"}
 INTERNAL_ROOTS = frozenset({"_pytest", "pluggy", "andon"})
 NATIVE = {"ctypes", "_ctypes", "cffi"}
 SENSITIVE_MODULES = {"builtins", "__builtins__", "sys", "os", "posix", "importlib", "gc",
@@ -110,6 +114,7 @@ class Integrity(ast.NodeVisitor):
         if parts[0] in self.internal:
             return True
         return parts[0] == "pytest" and len(parts) > 1 and parts[1] not in PYTEST_PUBLIC \
+            and parts[1] not in HARMLESS_DUNDERS \
             and not re.fullmatch(r"Pytest\w*Warning", parts[1])
 
     def _check_name(self, node: ast.AST, name: str, what: str) -> bool:
@@ -165,7 +170,10 @@ class Integrity(ast.NodeVisitor):
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         name = self.r.canonical(node)
-        if node.attr in FRAME_ATTRS:
+        if node.attr in RUNNER_ATTRS:
+            self.hit("runner-internals", node, f".{node.attr}: the runner's plugin machinery, "
+                     "which can register a hook that rewrites every report")
+        elif node.attr in FRAME_ATTRS:
             self.hit("import-system", node, f".{node.attr}: walks interpreter frames to reach "
                      "its callers' (the runner's) variables")
         elif name in ("sys.meta_path", "sys.path_hooks"):
@@ -204,6 +212,10 @@ class Integrity(ast.NodeVisitor):
             self.hit("dynamic-code", node, f"{fn}(): a new code object")
         elif fn in REFLECTIVE and len(node.args) >= 2:
             self._reflective(node, fn.split(".")[-1])
+        elif fn == "vars" and node.args and self.r.canonical(node.args[0]).split(".")[0] \
+                in SENSITIVE_MODULES - self.own:
+            self.hit("dynamic-attr", node, f"vars({self.r.canonical(node.args[0])}): every "
+                     "attribute of a module that is not the project's, by computed name")
         if (s := self.r.fold(node)) is not None:  # "".join([...]), "{}{}".format(...)
             self._check_name(node, s, "builds the name")
         self._mutation(node, fn)
@@ -287,6 +299,9 @@ class Integrity(ast.NodeVisitor):
             elif isinstance(n, ast.Name) and n.id == "__builtins__" \
                     and isinstance(n.ctx, ast.Store):
                 self.hit("import-system", node, "rebinds __builtins__")
+            elif isinstance(n, ast.Name) and n.id == "pytest_plugins":
+                self.hit("runner-internals", node, "pytest_plugins: loads plugins into the "
+                         "runner from a module the agent wrote")
 
     def visit_Assign(self, node: ast.Assign) -> None:
         self._targets(node.targets, node)

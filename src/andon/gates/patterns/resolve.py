@@ -279,6 +279,11 @@ class Resolver:
             if fn in IMPORTERS and node.args:
                 return self.fold(node.args[0]) or ""
             return ""
-        if isinstance(node, ast.Subscript) and self.canonical(node.value) == "sys.modules":
-            return self.fold(node.slice) or ""
+        if isinstance(node, ast.Subscript):
+            owner = self.canonical(node.value)
+            key = self.fold(node.slice)
+            if owner == "sys.modules":
+                return key or ""
+            if owner in ("__builtins__", "builtins.__dict__") and key:
+                return f"builtins.{key}"  # __builtins__["exec"] is builtins.exec
         return ""
