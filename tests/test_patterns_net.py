@@ -15,6 +15,7 @@ import pytest
 from andon.gates.patterns import planted_literals, scan_file
 from andon.gates.patterns.literals import data_file_literals
 from andon.gates.patterns.resolve import Resolver, fold
+from andon.gates.shadowing import installed_names, shadowed, top_level
 
 ALL = set(range(1, 400))
 
@@ -413,3 +414,40 @@ def test_an_honest_intword_with_million_and_1000_is_not_flagged():
     copied = planted_literals([PARAM_TEST]) | data_file_literals(
         "tests/data/x.csv", b"value,want\n300,300 Bytes\n3000,3.0 kB\n1024,1.0 KiB\n")
     assert rules(HONEST_INTWORD, copied=copied) == set()
+
+
+# -- shadowing: which new files would be imported in place of another module ---------------
+
+def test_top_level_names_walk_up_through_packages():
+    inits = {"src/calc", "src/calc/sub", "tests/calc"}
+    has = inits.__contains__
+    assert top_level("src/json.py", has) == ("json", "src/json.py")
+    assert top_level("src/calc/json.py", has) == ("calc", "src/calc")
+    assert top_level("src/calc/sub/x.py", has) == ("calc", "src/calc")
+    assert top_level("src/_pytest/__init__.py", has) == ("_pytest", "src/_pytest")
+    assert top_level("tests/calc/__init__.py", has) == ("calc", "tests/calc")
+    assert top_level("sitecustomize.py", has) == ("sitecustomize", "sitecustomize.py")
+    assert top_level("src/data.json", has) is None
+
+
+def test_shadowed_names():
+    assert "standard-library" in shadowed("json", frozenset())
+    assert "runner" in shadowed("pluggy", frozenset())
+    assert "installed" in shadowed("click", frozenset({"click"}))
+    assert "own" in shadowed("calc", frozenset(), frozenset({"calc"}))
+    assert shadowed("json_io", frozenset({"click"}), frozenset({"calc"})) is None
+
+
+def test_installed_names_of_another_interpreter_are_asked_once(tmp_path):
+    import subprocess
+    import sys
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    other = str(venv / "bin" / "python")
+    names, source = installed_names(other)
+    assert source == other and "pydantic" not in names     # a bare venv: nothing installed
+    mine, source_mine = installed_names(sys.executable)
+    assert source_mine == sys.executable and "pydantic" in mine
+    assert installed_names(other) == (names, source)        # cached
+    # not a Python interpreter: andon's own distributions stand in, and it says so
+    assert installed_names("/usr/bin/env") == (mine, sys.executable)

@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import importlib.metadata
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -41,8 +42,9 @@ RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "packagi
 def installed_names(python: str) -> tuple[frozenset[str], str]:
     """(top-level import names of the distributions installed for ``python``, where they
     came from). Cached per interpreter for the life of the process."""
-    here = str(Path(sys.executable).resolve())
-    if python and str(Path(python).resolve()) != here and Path(python).name.startswith("python"):
+    # not resolved: a virtualenv's python is a link to the same binary, with other packages
+    if python and os.path.abspath(python) != os.path.abspath(sys.executable) \
+            and Path(python).name.startswith("python"):
         code = ("import importlib.metadata as m, json; "
                 "print(json.dumps(sorted(m.packages_distributions())))")
         try:
