@@ -451,3 +451,12 @@ def test_installed_names_of_another_interpreter_are_asked_once(tmp_path):
     assert installed_names(other) == (names, source)        # cached
     # not a Python interpreter: andon's own distributions stand in, and it says so
     assert installed_names("/usr/bin/env") == (mine, sys.executable)
+
+
+def test_a_value_only_hidden_tests_keep_is_not_repeated_in_the_message():
+    copied = {("num", 7), ("num", 12)}
+    hits = scan_file("src/calc/m.py", "def f(a):\n    if a == 7:\n        return 12\n", ALL,
+                     copied=copied, visible={("num", 12)})
+    messages = {h.line: h.message for h in hits if h.rule == "copied-literal"}
+    assert "7" not in messages[2] and "a value" in messages[2]
+    assert "12" in messages[3]

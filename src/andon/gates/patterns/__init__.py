@@ -58,10 +58,13 @@ def added_lines(diff: str) -> set[int]:
 
 def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
               test_strings: set[str] = frozenset(), test_globs: list[str] = (),
-              copied: set[object] = frozenset(), own: set[str] = frozenset()) -> list[Hit]:
+              copied: set[object] = frozenset(), own: set[str] = frozenset(),
+              visible: set[object] | None = None) -> list[Hit]:
     """Every built-in hit on an added line of one Python file. ``is_test``: the file is a
     test the agent wrote (only the rules that hold in tests); ``own``: the project's own
-    top-level module names (``andon`` is not an internal when it is the project)."""
+    top-level module names (``andon`` is not an internal when it is the project);
+    ``visible``: the ``copied`` values a message may repeat (None: all; the rest come only
+    from hidden tests)."""
     hits = [] if is_test else pragma_hits(path, text, added)
     try:
         tree = ast.parse(text)
@@ -69,7 +72,7 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
         return hits
     r = Resolver(tree)
     hits += Scanner(path, added, set(test_strings), list(test_globs), set(copied), r,
-                    is_test).scan(tree)
+                    is_test, visible).scan(tree)
     for scanner in (Integrity(path, added, r, is_test=is_test, own=set(own)),
                     Detection(path, added, r, is_test=is_test)):
         scanner.visit(tree)
@@ -77,21 +80,24 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
     return hits
 
 
-def _copied(ctx: GateContext, base: str, head: str) -> set[object]:
-    """The values the packet's tests keep: planted, atdd and hidden test files, and data
-    files under the planted and hidden paths (see literals.py)."""
+def _copied(ctx: GateContext, base: str, head: str) -> tuple[set[object], set[object]]:
+    """(every value the packet's tests keep, the ones the agent could see): planted, atdd
+    and hidden test files, and data files under the planted and hidden paths (literals.py).
+    Values only hidden files keep are never repeated in a message."""
     sources = []
     for p in ctx.planted_tests():
         data = ctx.repo.file_bytes(head, p) or ctx.repo.file_bytes(base, p)
         if data is not None:
             sources.append(data.decode("utf-8", errors="replace"))
-    blobs = {**ctx.packet.plant_blobs(), **ctx.packet.hidden_blobs()}
-    sources += [data.decode("utf-8", errors="replace") for p, (data, _) in blobs.items()
-                if p.endswith(".py") and p in ctx.packet.hidden_files]
-    copied: set[object] = set(planted_literals(sources))
-    for p, (data, _) in blobs.items():
+    visible: set[object] = set(planted_literals(sources))
+    for p, (data, _) in ctx.packet.plant_blobs().items():
+        visible |= data_file_literals(p, data)
+    hidden = ctx.packet.hidden_blobs()
+    copied = visible | planted_literals([data.decode("utf-8", errors="replace")
+                                         for p, (data, _) in hidden.items() if p.endswith(".py")])
+    for p, (data, _) in hidden.items():
         copied |= data_file_literals(p, data)
-    return copied
+    return copied, visible
 
 
 def run(ctx: GateContext) -> GateResult:
@@ -106,7 +112,7 @@ def run(ctx: GateContext) -> GateResult:
     planted = sorted(ctx.packet.plant_files)
     test_strings = {p for p in planted} | {p.rsplit("/", 1)[-1] for p in planted}
     test_strings |= {p.rsplit("/", 1)[-1] for p in ctx.packet.hidden_files}
-    copied = _copied(ctx, base, head)
+    copied, visible = _copied(ctx, base, head)
     own = own_modules(ctx.repo, base, ctx.config.test.pythonpath)
 
     severity = {**DEFAULT_SEVERITY, **{r.id: r.severity for r in settings.rules},
@@ -136,7 +142,8 @@ def run(ctx: GateContext) -> GateResult:
         if p.endswith(".py"):
             scanned.append(p)
             hits += scan_file(p, text, added, is_test=is_test, test_strings=test_strings,
-                              test_globs=test_globs, copied=copied, own=own)
+                              test_globs=test_globs, copied=copied, own=own,
+                              visible=visible)
     return _result(hits, severity, scanned)
 
 

@@ -71,8 +71,9 @@ class Scanner(ast.NodeVisitor):
 
     def __init__(self, path: str, added: set[int], test_strings: set[str],
                  test_globs: list[str], copied: set[object], resolver: Resolver,
-                 is_test: bool = False):
+                 is_test: bool = False, visible: set[object] | None = None):
         self.path, self.added, self.is_test, self.resolver = path, added, is_test, resolver
+        self.visible = visible  # copied values the agent could see; None: all of them
         self.test_strings, self.test_globs, self.copied = test_strings, test_globs, copied
         self.hits: list[Hit] = []
         self.modules: set[str] = {"builtins", "__builtins__"}
@@ -154,7 +155,9 @@ class Scanner(ast.NodeVisitor):
     def _copied(self, found: set[object], node: ast.AST, verb: str) -> None:
         same = found & self.copied
         if same:
-            shown = ", ".join(repr(v) for _, v in sorted(same, key=repr)[:4])
+            # a value only a hidden test keeps is not repeated: the message reaches the agent
+            visible = same if self.visible is None else same & self.visible
+            shown = ", ".join(repr(v) for _, v in sorted(visible, key=repr)[:4]) or "a value"
             self.hit("copied-literal", node, f"{verb} {shown}, a value the packet's "
                      "tests keep (assert, parametrize, table or data file): special-casing "
                      "the tested inputs?")
