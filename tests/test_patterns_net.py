@@ -295,6 +295,11 @@ def test_file_names_are_not_module_names():
     assert rules("CONFIG = ['pytest.ini', 'andon.toml']\n") == set()
 
 
+def test_a_test_path_built_from_pieces_is_still_a_test_path():
+    assert "test-path" in rules("from pathlib import Path\np = Path('te' + 'sts') / 'x.py'\n")
+    assert "test-path" in rules("p = open(f\"{'tes'}ts/data.json\")\n")
+
+
 def test_os_exit_through_a_dynamic_import_is_still_os_exit():
     assert "os-exit" in rules("getattr(__import__('o' + 's'), '_exit')(0)\n")
 

@@ -116,6 +116,21 @@ class Scanner(ast.NodeVisitor):
                 self.hit("test-path", node, f"names a test path {v!r}: code that reads the "
                          "tests or their fixtures")
 
+    def visit_BinOp(self, node: ast.BinOp) -> None:
+        self._folded_path(node)
+        self.generic_visit(node)
+
+    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
+        self._folded_path(node)
+        self.generic_visit(node)
+
+    def _folded_path(self, node: ast.AST) -> None:
+        """``"te" + "sts"``, ``f"{'tes'}ts/x"``: the path as folded from its pieces."""
+        v = self.resolver.fold(node)
+        if v is not None and self._names_test_path(v):
+            self.hit("test-path", node, f"names a test path {v!r} (built from pieces): code "
+                     "that reads the tests or their fixtures")
+
     def _names_test_path(self, v: str) -> bool:
         s = v.strip().strip("/").replace("\\", "/")
         if not s or len(s) > 300 or "\n" in s:
