@@ -182,12 +182,12 @@ def _chr_comp(node: ast.GeneratorExp | ast.ListComp, names: dict[str, object]) -
     return [chr(c) for c in codes]  # type: ignore[arg-type]
 
 
-def bindings(tree: ast.AST) -> dict[str, object]:
+def bindings(tree: ast.AST, nodes: list[ast.AST] | None = None) -> dict[str, object]:
     """Names assigned exactly once in the file to a foldable string (→ str) or a list/tuple
     of them (→ tuple); chains (``a = "_py"``, ``b = a + "test"``) resolve."""
     counts: dict[str, int] = {}
     values: dict[str, ast.AST] = {}
-    for n in ast.walk(tree):
+    for n in nodes if nodes is not None else ast.walk(tree):
         targets = n.targets if isinstance(n, ast.Assign) else \
             [n.target] if isinstance(n, (ast.AnnAssign, ast.AugAssign, ast.For)) else []
         for t in targets:
@@ -216,10 +216,11 @@ class Resolver:
     """Canonical dotted names in one parsed file (see the module docstring)."""
 
     def __init__(self, tree: ast.Module):
-        self.names = bindings(tree)
+        nodes = list(ast.walk(tree))  # one walk, shared: big files are parsed whole
+        self.names = bindings(tree, nodes)
         self.aliases: dict[str, str] = {}   # local name -> dotted module or attribute
         self.imported: dict[str, str] = {}  # local names bound by import -> what they import
-        for n in ast.walk(tree):
+        for n in nodes:
             if isinstance(n, ast.Import):
                 for a in n.names:
                     local = a.asname or a.name.split(".")[0]
@@ -232,10 +233,10 @@ class Resolver:
                         self.aliases[a.asname or a.name] = f"{n.module}.{a.name}"
                         self.imported[a.asname or a.name] = f"{n.module}.{a.name}"
         counts: dict[str, int] = {}
-        for n in ast.walk(tree):
+        for n in nodes:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                 counts[n.id] = counts.get(n.id, 0) + 1
-        for n in ast.walk(tree):  # env = os.environ; m = sys.modules: follow the alias
+        for n in nodes:  # env = os.environ; m = sys.modules: follow the alias
             if isinstance(n, ast.Assign) and len(n.targets) == 1 \
                     and isinstance(n.targets[0], ast.Name) and counts[n.targets[0].id] == 1 \
                     and n.targets[0].id not in self.aliases:
@@ -245,7 +246,7 @@ class Resolver:
 
         # for k in ("ANDON_RUN", "CI"): a loop name takes each of a literal sequence's values
         self.loops: dict[str, list[str]] = {}
-        for n in ast.walk(tree):
+        for n in nodes:
             if isinstance(n, (ast.For, ast.comprehension)) and isinstance(n.target, ast.Name):
                 seq = _seq(n.iter, self.names)
                 if seq is not None:
