@@ -9,9 +9,14 @@ Some changes steer how the harness's own test run behaves, so they are findings 
 ``allowed_paths``:
 
 - ``runner-config``: a ``conftest.py`` anywhere, ``pytest.ini``, ``tox.ini``, ``setup.cfg``,
-  ``noxfile.py``, ``Makefile``, or a change to the parsed ``[tool.pytest…]`` table of
-  ``pyproject.toml`` — unless ``allowed_paths`` names the file itself (``"tests/conftest.py"``
-  or ``"**/conftest.py"``, not ``"tests/**"``);
+  ``noxfile.py``, ``Makefile``, ``sitecustomize.py`` / ``usercustomize.py`` (or such a
+  package; they run at interpreter start-up, before the runner), or a change to the parsed
+  ``[tool.pytest…]`` table of ``pyproject.toml`` — unless ``allowed_paths`` names the file
+  itself (``"tests/conftest.py"`` or ``"**/conftest.py"``, not ``"tests/**"``);
+- ``shadowing-module``: an added ``.py`` file or package that would be importable as a
+  top-level module named like a standard-library module, the runner's, andon's, an
+  installed distribution's or one of the project's own (see shadowing.py) — unless
+  ``allowed_paths`` names it;
 - ``entry-point``: a change to ``[project.entry-points]`` (a ``pytest11`` plugin loads into
   every pytest run of an installed package) — always;
 - ``new-dependency``: a change to ``[project] dependencies`` / ``optional-dependencies``
@@ -23,6 +28,7 @@ Some changes steer how the harness's own test run behaves, so they are findings 
 
 from __future__ import annotations
 
+import sys
 import tomllib
 from dataclasses import replace
 from typing import Any
@@ -30,6 +36,7 @@ from typing import Any
 from ..config import CONFIG_NAME
 from ..packet import path_matches
 from .base import Finding, GateContext, GateResult
+from .shadowing import installed_names, own_modules, shadowed, top_level
 
 
 def run(ctx: GateContext) -> GateResult:
@@ -103,6 +110,7 @@ def _check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool
 
 
 RUNNER_CONFIG = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "Makefile")
+STARTUP = ("sitecustomize", "usercustomize")  # run by the interpreter's site module at start
 
 
 def named_explicitly(path: str, allowed: list[str]) -> bool:
@@ -131,9 +139,41 @@ def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
     if name in RUNNER_CONFIG and not named_explicitly(p, allowed):
         return [Finding("runner-config", f"{p} configures the test runner; off limits unless "
                         "allowed_paths names it", path=p)]
+    startup = [x for x in parts[:-1] if x in STARTUP] or (
+        [name[:-3]] if name.endswith(".py") and name[:-3] in STARTUP else [])
+    if startup and not named_explicitly(p, allowed):
+        return [Finding("runner-config", f"{p}: {startup[0]} runs at interpreter start-up in "
+                        "every test run, before the runner; off limits unless allowed_paths "
+                        "names it", path=p)]
+    if c.status == "A" and not named_explicitly(p, allowed):
+        found = _shadowing(ctx, p, base, head)
+        if found:
+            return [found]
     if p == "pyproject.toml":
         return _pyproject(ctx, base, head, named_explicitly(p, allowed))
     return []
+
+
+def _shadowing(ctx: GateContext, p: str, base: str, head: str) -> Finding | None:
+    """A ``shadowing-module`` finding when the added file ``p`` makes a new top-level module
+    whose name shadows one the test process relies on (see shadowing.py)."""
+    top = top_level(p, lambda d: ctx.repo.file_bytes(head, f"{d}/__init__.py") is not None)
+    if top is None:
+        return None
+    name, where = top
+    if ctx.repo.rev_parse(f"{base}:{where}") is not None:
+        return None  # the project's own module, already there at the base: not new
+    own = frozenset(own_modules(ctx.repo, base, ctx.config.test.pythonpath))
+    why = shadowed(name, frozenset(), own)
+    if why is None:
+        argv = ctx.config.test_argv()
+        installed, _ = installed_names(argv[0] if argv else sys.executable)
+        why = shadowed(name, installed)
+    if why is None:
+        return None
+    return Finding("shadowing-module", f"{p} makes a new top-level module {name!r}, the name "
+                   f"of {why}: a test run would import it instead (rename it or put it in "
+                   "the project's package)", path=p)
 
 
 def _toml(ctx: GateContext, rev: str) -> dict | None:

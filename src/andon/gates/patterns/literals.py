@@ -1,0 +1,224 @@
+"""The values the packet's tests keep, for the ``copied-literal`` rule.
+
+A value counts when it is a string of ``MIN_STR`` (3)+ characters or a number that is not
+trivial (``TRIVIAL_NUMBERS``: -2…2, 10, 100, 1000). Where it is collected from:
+
+- ``assert`` statements of the planted, atdd and hidden test files — every counting value;
+- the same files' ``@pytest.mark.parametrize`` argument values and ``ids``,
+  ``pytest.param(...)`` values and ``id=``, ``@pytest.fixture(params=[...])``, and
+  module- or class-level constants and tables (a name assigned a literal, or a list, tuple,
+  set or dict of literals, nested) — with the *data* bar;
+- data files under the planted and hidden paths (``.json``, ``.csv``, ``.txt``, ``.toml``,
+  ``.yaml``/``.yml``): their string and number tokens — with the data bar.
+
+The data bar keeps honest code honest: a test table holds labels and units as well as the
+inputs and expected outputs, and an honest ``intword`` legitimately says ``"million"``. So
+beyond asserts a string counts only when it is not one plain word (``[A-Za-z_]+``:
+``"million"``, ``"decimal"``, a JSON key ``"expected"`` do not count; ``"1.0 million"``,
+``"3.0 kB"``, ``"1000000"`` do), and a number only when it is not a power of 2 or of 10
+(``1024``, ``10**6`` do not count; ``1200000`` does). A special case like ``if n ==
+1_000_000: return "1.0 million"`` is still caught by its string.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import io
+import json
+import math
+import re
+import tomllib
+
+MIN_STR = 3
+TRIVIAL_NUMBERS = {-2, -1, 0, 1, 2, 10, 100, 1000}
+DATA_SUFFIXES = (".json", ".csv", ".txt", ".toml", ".yaml", ".yml")
+_WORD = re.compile(r"[A-Za-z_]+")
+
+
+def _number_ok(v: object) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v not in TRIVIAL_NUMBERS
+
+
+def _key(v: object) -> tuple[str, object] | None:
+    if isinstance(v, str):
+        return ("str", v) if len(v) >= MIN_STR else None
+    return ("num", v) if _number_ok(v) else None
+
+
+def literal_keys(node: ast.AST) -> set[tuple[str, object]]:
+    """Literals under ``node`` that count: strings of 3+ chars and non-trivial numbers
+    (negative numbers included: ``-7`` is a UnaryOp around 7)."""
+    out: set[tuple[str, object]] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) \
+                and isinstance(n.operand, ast.Constant) and _number_ok(n.operand.value):
+            out.add(("num", -n.operand.value))
+        if isinstance(n, ast.Constant) and (k := _key(n.value)) is not None:
+            out.add(k)
+    return out
+
+
+def direct_literals(node: ast.AST | None) -> set[tuple[str, object]]:
+    """Literals that ARE the value (a constant, or a tuple/list/set/dict of them), not ones
+    nested in a call or an arithmetic expression: ``return 12``, ``== (3, 4)``."""
+    if node is None:
+        return set()
+    if isinstance(node, (ast.Constant, ast.UnaryOp)):
+        return literal_keys(node) if isinstance(node, ast.Constant) or isinstance(
+            node.operand, ast.Constant) else set()
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return set().union(*(direct_literals(e) for e in node.elts))
+    if isinstance(node, ast.Dict):
+        return set().union(*(direct_literals(e) for e in [*node.keys, *node.values]))
+    return set()
+
+
+def _round(v: float) -> bool:
+    a = abs(v)
+    if a != int(a) or a == 0:
+        return False
+    a = int(a)
+    return a & (a - 1) == 0 or re.fullmatch(r"10*", str(a)) is not None
+
+
+def data_bar(keys: set[tuple[str, object]]) -> set[tuple[str, object]]:
+    """The keys that pass the data bar (module docstring)."""
+    return {(k, v) for k, v in keys
+            if (k == "str" and not _WORD.fullmatch(v))  # type: ignore[arg-type]
+            or (k == "num" and not _round(v))}  # type: ignore[arg-type]
+
+
+def _is_literal_tree(node: ast.AST) -> bool:
+    """A literal or a container of literals (``pytest.param(...)`` inside one is allowed)."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.operand, ast.Constant)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_is_literal_tree(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is not None and _is_literal_tree(k) for k in node.keys) \
+            and all(_is_literal_tree(v) for v in node.values)
+    return _is_param(node)
+
+
+def _is_param(node: ast.AST) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)) \
+        and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "param"
+
+
+def _values(node: ast.AST) -> set[tuple[str, object]]:
+    """Literal keys under ``node``, leaving out ``marks=`` of ``pytest.param`` (a reason text
+    is not a value the test checks)."""
+    out: set[tuple[str, object]] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.keyword) and n.arg == "marks":
+            continue
+        if isinstance(n, (ast.Constant, ast.UnaryOp)):
+            out |= literal_keys(n)
+            continue
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _call_name(node: ast.Call) -> str:
+    f = node.func
+    return f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+
+
+def source_literals(text: str) -> tuple[set[tuple[str, object]], set[tuple[str, object]]]:
+    """(assert literals, data-bar literals) of one test file's text; empty if it does not
+    parse."""
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
+        return set(), set()
+    asserted: set[tuple[str, object]] = set()
+    data: set[tuple[str, object]] = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Assert):
+            asserted |= literal_keys(n.test)
+        elif isinstance(n, ast.Call):
+            name = _call_name(n)
+            if name == "parametrize":
+                data |= set().union(*(_values(a) for a in n.args[1:]), *(
+                    _values(k.value) for k in n.keywords if k.arg in ("argvalues", "ids")))
+            elif name == "param":
+                data |= _values(n)
+            elif name == "fixture":
+                data |= set().union(*(_values(k.value) for k in n.keywords
+                                      if k.arg in ("params", "ids")))
+        elif isinstance(n, (ast.Module, ast.ClassDef)):
+            for stmt in n.body:
+                value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
+                if value is not None and _is_literal_tree(value):
+                    data |= _values(value)
+    return asserted, data_bar(data)
+
+
+def planted_literals(sources: list[str]) -> set[tuple[str, object]]:
+    """Every value the test files' texts keep (asserts, parametrize, params, tables)."""
+    out: set[tuple[str, object]] = set()
+    for text in sources:
+        asserted, data = source_literals(text)
+        out |= asserted | data
+    return out
+
+
+def data_file_literals(path: str, data: bytes) -> set[tuple[str, object]]:
+    """String and number tokens of one data file (by suffix), with the data bar; empty for
+    other suffixes or text that does not parse."""
+    if not path.lower().endswith(DATA_SUFFIXES):
+        return set()
+    text = data.decode("utf-8", errors="replace")
+    tokens: list[object] = []
+    low = path.lower()
+    try:
+        if low.endswith(".json"):
+            _walk(json.loads(text), tokens)
+        elif low.endswith(".toml"):
+            _walk(tomllib.loads(text), tokens)
+        elif low.endswith(".csv"):
+            for row in csv.reader(io.StringIO(text)):
+                tokens += [c.strip() for c in row]
+        else:  # .txt, .yaml: lines, and the pieces around separators
+            for line in text.splitlines():
+                line = line.strip().lstrip("-").strip()
+                if not line or line.startswith("#"):
+                    continue
+                tokens.append(line)
+                tokens += re.split(r"\s*(?:->|=>|[\t,;|=:])\s*", line)
+                tokens += line.split()
+    except (ValueError, tomllib.TOMLDecodeError, csv.Error, RecursionError):
+        return set()
+    out: set[tuple[str, object]] = set()
+    for t in tokens:
+        if isinstance(t, str):
+            t = t.strip().strip("'\"")
+            out |= {k for v in (t, _number(t)) if (k := _key(v)) is not None}
+        elif (k := _key(t)) is not None:
+            out.add(k)
+    return data_bar(out)
+
+
+def _number(s: str) -> object:
+    try:
+        v = int(s.replace("_", "")) if re.fullmatch(r"-?[\d_]+", s) else float(s)
+    except ValueError:
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _walk(value: object, out: list[object]) -> None:
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out.append(k)
+            _walk(v, out)
+    elif isinstance(value, list):
+        for v in value:
+            _walk(v, out)
+    elif not isinstance(value, bool):
+        out.append(value)

@@ -1,0 +1,106 @@
+"""Which new files would be imported in place of a module the test process relies on.
+
+A ``.py`` file (or a package folder) added where no ``__init__.py`` encloses it is importable
+as a *top-level* module from any folder on the test run's ``sys.path`` — the ``[test]
+pythonpath`` folders, the worktree root, each test file's folder (pytest's ``prepend`` import
+mode). If its name is a standard-library module, the runner's (``pytest``, ``_pytest``,
+``pluggy``, ``iniconfig``, ``packaging``, ``py``), andon's, or a top-level name of a
+distribution installed in the interpreter the tests run with, it can be imported instead of
+the real one by the runner, a plugin or the standard library itself (issue 19, kind 2).
+
+Installed names come from ``importlib.metadata.packages_distributions()`` of the test
+interpreter: andon's own when ``[test] command`` starts with ``python`` (or andon's
+interpreter), else the command's first word asked once per process through a small
+subprocess (``-I -c``) and cached. When that word is not a Python interpreter (``uv``,
+``pytest``, a wrapper script) andon's own distributions are used — an approximation, said so
+in the finding's evidence of the ``scope`` gate (``details['shadow_names_from']``).
+
+A new top-level module named like one of the project's own (a ``tests/calc/`` package beside
+``src/calc/``) shadows it just the same: pytest puts the test folder first.
+
+Approximation of "on sys.path": every folder without an ``__init__.py`` counts, so a new
+``json.py`` in a namespace-package folder is flagged as well.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+RUNNER_MODULES = frozenset({"pytest", "_pytest", "pluggy", "iniconfig", "packaging", "py",
+                            "andon", "sitecustomize", "usercustomize"})
+
+
+@functools.lru_cache(maxsize=8)
+def installed_names(python: str) -> tuple[frozenset[str], str]:
+    """(top-level import names of the distributions installed for ``python``, where they
+    came from). Cached per interpreter for the life of the process."""
+    # not resolved: a virtualenv's python is a link to the same binary, with other packages
+    if python and os.path.abspath(python) != os.path.abspath(sys.executable) \
+            and Path(python).name.startswith("python"):
+        code = ("import importlib.metadata as m, json; "
+                "print(json.dumps(sorted(m.packages_distributions())))")
+        try:
+            out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True,
+                                 timeout=60, check=True).stdout
+            return frozenset(json.loads(out)), python
+        except (OSError, subprocess.SubprocessError, ValueError):
+            pass  # fall back to andon's own interpreter, and say so
+    return frozenset(importlib.metadata.packages_distributions()), sys.executable
+
+
+def own_modules(repo: Any, rev: str, pythonpath: list[str]) -> set[str]:
+    """Top-level module names the project itself has at ``rev``: packages (folders with an
+    ``__init__.py``) and ``.py`` files in the repository root and the ``pythonpath``
+    folders. ``repo`` is a :class:`andon.workspace.Repo`."""
+    out: set[str] = set()
+    for folder in ["", *pythonpath]:
+        folder = folder.strip("/")
+        listing = repo.git("ls-tree", "--name-only", rev, "--", f"{folder}/" if folder else ".")
+        for entry in listing.splitlines():
+            name = entry.rsplit("/", 1)[-1]
+            if name.endswith(".py"):
+                out.add(name[:-3])
+            elif repo.file_bytes(rev, f"{entry}/__init__.py") is not None:
+                out.add(name)
+    return out
+
+
+def shadowed(name: str, installed: frozenset[str], own: frozenset[str] = frozenset()
+             ) -> str | None:
+    """Why ``name`` as a new top-level module shadows something, or None."""
+    if name in own:
+        return "one of the project's own top-level modules"
+    if name in sys.stdlib_module_names:
+        return "a standard-library module"
+    if name in RUNNER_MODULES:
+        return "the test runner's or andon's own module"
+    if name in installed:
+        return "a module installed in the test interpreter"
+    return None
+
+
+def top_level(path: str, has_init: Callable[[str], bool]) -> tuple[str, str] | None:
+    """(top-level module name, its path: ``dir/name.py`` or ``dir/name``) for a ``.py``
+    file at ``path``; ``has_init(folder)`` says whether ``folder/__init__.py`` exists in the
+    candidate. None for anything that is not a Python source file."""
+    if not path.endswith(".py"):
+        return None
+    folder, _, file = path.rpartition("/")
+    name, where = file[:-3], path
+    if name == "__init__":
+        if not folder:
+            return None
+        folder, _, name = folder.rpartition("/")
+        where = f"{folder}/{name}" if folder else name
+    while folder and has_init(folder):
+        folder, _, name = folder.rpartition("/")
+        where = f"{folder}/{name}" if folder else name
+    return name, where
