@@ -24,6 +24,7 @@ from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
 from .contain import envprint
+from .contain.interpreter import python_of
 from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
@@ -129,7 +130,7 @@ class Runner:
             # where the tests' interpreter looks, outside every worktree: once per run, after
             # preflight has seen the test command work
             self.env = envprint.Watch(envprint.layout(
-                envprint.interpreter_of(self.config.test_argv()),
+                python_of(self.config.test_argv()),
                 (self.repo.root, self.worktree_root)))
             self._sync(packets)
             if not self.repo.rev_parse(self.ref):

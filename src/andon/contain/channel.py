@@ -18,6 +18,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .interpreter import shebang_python
+
 BOOT = Path(__file__).with_name("boot.py")
 _MAX_LINES = 100_000  # a hook flooding the pipe cannot exhaust the harness's memory
 
@@ -39,26 +41,12 @@ def plan(command: list[str]) -> Plan:
     if len(command) >= 3 and command[1:3] == ["-m", "pytest"]:
         return Plan(command[0], "m", command[3:])
     if command and os.path.basename(command[0]) in ("pytest", "py.test"):
-        interp = _shebang(command[0])
+        interp = shebang_python(command[0])
         if interp:
             return Plan(interp, "s", command[1:])
         return Plan(None, "", command, f"{command[0]} has no '#!<absolute python>' line")
     return Plan(None, "", command, "the test command is neither '<python> -m pytest' nor a "
                 "pytest script")
-
-
-def _shebang(script: str) -> str | None:
-    try:
-        with open(script, "rb") as f:
-            first = f.readline(512)
-    except OSError:
-        return None
-    if not first.startswith(b"#!"):
-        return None
-    parts = first[2:].decode("utf-8", "replace").split()
-    if len(parts) == 1 and os.path.isabs(parts[0]) and "python" in os.path.basename(parts[0]):
-        return parts[0]
-    return None
 
 
 @dataclass

@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from .interpreter import python_of
 
 _HASHED_SUFFIXES = (".pth", "customize.py")
 
@@ -62,30 +63,6 @@ class Layout:
     site: tuple[str, ...]
     user_site: str | None
     top: tuple[str, ...]
-
-
-def interpreter_of(argv: list[str]) -> str | None:
-    """The Python interpreter a test command runs on: ``argv[0]`` when it is a Python (after
-    ``[test] command`` resolution ``"python"`` is andon's own), else the interpreter named in
-    the ``#!`` line of the ``argv[0]`` script (``pytest`` console scripts); None if neither."""
-    if not argv:
-        return None
-    exe = argv[0] if os.path.isabs(argv[0]) else (
-        shutil.which(argv[0]) or argv[0])
-    if Path(exe).name.startswith("python"):
-        return exe
-    try:
-        with open(exe, "rb") as f:
-            first = f.readline(512)
-    except OSError:
-        return None
-    if first.startswith(b"#!"):
-        words = first[2:].decode(errors="replace").split()
-        if words and Path(words[0]).name.startswith("python"):
-            return words[0]
-        if len(words) >= 2 and Path(words[0]).name == "env" and words[1].startswith("python"):
-            return shutil.which(words[1])
-    return None
 
 
 def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:

@@ -36,6 +36,7 @@ from typing import Any
 from ..config import CONFIG_NAME
 from ..packet import path_matches
 from .base import Finding, GateContext, GateResult
+from ..contain.interpreter import python_of
 from .shadowing import installed_names, own_modules, shadowed, top_level
 
 
@@ -167,7 +168,7 @@ def _shadowing(ctx: GateContext, p: str, base: str, head: str) -> Finding | None
     why = shadowed(name, frozenset(), own)
     if why is None:
         argv = ctx.config.test_argv()
-        installed, _ = installed_names(argv[0] if argv else sys.executable)
+        installed, _ = installed_names(python_of(argv) or sys.executable)
         why = shadowed(name, installed)
     if why is None:
         return None
