@@ -1,5 +1,7 @@
-"""Run every red-team scenario (tests/redteam/scenarios.py): each catalogue kind's cheating
-agents and the honest agents, through the real Runner on real git projects.
+"""Run every red-team scenario: each catalogue kind's cheating agents and the honest agents
+(tests/redteam/scenarios.py) and issue 19's tables — forging the verdict
+(scenarios_forgery.py), the static net (scenarios_static.py), the tests' interpreter and hidden
+tests (scenarios_reach.py) — through the real Runner on real git projects.
 
 Prints one row per scenario — kind, name, caught / slipped (or accepted / rejected for an honest
 agent, or skipped for a scenario that needs network namespaces where there are none), the gate
@@ -27,17 +29,37 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "redteam"))
 
+import os  # noqa: E402
+
 import scenarios  # noqa: E402
+import scenarios_forgery  # noqa: E402
+import scenarios_reach  # noqa: E402
+import scenarios_static  # noqa: E402
 
 from andon import netless  # noqa: E402
 
 
+def table() -> list[scenarios_reach.ReachCase]:
+    """Every scenario of every table, each wrapped as a ReachCase (what it leaves outside its
+    project, whether it needs HOME elsewhere, why this machine cannot play it)."""
+    plain = [*scenarios.build(), *scenarios_forgery.build_forgery(), *scenarios_static.build(),
+             scenarios_reach.hidden_leak()]
+    return [*(scenarios_reach.ReachCase(s) for s in plain),
+            *scenarios_reach.build_reach(), *scenarios_reach.honest_reach()]
+
+
 def run_one(name: str) -> dict:
-    s = next(x for x in scenarios.build() if x.name == name)
-    if s.needs_netns and not netless.available()[0]:
+    case = next(x for x in table() if x.scenario.name == name)
+    s = case.scenario
+    skip = case.skip or (f"no network namespaces ({netless.available()[1]})"
+                         if s.needs_netns and not netless.available()[0] else None)
+    if skip:
         return {"name": name, "kind": s.kind, "ok": True, "skipped": True, "seconds": 0.0,
-                "why": "", "finding": f"not run: no network namespaces ({netless.available()[1]})"}
+                "why": "", "finding": f"not run: {skip}"}
     tmp = Path(tempfile.mkdtemp(prefix="andon-redteam-"))
+    if case.home:  # this worker process only: the real user site is never written
+        os.environ["HOME"] = str(tmp / "home")
+        os.environ.pop("PYTHONUSERBASE", None)
     t0 = time.monotonic()
     try:
         o = scenarios.play(s, tmp / "repo")
@@ -47,6 +69,7 @@ def run_one(name: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - a crash is a failed row, not a crashed table
         ok, why, finding = False, f"crashed: {exc!r}", "-"
     finally:
+        scenarios_reach.cleanup(case)
         shutil.rmtree(tmp, ignore_errors=True)
     return {"name": name, "kind": s.kind, "ok": ok, "why": why, "finding": finding,
             "seconds": time.monotonic() - t0}
@@ -57,17 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
-    table = [s for s in scenarios.build() if not args.names or s.name in args.names]
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        rows = list(pool.map(run_one, [s.name for s in table]))
-    print(f"{'kind':>4}  {'scenario':<26} {'result':<9} finding")
+    names = [c.scenario.name for c in table()
+             if not args.names or c.scenario.name in args.names]
+    with ProcessPoolExecutor(max_workers=max(1, args.jobs), max_tasks_per_child=1) as pool:
+        rows = list(pool.map(run_one, names))
+    print(f"{'kind':>4}  {'scenario':<36} {'result':<9} finding")
     for r in sorted(rows, key=lambda r: (r["kind"] is None, r["kind"] or 0, r["name"])):
         honest = r["kind"] is None
         result = ("accepted" if r["ok"] else "REJECTED") if honest else \
             ("caught" if r["ok"] else "SLIPPED")
         if r.get("skipped"):
             result = "skipped"
-        line = f"{'-' if honest else r['kind']:>4}  {r['name']:<26} {result:<9} {r['finding']}"
+        line = f"{'-' if honest else r['kind']:>4}  {r['name']:<36} {result:<9} {r['finding']}"
         if not r["ok"]:
             line += f"  <- {r['why']}"
         print(line)
