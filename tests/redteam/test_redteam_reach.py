@@ -54,6 +54,11 @@ def test_honest_neighbours_of_the_interpreter_are_merged(name, tmp_path):
     outcome = play(case.scenario, tmp_path / "repo")
     ok, why = verdict(case.scenario, outcome)
     assert ok, f"{case.scenario.name}: {why}"
+    # the private interpreter is started as every test run is (<python> -I -B boot.py)
+    store = outcome.runner.store
+    suite = next(g for g in store.gate_results(store.attempts("P1")[0]["id"])
+                 if g["gate"] == "suite")
+    assert [r["integrity"]["channel"] for r in suite["evidence"]["runs"]] == ["used"]
 
 
 def test_a_second_attempt_learns_nothing_from_the_hidden_failure(tmp_path):
