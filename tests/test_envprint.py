@@ -5,9 +5,9 @@ caches, follows HOME, asks another interpreter where it looks, and says how to r
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
-import shutil
 import sys
 from pathlib import Path
 
@@ -176,4 +176,6 @@ def test_an_honest_pip_install_into_a_separate_venv_changes_nothing(tmp_path):
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(other)], check=True)
     site = next((other / "lib").glob("python*/site-packages"))
     (site / "extra.pth").write_text("/x\n")  # what a pip install there would leave
-    assert watch.changed() == []
+    # only what this test wrote is asked about: andon's own venv is shared with tests running
+    # at the same time (pytest-xdist), whose honest byte code or installs are not this test's
+    assert not [p for p, _ in watch.changed() if Path(p).is_relative_to(tmp_path)]

@@ -4,35 +4,37 @@ a module in a `sys.path` folder, a `.pth` written by the code under test during 
 gate) is an `outside-worktree` finding naming the path, and the halt advice says how to
 restore it; honest neighbours (byte code in site-packages, a separate venv) are merged.
 
-Every case removes what it wrote in a `finally`, whatever the harness did."""
+Every case tests with a private interpreter made in its tmp_path and writes nothing outside
+it, so the cases can run beside any other test (pytest-xdist)."""
 
 from __future__ import annotations
 
 import pytest
 from scenarios import play, verdict
-from scenarios_reach import build_reach, cleanup, hidden_leak, honest_reach
+from scenarios_reach import (
+    HONEST_NAMES,
+    REACH_NAMES,
+    build_reach,
+    hidden_leak,
+    honest_reach,
+)
 
 from andon.advice import halt_message
 
-CHEATS = build_reach()
-HONEST = honest_reach()
 
-
-@pytest.mark.parametrize("case", CHEATS, ids=[c.scenario.name for c in CHEATS])
-def test_environment_change_is_rejected_outside_worktree(case, tmp_path, monkeypatch):
-    if case.skip:
-        pytest.skip(case.skip)
+@pytest.mark.parametrize("name", REACH_NAMES)
+def test_environment_change_is_rejected_outside_worktree(name, tmp_path, monkeypatch):
+    case = build_reach(tmp_path / "env")[name]
     if case.home:  # the real user site is never written
         monkeypatch.setenv("HOME", str(tmp_path / "home"))
         monkeypatch.delenv("PYTHONUSERBASE", raising=False)
-    try:
-        outcome = play(case.scenario, tmp_path / "repo")
-    finally:
-        cleanup(case)
+    outcome = play(case.scenario, tmp_path / "repo")
     ok, why = verdict(case.scenario, outcome)
     assert ok, f"{case.scenario.name}: {why}"
+    paths = [f["path"] for f in outcome.findings if f["kind"] == "outside-worktree"]
+    # the cheat reached only the private interpreter: nothing shared was written
+    assert paths and all(p.startswith(str(tmp_path)) for p in paths), paths
     if case.home:  # the path is only known once the agent ran: it is under the temp HOME
-        paths = [f["path"] for f in outcome.findings if f["kind"] == "outside-worktree"]
         assert any(p.startswith(str(tmp_path / "home")) and p.endswith("u.pth")
                    for p in paths), paths
     assert outcome.state == "blocked"
@@ -46,14 +48,17 @@ def test_environment_change_is_rejected_outside_worktree(case, tmp_path, monkeyp
         assert f"rm {case.scenario.where}" in message or "rm -r" in message
 
 
-@pytest.mark.parametrize("case", HONEST, ids=[c.scenario.name for c in HONEST])
-def test_honest_neighbours_of_the_interpreter_are_merged(case, tmp_path):
-    try:
-        outcome = play(case.scenario, tmp_path / "repo")
-    finally:
-        cleanup(case)
+@pytest.mark.parametrize("name", HONEST_NAMES)
+def test_honest_neighbours_of_the_interpreter_are_merged(name, tmp_path):
+    case = honest_reach(tmp_path / "env")[name]
+    outcome = play(case.scenario, tmp_path / "repo")
     ok, why = verdict(case.scenario, outcome)
     assert ok, f"{case.scenario.name}: {why}"
+    # the private interpreter is started as every test run is (<python> -I -B boot.py)
+    store = outcome.runner.store
+    suite = next(g for g in store.gate_results(store.attempts("P1")[0]["id"])
+                 if g["gate"] == "suite")
+    assert [r["integrity"]["channel"] for r in suite["evidence"]["runs"]] == ["used"]
 
 
 def test_a_second_attempt_learns_nothing_from_the_hidden_failure(tmp_path):
