@@ -39,24 +39,34 @@ import scenarios_static  # noqa: E402
 from andon import netless  # noqa: E402
 
 
-def table() -> list[scenarios_reach.ReachCase]:
-    """Every scenario of every table, each wrapped as a ReachCase (what it leaves outside its
-    project, whether it needs HOME elsewhere, why this machine cannot play it)."""
-    plain = [*scenarios.build(), *scenarios_forgery.build_forgery(), *scenarios_static.build(),
-             scenarios_reach.hidden_leak()]
-    return [*(scenarios_reach.ReachCase(s) for s in plain),
-            *scenarios_reach.build_reach(), *scenarios_reach.honest_reach()]
+def names() -> list[str]:
+    """Every scenario of every table, by name."""
+    return [s.name for s in _plain()] + [*scenarios_reach.REACH_NAMES,
+                                         *scenarios_reach.HONEST_NAMES]
+
+
+def _plain() -> list:
+    return [*scenarios.build(), *scenarios_forgery.build_forgery(), *scenarios_static.build(),
+            scenarios_reach.hidden_leak()]
+
+
+def _case(name: str, tmp: Path) -> scenarios_reach.ReachCase:
+    """The scenario called ``name``; kind-3 cases get their private interpreter in ``tmp``."""
+    if name in scenarios_reach.REACH_NAMES:
+        return scenarios_reach.build_reach(tmp / "env")[name]
+    if name in scenarios_reach.HONEST_NAMES:
+        return scenarios_reach.honest_reach(tmp / "env")[name]
+    return scenarios_reach.ReachCase(next(s for s in _plain() if s.name == name))
 
 
 def run_one(name: str) -> dict:
-    case = next(x for x in table() if x.scenario.name == name)
-    s = case.scenario
-    skip = case.skip or (f"no network namespaces ({netless.available()[1]})"
-                         if s.needs_netns and not netless.available()[0] else None)
-    if skip:
-        return {"name": name, "kind": s.kind, "ok": True, "skipped": True, "seconds": 0.0,
-                "why": "", "finding": f"not run: {skip}"}
     tmp = Path(tempfile.mkdtemp(prefix="andon-redteam-"))
+    case = _case(name, tmp)
+    s = case.scenario
+    if s.needs_netns and not netless.available()[0]:
+        shutil.rmtree(tmp, ignore_errors=True)
+        return {"name": name, "kind": s.kind, "ok": True, "skipped": True, "seconds": 0.0,
+                "why": "", "finding": f"not run: no network namespaces ({netless.available()[1]})"}
     if case.home:  # this worker process only: the real user site is never written
         os.environ["HOME"] = str(tmp / "home")
         os.environ.pop("PYTHONUSERBASE", None)
@@ -69,7 +79,6 @@ def run_one(name: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - a crash is a failed row, not a crashed table
         ok, why, finding = False, f"crashed: {exc!r}", "-"
     finally:
-        scenarios_reach.cleanup(case)
         shutil.rmtree(tmp, ignore_errors=True)
     return {"name": name, "kind": s.kind, "ok": ok, "why": why, "finding": finding,
             "seconds": time.monotonic() - t0}
@@ -80,10 +89,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=4)
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
-    names = [c.scenario.name for c in table()
-             if not args.names or c.scenario.name in args.names]
+    chosen = [n for n in names() if not args.names or n in args.names]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs), max_tasks_per_child=1) as pool:
-        rows = list(pool.map(run_one, names))
+        rows = list(pool.map(run_one, chosen))
     print(f"{'kind':>4}  {'scenario':<36} {'result':<9} finding")
     for r in sorted(rows, key=lambda r: (r["kind"] is None, r["kind"] or 0, r["name"])):
         honest = r["kind"] is None
