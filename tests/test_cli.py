@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from andon.config import DEFAULT_TOML
-from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet, packet_md
+from helpers import GIT_ENV, MUL_CODE, andon, config_toml, git, make_project, mul_packet, packet_md
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 
@@ -221,7 +221,7 @@ def test_check_json_lists_every_problem(tmp_path):
     assert any("P9" in p["message"] for p in data["problems"])
 
 
-BAD_KEY_TOML = DEFAULT_TOML.replace("[gates]\n", "[gates]\nred_run = 5\n")
+BAD_KEY_TOML = config_toml(add={"gates": "red_run = 5"})
 
 
 def _config_and_packet_problems(tmp_path: Path, config: str) -> Path:
