@@ -78,8 +78,10 @@ class Runner:
         self.ref = f"refs/heads/{config.andon.integration_branch}"
         self.evidence_root = state_dir(repo) / "evidence"
         root = config.andon.worktree_root
+        # One folder per repository directly in the temp dir (not under a shared parent):
+        # run() removes it when it ends empty, so nothing of andon's stays behind there.
         self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
-            "andon-worktrees/" + repo.root.name + "-"
+            "andon-worktrees-" + repo.root.name + "-"
             + hashlib.sha1(str(repo.root).encode()).hexdigest()[:8])
         self.packets: dict[str, Packet] = {}
         self.run_started: str | None = None   # set by run(): the scope of [budgets.run]
