@@ -256,7 +256,7 @@ def andon(root: Path, *args: str, env: Mapping[str, str] | None = None,
     if not real_process and args and (args[0] in IN_PROCESS or "--help" in args):
         return _in_process(root, args, env)
     return subprocess.run([sys.executable, "-m", "andon", "-C", str(root), *args],
-                          capture_output=True, text=True, timeout=timeout,
+                          capture_output=True, text=True, timeout=timeout, check=False,
                           env={**os.environ, **env})
 
 
