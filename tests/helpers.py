@@ -1,7 +1,7 @@
 """Builders shared by the end-to-end tests: real git repositories with real pytest suites.
 
-``make_project`` writes a tiny package (``src/calc``) with passing tests, an andon.toml and
-the given packets, commits it on ``main`` and returns its root. ``runner_for`` builds an
+``make_project`` writes a tiny package (``src/calc``) with passing tests, an andon.toml
+(``FAST`` unless given: ``config_toml`` builds others) and the given packets, commits it on ``main`` and returns its root. ``runner_for`` builds an
 in-process Runner with scripted agents; ``andon`` runs the real CLI in a subprocess.
 """
 
@@ -127,9 +127,12 @@ def git(root: Path, *args: str) -> str:
 
 
 def make_project(root: Path, packets: Mapping[str, tuple[str, Mapping[str, str]]] = (),
-                 files: Mapping[str, str] | None = None, config: str = DEFAULT_TOML) -> Path:
+                 files: Mapping[str, str] | None = None, config: str = FAST) -> Path:
     """Write and commit a project at ``root``; ``packets`` maps folder name →
-    (packet.md text, {planted relpath: text}). ``files`` adds or overrides project files."""
+    (packet.md text, {planted relpath: text}). ``files`` adds or overrides project files.
+    ``config`` is the andon.toml text: by default ``FAST`` (one red and one hermetic run, no
+    random-order run: the repetitions are tested where they are the subject, with their own
+    config, e.g. ``config_toml()`` or ``DEFAULT_TOML``)."""
     base = {
         "src/calc/__init__.py": "",
         "src/calc/ops.py": CALC,

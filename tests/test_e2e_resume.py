@@ -34,9 +34,10 @@ IDLE = "echo '# had a look' >> src/calc/ops.py"
 
 
 def resume_toml(worktrees: Path, test_command: list[str] | None = None) -> str:
-    """DEFAULT_TOML with attempt worktrees under ``worktrees`` (so a test can see leftovers)
-    and optionally another test command."""
-    text = config_toml(worktree_root=worktrees, test_command=test_command)
+    """FAST settings (one red and one hermetic run, no random order) with attempt worktrees
+    under ``worktrees`` (so a test can see leftovers) and optionally another test command."""
+    text = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                       worktree_root=worktrees, test_command=test_command)
     assert "worktree_root" in text and (test_command is None or json.dumps(test_command) in text)
     return text
 

@@ -66,7 +66,7 @@ def suite(root: Path, tmp_path: Path, network: str, port: int):
 def test_defaults_cut_test_runs_and_leave_agents_online(tmp_path):
     c = Config()
     assert (c.test.network, c.agent.network) == ("off", "on")
-    root = make_project(tmp_path / "p")
+    root = make_project(tmp_path / "p", config=DEFAULT_TOML)
     c = load_config(root)  # DEFAULT_TOML names both keys
     assert (c.test.network, c.agent.network) == ("off", "on")
     assert 'network = "off"' in DEFAULT_TOML and 'network = "on"' in DEFAULT_TOML
