@@ -33,6 +33,9 @@ _private_tmp: list[Path] = []
 
 def pytest_configure(config):
     os.environ.setdefault(SYSTEM_TMP_ENV, tempfile.gettempdir())
+    # pytest's own tmp_path folders stay where pytest puts them (and so outlive this run
+    # when a test fails): its base is read from here before TMPDIR, and lazily, after this.
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", os.environ[SYSTEM_TMP_ENV])
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     d = Path(tempfile.mkdtemp(prefix=f"andon-tests-{worker}-"))
     _private_tmp.append(d)

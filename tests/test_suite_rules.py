@@ -88,11 +88,12 @@ def test_temporary_files_go_to_a_private_folder_removed_at_the_end(tmp_path):
     (root / "tests" / "test_mixed.py").write_text(f'''
 import subprocess, sys, tempfile
 
-def test_leaves_a_file():
+def test_leaves_a_file(tmp_path):
     fd, path = tempfile.mkstemp(prefix="left-")
     child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp())"],
                            capture_output=True, text=True, check=True).stdout.strip()
-    open({str(seen)!r}, "w").write(tempfile.gettempdir() + "\\n" + path + "\\n" + child)
+    open({str(seen)!r}, "w").write(tempfile.gettempdir() + "\\n" + path + "\\n" + child
+                                   + "\\n" + str(tmp_path))
 ''')
     env_tmp = {"TMPDIR": str(system_tmp)}
     p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0",
@@ -101,9 +102,11 @@ def test_leaves_a_file():
                        env={**{k: v for k, v in os.environ.items()
                                if not k.startswith(("PYTEST_", "ANDON_TESTS"))}, **env_tmp})
     assert p.returncode == 0, p.stdout + p.stderr
-    private, path, child = seen.read_text().splitlines()
+    private, path, child, tmp = seen.read_text().splitlines()
     assert Path(private).parent == system_tmp and Path(private).name.startswith("andon-tests-")
     assert Path(path).parent == Path(child).parent == Path(private)
     assert not Path(private).exists()
+    # tmp_path is pytest's, in the system temp dir (kept there when a test fails)
+    assert Path(tmp).is_relative_to(system_tmp) and not Path(tmp).is_relative_to(private)
     # what stays is pytest's own folder of tmp_path roots, nothing of the tests'
     assert all(p.name.startswith("pytest-of-") for p in system_tmp.iterdir())
