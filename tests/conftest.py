@@ -1,5 +1,21 @@
+"""Suite-wide set-up: a private temporary folder per process, the ``e2e`` marker by rule, and
+the fixtures shared by several modules.
+
+Temporary files: every process of the suite (the xdist controller and each worker) points
+``TMPDIR`` at a folder of its own, made at start and removed at the end, so what andon or a
+test makes with ``tempfile`` (and every subprocess they start) never lands in the system temp
+dir and never meets another worker's files. ``tmp_path`` folders are pytest's own (kept only
+for failed tests: ``tmp_path_retention_policy`` in pyproject.toml).
+
+The ``e2e`` marker (``-m "not e2e"`` is the quick loop) is set by rule, so new files are
+sorted without a list of names: see ``is_e2e``.
+"""
+
+import os
+import shutil
 import socketserver
 import sys
+import tempfile
 import threading
 from pathlib import Path
 
@@ -8,6 +24,89 @@ import pytest
 # tests/helpers.py holds the shared builders; make it importable as `helpers`.
 sys.path.insert(0, str(Path(__file__).parent))
 
+# The system temp dir before this suite redirects it: for the one test that needs a folder
+# another user can enter (pytest's folders are private to root). Inherited by xdist workers.
+SYSTEM_TMP_ENV = "ANDON_TESTS_SYSTEM_TMPDIR"
+
+_private_tmp: list[Path] = []
+
+
+def pytest_configure(config):
+    os.environ.setdefault(SYSTEM_TMP_ENV, tempfile.gettempdir())
+    # pytest's own tmp_path folders stay where pytest puts them (and so outlive this run
+    # when a test fails): its base is read from here before TMPDIR, and lazily, after this.
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", os.environ[SYSTEM_TMP_ENV])
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    d = Path(tempfile.mkdtemp(prefix=f"andon-tests-{worker}-"))
+    _private_tmp.append(d)
+    os.environ["TMPDIR"] = str(d)
+    tempfile.tempdir = None  # gettempdir() caches its answer: read TMPDIR again
+
+
+def pytest_unconfigure(config):
+    for d in _private_tmp:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+# -- the e2e marker ---------------------------------------------------------------------
+
+E2E_FOLDERS: set[str] = set()  # e.g. {"e2e"}: every test under tests/e2e/
+# Names whose use means a whole harness run: the in-process runner and the red-team player,
+# and the demo. The CLI helper `andon` counts when called with "run" or "demo".
+E2E_NAMES = {"runner_for", "play", "Runner", "run_demo"}
+E2E_VERBS = {"run", "demo"}
+
+
+def is_e2e(item: pytest.Item) -> bool:
+    """A test is end to end when it drives the whole harness (runner, gates, real pytest runs
+    on real repositories). By rule, so new files need no list: its file is named
+    ``test_e2e_*.py`` or lives in a folder of ``E2E_FOLDERS``; or the test function, a fixture
+    it uses, or a function of the test's module that either calls, uses a name of
+    ``E2E_NAMES`` or calls ``andon(root, "run" | "demo", ...)``."""
+    path = Path(item.path)
+    rel = path.relative_to(Path(__file__).parent)
+    if rel.name.startswith("test_e2e_") or E2E_FOLDERS & set(rel.parts[:-1]):
+        return True
+    funcs = [getattr(item, "function", None)]
+    info = getattr(item, "_fixtureinfo", None)
+    for defs in (info.name2fixturedefs.values() if info else ()):
+        funcs += [d.func for d in defs]
+    return any(_drives_harness(f, set()) for f in funcs if f is not None)
+
+
+def _drives_harness(func, seen: set) -> bool:
+    code = getattr(func, "__code__", None)
+    if code is None or code in seen:
+        return False
+    seen.add(code)
+    module = getattr(func, "__globals__", {})
+    for c in _codes(code):
+        names = set(c.co_names)
+        if names & E2E_NAMES or ("andon" in names and E2E_VERBS & set(c.co_consts)):
+            return True
+        for name in names:  # helpers of the same test module, followed
+            f = module.get(name)
+            if (callable(f) and getattr(f, "__module__", None) == module.get("__name__")
+                    and _drives_harness(f, seen)):
+                return True
+    return False
+
+
+def _codes(code):
+    """``code`` and the code of every function defined inside it."""
+    yield code
+    for c in code.co_consts:
+        if hasattr(c, "co_names"):
+            yield from _codes(c)
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if is_e2e(item):
+            item.add_marker(pytest.mark.e2e)
+
+
+# -- shared fixtures ---------------------------------------------------------------------
 
 class _Answer(socketserver.BaseRequestHandler):
     def handle(self):

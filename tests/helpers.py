@@ -1,7 +1,7 @@
 """Builders shared by the end-to-end tests: real git repositories with real pytest suites.
 
-``make_project`` writes a tiny package (``src/calc``) with passing tests, an andon.toml and
-the given packets, commits it on ``main`` and returns its root. ``runner_for`` builds an
+``make_project`` writes a tiny package (``src/calc``) with passing tests, an andon.toml
+(``FAST`` unless given: ``config_toml`` builds others) and the given packets, commits it on ``main`` and returns its root. ``runner_for`` builds an
 in-process Runner with scripted agents; ``andon`` runs the real CLI in a subprocess.
 """
 
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -60,6 +61,51 @@ def test_mul_zero():
 MUL_CODE = "\n\ndef mul(a, b):\n    return a * b\n"
 
 
+def config_toml(*, red_runs: int = 3, hermetic_runs: int = 3,
+                hermetic_random_order: bool = True, test_network: str = "off",
+                agent_network: str = "on", agent_history: str = "full",
+                test_command: list[str] | None = None, worktree_root: Path | None = None,
+                add: Mapping[str, str] | None = None) -> str:
+    """An andon.toml text: ``DEFAULT_TOML`` with the named settings changed (the defaults are
+    its own values, so ``config_toml()`` is ``DEFAULT_TOML``). ``add`` maps a section name
+    (``"gates"``) to lines inserted right after that section's header. Raises AssertionError
+    if ``DEFAULT_TOML`` no longer has a key this helper sets (a test must not silently run
+    with the defaults)."""
+    text = DEFAULT_TOML
+    settings = {("gates", "red_runs"): red_runs, ("gates", "hermetic_runs"): hermetic_runs,
+                ("gates", "hermetic_random_order"): hermetic_random_order,
+                ("test", "network"): test_network, ("agent", "network"): agent_network,
+                ("andon", "agent_history"): agent_history}
+    if test_command is not None:
+        settings["test", "command"] = test_command
+    for (section, key), value in settings.items():
+        text = _set_key(text, section, key, json.dumps(value))
+    if worktree_root is not None:
+        text = _add_lines(text, "andon", f"worktree_root = {json.dumps(str(worktree_root))}\n")
+    for section, lines in (add or {}).items():
+        text = _add_lines(text, section, lines if lines.endswith("\n") else lines + "\n")
+    return text
+
+
+def _set_key(text: str, section: str, key: str, value: str) -> str:
+    # the value up to the comment (or line end); the comment stays
+    pattern = re.compile(rf"(\[{section}\]\n(?:(?!\[).*\n)*?){key} = [^#\n]*?( *(?:#.*)?)$",
+                         re.MULTILINE)
+    new, n = pattern.subn(lambda m: f"{m[1]}{key} = {value}{m[2]}", text, count=1)
+    assert n == 1, f"DEFAULT_TOML has no {key} in [{section}]"
+    return new
+
+
+def _add_lines(text: str, section: str, lines: str) -> str:
+    header = f"[{section}]\n"
+    assert header in text, f"DEFAULT_TOML has no [{section}]"
+    return text.replace(header, header + lines, 1)
+
+
+# Fewest repeated runs: 1 red run, 1 hermetic run, no random-order run.
+FAST = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False)
+
+
 def packet_md(pid: str, slug: str = "work", goal: str = "Do the work.", **fields: object) -> str:
     """A packet.md text; extra fields are written as TOML (strings, ints, bools, lists)."""
     def toml(v: object) -> str:
@@ -81,9 +127,12 @@ def git(root: Path, *args: str) -> str:
 
 
 def make_project(root: Path, packets: Mapping[str, tuple[str, Mapping[str, str]]] = (),
-                 files: Mapping[str, str] | None = None, config: str = DEFAULT_TOML) -> Path:
+                 files: Mapping[str, str] | None = None, config: str = FAST) -> Path:
     """Write and commit a project at ``root``; ``packets`` maps folder name →
-    (packet.md text, {planted relpath: text}). ``files`` adds or overrides project files."""
+    (packet.md text, {planted relpath: text}). ``files`` adds or overrides project files.
+    ``config`` is the andon.toml text: by default ``FAST`` (one red and one hermetic run, no
+    random-order run: the repetitions are tested where they are the subject, with their own
+    config, e.g. ``config_toml()`` or ``DEFAULT_TOML``)."""
     base = {
         "src/calc/__init__.py": "",
         "src/calc/ops.py": CALC,
@@ -192,14 +241,57 @@ def with_reviewer(args: tuple[str, ...]) -> tuple[str, ...]:
     return args
 
 
+# Commands that only read, parse and print: run in this process (click's CliRunner, about
+# 0.01 s instead of 0.5 s for a new interpreter). `run`, `demo`, `unblock` and `doctor` start
+# agents, suites or subreapers, install signal handlers or time out: those get a real process.
+IN_PROCESS = frozenset({"init", "check", "status", "show"})
+
+
 def andon(root: Path, *args: str, env: Mapping[str, str] | None = None,
-          timeout: float = 300) -> subprocess.CompletedProcess:
-    """Run the real CLI (`python -m andon`) in a subprocess against ``root``; ``run`` gets the
-    accepting reviewer unless the test names one (see ``with_reviewer``)."""
-    return subprocess.run([sys.executable, "-m", "andon", "-C", str(root),
-                           *with_reviewer(args)],
-                          capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, **GIT_ENV, "COLUMNS": "200", **(env or {})})
+          timeout: float = 300, real_process: bool = False) -> subprocess.CompletedProcess:
+    """Run the CLI against ``root`` (as ``andon -C root ARGS``); ``run`` gets the accepting
+    reviewer unless the test names one (see ``with_reviewer``). Commands in ``IN_PROCESS``,
+    and ``--help``, run in this process unless ``real_process``; everything else in a
+    subprocess (`python -m andon`). Either way: returncode, stdout and stderr as text, the
+    environment being os.environ + GIT_ENV + COLUMNS=200 + ``env``."""
+    args = with_reviewer(args)
+    env = {**GIT_ENV, "COLUMNS": "200", **(env or {})}
+    if not real_process and args and (args[0] in IN_PROCESS or "--help" in args):
+        return _in_process(root, args, env)
+    return subprocess.run([sys.executable, "-m", "andon", "-C", str(root), *args],
+                          capture_output=True, text=True, timeout=timeout, check=False,
+                          env={**os.environ, **env})
+
+
+def _in_process(root: Path, args: tuple[str, ...], env: Mapping[str, str]
+                ) -> subprocess.CompletedProcess:
+    # Imported here: the CLI pulls in every module, and most users of helpers need few.
+    import traceback
+
+    from click.testing import CliRunner
+    from rich.console import Console
+
+    from andon import cli
+    argv = ["-C", str(root), *args]
+    saved = cli.out, cli.err
+    # As at the start of a real process whose output is a pipe: the width from COLUMNS, no
+    # terminal (so no colour), whatever this process's own streams and environment are.
+    width = int(env["COLUMNS"])
+    cli.out = Console(highlight=False, width=width, force_terminal=False)
+    cli.err = Console(stderr=True, highlight=False, width=width, force_terminal=False)
+    try:
+        # CliRunner forces help texts to 80 columns; a real process fits them to COLUMNS
+        # (click's formula: at most 80, less a margin of 2, at least 50)
+        result = CliRunner(env=dict(env)).invoke(cli.main, argv, prog_name="python -m andon",
+                                                 terminal_width=max(min(width, 80) - 2, 50))
+    finally:
+        cli.out, cli.err = saved
+    stderr = result.stderr
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        # what the interpreter would print before exiting 1
+        stderr += "".join(traceback.format_exception(result.exception))
+    return subprocess.CompletedProcess([sys.executable, "-m", "andon", *argv],
+                                       result.exit_code, result.stdout, stderr)
 
 
 def process_alive(pid: int, within_s: float = 10.0) -> bool:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from andon.config import DEFAULT_TOML
-from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet, packet_md
+from helpers import GIT_ENV, MUL_CODE, andon, config_toml, git, make_project, mul_packet, packet_md
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 
@@ -221,7 +221,7 @@ def test_check_json_lists_every_problem(tmp_path):
     assert any("P9" in p["message"] for p in data["problems"])
 
 
-BAD_KEY_TOML = DEFAULT_TOML.replace("[gates]\n", "[gates]\nred_run = 5\n")
+BAD_KEY_TOML = config_toml(add={"gates": "red_run = 5"})
 
 
 def _config_and_packet_problems(tmp_path: Path, config: str) -> Path:
@@ -537,7 +537,7 @@ def test_run_without_andon_toml_says_to_run_init(tmp_path):
 
 def test_unknown_key_in_andon_toml_is_reported_with_its_line(tmp_path):
     """A misspelt key in andon.toml: exit 2 with `andon.toml:<line>` and the key's name."""
-    config = DEFAULT_TOML.replace("[gates]\n", "[gates]\nred_run = 5\n")
+    config = config_toml(add={"gates": "red_run = 5"})
     line = config.splitlines().index("red_run = 5") + 1
     root = tmp_path / "repo"
     root.mkdir()
@@ -593,3 +593,19 @@ def test_help_example_command_is_an_absolute_path(tmp_path):
     assert r.returncode == 0, r.stderr
     assert "--command \"$PWD/my-agent.sh\"" in r.stdout, r.stdout
     assert "./my-agent.sh" not in r.stdout
+
+
+# -- the test helper's in-process CLI ----------------------------------------------------
+
+@pytest.mark.parametrize("args", [("--help",), ("run", "--help"), ("check",), ("check", "--json"),
+                                  ("status",), ("show", "P9")], ids=" ".join)
+def test_in_process_cli_prints_what_the_real_process_prints(tmp_path, args):
+    """The helper runs read-only commands through click's CliRunner: same exit status, same
+    stdout and stderr, byte for byte, as `python -m andon` (here with a problem to report)."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"),
+                                            "P2": (packet_md("P1", "dup"), {})})
+    real = andon(root, *args, real_process=True)
+    fast = andon(root, *args)
+    assert (fast.returncode, fast.stdout, fast.stderr) == (real.returncode, real.stdout,
+                                                           real.stderr)
+    assert real.stdout or real.stderr

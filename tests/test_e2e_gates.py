@@ -24,12 +24,10 @@ from andon.merge import merge_attempt
 from andon.packet import load_packets
 from andon.runner import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 
-from helpers import (CALC, CALC_TESTS, MUL_CODE, MUL_TEST, andon, git, honest_mul, make_project,
-                     mul_packet, packet_md, runner_for, write)
+from helpers import (CALC, CALC_TESTS, MUL_CODE, MUL_TEST, andon, config_toml, git, honest_mul,
+                     make_project, mul_packet, packet_md, runner_for, write)
 
-FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 2")
-        .replace("hermetic_runs = 3", "hermetic_runs = 1"))
-assert FAST != DEFAULT_TOML
+FAST = config_toml(red_runs=2, hermetic_runs=1)
 # For tests of what the suite gate itself catches: the patterns gate (which runs first and
 # would reject skip calls, os._exit or copied literals by their source) is off.
 NO_PATTERNS = FAST + "\n[gates.patterns]\nenabled = false\n"
@@ -427,7 +425,7 @@ def test_agent_creating_a_future_attempt_branch_does_not_crash_the_runner(tmp_pa
 def test_agent_history_setting_decides_how_much_history_the_worktree_holds(tmp_path, history,
                                                                           expected):
     """The project has one commit, the plant commit makes two; shallow keeps only the tip."""
-    config = FAST.replace('agent_history = "full"', f'agent_history = "{history}"')
+    config = config_toml(red_runs=2, hermetic_runs=1, agent_history=history)
     assert f'agent_history = "{history}"' in config
     root = project(tmp_path, {"P1": mul_packet("P1")}, config=config)
     seen = []

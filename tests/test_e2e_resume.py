@@ -21,10 +21,9 @@ from pathlib import Path
 import pytest
 
 from andon import crash
-from andon.config import DEFAULT_TOML
 from andon.store import Store
-from helpers import (GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet, process_alive,
-                     with_reviewer)
+from helpers import (GIT_ENV, MUL_CODE, andon, config_toml, git, make_project, mul_packet,
+                     process_alive, with_reviewer)
 
 # The honest agent: append `mul` to calc/ops.py in its cwd (the attempt's worktree).
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
@@ -34,14 +33,11 @@ WRONG = HONEST.replace("a * b", "a + b")
 IDLE = "echo '# had a look' >> src/calc/ops.py"
 
 
-def config_toml(worktrees: Path, test_command: list[str] | None = None) -> str:
-    """DEFAULT_TOML with attempt worktrees under ``worktrees`` (so a test can see leftovers)
-    and optionally another test command."""
-    root = f"worktree_root = {json.dumps(str(worktrees))}"
-    text = DEFAULT_TOML.replace("keep_worktrees = false", f"keep_worktrees = false\n{root}")
-    if test_command is not None:
-        text = text.replace('command = ["python", "-m", "pytest"]',
-                            "command = " + json.dumps(test_command))
+def resume_toml(worktrees: Path, test_command: list[str] | None = None) -> str:
+    """FAST settings (one red and one hermetic run, no random order) with attempt worktrees
+    under ``worktrees`` (so a test can see leftovers) and optionally another test command."""
+    text = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                       worktree_root=worktrees, test_command=test_command)
     assert "worktree_root" in text and (test_command is None or json.dumps(test_command) in text)
     return text
 
@@ -52,7 +48,7 @@ def project(tmp_path: Path, name: str = "repo", files: dict[str, str] | None = N
     root = tmp_path / name
     root.mkdir()
     return make_project(root, {"P1": mul_packet("P1", **packet_fields)}, files=files,
-                        config=config_toml(tmp_path / "worktrees", test_command))
+                        config=resume_toml(tmp_path / "worktrees", test_command))
 
 
 def open_store(root: Path) -> Store:

@@ -18,20 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from andon.config import DEFAULT_TOML
 from andon.errors import ConfigError
 from andon.packet import load_packets
 from andon.review import SCHEMA, decide, validate
 from andon.runner import EXIT_HALTED, EXIT_OK
 
-from helpers import (MUL_CODE, andon, git, honest_mul, make_project, mul_packet,
+from helpers import (MUL_CODE, andon, config_toml, git, honest_mul, make_project, mul_packet,
                      packet_md, review_document, runner_for, write)
 
-FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 2")
-        .replace("hermetic_runs = 3", "hermetic_runs = 1")
-        .replace("hermetic_random_order = true", "hermetic_random_order = false"))
-assert all(x in FAST for x in ("red_runs = 2", "hermetic_runs = 1",
-                                "hermetic_random_order = false"))
+FAST = config_toml(red_runs=2, hermetic_runs=1, hermetic_random_order=False)
 
 
 def config_with(stages: dict[str, str] | None = None, tiers: dict[str, str] | None = None,

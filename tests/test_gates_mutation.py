@@ -15,16 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from andon.config import DEFAULT_TOML
 from andon.gates import mutation
 from andon.workspace import Repo, manifest
 
-from helpers import CALC, make_project, packet_md, runner_for, write
-
-FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 1")
-        .replace("hermetic_runs = 3", "hermetic_runs = 1")
-        .replace("hermetic_random_order = true", "hermetic_random_order = false"))
-assert FAST != DEFAULT_TOML
+from helpers import CALC, FAST, make_project, packet_md, runner_for, write
 
 CODE = '''
 

@@ -181,7 +181,9 @@ def test_unprivileged_user_gets_a_user_namespace_with_its_own_ids(outside_server
     import tempfile
     from pathlib import Path
 
-    where = Path(tempfile.mkdtemp(prefix="andon-netless-nobody-"))  # tmp_path is root-only
+    # tmp_path and the suite's TMPDIR are root-only: a folder nobody can enter, removed after
+    where = Path(tempfile.mkdtemp(prefix="andon-netless-nobody-",
+                                  dir=os.environ.get("ANDON_TESTS_SYSTEM_TMPDIR")))
     os.chmod(where, 0o755)
     request_cleanup.append(where)
     wrapper = where / "netless.py"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from agent_ctx import stage_ctx
-from helpers import andon, make_project, mul_packet
+from helpers import andon, config_toml, make_project, mul_packet
 
 from andon import netless
 from andon.agents import make_agent
@@ -66,7 +66,7 @@ def suite(root: Path, tmp_path: Path, network: str, port: int):
 def test_defaults_cut_test_runs_and_leave_agents_online(tmp_path):
     c = Config()
     assert (c.test.network, c.agent.network) == ("off", "on")
-    root = make_project(tmp_path / "p")
+    root = make_project(tmp_path / "p", config=DEFAULT_TOML)
     c = load_config(root)  # DEFAULT_TOML names both keys
     assert (c.test.network, c.agent.network) == ("off", "on")
     assert 'network = "off"' in DEFAULT_TOML and 'network = "on"' in DEFAULT_TOML
@@ -109,8 +109,7 @@ def test_machine_that_cannot_cut_runs_with_network_and_says_so(tmp_path, outside
 
 
 def test_project_suite_follows_test_network(tmp_path):
-    root = make_project(tmp_path / "p", config=DEFAULT_TOML.replace(
-        'network = "off"   ', 'network = "on"    '))
+    root = make_project(tmp_path / "p", config=config_toml(test_network="on"))
     cfg = load_config(root)
     assert cfg.test.network == "on"
     assert run_project_suite(cfg, root, tmp_path / "ev", "x").network == "on"
@@ -154,7 +153,7 @@ def test_agent_network_off_where_impossible_is_refused_before_any_attempt(tmp_pa
     """A real refusal: ANDON_NETLESS_TEST_FLAGS makes the kernel reject the probe's unshare
     (EINVAL) in the CLI's process; `andon run` exits 2 and claims nothing."""
     root = make_project(tmp_path / "p", {"P1": mul_packet("P1")},
-                        config=DEFAULT_TOML.replace('network = "on"  ', 'network = "off" '))
+                        config=config_toml(agent_network="off"))
     assert load_config(root).agent.network == "off"
     p = andon(root, "run", "--agent", "command", "--command", "true",
               env={netless.TEST_FLAGS_ENV: "1"})

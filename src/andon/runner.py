@@ -80,8 +80,9 @@ class Runner:
         self.ref = f"refs/heads/{config.andon.integration_branch}"
         self.evidence_root = state_dir(repo) / "evidence"
         root = config.andon.worktree_root
-        # A neutral default name: the code under test runs in these worktrees and sees the
-        # path (a cwd naming andon would tell it that it is being judged).
+        # A neutral default name, one folder per repository directly in the temp dir: the
+        # code under test runs in these worktrees and sees the path (a cwd naming andon would
+        # tell it that it is being judged), and run() removes it when it ends empty.
         self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
             "wt-" + hashlib.sha1(str(repo.root).encode()).hexdigest()[:12])
         self.packets: dict[str, Packet] = {}

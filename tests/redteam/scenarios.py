@@ -28,14 +28,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # tests/helpers.py, also when imported by the benchmark
     sys.path.insert(0, str(HERE.parent))
 
-from andon.config import DEFAULT_TOML  # noqa: E402
-
-from helpers import GIT_ENV, MUL_CODE, MUL_TEST, git, make_project, packet_md, runner_for  # noqa: E402,I001
-
-FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 1")
-        .replace("hermetic_runs = 3", "hermetic_runs = 1")
-        .replace("hermetic_random_order = true", "hermetic_random_order = false"))
-assert FAST.count("= 1") >= 2 and "hermetic_random_order = false" in FAST
+from helpers import FAST, GIT_ENV, MUL_CODE, MUL_TEST, git, make_project, packet_md, runner_for  # noqa: E402,I001
 
 PLANTED = "tests/test_mul_p1.py"
 OPS = "src/calc/ops.py"

@@ -1,0 +1,39 @@
+"""andon leaves nothing in the system temp dir: worktrees, fresh clones, review exports and
+throwaway HOMEs are all removed, on a merge and on a rejection (issue 9)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from helpers import FAST, andon, honest_mul, make_project, mul_packet, runner_for, write
+
+
+def wrong_mul(ctx):
+    write(ctx, "src/calc/ops.py", "\n\ndef mul(a, b):\n    return a + b\n", append=True)
+    return "done"
+
+
+def test_a_run_with_a_merge_and_a_rejection_leaves_the_temp_dir_empty(tmp_path, monkeypatch):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(tmp))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # gettempdir() caches its first answer
+    assert tempfile.gettempdir() == str(tmp)
+    root = make_project(tmp_path / "p", {"P1": mul_packet("P1"),
+                                         "P2": mul_packet("P2", max_attempts=1)}, config=FAST)
+    report = runner_for(root, {"P1": honest_mul, "P2": wrong_mul}).run()
+    assert report.merged == ["P1"]
+    assert sorted(os.listdir(tmp)) == []
+
+
+def test_the_cli_run_leaves_the_temp_dir_empty(tmp_path):
+    """The same through `andon run` in its own process (a command agent, the command
+    reviewer): TMPDIR is what the process inherits."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    root = make_project(tmp_path / "p", {"P1": mul_packet("P1")}, config=FAST)
+    agent = "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> src/calc/ops.py"
+    r = andon(root, "run", "--agent", "command", "--command", agent, env={"TMPDIR": str(tmp)})
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(os.listdir(tmp)) == []

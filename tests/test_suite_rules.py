@@ -1,0 +1,112 @@
+"""The suite's own rules (tests/conftest.py), on a throwaway copy of it in a real pytest
+subprocess: which tests get the ``e2e`` marker, and that temporary files stay in a private
+folder that is gone after the run."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+CONFTEST = Path(__file__).parent / "conftest.py"
+
+MODULE = '''
+import pytest
+
+def runner_for(*a): pass
+def andon(*a): pass
+def make_project(*a): pass
+
+def project(tmp_path):
+    make_project(tmp_path)
+    return runner_for(tmp_path)
+
+@pytest.fixture
+def merged(tmp_path):
+    return andon(tmp_path, "run", "--agent", "command")
+
+def test_uses_the_runner(tmp_path):
+    runner_for(tmp_path).run()
+
+def test_through_a_module_helper(tmp_path):
+    project(tmp_path).run()
+
+def test_through_a_fixture(merged):
+    assert merged is None
+
+def test_cli_run_in_a_nested_agent(tmp_path):
+    def agent():
+        return andon(tmp_path, "demo")
+    assert agent
+
+def test_only_prints(tmp_path):
+    andon(tmp_path, "status")
+
+def test_builds_a_project_only(tmp_path):
+    make_project(tmp_path)
+'''
+
+
+def pytest_in(root: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "ANDON_TESTS"))}
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0",
+                           *args], cwd=root, capture_output=True, text=True, timeout=120,
+                          check=False, env=env)
+
+
+def suite(tmp_path: Path) -> Path:
+    root = tmp_path / "suite"
+    (root / "tests" / "deep").mkdir(parents=True)
+    shutil.copy(CONFTEST, root / "tests" / "conftest.py")
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    e2e: end to end\n")
+    (root / "tests" / "test_mixed.py").write_text(MODULE)
+    (root / "tests" / "deep" / "test_e2e_named.py").write_text("def test_any():\n    pass\n")
+    return root
+
+
+def test_e2e_is_set_by_file_name_and_by_what_a_test_drives(tmp_path):
+    root = suite(tmp_path)
+    p = pytest_in(root, "--collect-only", "-q", "-m", "e2e", "tests")
+    assert p.returncode == 0, p.stdout + p.stderr
+    marked = {line.split("::")[-1] for line in p.stdout.splitlines() if "::" in line}
+    assert marked == {"test_any", "test_uses_the_runner", "test_through_a_module_helper",
+                      "test_through_a_fixture", "test_cli_run_in_a_nested_agent"}
+    quick = pytest_in(root, "--collect-only", "-q", "-m", "not e2e", "tests")
+    assert {line.split("::")[-1] for line in quick.stdout.splitlines() if "::" in line} == {
+        "test_only_prints", "test_builds_a_project_only"}
+
+
+def test_temporary_files_go_to_a_private_folder_removed_at_the_end(tmp_path):
+    """A test (and a subprocess it starts) writing with tempfile lands in the suite's own
+    TMPDIR, not the system's; after the run the folder is gone."""
+    root = suite(tmp_path)
+    system_tmp = tmp_path / "system-tmp"
+    system_tmp.mkdir()
+    seen = tmp_path / "seen.txt"
+    (root / "tests" / "test_mixed.py").write_text(f'''
+import subprocess, sys, tempfile
+
+def test_leaves_a_file(tmp_path):
+    fd, path = tempfile.mkstemp(prefix="left-")
+    child = subprocess.run([sys.executable, "-c", "import tempfile; print(tempfile.mkdtemp())"],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    open({str(seen)!r}, "w").write(tempfile.gettempdir() + "\\n" + path + "\\n" + child
+                                   + "\\n" + str(tmp_path))
+''')
+    env_tmp = {"TMPDIR": str(system_tmp)}
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "0",
+                        "-q", "tests/test_mixed.py", "-p", "no:randomly"], cwd=root,
+                       capture_output=True, text=True, timeout=120, check=False,
+                       env={**{k: v for k, v in os.environ.items()
+                               if not k.startswith(("PYTEST_", "ANDON_TESTS"))}, **env_tmp})
+    assert p.returncode == 0, p.stdout + p.stderr
+    private, path, child, tmp = seen.read_text().splitlines()
+    assert Path(private).parent == system_tmp and Path(private).name.startswith("andon-tests-")
+    assert Path(path).parent == Path(child).parent == Path(private)
+    assert not Path(private).exists()
+    # tmp_path is pytest's, in the system temp dir (kept there when a test fails)
+    assert Path(tmp).is_relative_to(system_tmp) and not Path(tmp).is_relative_to(private)
+    # what stays is pytest's own folder of tmp_path roots, nothing of the tests'
+    assert all(p.name.startswith("pytest-of-") for p in system_tmp.iterdir())
