@@ -37,7 +37,8 @@ def pytest_configure(config):
     # when a test fails): its base is read from here before TMPDIR, and lazily, after this.
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", os.environ[SYSTEM_TMP_ENV])
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-    d = Path(tempfile.mkdtemp(prefix=f"andon-tests-{worker}-"))
+    # a neutral name: tests check that a harness test run shows code under test no "andon"
+    d = Path(tempfile.mkdtemp(prefix=f"suite-{worker}-"))
     _private_tmp.append(d)
     os.environ["TMPDIR"] = str(d)
     tempfile.tempdir = None  # gettempdir() caches its answer: read TMPDIR again

@@ -103,7 +103,7 @@ def test_leaves_a_file(tmp_path):
                                if not k.startswith(("PYTEST_", "ANDON_TESTS"))}, **env_tmp})
     assert p.returncode == 0, p.stdout + p.stderr
     private, path, child, tmp = seen.read_text().splitlines()
-    assert Path(private).parent == system_tmp and Path(private).name.startswith("andon-tests-")
+    assert Path(private).parent == system_tmp and Path(private).name.startswith("suite-")
     assert Path(path).parent == Path(child).parent == Path(private)
     assert not Path(private).exists()
     # tmp_path is pytest's, in the system temp dir (kept there when a test fails)

@@ -239,3 +239,29 @@ def test_verify_rejects_forged_missing_and_doubled_lines():
     assert "2 end lines" in verify(good + line(4, "end"), key).lost
     assert "not the hook's" in verify(line(1, "armed") + line(3, "end"), key).lost
     assert "not the hook's" in verify(good.replace(b"passed", b"failed"), key).lost
+
+
+SUBTESTS = '''
+import unittest
+
+
+class SplitTests(unittest.TestCase):
+    def test_each(self):
+        for n in (1, 2, 3):
+            with self.subTest(n=n):
+                self.assertEqual(n * 2 // 2, n)
+
+    def test_one_bad(self):
+        for n in (1, 2):
+            with self.subTest(n=n):
+                self.assertEqual(n, 1)
+'''
+
+
+def test_unittest_subtests_are_not_forged(tmp_path):
+    # pytest 9 reports every subTest of a unittest case as a call phase of its own: several
+    # outcomes for one test id are the runner's, not a forger's (found on more-itertools)
+    r = run(tmp_path, {"tests/test_split.py": SUBTESTS})
+    assert r.integrity.channel == "used" and r.forged == [], r.forged
+    assert r.results["tests.test_split.SplitTests::test_each"].outcome == "passed"
+    assert r.results["tests.test_split.SplitTests::test_one_bad"].outcome == "failed"
