@@ -265,3 +265,31 @@ def test_unittest_subtests_are_not_forged(tmp_path):
     assert r.integrity.channel == "used" and r.forged == [], r.forged
     assert r.results["tests.test_split.SplitTests::test_each"].outcome == "passed"
     assert r.results["tests.test_split.SplitTests::test_one_bad"].outcome == "failed"
+
+
+def test_plugins_a_conftest_requires_are_not_forged(tmp_path):
+    # a common layout: fixtures kept in a module the root conftest names in pytest_plugins,
+    # and pytest's own pytester the same way (found by an adversary pass: judged forged)
+    r = run(tmp_path, {
+        "conftest.py": 'pytest_plugins = ["calc_fixtures", "pytester"]\n',
+        "src/calc_fixtures.py": "import pytest\n\n\n@pytest.fixture\ndef two():\n    return 2\n",
+        "tests/test_two.py": "def test_two(two):\n    assert two == 2\n",
+    })
+    assert r.integrity.channel == "used" and r.forged == [], r.forged
+    assert r.results["tests.test_two::test_two"].outcome == "passed"
+
+
+def test_a_test_module_registered_as_a_plugin_is_still_forged(tmp_path):
+    evil = '''
+    import sys
+
+
+    def pytest_runtest_logreport(report):
+        pass
+
+
+    def test_register(request):
+        request.config.pluginmanager.register(sys.modules[__name__])
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": evil})
+    assert any("plugin registered" in f for f in r.forged), r.forged

@@ -124,10 +124,13 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     def _late_ok(plugin, _type=type, _str=str, _sw=str.startswith, _ew=str.endswith,
                  _mdict=types.ModuleType.__dict__["__dict__"].__get__,
                  _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType,
-                 _modules=sys.modules):
+                 _modules=sys.modules, _root=os.path.join(os.getcwd(), ""),
+                 _rfind=str.rfind):
         """A plugin registered after arming is fine when it is a conftest module (the scope gate
-        owns conftest changes), an object of a class a conftest module defines, or an object
-        of one of pytest's own classes."""
+        owns conftest changes), an object of a class a conftest module defines, an object of one
+        of pytest's own classes, or a module a conftest names in ``pytest_plugins``: one of
+        pytest's own (``_pytest.pytester``) or a module of the project's tree that is not a test
+        module (its changes go through scope and patterns like any other file)."""
         if _type(plugin) is not _Mod:
             cm = _tdict(_type(plugin)).get("__module__")
             if _type(cm) is not _str:
@@ -137,8 +140,18 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             plugin = dict.get(_modules, cm)
             if _type(plugin) is not _Mod:
                 return False
+            f = _mdict(plugin).get("__file__")
+            return _type(f) is _str and (_ew(f, "/conftest.py") or f == "conftest.py")
+        name = _mdict(plugin).get("__name__")
+        if _type(name) is _str and _sw(name, "_pytest."):
+            return True
         f = _mdict(plugin).get("__file__")
-        return _type(f) is _str and (_ew(f, "/conftest.py") or f == "conftest.py")
+        if _type(f) is not _str:
+            return False
+        base = f[_rfind(f, "/") + 1:]
+        return (_ew(f, "/conftest.py") or f == "conftest.py") or (
+            _sw(f, _root) and _ew(f, ".py") and not _sw(base, "test_")
+            and not _ew(base, "_test.py"))
 
     def _describe(plugin, _type=type, _str=str, _mdict=types.ModuleType.__dict__["__dict__"]
                   .__get__, _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType):
