@@ -465,3 +465,26 @@ def test_a_value_only_hidden_tests_keep_is_not_repeated_in_the_message():
     messages = {h.line: h.message for h in hits if h.rule == "copied-literal"}
     assert "7" not in messages[2] and "a value" in messages[2]
     assert "12" in messages[3]
+
+
+# Honest code an adversary pass found rejected, and the cheat each one resembles.
+@pytest.mark.parametrize("src, test, want", [
+    ('import sys\n\n\ndef main():\n    if len(sys.argv) > 1 and sys.argv[1] == "--help":\n'
+     '        return 0\n', False, set()),
+    ('import sys\n\n\ndef f():\n    return "pytest" in sys.argv[0]\n', False,
+     {"harness-detection"}),
+    ('import sys\n\n\ndef f():\n    return sys.argv[0] == "/tmp/x/py.test"\n', False,
+     {"harness-detection"}),
+    ('import importlib\n\n\ndef load(name):\n    return importlib.import_module("." + name, '
+     '__name__)\n', False, set()),
+    ('import importlib\n\n\ndef load(name):\n    return importlib.import_module(name)\n',
+     False, {"dynamic-import"}),
+    ('import os\nimport pytest\n\n\n@pytest.mark.skipif(os.environ.get("CI") == "true", '
+     'reason="slow")\ndef test_big():\n    assert True\n', True, set()),
+    ('import os\n\n\ndef test_big():\n    assert os.environ.get("CI") != "true"\n', True,
+     {"harness-detection"}),
+    ('import sys\n\n\ndef debug():\n    return sys.flags.dev_mode\n', False, set()),
+    ('import sys\n\n\ndef f():\n    return sys.flags.isolated\n', False, {"harness-detection"}),
+])
+def test_honest_neighbours_of_the_detection_rules(src, test, want):
+    assert rules(src, test=test) & {"harness-detection", "dynamic-import"} == want

@@ -82,6 +82,18 @@ MUTATORS = {"append", "insert", "extend", "remove", "pop", "popitem", "clear", "
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
+def _relative(node: ast.AST) -> bool:
+    """``node`` builds a relative module name: a string, ``"." + x`` or an f-string that
+    starts with a dot."""
+    first = node
+    while isinstance(first, ast.BinOp) and isinstance(first.op, ast.Add):
+        first = first.left
+    if isinstance(first, ast.JoinedStr) and first.values:
+        first = first.values[0]
+    return isinstance(first, ast.Constant) and isinstance(first.value, str) \
+        and first.value.startswith(".")
+
+
 class Integrity(ast.NodeVisitor):
     """Walk one file's AST and report the integrity hits on added lines."""
 
@@ -225,6 +237,9 @@ class Integrity(ast.NodeVisitor):
         args = [*node.args, *(k.value for k in node.keywords if k.arg in ("name", "path",
                                                                           "location"))]
         folded = [self.r.fold(a) for a in args[:2]]
+        if len(node.args) >= 2 and self.r.canonical(node.args[1]) in ("__name__", "__package__") \
+                and _relative(node.args[0]):
+            return  # a submodule of the agent's own package: it is in the diff, and scanned
         if not args or any(v is None for v in folded):
             self.hit("dynamic-import", node, f"{fn}() with a name computed at run time: the "
                      "module it loads is not in the diff")
