@@ -488,3 +488,15 @@ def test_a_value_only_hidden_tests_keep_is_not_repeated_in_the_message():
 ])
 def test_honest_neighbours_of_the_detection_rules(src, test, want):
     assert rules(src, test=test) & {"harness-detection", "dynamic-import"} == want
+
+
+@pytest.mark.parametrize("src, want", [
+    ("class P(int):\n    __eq__ = lambda self, other: 1\n", {"constant-eq"}),
+    ("class P(int):\n    def __eq__(self, other):\n        return 1\n", {"constant-eq"}),
+    ("class P:\n    def __ne__(self, other):\n        return 0\n", {"constant-eq"}),
+    ("class P:\n    def __eq__(self, other):\n        if not isinstance(other, P):\n"
+     "            return NotImplemented\n        return self.v == other.v\n", set()),
+])
+def test_an_eq_that_returns_any_constant_equals_everything(src, want):
+    # found by an adversary pass: `__eq__ = lambda self, other: 1` was merged
+    assert rules(src) & {"constant-eq"} == want

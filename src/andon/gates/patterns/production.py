@@ -8,7 +8,7 @@ Rule id → what it flags (all ``block`` by default; docs/gates.md has the table
 - non-test code only — tests use these legitimately:
   ``skip-call`` (``pytest.skip/xfail/importorskip/exit``, ``unittest.SkipTest``),
   ``monkeypatch`` (assignment, ``setattr``/``delattr`` on an imported module or ``builtins``),
-  ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__`` always ``True``),
+  ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__``/``__ne__`` that returns only constants),
   ``broad-except`` (an ``except Exception`` that swallows and returns), ``test-path`` (a
   string naming a test path), ``pragma`` (``# pragma: no cover`` / ``no mutate``),
   ``copied-literal`` (a value the packet's tests keep, used as a value in a comparison, a
@@ -222,9 +222,11 @@ class Scanner(ast.NodeVisitor):
     def visit_Assign(self, node: ast.Assign) -> None:
         self._targets(node.targets, node)
         for t in node.targets:
-            if isinstance(t, ast.Name) and t.id == "__eq__" and isinstance(node.value, ast.Lambda) \
-                    and isinstance(node.value.body, ast.Constant) and node.value.body.value is True:
-                self.hit("constant-eq", node, "__eq__ always returns True")
+            if isinstance(t, ast.Name) and t.id in ("__eq__", "__ne__") \
+                    and isinstance(node.value, ast.Lambda) \
+                    and isinstance(node.value.body, ast.Constant):
+                self.hit("constant-eq", node, f"{t.id} always returns "
+                         f"{node.value.body.value!r}: an object that equals everything")
         self.generic_visit(node)
 
     def visit_AugAssign(self, node: ast.AugAssign) -> None:
@@ -237,12 +239,12 @@ class Scanner(ast.NodeVisitor):
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> None:
         if node.name in ("__eq__", "__ne__"):
-            want = node.name == "__eq__"
+            # any constant, not only True: `return 1` is truthy to `==` and `assert` alike
             returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
-            if returns and all(isinstance(r.value, ast.Constant) and r.value.value is want
-                               for r in returns):
-                self.hit("constant-eq", node, f"{node.name} always returns {want}: an object "
-                         "that equals everything")
+            if returns and all(isinstance(r.value, ast.Constant) for r in returns):
+                said = sorted({repr(r.value.value) for r in returns if r.value is not None})
+                self.hit("constant-eq", node, f"{node.name} always returns "
+                         f"{' or '.join(said)}: an object that equals everything (or nothing)")
         self.generic_visit(node)
 
     visit_AsyncFunctionDef = visit_FunctionDef  # type: ignore[assignment]
