@@ -500,3 +500,12 @@ def test_honest_neighbours_of_the_detection_rules(src, test, want):
 def test_an_eq_that_returns_any_constant_equals_everything(src, want):
     # found by an adversary pass: `__eq__ = lambda self, other: 1` was merged
     assert rules(src) & {"constant-eq"} == want
+
+
+@pytest.mark.parametrize("src", [
+    "import logging\n\nlogging.sys.meta_path.insert(0, object())\n",
+    "import os as o\n\no.sys.modules['calc.ops'] = None\n",
+])
+def test_a_module_reached_through_another_modules_import_is_that_module(src):
+    # found by an adversary pass: a finder on logging.sys.meta_path was merged
+    assert "import-system" in rules(src)

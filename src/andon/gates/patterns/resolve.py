@@ -212,6 +212,11 @@ def bindings(tree: ast.AST, nodes: list[ast.AST] | None = None) -> dict[str, obj
     return out
 
 
+# Modules whose name read as an attribute of an imported module means the module itself.
+REACHED_MODULES = frozenset({"sys", "os", "builtins", "importlib", "gc", "inspect", "types",
+                             "ctypes", "marshal", "runpy", "site", "subprocess"})
+
+
 class Resolver:
     """Canonical dotted names in one parsed file (see the module docstring)."""
 
@@ -271,6 +276,11 @@ class Resolver:
             return self.aliases.get(node.id, node.id)
         if isinstance(node, ast.Attribute):
             base = self.canonical(node.value)
+            if node.attr in REACHED_MODULES and isinstance(node.value, ast.Name) \
+                    and node.value.id in self.imported:
+                # logging.sys, os.sys, json.re …: a module reached through another module's
+                # import is that module (an adversary put a finder on logging.sys.meta_path)
+                return node.attr
             return f"{base}.{node.attr}" if base else ""
         if isinstance(node, ast.Call):
             fn = self.canonical(node.func)
