@@ -475,7 +475,9 @@ def test_show_json_has_attempts_with_gates_and_evidence(merged):
                           "mutation", "review"}
     runs = gates["suite"]["evidence"]["runs"]
     assert runs and all(Path(run["log_path"]).is_file() for run in runs)
-    assert runs[0]["exit_status"] == 0 and runs[0]["counts"]["passed"] == 4
+    # the must-fail canary tests make pytest exit 1: recorded, never used to decide
+    assert runs[0]["exit_status"] == 1 and runs[0]["counts"]["passed"] == 4
+    assert runs[0]["integrity"]["channel"] == "used" and runs[0]["integrity"]["forged"] == []
     assert [e["kind"] for e in data["events"]][-1] == "merged"
 
 

@@ -125,14 +125,16 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                  _mdict=types.ModuleType.__dict__["__dict__"].__get__,
                  _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType,
                  _modules=sys.modules, _root=os.path.join(os.getcwd(), ""),
-                 _rfind=str.rfind):
+                 _rfind=str.rfind, _isinst=isinstance):
         """A plugin registered after arming is fine when it is a conftest module (the scope gate
         owns conftest changes), an object of a class a conftest module defines, an object of one
         of pytest's own classes, or a module a conftest names in ``pytest_plugins``: one of
         pytest's own (``_pytest.pytester``) or a module of the project's tree that is not a test
         module (its changes go through scope and patterns like any other file)."""
         if _type(plugin) is not _Mod:
-            cm = _tdict(_type(plugin)).get("__module__")
+            # a plugin may be a class itself (pytest registers LegacyTmpdirPlugin so)
+            cls = plugin if _isinst(plugin, type) else _type(plugin)
+            cm = _tdict(cls).get("__module__")
             if _type(cm) is not _str:
                 return False
             if _sw(cm, ("_pytest.", "pluggy.")):
