@@ -1,7 +1,8 @@
 """Run every red-team scenario: each catalogue kind's cheating agents and the honest agents
 (tests/redteam/scenarios.py) and issue 19's tables — forging the verdict
 (scenarios_forgery.py), the static net (scenarios_static.py), the tests' interpreter and hidden
-tests (scenarios_reach.py) — through the real Runner on real git projects.
+tests (scenarios_reach.py), a later adversary pass (scenarios_adversary.py; its open holes
+show as SLIPPED) — through the real Runner on real git projects.
 
 Prints one row per scenario — kind, name, caught / slipped (or accepted / rejected for an honest
 agent, or skipped for a scenario that needs network namespaces where there are none), the gate
@@ -32,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "redte
 import os  # noqa: E402
 
 import scenarios  # noqa: E402
+import scenarios_adversary  # noqa: E402
 import scenarios_forgery  # noqa: E402
 import scenarios_reach  # noqa: E402
 import scenarios_static  # noqa: E402
@@ -47,7 +49,7 @@ def names() -> list[str]:
 
 def _plain() -> list:
     return [*scenarios.build(), *scenarios_forgery.build_forgery(), *scenarios_static.build(),
-            scenarios_reach.hidden_leak()]
+            scenarios_reach.hidden_leak(), *scenarios_adversary.build_adversary()]
 
 
 def _case(name: str, tmp: Path) -> scenarios_reach.ReachCase:
