@@ -222,10 +222,18 @@ def test_sigkill_at_crash_point_then_resume_merges_exactly_once(tmp_path, point)
 
 # -- 2. kill -9 from outside while the agent works -----------------------------------------
 
-def test_kill_9_of_the_runner_group_while_the_agent_runs_then_resume(tmp_path):
+def agent_pid_files(root: Path) -> list[Path]:
+    return list((root / ".andon").rglob("*.pid"))
+
+
+@pytest.mark.parametrize("recorded", [True, False], ids=["pid-file-written", "killed-before"])
+def test_kill_9_of_the_runner_group_while_the_agent_runs_then_resume(tmp_path, recorded):
     """A real SIGKILL to andon's process group while its agent is mid-task: a second run
-    discards the interrupted attempt (not counted), retries with the honest agent and merges
-    once; every event the killed run wrote is still there, in order."""
+    ends the orphaned agent, discards the interrupted attempt (not counted), retries with the
+    honest agent and merges once; every event the killed run wrote is still there, in order.
+    The runner writes the agent's pid file just after the agent starts; killed in between
+    (``killed-before``: the file is removed), the next runner still finds the agent by the
+    worktree it works in."""
     root = project(tmp_path)
     agent, spoke, _hold = blocking_agent(tmp_path)
     log = tmp_path / "first-run.log"
@@ -233,6 +241,10 @@ def test_kill_9_of_the_runner_group_while_the_agent_runs_then_resume(tmp_path):
     agent_pid = None
     try:
         agent_pid = int(wait_for_line(spoke, proc, log))
+        if recorded:  # the agent speaks the moment it starts: the runner may not have written yet
+            deadline = time.monotonic() + 60
+            while not agent_pid_files(root) and time.monotonic() < deadline:
+                os.sched_yield()
         assert proc.poll() is None
         assert (root / ".andon" / "run.lock").read_text() == str(proc.pid)
         kill_group(proc.pid)
@@ -240,6 +252,11 @@ def test_kill_9_of_the_runner_group_while_the_agent_runs_then_resume(tmp_path):
     finally:
         kill_group(proc.pid)
         proc.wait(timeout=60)
+    if recorded:
+        assert len(agent_pid_files(root)) == 1
+    else:  # often the case by itself: the agent speaks before the runner records it
+        for f in agent_pid_files(root):
+            f.unlink()
     row, attempts, events_before = snapshot(root)
     assert row["state"] == "running" and attempts[0]["state"] == "running"
     try:
@@ -248,7 +265,10 @@ def test_kill_9_of_the_runner_group_while_the_agent_runs_then_resume(tmp_path):
         second = andon(root, "run", "--agent", "command", "--command", HONEST)
         # ...and the next runner ends it before it discards the attempt.
         assert not process_alive(agent_pid), "the orphaned agent is still running"
-        assert "ended the agent left running" in second.stdout
+        said = ("ended the agent left running" if recorded
+                else "ended a process left working in the interrupted attempt's worktree")
+        assert said in second.stdout
+        assert second.stdout.count("P1: ended") == 1, second.stdout
     finally:
         if agent_pid is not None:
             kill_group(agent_pid)

@@ -27,6 +27,7 @@ from andon.procgroup import (
     kill_group,
     kill_leftover_group,
     kill_leftovers,
+    kill_working_under,
     start_time,
 )
 
@@ -265,3 +266,24 @@ def test_crash_recovery_matches_whole_directories_only(tmp_path):
         if p.poll() is None:
             kill_group(p.pid)
             p.wait()
+
+
+def test_kill_working_under_ends_what_works_inside_the_worktree_only(tmp_path):
+    """The sweep for an agent no pid file names: a process working in the worktree (or below)
+    is killed with its group; one in a folder that merely shares the prefix, and a group in
+    ``spare``, are left alone."""
+    inside, ten = tmp_path / "P1-1" / "src", tmp_path / "P1-10"
+    inside.mkdir(parents=True)
+    ten.mkdir()
+    procs = {name: subprocess.Popen(["sleep", "300"], cwd=cwd, start_new_session=True)
+             for name, cwd in {"inside": inside, "spared": inside, "ten": ten}.items()}
+    try:
+        killed = kill_working_under(str(tmp_path / "P1-1"), frozenset({procs["spared"].pid}))
+        assert killed == [procs["inside"].pid]
+        assert procs["inside"].wait(timeout=10) == -9
+        assert procs["spared"].poll() is None and procs["ten"].poll() is None
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                kill_group(p.pid)
+                p.wait()

@@ -64,14 +64,12 @@ def kill_group(pgid: int) -> None:
         pass
 
 
-def kill_leftover_group(pgid: int, cwd_prefix: str) -> bool:
-    """After a crash of the runner: SIGKILL the group ``pgid`` if any of its processes still
-    works under ``cwd_prefix`` (the attempt's worktree) — the check keeps a reused group id of
-    an unrelated program safe. Linux only (reads /proc); elsewhere does nothing. True if killed.
-    """
+def _processes():
+    """(pid, process group, working folder) of every process /proc lets us read; Linux only
+    (nothing elsewhere)."""
     proc = Path("/proc")
     if not proc.is_dir():
-        return False
+        return
     for entry in proc.iterdir():
         if not entry.name.isdigit():
             continue
@@ -81,11 +79,38 @@ def kill_leftover_group(pgid: int, cwd_prefix: str) -> bool:
             cwd = os.readlink(entry / "cwd")
         except (OSError, ValueError, IndexError):
             continue
-        prefix = cwd_prefix.rstrip("/")
-        if pgrp == pgid and (cwd == prefix or cwd.startswith(prefix + "/")):  # not P1-10
+        yield int(entry.name), pgrp, cwd
+
+
+def _inside(cwd: str, prefix: str) -> bool:
+    prefix = prefix.rstrip("/")
+    return cwd == prefix or cwd.startswith(prefix + "/")  # P1-1 is not inside P1-10
+
+
+def kill_leftover_group(pgid: int, cwd_prefix: str) -> bool:
+    """After a crash of the runner: SIGKILL the group ``pgid`` if any of its processes still
+    works under ``cwd_prefix`` (the attempt's worktree) — the check keeps a reused group id of
+    an unrelated program safe. Linux only (reads /proc); elsewhere does nothing. True if killed.
+    """
+    for _pid, pgrp, cwd in _processes():
+        if pgrp == pgid and _inside(cwd, cwd_prefix):
             kill_group(pgid)
             return True
     return False
+
+
+def kill_working_under(cwd_prefix: str, spare: frozenset[int] = frozenset()) -> list[int]:
+    """After a crash of the runner: SIGKILL the process group of every process (not this one,
+    nor in its own group) whose working folder is ``cwd_prefix`` or inside it, and return those
+    group ids; groups in ``spare`` (already killed) are left out. It ends an agent the killed runner started but had no time to record (the pid
+    file is written just after the agent starts). Linux only; elsewhere returns []."""
+    mine = os.getpgrp()
+    killed: list[int] = []
+    for _pid, pgrp, cwd in _processes():
+        if pgrp != mine and pgrp not in spare and pgrp not in killed and _inside(cwd, cwd_prefix):
+            kill_group(pgrp)
+            killed.append(pgrp)
+    return killed
 
 
 # -- what the agent left running -------------------------------------------------------------

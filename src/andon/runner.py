@@ -30,7 +30,7 @@ from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
-from .procgroup import kill_leftover_group
+from .procgroup import kill_leftover_group, kill_working_under
 from .prompt import PreviousFailure, hidden_names, redacted_failure
 from .store import Store, now
 from .workspace import Repo
@@ -532,13 +532,19 @@ class Runner:
     def _discard(self, a: dict, why: str) -> None:
         wt = self._worktree_path(a["packet_id"], a["n"])
         # every stage's pid file, a reviewer's later asks (in <stage>-askN/) included
+        ended: set[int] = set()
         for pid_file in Path(a["evidence_dir"] or "/nonexistent").rglob("*.pid"):
             # an agent the killed runner left behind must not go on writing (or spending)
             pid, _, where = pid_file.read_text().partition("\n")
             if pid.strip().isdigit() and kill_leftover_group(int(pid), where.strip() or str(wt)):
+                ended.add(int(pid))
                 self.echo(f"{a['packet_id']}: ended the agent left running by the killed "
                           f"runner (process group {pid.strip()})")
             pid_file.unlink()
+        # ...and one it started but had no time to record: whatever still works in the worktree
+        for pgid in kill_working_under(str(wt.resolve()), frozenset(ended)):
+            self.echo(f"{a['packet_id']}: ended a process left working in the interrupted "
+                      f"attempt's worktree (process group {pgid})")
         self.repo.remove_worktree(wt)
         branch = f"refs/heads/andon/{a['packet_id']}/{a['n']}"
         if self.repo.rev_parse(branch):
