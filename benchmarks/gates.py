@@ -45,7 +45,7 @@ from andon.gates import mutation
 
 def verdict_overhead(n: int, repeats: int) -> int:
     """Median seconds of a suite run of ``n`` tests with and without the channel+canaries."""
-    from andon.testrun import run_suite
+    from andon.runners.pytest import run_suite
 
     work = Path(tempfile.mkdtemp())
     proj = work / "proj"

@@ -20,8 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from andon import netless
-from andon.testrun import run_suite
+from andon.contain import netless
+from andon.runners.pytest import run_suite
 
 OPS = "def add(a, b):\n    return a + b\n"
 TESTS = "from calc.ops import add\n\n\n" + "".join(

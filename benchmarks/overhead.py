@@ -47,7 +47,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from andon import testrun
+from andon.runners import pytest as testrun
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
 from andon.runner import Runner, open_store

@@ -38,7 +38,7 @@ import scenarios_forgery  # noqa: E402
 import scenarios_reach  # noqa: E402
 import scenarios_static  # noqa: E402
 
-from andon import netless  # noqa: E402
+from andon.contain import netless  # noqa: E402
 
 
 def names() -> list[str]:

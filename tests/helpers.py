@@ -272,20 +272,21 @@ def _in_process(root: Path, args: tuple[str, ...], env: Mapping[str, str]
     from rich.console import Console
 
     from andon import cli
+    from andon.cli import common
     argv = ["-C", str(root), *args]
-    saved = cli.out, cli.err
+    saved = common.out, common.err
     # As at the start of a real process whose output is a pipe: the width from COLUMNS, no
     # terminal (so no colour), whatever this process's own streams and environment are.
     width = int(env["COLUMNS"])
-    cli.out = Console(highlight=False, width=width, force_terminal=False)
-    cli.err = Console(stderr=True, highlight=False, width=width, force_terminal=False)
+    common.out = Console(highlight=False, width=width, force_terminal=False)
+    common.err = Console(stderr=True, highlight=False, width=width, force_terminal=False)
     try:
         # CliRunner forces help texts to 80 columns; a real process fits them to COLUMNS
         # (click's formula: at most 80, less a margin of 2, at least 50)
         result = CliRunner(env=dict(env)).invoke(cli.main, argv, prog_name="python -m andon",
                                                  terminal_width=max(min(width, 80) - 2, 50))
     finally:
-        cli.out, cli.err = saved
+        common.out, common.err = saved
     stderr = result.stderr
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         # what the interpreter would print before exiting 1

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from andon import crash
+from andon import fault_injection
 from andon.store import Store
 from helpers import (GIT_ENV, MUL_CODE, andon, config_toml, git, make_project, mul_packet,
                      process_alive, with_reviewer)
@@ -172,10 +172,10 @@ AFTER_CRASH = {
 
 def test_every_crash_point_is_covered():
     """The table of expectations names exactly the crash points andon has."""
-    assert set(AFTER_CRASH) == set(crash.POINTS)
+    assert set(AFTER_CRASH) == set(fault_injection.POINTS)
 
 
-@pytest.mark.parametrize("point", crash.POINTS)
+@pytest.mark.parametrize("point", fault_injection.POINTS)
 def test_sigkill_at_crash_point_then_resume_merges_exactly_once(tmp_path, point):
     """SIGKILL at ``point`` (ANDON_CRASHPOINT), then a plain `andon run`: the packet ends done,
     squash-merged exactly once; an interrupted attempt is marked so, not counted, its worktree

@@ -20,7 +20,7 @@ import pytest
 
 from andon.errors import ConfigError
 from andon.packet import load_packets
-from andon.review import SCHEMA, decide, validate
+from andon.review.contract import SCHEMA, decide, validate
 from andon.runner import EXIT_HALTED, EXIT_OK
 
 from helpers import (MUL_CODE, andon, config_toml, git, honest_mul, make_project, mul_packet,
@@ -933,7 +933,7 @@ def test_an_undefined_tier_is_a_clear_error(tmp_path):
 # -- 12. the schema is published ----------------------------------------------------------
 
 def test_the_schema_is_published_in_the_docs():
-    """docs/review.md's first ```json block is exactly the JSON Schema ``andon.review.SCHEMA``
+    """docs/review.md's first ```json block is exactly the JSON Schema ``andon.review.contract.SCHEMA``
     produces (so the docs cannot drift from the validator)."""
     text = (Path(__file__).parents[1] / "docs" / "review.md").read_text(encoding="utf-8")
     block = re.search(r"^```json\n(.*?)^```$", text, flags=re.M | re.S)

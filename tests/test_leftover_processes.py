@@ -22,7 +22,7 @@ from andon.agents import CommandAgent, StageContext
 from andon.agents.external import ExternalAgent, Parsed
 from andon.agents.process import run_process
 from andon.packet import load_packets
-from andon.procgroup import (
+from andon.contain.procgroup import (
     become_subreaper,
     kill_group,
     kill_leftover_group,

@@ -1,4 +1,4 @@
-"""andon.netless: a command run in its own network namespace reaches only its own loopback.
+"""andon.contain.netless: a command run in its own network namespace reaches only its own loopback.
 
 Real subprocesses, real sockets. A TCP server started here (in the test's own network namespace)
 must be unreachable from inside; a server the child starts on its own 127.0.0.1 must work; the
@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from andon import netless
+from andon.contain import netless
 
 AVAILABLE, WHY = netless.available()
 needs_netns = pytest.mark.skipif(not AVAILABLE, reason=f"network namespaces: {WHY}")

@@ -18,13 +18,13 @@ import pytest
 from agent_ctx import stage_ctx
 from helpers import andon, config_toml, make_project, mul_packet
 
-from andon import netless
+from andon.contain import netless
 from andon.agents import make_agent
 from andon.config import DEFAULT_TOML, Config, load_config
 from andon.errors import ConfigError
 from andon.gates.base import GateResult, run_project_suite
 from andon.runner import open_store
-from andon.testrun import run_suite
+from andon.runners.pytest import run_suite
 from andon.workspace import Repo
 
 AVAILABLE, WHY = netless.available()

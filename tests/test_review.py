@@ -5,7 +5,7 @@ import json
 import pytest
 
 from andon.packet import load_packets
-from andon.review import ReviewRejected, decide, extract_json, validate
+from andon.review.contract import ReviewRejected, decide, extract_json, validate
 
 from helpers import make_project, packet_md
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from andon.testrun import JUnitError, harness_env, parse_junit, run_suite
+from andon.runners.pytest import JUnitError, harness_env, parse_junit, run_suite
 
 PYTEST = [sys.executable, "-m", "pytest"]
 

@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 from andon.contain.channel import plan, verify
-from andon.testrun import run_suite
+from andon.runners.pytest import run_suite
 
 PYTEST = [sys.executable, "-m", "pytest"]
 MUL = "tests/test_mul.py"

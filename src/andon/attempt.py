@@ -8,7 +8,7 @@ Stages run in order, each a fresh agent run with only its own inputs:
   stage, any change to a test path is tamper);
 - ``review``, ``review-tests``, ``review-correctness`` each run in a fresh export (no .git)
   of the candidate (``review-correctness`` without the tests) and must change nothing; their
-  JSON documents are validated and decided by :mod:`andon.review`.
+  JSON documents are validated and decided by :mod:`andon.review.contract`.
 
 The result lists every gate result in order and, on failure, the stage the next attempt
 starts from. The agents' exit statuses and claims are recorded and never consulted.
@@ -25,7 +25,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import budget, crash, guard
+from . import budget
+from . import fault_injection
+from .contain import guard
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint
@@ -34,9 +36,9 @@ from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
-from .reviewer import Reviewer
+from .review.stage import Reviewer
 from .store import Store, now
-from .testrun import collectable
+from .runners.pytest import collectable
 from .workspace import Repo, SnapshotError
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
@@ -130,7 +132,7 @@ class Attempt:
                     self.row["base_sha"], self.packet.plant_blobs(),
                     f"andon: plant the tests of packet {self.packet.id}")
             self.store.update_attempt(self.row["id"], plant_sha=self.ctx.plant_sha)
-        crash.point("after-plant")
+        fault_injection.point("after-plant")
         if self.worktree.exists() or self.worktree.is_symlink():
             # left by an earlier repository at the same path (kept worktrees): not ours now
             self.repo.remove_worktree(self.worktree)
@@ -138,7 +140,7 @@ class Attempt:
             self.ctx.atdd_sha or self.ctx.plant_sha
         self.repo.add_worktree(self.worktree, self.row["branch"], tip,
                                self.config.andon.agent_history)
-        crash.point("after-worktree")
+        fault_injection.point("after-worktree")
 
         reviews = [s for s in self.stages if s in REVIEW_STAGES]
         if review_again:
@@ -212,7 +214,7 @@ class Attempt:
 
     def _implement(self) -> bool:
         self._agent("implement")
-        crash.point("after-agent")
+        fault_injection.point("after-agent")
         self.ctx.candidate_sha = self.out.candidate_sha = self._snapshot("implement")
         if self.ctx.candidate_sha is None:
             return False

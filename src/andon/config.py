@@ -17,7 +17,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from .errors import ConfigError, Problem
-from .gate_config import FlakyGate, MutationGate, StaticGate
+from .gate_settings import FlakyGate, MutationGate, StaticGate
 from .suggest import closest, hint
 
 CONFIG_NAME = "andon.toml"

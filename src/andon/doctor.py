@@ -21,7 +21,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from . import netless
+from .contain import netless
 from .agents import EXTERNAL
 from .agents.external import clean_env, tail_text
 from .agents.process import run_process

@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import crash
+from . import fault_injection as crash
 from .config import Config
 from .gates.base import Finding, GateResult, fresh_clone, planted_tests, run_project_suite
 from .gates.suite import judge, summarise

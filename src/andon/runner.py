@@ -18,7 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import crash, guard, lifecycle, submodules
+from . import lifecycle, submodules
+from . import fault_injection
+from .contain import guard
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
@@ -30,7 +32,7 @@ from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
-from .procgroup import kill_leftover_group, kill_working_under
+from .contain.procgroup import kill_leftover_group, kill_working_under
 from .prompt import PreviousFailure, hidden_names, redacted_failure
 from .store import Store, now
 from .workspace import Repo
@@ -312,7 +314,7 @@ class Runner:
             a = self.store.new_attempt(packet.id, first.name, round_)
             self.store.transition(packet.id, "running", "claimed", a["id"],
                                   {"n": a["n"], "packet_sha": packet.content_sha})
-        crash.point("after-claim")
+        fault_injection.point("after-claim")
         n = a["n"]
         ev = self.evidence_root / packet.id / str(n)
         ev.mkdir(parents=True, exist_ok=True)
@@ -340,7 +342,7 @@ class Runner:
         finally:
             if not self.keep:
                 self.repo.remove_worktree(wt)
-        crash.point("after-gates")
+        fault_injection.point("after-gates")
         failure = result.failure
         if failure is not None:
             self.store.update_attempt(a["id"], route_stage=result.route_stage)

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from andon.gates.scope import named_explicitly
-from andon.testrun import run_suite
+from andon.runners.pytest import run_suite
 
 from helpers import andon, make_project, mul_packet
 from scenarios import FAST, HIDDEN, HIDDEN_TEST, Scenario, git, honest_mul, play

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from andon import netless
+from andon.contain import netless
 from scenarios import build, play, verdict
 
 BY_NAME = {s.name: s for s in build()}

@@ -6,7 +6,7 @@ import difflib
 
 from typing import TYPE_CHECKING
 
-from .. import netless
+from ..contain import netless
 
 from .aider import AiderAgent
 from .base import Agent, AgentRun, StageContext

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, BinaryIO
 
-from .. import netless
-from ..procgroup import before_child, end_child, wait_unreaped
+from ..contain import netless
+from ..contain.procgroup import before_child, end_child, wait_unreaped
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024

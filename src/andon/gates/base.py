@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from ..config import Config
 from ..packet import Packet
-from ..testrun import SuiteRun, run_suite
+from ..runners.pytest import SuiteRun, run_suite
 from ..workspace import Repo
 
 Status = Literal["pass", "fail", "error", "skipped"]

@@ -23,7 +23,7 @@ import random
 from collections import defaultdict
 from pathlib import PurePosixPath
 
-from ..testrun import collectable
+from ..runners.pytest import collectable
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .changed import changed_code_files
 

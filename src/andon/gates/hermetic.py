@@ -20,7 +20,7 @@ import os
 import random
 from pathlib import Path
 
-from ..testrun import SuiteRun
+from ..runners.pytest import SuiteRun
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .suite import judge, summarise
 

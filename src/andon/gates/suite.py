@@ -8,7 +8,7 @@ integration branch must pass its full suite at every commit.
 
 from __future__ import annotations
 
-from ..testrun import SuiteRun
+from ..runners.pytest import SuiteRun
 from .base import Finding, GateContext, GateResult, forged_result
 
 

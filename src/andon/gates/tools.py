@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import netless
-from ..procgroup import before_child, end_child, wait_unreaped
-from ..testrun import _tail, harness_env
+from ..contain import netless
+from ..contain.procgroup import before_child, end_child, wait_unreaped
+from ..runners.pytest import _tail, harness_env
 
 
 @dataclass

@@ -3,7 +3,7 @@ up loopback (catalogue kind 16: fetching the upstream fix, installing a package)
 
 ``wrap(argv)`` gives the argv that does it::
 
-    [sys.executable, "-I", "-S", ".../andon/netless.py", "--", *argv]
+    [sys.executable, "-I", "-S", ".../andon/contain/netless.py", "--", *argv]
 
 The wrapper (this file, run as a script) calls ``unshare(2)`` through ctypes, brings ``lo``
 up with the SIOCGIFFLAGS/SIOCSIFFLAGS ioctls, resets SIGPIPE and SIGXFSZ (Python ignores them,

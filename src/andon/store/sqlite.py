@@ -20,8 +20,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import lifecycle
-from .errors import StoreError
+from .. import lifecycle
+from ..errors import StoreError
 
 
 def now() -> str:

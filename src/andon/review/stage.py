@@ -1,7 +1,7 @@
 """One review stage of an attempt: a fresh export of the candidate's files (no .git; without
 the tests for ``review-correctness``), the reviewer agent, validation of its document (asked
 again on a broken one, up to ``[stages] review_max_asks``), and the decision of
-:mod:`andon.review`. Any file the reviewer changes or ref it moves is tamper."""
+:mod:`andon.review.contract`. Any file the reviewer changes or ref it moves is tamper."""
 
 from __future__ import annotations
 
@@ -11,13 +11,13 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .gates.base import Finding, GateResult
-from .packet import path_matches
-from .review import SCHEMA, ReviewRejected, decide, extract_json, validate
-from .workspace import manifest
+from ..gates.base import Finding, GateResult
+from ..packet import path_matches
+from .contract import SCHEMA, ReviewRejected, decide, extract_json, validate
+from ..workspace import manifest
 
 if TYPE_CHECKING:  # the attempt drives its reviewer; only the type is needed here
-    from .attempt import Attempt
+    from ..attempt import Attempt
 
 
 class Reviewer:

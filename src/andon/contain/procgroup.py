@@ -180,7 +180,7 @@ def kill_leftovers(known: set[int], since: int | None, max_rounds: int = SWEEP_R
     before the agent was started) and started no earlier than ``since`` (the agent's start
     time, :func:`start_time`). That holds because the harness starts its processes one at a
     time from one thread and waits for each (``subprocess.run``, or ``Popen`` then wait in
-    ``run_process``, ``testrun`` and ``gates.tools``); while an agent runs, the only other
+    ``run_process``, ``runners.pytest`` and ``gates.tools``); while an agent runs, the only other
     threads are ``run_process``'s own pipe readers, which start nothing. So at this point
     every other child is older than the agent, or a zombie the subreaper collected. A child
     ``subprocess`` tracks is never waited for here: only pids that passed the test are.

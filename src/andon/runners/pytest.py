@@ -34,18 +34,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from . import netless
-from .contain import canary as canary_mod
-from .contain.channel import Channel, Record
-from .contain.channel import plan as plan_start
-from .contain.verdict import Integrity
-from .contain.verdict import judge as judge_integrity
-from .procgroup import before_child, end_child, wait_unreaped
+from ..contain import netless
+from ..contain import canary as canary_mod
+from ..contain.channel import Channel, Record
+from ..contain.channel import plan as plan_start
+from ..contain.verdict import Integrity
+from ..contain.verdict import judge as judge_integrity
+from ..contain.procgroup import before_child, end_child, wait_unreaped
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
 
-PLUGIN_DIR = Path(__file__).parent / "pytest_plugins"
+PLUGIN_DIR = Path(__file__).parent.parent / "pytest_plugins"
 MESSAGE_CHARS = 500
 TAIL_LINES = 60
 _TAIL_BYTES = 64 * 1024

@@ -15,8 +15,8 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from .packet import is_litter
-from .workspace import Repo, file_marker, manifest
+from ..packet import is_litter
+from ..workspace import Repo, file_marker, manifest
 
 
 def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,

@@ -1,0 +1,46 @@
+"""The command line: parse arguments, call the modules that do the work, print with rich.
+
+Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked packet);
+2 bad input (invalid packets or config, unknown packet id, another runner active);
+3 preflight failed (the integration head does not pass its own suite).
+
+One module per group of verbs: ``setup`` (init, check, doctor, demo), ``line`` (run, status,
+show), ``decide`` (approve, reject, unblock); ``common`` holds what they share.
+"""
+
+from __future__ import annotations
+
+import click
+
+from .. import __version__
+from . import decide, line, setup
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-C", "--repo", default=".", show_default=True, metavar="PATH",
+              help="The git repository to work on.")
+@click.version_option(__version__, prog_name="andon")
+@click.pass_context
+def main(ctx: click.Context, repo: str) -> None:
+    """andon runs coding agents on a queue of work packets, each in its own git worktree,
+    runs every check itself, and squash-merges only what passed.
+
+    \b
+    Typical session:
+      andon init                 write andon.toml, make packets/
+      andon check                are the packets valid?
+      andon run --agent command --command "$PWD/my-agent.sh"
+                                 (absolute: the command runs in the worktree)
+      andon status               the board
+      andon show B01             the evidence for one packet
+      andon unblock B01          after editing a blocked packet
+    Try `andon demo` to see it all on a built-in example.
+    """
+    ctx.obj = {"repo": repo}
+
+
+for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
+                setup.doctor, setup.demo, decide.approve, decide.reject):
+    main.add_command(command)
+
+__all__ = ["main"]

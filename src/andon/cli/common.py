@@ -1,0 +1,125 @@
+"""What every command shares: the two consoles (``out`` for results, ``err`` for errors and
+notes; tests swap them), opening the repository, the configuration and a runner, and failing
+with a clear message and a stable exit status (:mod:`andon.cli`)."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.markup import escape
+
+from ..agents import make_agent
+from ..config import (
+    load_config,
+)
+from ..errors import AndonError, UsageError
+from ..runner import EXIT_USAGE, Runner, open_store
+from ..workspace import Repo
+
+# Failure layers whose remedy lies outside the packet (what to fix, for the message).
+NOT_THE_PACKET = {"verifier": "reviewer", "environment": "environment",
+                  "harness": "cause in the evidence"}
+
+out = Console(highlight=False)
+err = Console(stderr=True, highlight=False)
+
+
+def open_repo(ctx: click.Context, require_commit: bool = True) -> Repo:
+    return Repo(Path(ctx.obj["repo"]), require_commit)
+
+
+def fail(message: str, status: int = EXIT_USAGE) -> None:
+    err.print(f"[red]error:[/red] {escape(message)}", markup=True, soft_wrap=True)
+    sys.exit(status)
+
+
+def repo_or_fail(ctx: click.Context, require_commit: bool = True) -> Repo:
+    try:
+        return open_repo(ctx, require_commit)
+    except AndonError as exc:
+        fail(str(exc))
+        raise  # unreachable
+
+
+def config_or_fail(repo: Repo):
+    try:
+        return load_config(repo.root)
+    except UsageError as exc:
+        fail(str(exc))
+        raise
+
+
+def check_command_path(repo: Repo, command: str | None, what: str) -> None:
+    """A command runs in the attempt's worktree: a relative script that exists here but is
+    not committed on the integration head will not be there. Say so before anything runs."""
+    if not command:
+        return
+    try:
+        first = shlex.split(command)[0]
+    except (ValueError, IndexError):
+        return
+    if "/" not in first or first.startswith(("/", "$")):
+        return
+    here = (Path.cwd() / first).resolve()
+    rel = here.relative_to(repo.root).as_posix() if here.is_relative_to(repo.root) else None
+    tracked = rel is not None and repo.git("ls-files", "--", rel).strip() != ""
+    if here.exists() and not tracked:
+        fail(f"{what} {command!r}: {first} is not committed, and the command runs in the "
+             f"attempt's worktree, where it will not exist; use the absolute path {here}")
+
+
+def uncommitted(repo: Repo) -> list[str]:
+    """Paths with uncommitted changes or untracked (not ignored) in the user's checkout."""
+    fields = iter(repo.git("status", "--porcelain", "-z", "--untracked-files=all",
+                           check=False).split("\0"))
+    paths = []
+    for entry in fields:
+        if len(entry) > 3:
+            paths.append(entry[3:])
+            if "R" in entry[:2] or "C" in entry[:2]:
+                next(fields, None)  # a rename's source path follows as its own field
+    return paths
+
+
+def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str | None = None,
+                reviewer_spec: str | None = None, reviewer_command: str | None = None,
+                keep_worktrees: bool = False) -> Runner:
+    check_command_path(repo, command or config.agent.command, "--command")
+    check_command_path(repo, reviewer_command or config.agent.reviewer_command,
+                       "--reviewer-command")
+    try:
+        agent = make_agent(agent_spec or config.agent.default, command or config.agent.command,
+                           config)
+        rspec = reviewer_spec or config.agent.reviewer
+        rcommand = reviewer_command or config.agent.reviewer_command
+        if rspec:
+            reviewer = make_agent(rspec, rcommand or command or config.agent.command, config)
+        elif rcommand:
+            reviewer = make_agent("command", rcommand, config)
+        else:
+            reviewer = agent
+    except ValueError as exc:
+        fail(str(exc))
+    return Runner(repo, config, open_store(repo),
+                  lambda p, stage: reviewer if stage.startswith("review") else agent,
+                  echo=lambda s: out.print(s, soft_wrap=True, markup=False),
+                  keep_worktrees=keep_worktrees)
+
+
+def decision_runner(repo: Repo, config) -> Runner:
+    def no_agent(packet, stage):
+        raise UsageError("a person's decision runs no agent")
+    return Runner(repo, config, open_store(repo), no_agent,
+                  echo=lambda s: out.print(s, soft_wrap=True, markup=False))
+
+
+def who() -> str:
+    import getpass
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "a person"

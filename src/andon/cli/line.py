@@ -1,0 +1,118 @@
+"""Running the line and reading it: ``run`` (drain the queue), ``status`` (the board), ``show``
+(the evidence for one packet)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from ..errors import AndonError, PacketError
+from ..packet import check_packets
+from ..report import board, packet_detail, show_packet, status_rows, usage_of_rows
+from ..runner import base_drift, drift_notice, open_store
+from . import common
+from .common import (
+    config_or_fail,
+    fail,
+    make_runner,
+    repo_or_fail,
+    uncommitted,
+)
+
+
+@click.command()
+@click.option("--agent", "agent_spec", default=None, metavar="NAME",
+              help="Agent adapter: claude-code, codex, aider, gemini (settings in "
+                   "[agents.<name>]), command, or scripted:module:function "
+                   "(default: [agent] default in andon.toml).")
+@click.option("--command", "command", default=None, metavar="SHELL",
+              help="Shell command for the command agent; the prompt is on stdin and in "
+                   "$ANDON_PROMPT_FILE, cwd is the attempt's worktree.")
+@click.option("--reviewer", "reviewer_spec", default=None, metavar="NAME",
+              help="Agent adapter for the review stages (default: [agent] reviewer, else the "
+                   "same as --agent). A reviewer gets $ANDON_REVIEW_FILE for its JSON.")
+@click.option("--reviewer-command", default=None, metavar="SHELL",
+              help="Shell command when the reviewer is the command agent.")
+@click.option("--only", multiple=True, metavar="ID", help="Run only these packets (repeatable).")
+@click.option("--keep-worktrees", is_flag=True, help="Keep each attempt's worktree for debugging.")
+@click.pass_context
+def run(ctx: click.Context, agent_spec: str | None, command: str | None,
+        reviewer_spec: str | None, reviewer_command: str | None, only: tuple[str, ...],
+        keep_worktrees: bool) -> None:
+    """Drain the packet queue: for each ready packet, a worktree, the agent's stages, the
+    gates, the reviews, and a squash merge onto the integration branch if all passed.
+
+    Exits 0 when the queue is drained, 1 when a blocked packet halts the line, 2 on invalid
+    input, 3 when the integration branch fails its own suite before anything ran.
+    """
+    repo = repo_or_fail(ctx)
+    config = config_or_fail(repo)
+    runner = make_runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command,
+                         keep_worktrees)
+    store = runner.store
+    dirty = uncommitted(repo)
+    if dirty:  # andon works from commits: say so rather than leave it to be discovered
+        common.out.print(f"note: {len(dirty)} file(s) in {repo.root} have uncommitted changes; "
+                         "andon works from commits only, so they are not part of this run",
+                         markup=False, soft_wrap=True)
+    try:
+        report = runner.run(list(only) or None)
+    except PacketError as exc:
+        for p in exc.problems:
+            common.err.print(str(p), soft_wrap=True, markup=False)
+        fail(f"{len(exc.problems)} problem(s) in the packets; nothing ran (see `andon check`)")
+    except AndonError as exc:
+        fail(str(exc))
+    # packets a halted or refused run never reached are still there to see, as ready
+    common.out.print(board(store, config, sorted((p.id, p.slug) for p in runner.packets.values())))
+    if report.message:
+        console = common.err if report.exit_status else common.out
+        console.print(report.message, soft_wrap=True, markup=False)
+    if report.preflight:
+        for r in report.preflight.runs:
+            common.err.print(f"evidence: {r.log_path}", markup=False, soft_wrap=True)
+    sys.exit(report.exit_status)
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable board.")
+@click.pass_context
+def status(ctx: click.Context, as_json: bool) -> None:
+    """The board: every packet, its state, attempts, last result, and the tokens, cost and
+    agent time it used (--json: per packet and for all packets)."""
+    repo = repo_or_fail(ctx)
+    config = config_or_fail(repo)
+    store = open_store(repo)
+    drift = base_drift(repo, config)
+    # packets written since the last run (or before the first) are ready, not absent
+    found, _ = check_packets(repo.root / config.andon.packets_dir, repo.root)
+    on_disk = sorted((p.id, p.slug) for p in found)
+    if as_json:
+        rows = status_rows(store, on_disk)
+        common.out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
+                                   "base_drift": drift, "packets": rows,
+                                   "usage": usage_of_rows(rows)}))
+    else:
+        common.out.print(board(store, config, on_disk))
+        if drift:
+            common.out.print(drift_notice(drift), highlight=False)
+
+
+@click.command()
+@click.argument("packet_id")
+@click.option("--json", "as_json", is_flag=True, help="Everything, as JSON.")
+@click.pass_context
+def show(ctx: click.Context, packet_id: str, as_json: bool) -> None:
+    """The evidence for one packet: attempts, gates with findings, diff stat, logs."""
+    repo = repo_or_fail(ctx)
+    store = open_store(repo)
+    detail = packet_detail(store, repo, packet_id)
+    if detail is None:
+        known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"
+        fail(f"no packet {packet_id!r} in the store; known: {known}")
+    if as_json:
+        common.out.print_json(json.dumps(detail))
+    else:
+        show_packet(common.out, detail)

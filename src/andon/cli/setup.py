@@ -1,0 +1,192 @@
+"""Setting a project up and looking before running: ``init``, ``check``, ``doctor``, ``demo``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+
+from ..config import (
+    CONFIG_NAME,
+    DEFAULT_TOML,
+    PACKETS_CONFTEST,
+    Andon,
+    load_config,
+    packets_dir_despite_errors,
+)
+from ..errors import AndonError, ConfigError, Problem
+from ..packet import check_packets, tests_problem
+from ..runner import EXIT_USAGE, Runner, open_store
+from ..workspace import Repo
+from . import common
+from .common import (
+    fail,
+    open_repo,
+    repo_or_fail,
+)
+
+
+@click.command()
+@click.option("--force", is_flag=True, help="Overwrite an existing andon.toml.")
+@click.pass_context
+def init(ctx: click.Context, force: bool) -> None:
+    """Write andon.toml with defaults for a pytest project and create packets/.
+
+    The store (.andon/) is kept out of git through .git/info/exclude, so nothing andon
+    writes ever shows in `git status`.
+    """
+    repo = repo_or_fail(ctx, require_commit=False)  # `git init && andon init` works
+    path = repo.root / CONFIG_NAME
+    if path.exists() and not force:
+        fail(f"{path} exists; use --force to overwrite it")
+    path.write_text(DEFAULT_TOML, encoding="utf-8")
+    packets = repo.root / "packets"
+    packets.mkdir(exist_ok=True)
+    if not (packets / "conftest.py").exists():
+        (packets / "conftest.py").write_text(PACKETS_CONFTEST)
+    open_store(repo).close()
+    common.out.print(f"wrote {path}\n"
+                     f"created {packets}/ (one folder per packet: packet.md, plant/), with a "
+                     "conftest.py that keeps plain pytest runs from collecting planted tests\n"
+                     f"the store is {repo.root / '.andon'}/ (excluded from git)",
+                     markup=False, soft_wrap=True)
+    common.out.print("next: write a packet, then `andon check` and `andon run`")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Print problems as JSON.")
+@click.pass_context
+def check(ctx: click.Context, as_json: bool) -> None:
+    """Validate every packet and andon.toml; print each problem as file:line: message.
+
+    A packet whose spec changed since its spec_commit is reported as stale. Problems in
+    andon.toml do not stop the packets from being checked. Exits 2 if anything is wrong.
+    Reads only; the store is not touched.
+    """
+    def report(problems: list[Problem], packets: list, places: list[str]) -> None:
+        if as_json:  # always one JSON document, whatever went wrong
+            common.out.print_json(json.dumps({
+                "ok": not problems, "packets": [p.id for p in packets],
+                "problems": [{"path": str(p.path), "line": p.line, "message": p.message}
+                             for p in problems]}))
+        else:
+            for p in problems:
+                common.out.print(str(p), soft_wrap=True, markup=False)  # globs like src/[ab].py
+            if problems:
+                common.out.print(f"{len(problems)} problem(s) in {' and '.join(places)}",
+                                 markup=False)
+            else:
+                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(p.id for p in packets)}")
+        sys.exit(EXIT_USAGE if problems else 0)
+
+    try:
+        repo = open_repo(ctx)
+    except AndonError as exc:
+        if not as_json:
+            fail(str(exc))
+        report([Problem(Path(ctx.obj["repo"]), None, str(exc))], [], [])
+    config, config_problems = None, []
+    try:
+        config = load_config(repo.root)
+        packets_dir = config.andon.packets_dir
+    except ConfigError as exc:
+        config_problems = exc.problems or [Problem(repo.root / CONFIG_NAME, None, str(exc))]
+        packets_dir = packets_dir_despite_errors(repo.root)
+        if packets_dir is None:
+            packets_dir = Andon().packets_dir
+            common.err.print(f"note: {CONFIG_NAME} could not be read; checked the packets in the "
+                             f"default folder {packets_dir}/", markup=False, soft_wrap=True)
+        else:
+            common.err.print(f"note: {CONFIG_NAME} is invalid; checked the packets in "
+                             f"{packets_dir}/ (tiers and stale specs are checked once it is valid)",
+                             markup=False, soft_wrap=True)
+    packets, problems = check_packets(repo.root / packets_dir, repo.root)
+    if config is not None:
+        problems += _stale_problems(repo, config, packets, problems)
+        if not as_json:
+            for p in packets:
+                if p.tests == "none":
+                    why = ("it waits for a person (gate = \"human\")" if p.gate == "human"
+                           else "gate = \"auto\" merges it on the other gates alone")
+                    common.err.print(f"note: {p.id} has no tests (tests = \"none\"): nothing is "
+                                     "red before the agent and no test must pass after it; "
+                                     + why, markup=False, soft_wrap=True)
+    problems = sorted(problems, key=lambda pr: (str(pr.path), pr.line or 0, pr.message))
+    places = ([CONFIG_NAME] if config_problems else []) + ([f"{packets_dir}/"] if problems
+                                                           else [])
+    report(config_problems + problems, packets, places)
+
+
+def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[Problem]:
+    """Packets whose spec changed since their ``spec_commit``: `andon run` refuses them as
+    stale. The same test as the runner's (git only; the store is not opened). Also a tier
+    andon.toml lacks, and (for a packet with no other problem in ``found``: its fields
+    decide it) a packet without tests or an opt-in."""
+    runner = Runner(repo, config, None, lambda p, stage: None)  # type: ignore[arg-type]
+    problems = []
+    for p in packets:
+        try:
+            stages = config.stages_of(p.stages, p.tier)
+        except AndonError as exc:
+            problems.append(Problem(p.source, p.line_of("tier"), str(exc)))
+        else:
+            why = tests_problem(p, stages)
+            if why and not any(f.path == p.source for f in found):
+                problems.append(why)
+        try:
+            why = runner._stale_reason(p)
+        except AndonError as exc:  # git could not answer: say so, and check the rest
+            problems.append(Problem(p.source, p.line_of("spec_commit"), str(exc)))
+            why = None
+        if why:
+            problems.append(Problem(p.source, p.line_of("spec_commit"),
+                                    f"stale (`andon run` refuses it until spec_commit names "
+                                    f"the spec you read): {why.rstrip()}"))
+        for src in p.hidden_files.values():
+            # a committed hidden test is in every agent's worktree: the hermetic gate refuses it
+            try:
+                rel = Path(src).resolve().relative_to(repo.root.resolve()).as_posix()
+            except ValueError:
+                continue
+            if repo.file_bytes("HEAD", rel) is not None:
+                problems.append(Problem(Path(src), None, "hidden test is committed, so agents "
+                                        "can read it: add packets/*/hidden/ to .gitignore and "
+                                        f"`git rm --cached {rel}`"))
+    return problems
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="The findings as JSON.")
+@click.pass_context
+def doctor(ctx: click.Context, as_json: bool) -> None:
+    """Which agent CLIs are installed (on PATH), their versions, and whether their
+    credential variables are set (values are never shown). Exits 0: it only reports."""
+    from ..config import load_config
+    from ..doctor import check_agents, render, report_json
+    config = None
+    try:
+        config = load_config(Path(ctx.obj["repo"]))
+    except AndonError as exc:  # no (valid) andon.toml here: report with the defaults
+        if (Path(ctx.obj["repo"]) / "andon.toml").exists():
+            common.err.print(f"note: {exc}; reporting without its [agents] settings",
+                             markup=False, soft_wrap=True)
+    checks = check_agents(config)
+    if as_json:
+        common.out.print_json(json.dumps(report_json(checks)))
+    else:
+        render(common.out, checks)
+
+
+@click.command()
+@click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
+              help="Build the demo here instead of a temporary directory (must not exist).")
+def demo(where: Path | None) -> None:
+    """Build a small example project with packets and run it with scripted agents:
+    honest ones merged, cheats caught, a repeated failure halting the line.
+
+    Exits 0 only if every outcome is the expected one.
+    """
+    from ..demo import run_demo
+    sys.exit(run_demo(common.out, where))
