@@ -120,7 +120,8 @@ def test_cli_error_on_stderr_becomes_the_claim(tmp_path, bin_dir):
 
 
 def test_timeout_kills_it_and_keeps_what_was_printed(tmp_path, bin_dir):
-    _, r = run(tmp_path, bin_dir, {"mode": "timeout"}, timeout=1)
+    # long enough for the fake to start and print its first line on a loaded machine
+    _, r = run(tmp_path, bin_dir, {"mode": "timeout"}, timeout=5)
     assert r.timed_out and r.exit_status is None
     assert '"subtype": "init"' in r.transcript_path.read_text()
     assert r.usage["cost_usd"] is None

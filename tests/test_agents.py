@@ -43,7 +43,7 @@ def test_command_agent_gets_prompt_on_stdin_and_in_file_in_worktree(tmp_path, pa
 
 
 def test_command_agent_timeout_kills_the_whole_process_group(tmp_path, packet):
-    c = ctx(tmp_path, packet, timeout=1.0)
+    c = ctx(tmp_path, packet, timeout=5.0)  # time for the child to write its pid, under load
     pidfile = tmp_path / "child.pid"
     agent = CommandAgent(f"sh -c 'echo $$ > {pidfile}; exec sleep 300' & wait")
     run = agent.run(c)

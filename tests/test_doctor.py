@@ -51,7 +51,7 @@ def test_a_version_that_hangs_or_fails_is_reported(tmp_path):
     for p in bin_dir.iterdir():
         p.chmod(0o755)
     checks = {c.adapter: c for c in check_agents(
-        None, {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin"}, timeout_s=1)}
-    assert checks["claude-code"].problem == "`--version` did not answer within 1 s"
+        None, {"PATH": f"{bin_dir}{os.pathsep}/usr/bin:/bin"}, timeout_s=5)}
+    assert checks["claude-code"].problem == "`--version` did not answer within 5 s"
     assert checks["codex"].problem == "`--version` exited 3: bad flag"
     assert checks["aider"].path is None
