@@ -5,6 +5,7 @@ scipy's bootstrap, the closed forms of pass@k and pass^k with math.comb)."""
 from __future__ import annotations
 
 import inspect
+import itertools
 import math
 
 import numpy as np
@@ -102,9 +103,10 @@ def test_bootstrap_same_seed_same_interval_and_seed_matters():
     assert a.low < med < a.high
 
 
-def test_bootstrap_agrees_with_scipy_percentile_bootstrap():
+@pytest.mark.parametrize("size", [400, 301])
+def test_bootstrap_agrees_with_scipy_percentile_bootstrap(size):
     rng = np.random.default_rng(3)
-    values = rng.lognormal(0.2, 0.6, size=400)
+    values = rng.lognormal(0.2, 0.6, size=size)
     ours = stats.bootstrap_median_ci(values, resamples=20000, seed=1)
     # scipy 1.15 renamed random_state to rng
     gen = np.random.default_rng(2)
@@ -130,12 +132,28 @@ def test_bootstrap_degenerate_inputs():
         stats.bootstrap_median_ci([1.0, 2.0], resamples=0, seed=0)
 
 
-def test_bootstrap_does_not_depend_on_batching():
-    # the resamples are drawn in batches (memory); the interval must be the one of the whole
-    values = np.arange(1.0, 2001.0)
-    small = stats.bootstrap_median_ci(values, resamples=1000, seed=5, batch_cells=10_000)
-    large = stats.bootstrap_median_ci(values, resamples=1000, seed=5, batch_cells=10**9)
-    assert (small.low, small.high) == (large.low, large.high)
+@pytest.mark.parametrize(("values", "exact"), [
+    # every one of the 27 samples of 3 from [1, 2, 3] enumerated: median 1 in 7, 2 in 13, 3 in 7
+    ([3.0, 1.0, 2.0], {1.0: 7 / 27, 2.0: 13 / 27, 3.0: 7 / 27}),
+    # the 4 samples of 2 from [1, 3]: (1,1) (1,3) (3,1) (3,3)
+    ([1.0, 3.0], {1.0: 0.25, 2.0: 0.5, 3.0: 0.25}),
+    # the 256 samples of 4 from [1, 2, 4, 8], enumerated below
+    ([8.0, 1.0, 4.0, 2.0], None),
+])
+def test_bootstrap_medians_have_the_resampling_distribution(values, exact):
+    if exact is None:
+        exact = {}
+        for sample in itertools.product(values, repeat=len(values)):
+            med = float(np.median(sample))
+            exact[med] = exact.get(med, 0) + 1 / len(values) ** len(values)
+    medians = stats.bootstrap_medians(values, resamples=200_000, seed=11)
+    assert medians.shape == (200_000,)
+    got = {float(v): c / medians.size for v, c in zip(*np.unique(medians, return_counts=True),
+                                                      strict=True)}
+    assert set(got) <= set(exact)
+    for v, p in exact.items():
+        # binomial standard error at 200 000 draws is below 0.0012; allow 5 of them
+        assert got.get(v, 0.0) == pytest.approx(p, abs=0.006)
 
 
 # -- pass@k and pass^k --------------------------------------------------------------------

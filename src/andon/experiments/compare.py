@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
-from statistics import fmean
 
 from ..errors import UsageError
 from ..suggest import hint
@@ -183,9 +182,13 @@ def _cells(table: RunTable) -> dict[str, dict[str, Cell]]:
             for metric in RATIO_METRICS:
                 got = [_metric(r.metrics, metric) for r in valid]
                 known = [v for v in got if v is not None]
-                cell.metrics[metric] = fmean(known) if known else None
+                cell.metrics[metric] = sum(known) / len(known) if known else None
             out[cond][task] = cell
     return out
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
 
 
 def _metric(metrics: dict[str, float | None], name: str) -> float | None:
@@ -234,8 +237,8 @@ def _repeats(condition: str, cells: list[Cell]) -> Repeats:
     for k in range(1, top + 1):
         usable = [c for c in cells if c.valid >= k]
         pass_k.append(PassK(k, len(usable),
-                            fmean(stats.pass_at_k(c.valid, c.resolved, k) for c in usable),
-                            fmean(stats.pass_hat_k(c.valid, c.resolved, k) for c in usable)))
+                            _mean([stats.pass_at_k(c.valid, c.resolved, k) for c in usable]),
+                            _mean([stats.pass_hat_k(c.valid, c.resolved, k) for c in usable])))
     multi = [c for c in cells if c.valid >= 2]
     return Repeats(condition, pass_k,
                    always=sum(c.resolved == c.valid for c in multi),

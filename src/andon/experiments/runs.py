@@ -136,7 +136,7 @@ def read_csv(path: str | Path) -> RunTable:
             problems.add(line, f"expected {len(header)} fields (as the header), "
                                f"got {len(fields)}")
             continue
-        run = _row(dict(zip(header, (f.strip() for f in fields), strict=True)), col, line,
+        run = _row(dict(zip(header, [f.strip() for f in fields], strict=True)), col, line,
                    problems, f"{path}:{line}")
         if run is None:
             continue
@@ -209,16 +209,17 @@ def _row(values: dict[str, str], col: dict[str, int], line: int, problems: _Prob
                 raise ValueError
         except ValueError:
             bad("repeat", "an integer >= 0")
-    metrics: dict[str, float | None] = {}
+    metrics: dict[str, float | None] = dict.fromkeys(METRICS)
     for name in METRICS:
-        metrics[name] = None
         raw = values.get(name, "")
-        if raw.lower() in MISSING:
-            continue
         try:
             number = float(raw)
         except ValueError:
+            if raw.lower() in MISSING:
+                continue
             number = -1.0
+        if math.isnan(number):  # "nan" is how pandas and numpy spell "not known"
+            continue
         if not math.isfinite(number) or number < 0:
             bad(name, "a number >= 0 (or empty when not known)")
             continue
