@@ -8,10 +8,6 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
-from ..experiments.compare import compare as build_comparison
-from ..experiments.html import render_html
-from ..experiments.render import render_json, render_terminal
-from ..experiments.runs import read_csv
 from . import common
 from .common import fail
 
@@ -39,6 +35,13 @@ def compare(runs: str, baseline: str, candidate: str | None, as_json: bool,
 
     Exits 0 with a report, 2 on bad input (naming the file, line and column).
     """
+    # Imported here: scipy.stats takes longer to import than the rest of andon together,
+    # and no other command needs it.
+    from ..experiments.compare import compare as build_comparison
+    from ..experiments.html import render_html
+    from ..experiments.render import render_json, render_terminal
+    from ..experiments.runs import read_csv
+
     try:
         table = read_csv(runs)
         result = build_comparison(table, baseline, candidate, resamples=resamples, seed=seed)
