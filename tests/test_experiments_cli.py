@@ -1,16 +1,22 @@
 """`andon compare` through the real CLI: the terminal report's sections, the JSON document's
 keys, bad input (exit 2, file:line and column, nothing on stdout), and the HTML file — one
-self-contained page with no external URL, whose plots exist and whose data is escaped."""
+self-contained page with no external URL, whose plots exist, are laid out by headless
+Chromium with the network cut (where Debian's `chromium` is installed), and whose data is
+escaped."""
 
 from __future__ import annotations
 
+import html
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+import pytest
 from helpers import _in_process  # click's CliRunner with the CLI's consoles swapped
 
 # the same hand-computed table as test_experiments_compare.py, condensed
@@ -191,3 +197,49 @@ def test_names_from_the_file_are_escaped_in_html_and_terminal(tmp_path):
     # rich markup in a name is printed as text, not applied
     assert "[bold red]B[/bold red]&<b>" in r.stdout
     assert evil_task in r.stdout
+
+
+# What headless Chromium measures in the page, added to a test copy only: the shipped page has
+# no script. One line per plot: its class, its laid-out size, and how many of its marks
+# (bars, points, median lines) have a non-empty box.
+MEASURE = """<script>
+const plots = [...document.querySelectorAll("svg.plot")].map(svg => {
+  const box = svg.getBoundingClientRect();
+  const marks = [...svg.querySelectorAll("rect.bar, circle, line.median, line.interval")]
+    .filter(m => { const b = m.getBBox(); return b.width > 0 || b.height > 0; }).length;
+  return [svg.getAttribute("class"), Math.round(box.width), Math.round(box.height), marks];
+});
+document.body.setAttribute("data-plots", JSON.stringify(plots));
+</script>"""
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
+def test_headless_chromium_without_network_lays_out_every_plot(tmp_path):
+    from andon.contain import netless
+    ok, why = netless.available()
+    if not ok:
+        pytest.skip(f"cannot cut the network here: {why}")
+    out = tmp_path / "report.html"
+    r = run(tmp_path, runs_file(tmp_path), "--baseline", "A", "--html", str(out),
+            "--resamples", "200")
+    assert r.returncode == 0, r.stderr
+    probe = tmp_path / "probe.html"
+    probe.write_text(out.read_text().replace("</body>", MEASURE + "</body>"))
+    home = tmp_path / "home"
+    home.mkdir()
+    argv = netless.wrap(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                         "--no-first-run", f"--user-data-dir={home / 'profile'}",
+                         "--window-size=1200,2000", "--dump-dom", probe.as_uri()])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False,
+                          env={**os.environ, "HOME": str(home)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(r'data-plots="([^"]*)"', done.stdout)
+    assert found, done.stdout[-2000:]
+    plots = json.loads(html.unescape(found.group(1)))
+    kinds = [cls.split()[1] for cls, *_ in plots]
+    assert kinds == ["rates", *["ratio-dist"] * 5, "cost-scatter"]
+    for cls, width, height, marks in plots:
+        assert width > 300 and height > 80, (cls, width, height)
+        assert marks > 0, cls
+    # the rates plot: two intervals and two dots; the scatter: one point per task with costs
+    assert plots[0][3] == 4 and plots[-1][3] == 5

@@ -15,7 +15,7 @@ from html import escape
 
 from .compare import Rate
 
-W, H = 560, 220
+W, H = 520, 220
 LEFT, RIGHT, TOP, BOTTOM = 48, 16, 16, 36
 NICE = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 50, 100, 200,
         500, 1000)
