@@ -243,3 +243,20 @@ def test_headless_chromium_without_network_lays_out_every_plot(tmp_path):
         assert marks > 0, cls
     # the rates plot: two intervals and two dots; the scatter: one point per task with costs
     assert plots[0][3] == 4 and plots[-1][3] == 5
+
+
+def test_nothing_to_pair_still_reports_and_names_every_drop(tmp_path):
+    # A and B never ran the same task, and C's only run errored: no crash, no made-up number
+    text = "task,condition,outcome\nt1,A,resolved\nt2,B,resolved\nt1,C,error\n"
+    f = runs_file(tmp_path, text)
+    r = run(tmp_path, f, "--baseline", "A", "--html", str(tmp_path / "r.html"))
+    assert r.returncode == 0, r.stderr
+    assert "0 tasks compared, 2 dropped" in r.stdout
+    assert "dropped 1 × no run of B: t1" in r.stdout and "dropped 1 × no run of A: t2" in r.stdout
+    assert "dropped 1 × every run of C errored (1): t1" in r.stdout
+    assert "resolve rate B: no valid run (0 errors)" in r.stdout
+    doc = json.loads(run(tmp_path, f, "--baseline", "A", "--json").stdout)
+    c = doc["conditions"][2]
+    assert (c["condition"], c["runs"], c["errors"], c["rate"], c["low"]) == ("C", 0, 1, None, None)
+    assert all(x["median"] is None and x["tasks"] == 0 for x in doc["pairs"][0]["ratios"])
+    assert "no usable task" not in (tmp_path / "r.html").read_text()  # no empty plots drawn
