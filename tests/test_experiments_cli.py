@@ -120,6 +120,9 @@ def test_bad_input_exits_2_naming_file_line_and_column(tmp_path):
     assert r.returncode == 2 and "none.csv: cannot read the runs file" in r.stderr
     r = run(tmp_path, runs_file(tmp_path), "--baseline", "A", "--resamples", "0")
     assert r.returncode == 2
+    r = run(tmp_path, runs_file(tmp_path), "--baseline", "A", "--html",
+            str(tmp_path / "no" / "such" / "dir.html"))
+    assert r.returncode == 2 and "cannot write the report" in r.stderr
 
 
 def test_the_real_command_in_its_own_process(tmp_path):
@@ -260,3 +263,25 @@ def test_nothing_to_pair_still_reports_and_names_every_drop(tmp_path):
     assert (c["condition"], c["runs"], c["errors"], c["rate"], c["low"]) == ("C", 0, 1, None, None)
     assert all(x["median"] is None and x["tasks"] == 0 for x in doc["pairs"][0]["ratios"])
     assert "no usable task" not in (tmp_path / "r.html").read_text()  # no empty plots drawn
+
+
+def test_repeats_in_every_output(tmp_path):
+    text = "task,condition,repeat,outcome\n" + "".join(
+        f"t{t},{c},{r},{'resolved' if ok else 'unresolved'}\n"
+        for t, c, outcomes in [(1, "A", "100"), (1, "B", "111"), (2, "A", "000"), (2, "B", "011")]
+        for r, ok in enumerate(int(x) for x in outcomes))
+    f = runs_file(tmp_path, text)
+    out = tmp_path / "r.html"
+    r = run(tmp_path, f, "--baseline", "A", "--html", str(out))
+    assert r.returncode == 0, r.stderr
+    assert re.search(r"3\s+50\.0%\s+100\.0%\s+0\.0%\s+50\.0%\s+2 / 2", r.stdout), r.stdout
+    assert "consistency A (tasks with ≥ 2 valid runs): 0 resolved every time, 1 sometimes, " \
+           "1 never" in r.stdout
+    page = out.read_text()
+    assert "<th>pass^k A</th>" in page and "<td>3</td><td>50.0%</td>" in page
+    assert "Consistency B (tasks with ≥ 2 valid runs):\n1 resolved every time, 1 sometimes, " \
+           "0 never." in page
+    (pair,) = json.loads(run(tmp_path, f, "--baseline", "A", "--json").stdout)["pairs"]
+    a, b = pair["repeats"]
+    assert a["pass_k"][2] == {"k": 3, "tasks": 2, "pass_at_k": 0.5, "pass_hat_k": 0.0}
+    assert (b["always"], b["sometimes"], b["never"]) == (1, 1, 0)
