@@ -60,7 +60,7 @@ class Run:
     condition: str
     repeat: int
     outcome: str
-    metrics: dict[str, float | None] = field(hash=False, compare=False)
+    metrics: dict[str, float | None] = field(hash=False)  # a dict: compared, not hashed
     origin: str = ""
 
     @property
