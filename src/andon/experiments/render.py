@@ -1,7 +1,7 @@
 """The comparison for people (a rich terminal report) and for scripts (JSON).
 
-Reads a :class:`~andon.experiments.compare.Comparison` only; numbers are formatted here and
-nowhere else, so the terminal and the HTML page (``html.py``) say the same thing.
+Reads a :class:`~andon.experiments.compare.Comparison` only; the tables' numbers are formatted here
+(and reused by ``html.py``), so the terminal and the HTML page say the same thing.
 """
 
 from __future__ import annotations
