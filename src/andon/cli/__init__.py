@@ -13,7 +13,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
-from . import decide, line, setup
+from . import decide, experiments, line, setup
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,7 +40,7 @@ def main(ctx: click.Context, repo: str) -> None:
 
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
-                setup.doctor, setup.demo, decide.approve, decide.reject):
+                setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare):
     main.add_command(command)
 
 __all__ = ["main"]
