@@ -20,8 +20,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..config import Config
+from ..contain.channel import plan as plan_start
 from ..packet import Packet
 from ..runners.pytest import SuiteRun, run_suite
+from ..runners.rootdir import pinned_args
 from ..workspace import Repo
 
 Status = Literal["pass", "fail", "error", "skipped"]
@@ -164,6 +166,9 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     trusted code, no canaries); see ``run_suite``."""
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
+    # The same rootdir and config file in every run, whatever is selected (runners/rootdir.py):
+    # otherwise a selected file deep in a monorepo gets ids the full-suite runs never use.
+    argv += pinned_args(cwd, plan_start(argv).args)
     return run_suite(
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
