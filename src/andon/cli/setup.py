@@ -17,7 +17,8 @@ from ..config import (
     packets_dir_despite_errors,
 )
 from ..errors import AndonError, ConfigError, Problem
-from ..packet import check_packets, tests_problem
+from ..gates import clash
+from ..packet import check_packets, planted_test_files, tests_problem
 from ..runner import EXIT_USAGE, Runner, open_store
 from ..workspace import Repo
 from . import common
@@ -105,6 +106,7 @@ def check(ctx: click.Context, as_json: bool) -> None:
     packets, problems = check_packets(repo.root / packets_dir, repo.root)
     if config is not None:
         problems += _stale_problems(repo, config, packets, problems)
+        problems += _clash_problems(repo, config, packets)
         if not as_json:
             for p in packets:
                 if p.tests == "none":
@@ -117,6 +119,20 @@ def check(ctx: click.Context, as_json: bool) -> None:
     places = ([CONFIG_NAME] if config_problems else []) + ([f"{packets_dir}/"] if problems
                                                            else [])
     report(config_problems + problems, packets, places)
+
+
+def _clash_problems(repo: Repo, config, packets) -> list[Problem]:
+    """Planted (or hidden) test files that can never be collected with the suite at HEAD
+    (gates/clash.py): the red gate would block them before any agent ran."""
+    head = repo.rev_parse("HEAD")
+    if head is None:
+        return []
+    problems = []
+    for p in packets:
+        for f in clash.of_packet(repo, head, config, repo.root, planted_test_files(p),
+                                 sorted(p.hidden_files)):
+            problems.append(Problem(p.source, None, f.message))
+    return problems
 
 
 def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[Problem]:
