@@ -102,6 +102,10 @@ class Gates(_Strict):
     mutation: MutationGate = Field(default_factory=MutationGate)
     static: StaticGate = Field(default_factory=StaticGate)
     flaky: FlakyGate = Field(default_factory=FlakyGate)
+    base_reruns: int = Field(
+        10, ge=0, description="a PASS_TO_PASS test that fails on a candidate is re-run this "
+                              "many times on the base; failing there once makes it flaky on "
+                              "the base, not the agent's failure (0: never excused)")
 
 
 class StageAgentSettings(_Strict):

@@ -98,6 +98,9 @@ class GateContext:
     baseline_passed: set[str] = field(default_factory=set)
     red_ids: set[str] = field(default_factory=set)
     atdd_tests: list[str] = field(default_factory=list)  # test files the atdd stage wrote
+    # PASS_TO_PASS ids shown flaky on the base during this attempt (gates/flaky_base.py)
+    flaky_on_base: dict[str, dict] = field(default_factory=dict)
+    steady_on_base: dict[str, int] = field(default_factory=dict)  # id -> base runs all passed
 
     def planted_tests(self) -> list[str]:
         """Test files that must go from red to green: planted ones and the atdd stage's."""
