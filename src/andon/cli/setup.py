@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .. import detect
 from ..config import (
     CONFIG_NAME,
     DEFAULT_TOML,
@@ -42,7 +43,8 @@ def init(ctx: click.Context, force: bool) -> None:
     path = repo.root / CONFIG_NAME
     if path.exists() and not force:
         fail(f"{path} exists; use --force to overwrite it")
-    path.write_text(DEFAULT_TOML, encoding="utf-8")
+    found = detect.detect(repo.root)
+    path.write_text(detect.apply(DEFAULT_TOML, found), encoding="utf-8")
     packets = repo.root / "packets"
     packets.mkdir(exist_ok=True)
     if not (packets / "conftest.py").exists():
@@ -53,6 +55,13 @@ def init(ctx: click.Context, force: bool) -> None:
                      "conftest.py that keeps plain pytest runs from collecting planted tests\n"
                      f"the store is {repo.root / '.andon'}/ (excluded from git)",
                      markup=False, soft_wrap=True)
+    for d in found:
+        common.out.print(f"detected: {d.why}; wrote [test] {d.key} = {json.dumps(d.value)}",
+                         markup=False, soft_wrap=True)
+    if any(d.key == "setup" and d.value == detect.WHEEL_SETUP for d in found):
+        common.out.print("note: [test] setup builds without network or build isolation: the "
+                         "build backend (e.g. hatchling and hatch-vcs, or setuptools-scm) must "
+                         "be installed for the test interpreter", markup=False, soft_wrap=True)
     common.out.print("next: write a packet, then `andon check` and `andon run`")
 
 

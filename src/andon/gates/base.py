@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import clone_setup
 from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..packet import Packet
@@ -172,12 +173,24 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     # The same rootdir and config file in every run, whatever is selected (runners/rootdir.py):
     # otherwise a selected file deep in a monorepo gets ids the full-suite runs never use.
     argv += pinned_args(cwd, plan_start(argv).args)
-    return run_suite(
+    setup = clone_setup.ensure(config, cwd, evidence_dir, name)
+    if setup is not None and setup.problem:
+        # the tests are not run: a clone that is not set up fails for reasons of its own
+        return SuiteRun(name=name, argv=setup.argv, cwd=str(cwd),
+                        exit_status=setup.exit_status, timed_out=False,
+                        duration_s=setup.duration_s, log_path=setup.log_path,
+                        junit_path=evidence_dir / f"{name}.junit.xml",
+                        output_tail=setup.output_tail, results={},
+                        report_problem=setup.problem, seed=seed,
+                        setup=setup.to_evidence())
+    run = run_suite(
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
         plugins=config.test.plugins, network=config.test.network, canaries=canaries,
         own_files=own_files,
     )
+    run.setup = setup.to_evidence() if setup is not None else None
+    return run
 
 
 @contextmanager
