@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from .. import clone_setup
+from .. import clone_setup, origin
 from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..packet import Packet
@@ -174,8 +174,9 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     # otherwise a selected file deep in a monorepo gets ids the full-suite runs never use.
     argv += pinned_args(cwd, plan_start(argv).args)
     setup = clone_setup.ensure(config, cwd, evidence_dir, name)
+    # The tests are not run in a clone that is not set up, or whose tests would import an
+    # installed copy of the code: they would fail, or pass, for reasons of their own.
     if setup is not None and setup.problem:
-        # the tests are not run: a clone that is not set up fails for reasons of its own
         return SuiteRun(name=name, argv=setup.argv, cwd=str(cwd),
                         exit_status=setup.exit_status, timed_out=False,
                         duration_s=setup.duration_s, log_path=setup.log_path,
@@ -183,6 +184,15 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                         output_tail=setup.output_tail, results={},
                         report_problem=setup.problem, seed=seed,
                         setup=setup.to_evidence())
+    if wrong := origin.check(config, cwd):
+        log = evidence_dir / f"{name}.log"
+        evidence_dir.mkdir(parents=True, exist_ok=True)
+        log.write_text(wrong + "\n")
+        return SuiteRun(name=name, argv=argv, cwd=str(cwd), exit_status=None, timed_out=False,
+                        duration_s=0.0, log_path=log,
+                        junit_path=evidence_dir / f"{name}.junit.xml", output_tail=wrong,
+                        results={}, report_problem=wrong, seed=seed,
+                        setup=setup.to_evidence() if setup is not None else None)
     run = run_suite(
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
