@@ -106,7 +106,10 @@ def test_without_setup_preflight_fails_and_a_failing_setup_is_environment(tmp_pa
     root = vcs_project(tmp_path / "a", setup=[])
     report = runner_for(root, honest_triple).run()
     assert report.exit_status == EXIT_PREFLIGHT
-    assert "verpkg._version" in json.dumps(report.preflight.evidence())
+    pf = report.preflight
+    assert (pf.status, pf.layer) == ("fail", "environment")
+    assert "No module named 'verpkg._version'" in pf.summary and "[test] setup" in pf.summary
+    assert pf.findings[0].kind == "missing-module"
 
     root = vcs_project(tmp_path / "b", setup=[
         "python", "-c", "import sys; print('error: no build backend'); sys.exit(3)"])
