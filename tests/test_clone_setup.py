@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from andon.config import DEFAULT_TOML
-from andon.detect import EXT_SETUP, WHEEL_SETUP, Detected, apply, detect, setup_step
+from andon.detect import EXT_SETUP, SCM_SETUP, WHEEL_SETUP, Detected, apply, detect, setup_step
 from andon.runner import EXIT_OK, EXIT_PREFLIGHT
 
 from helpers import andon, git, packet_md, runner_for, write
@@ -127,6 +127,9 @@ def test_detect_reads_the_build_declarations(tmp_path):
     (tmp_path / "pyproject.toml").write_text(
         '[build-system]\nrequires = ["setuptools>=64", "setuptools-scm>=8"]\n')
     assert setup_step(tmp_path).value == WHEEL_SETUP
+    (tmp_path / "pyproject.toml").write_text(
+        '[tool.setuptools_scm]\nversion_file = "src/x/_version.py"\n')
+    assert setup_step(tmp_path).value == SCM_SETUP
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
     assert setup_step(tmp_path) is None
     (tmp_path / "setup.py").write_text("from setuptools import setup, Extension\n"

@@ -4,6 +4,8 @@ the pytest plugins installed there. Read-only; each finding says what it saw.
 ``detect(root)`` returns ``Detected`` items: a ``[test]`` key, its TOML value, and why. The
 sources are the project's own declarations:
 
+- ``[tool.setuptools_scm]`` naming a ``version_file``/``write_to``: setuptools-scm (>= 8) writes
+  it without a build.
 - ``[tool.hatch.version] source = "vcs"`` (hatch-vcs) or ``[tool.setuptools_scm]`` /
   ``setuptools_scm`` / ``setuptools-scm`` in ``[build-system] requires``: the version file is
   written by a build, so ``setup`` builds a wheel into a throwaway dir (``pip wheel --no-deps
@@ -25,6 +27,8 @@ from pathlib import Path
 
 WHEEL_SETUP = ["python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                "--no-index", "--wheel-dir", "{scratch}", "."]
+# setuptools-scm >= 8 writes its version file without a build (no wheel package needed)
+SCM_SETUP = ["python", "-m", "setuptools_scm", "--force-write-version-files"]
 EXT_SETUP = ["python", "setup.py", "build_ext", "--inplace"]
 # plugins that must not be loaded by name: xdist changes how the harness's runs execute, and
 # andon's own shuffle replaces randomly
@@ -58,6 +62,10 @@ def setup_step(root: Path) -> Detected | None:
     if isinstance(hatch, dict) and hatch.get("source") == "vcs":
         return Detected("setup", WHEEL_SETUP, "pyproject.toml: [tool.hatch.version] source = "
                         '"vcs" (hatch-vcs writes the version file during a build)')
+    scm = tool.get("setuptools_scm")
+    if isinstance(scm, dict) and ("version_file" in scm or "write_to" in scm):
+        return Detected("setup", SCM_SETUP, "pyproject.toml: [tool.setuptools_scm] writes "
+                        f"{scm.get('version_file') or scm.get('write_to')} (from git)")
     if "setuptools_scm" in tool or "setuptools-scm" in requires or "setuptools_scm" in requires:
         return Detected("setup", WHEEL_SETUP, "pyproject.toml: setuptools-scm (it writes the "
                         "version file during a build)")
