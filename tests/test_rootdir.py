@@ -89,8 +89,8 @@ def test_locate_follows_pytest_and_never_leaves_the_clone(tmp_path):
 
 
 def test_pinned_args_respect_what_the_command_already_sets(tmp_path):
-    """Without a config: --config-file=/dev/null and confcutdir = the clone; the project's own
+    """Without a config: -c /dev/null and confcutdir = the clone; the project's own
     -c/--rootdir/--confcutdir are never overridden."""
-    assert pinned_args(tmp_path) == [f"--rootdir={tmp_path}", f"--config-file={NO_CONFIG}",
+    assert pinned_args(tmp_path) == [f"--rootdir={tmp_path}", "-c", NO_CONFIG,
                                      f"--confcutdir={tmp_path}"]
     assert pinned_args(tmp_path, ["-c", "x.ini", "--rootdir=.", "--confcutdir", "."]) == []

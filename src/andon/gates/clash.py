@@ -60,7 +60,7 @@ def _collected(path: str, patterns: Sequence[str], roots: Sequence[str], skip: s
     p = PurePosixPath(path)
     if not any(fnmatch(p.name, pat) for pat in patterns):
         return False
-    if p.parts[0] == skip.strip("/") or any(fnmatch(part, pat) for part in p.parts[:-1]
+    if path.startswith(skip.strip("/") + "/") or any(fnmatch(part, pat) for part in p.parts[:-1]
                                             for pat in _NORECURSE):
         return False
     return not roots or any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)

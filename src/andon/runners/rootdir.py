@@ -9,7 +9,7 @@ gate (planted files selected) and the suite gates (nothing selected), and a vali
 
 ``pinned_args(cwd, pytest_args)`` resolves, once per run and from the *configured* command only (never
 the selection), the config file pytest would pick for the full-suite run in ``cwd``, and returns the
-flags that make every run use exactly that: ``--rootdir=<cwd>``, ``--config-file=<file>``
+flags that make every run use exactly that: ``--rootdir=<cwd>``, ``-c <file>``
 (``/dev/null`` when there is none: pytest's documented way to ask for no configuration) and
 ``--confcutdir`` (the config file's directory inside ``cwd``, else ``cwd``: no conftest.py above the
 clone is ever loaded). Flags the project's command already sets are left to it.
@@ -118,7 +118,7 @@ def _given(args: list[str], *names: str) -> bool:
 
 
 def pinned_args(cwd: Path, args: list[str] = ()) -> list[str]:
-    """``--rootdir``, ``--config-file`` and ``--confcutdir`` for a pytest run in ``cwd`` (see
+    """``--rootdir``, ``-c`` and ``--confcutdir`` for a pytest run in ``cwd`` (see
     the module docstring); an option already in ``args`` (the project's pytest arguments)
     is not repeated."""
     cwd = Path(cwd).absolute()
@@ -129,7 +129,7 @@ def pinned_args(cwd: Path, args: list[str] = ()) -> list[str]:
     config = None
     if not _given(args, "-c", "--config-file", "--inifile"):
         config = locate(cwd, args)
-        out.append(f"--config-file={config or NO_CONFIG}")
+        out += ["-c", str(config or NO_CONFIG)]  # -c: also pytest < 7.2 knows it
     if not _given(args, "--confcutdir"):
         cut = config.parent if config and config.parent.is_relative_to(cwd) else cwd
         out.append(f"--confcutdir={cut}")
