@@ -61,6 +61,18 @@ class Test(_Strict):
         "off", description='"off": every harness test run is in its own network namespace '
                            '(loopback only; see netless.py), where the machine allows it, '
                            'and the evidence says when it did not')
+    setup: list[str] = Field(
+        default_factory=list,
+        description='argv run in every clone before its tests (clone_setup.py), e.g. a build '
+                    'that writes a git-ignored _version.py; "python" = the test interpreter, '
+                    '"{scratch}" = a throwaway dir outside the clone')
+    setup_inputs: list[str] = Field(
+        default_factory=list, description="more clone-relative files whose bytes key the "
+                                          "set-up cache (pyproject.toml, setup.py, setup.cfg "
+                                          "always do)")
+    setup_timeout_s: float = Field(600, gt=0)
+    setup_cache: bool = Field(True, description="reuse the files a set-up generated in a "
+                                                "clone with the same inputs")
 
 
 class PatternRule(_Strict):
@@ -102,6 +114,10 @@ class Gates(_Strict):
     mutation: MutationGate = Field(default_factory=MutationGate)
     static: StaticGate = Field(default_factory=StaticGate)
     flaky: FlakyGate = Field(default_factory=FlakyGate)
+    base_reruns: int = Field(
+        10, ge=0, description="a PASS_TO_PASS test that fails on a candidate is re-run this "
+                              "many times on the base; failing there once makes it flaky on "
+                              "the base, not the agent's failure (0: never excused)")
 
 
 class StageAgentSettings(_Strict):

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from .. import detect
 from ..config import (
     CONFIG_NAME,
     DEFAULT_TOML,
@@ -17,7 +18,8 @@ from ..config import (
     packets_dir_despite_errors,
 )
 from ..errors import AndonError, ConfigError, Problem
-from ..packet import check_packets, tests_problem
+from ..gates import clash
+from ..packet import check_packets, planted_test_files, tests_problem
 from ..runner import EXIT_USAGE, Runner, open_store
 from ..workspace import Repo
 from . import common
@@ -41,7 +43,8 @@ def init(ctx: click.Context, force: bool) -> None:
     path = repo.root / CONFIG_NAME
     if path.exists() and not force:
         fail(f"{path} exists; use --force to overwrite it")
-    path.write_text(DEFAULT_TOML, encoding="utf-8")
+    found = detect.detect(repo.root)
+    path.write_text(detect.apply(DEFAULT_TOML, found), encoding="utf-8")
     packets = repo.root / "packets"
     packets.mkdir(exist_ok=True)
     if not (packets / "conftest.py").exists():
@@ -52,6 +55,13 @@ def init(ctx: click.Context, force: bool) -> None:
                      "conftest.py that keeps plain pytest runs from collecting planted tests\n"
                      f"the store is {repo.root / '.andon'}/ (excluded from git)",
                      markup=False, soft_wrap=True)
+    for d in found:
+        common.out.print(f"detected: {d.why}; wrote [test] {d.key} = {json.dumps(d.value)}",
+                         markup=False, soft_wrap=True)
+    if any(d.key == "setup" and d.value == detect.WHEEL_SETUP for d in found):
+        common.out.print("note: [test] setup builds without network or build isolation: the "
+                         "build backend (e.g. hatchling and hatch-vcs, or setuptools-scm) must "
+                         "be installed for the test interpreter", markup=False, soft_wrap=True)
     common.out.print("next: write a packet, then `andon check` and `andon run`")
 
 
@@ -105,6 +115,7 @@ def check(ctx: click.Context, as_json: bool) -> None:
     packets, problems = check_packets(repo.root / packets_dir, repo.root)
     if config is not None:
         problems += _stale_problems(repo, config, packets, problems)
+        problems += _clash_problems(repo, config, packets)
         if not as_json:
             for p in packets:
                 if p.tests == "none":
@@ -117,6 +128,20 @@ def check(ctx: click.Context, as_json: bool) -> None:
     places = ([CONFIG_NAME] if config_problems else []) + ([f"{packets_dir}/"] if problems
                                                            else [])
     report(config_problems + problems, packets, places)
+
+
+def _clash_problems(repo: Repo, config, packets) -> list[Problem]:
+    """Planted (or hidden) test files that can never be collected with the suite at HEAD
+    (gates/clash.py): the red gate would block them before any agent ran."""
+    head = repo.rev_parse("HEAD")
+    if head is None:
+        return []
+    problems = []
+    for p in packets:
+        for f in clash.of_packet(repo, head, config, repo.root, planted_test_files(p),
+                                 sorted(p.hidden_files)):
+            problems.append(Problem(p.source, None, f.message))
+    return problems
 
 
 def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[Problem]:

@@ -19,9 +19,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from .. import clone_setup, origin
 from ..config import Config
+from ..contain.channel import plan as plan_start
 from ..packet import Packet
 from ..runners.pytest import SuiteRun, run_suite
+from ..runners.rootdir import pinned_args
 from ..workspace import Repo
 
 Status = Literal["pass", "fail", "error", "skipped"]
@@ -96,6 +99,9 @@ class GateContext:
     baseline_passed: set[str] = field(default_factory=set)
     red_ids: set[str] = field(default_factory=set)
     atdd_tests: list[str] = field(default_factory=list)  # test files the atdd stage wrote
+    # PASS_TO_PASS ids shown flaky on the base during this attempt (gates/flaky_base.py)
+    flaky_on_base: dict[str, dict] = field(default_factory=dict)
+    steady_on_base: dict[str, int] = field(default_factory=dict)  # id -> base runs all passed
 
     def planted_tests(self) -> list[str]:
         """Test files that must go from red to green: planted ones and the atdd stage's."""
@@ -164,12 +170,37 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     trusted code, no canaries); see ``run_suite``."""
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
-    return run_suite(
+    # The same rootdir and config file in every run, whatever is selected (runners/rootdir.py):
+    # otherwise a selected file deep in a monorepo gets ids the full-suite runs never use.
+    argv += pinned_args(cwd, plan_start(argv).args)
+    setup = clone_setup.ensure(config, cwd, evidence_dir, name)
+    # The tests are not run in a clone that is not set up, or whose tests would import an
+    # installed copy of the code: they would fail, or pass, for reasons of their own.
+    if setup is not None and setup.problem:
+        return SuiteRun(name=name, argv=setup.argv, cwd=str(cwd),
+                        exit_status=setup.exit_status, timed_out=False,
+                        duration_s=setup.duration_s, log_path=setup.log_path,
+                        junit_path=evidence_dir / f"{name}.junit.xml",
+                        output_tail=setup.output_tail, results={},
+                        report_problem=setup.problem, seed=seed,
+                        setup=setup.to_evidence())
+    if wrong := origin.check(config, cwd):
+        log = evidence_dir / f"{name}.log"
+        evidence_dir.mkdir(parents=True, exist_ok=True)
+        log.write_text(wrong + "\n")
+        return SuiteRun(name=name, argv=argv, cwd=str(cwd), exit_status=None, timed_out=False,
+                        duration_s=0.0, log_path=log,
+                        junit_path=evidence_dir / f"{name}.junit.xml", output_tail=wrong,
+                        results={}, report_problem=wrong, seed=seed,
+                        setup=setup.to_evidence() if setup is not None else None)
+    run = run_suite(
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
         plugins=config.test.plugins, network=config.test.network, canaries=canaries,
         own_files=own_files,
     )
+    run.setup = setup.to_evidence() if setup is not None else None
+    return run
 
 
 @contextmanager

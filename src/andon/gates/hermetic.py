@@ -21,6 +21,7 @@ import random
 from pathlib import Path
 
 from ..runners.pytest import SuiteRun
+from . import flaky_base
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .suite import judge, summarise
 
@@ -87,7 +88,7 @@ def run(ctx: GateContext) -> GateResult:
             plan.append(("hermetic-random", random.SystemRandom().randrange(1, 2**31)))
         else:
             not_run.append("random order (disabled by gates.hermetic_random_order)")
-        runs = []
+        runs, flaky = [], {}
         for name, seed in plan:
             r = ctx.suite(cwd, name, seed=seed, agent_code=True, own_files=hidden)
             runs.append(r)
@@ -98,10 +99,13 @@ def run(ctx: GateContext) -> GateResult:
             findings += [f for f in judge(r, ctx.planted_tests(), ctx.red_ids,
                                           ctx.baseline_passed) if f.test_id not in seen
                          or f.test_id is None]
+            findings, excused = flaky_base.excuse(ctx, findings, r.results)
+            flaky.update({x["test_id"]: x for x in excused})
             if findings:
                 where = f"in a fresh clone, run {name}" + (f" (seed {seed})" if seed else "")
                 return GateResult("hermetic", "fail", summarise(findings, where), "code",
-                                  findings, runs, {"not_run": not_run})
+                                  findings, runs, {"not_run": not_run,
+                                                   "flaky_on_base": list(flaky.values())})
         seeds = [r.seed for r in runs if r.seed is not None]
         summary = f"{len(runs)} full-suite runs passed in a fresh clone"
         if seeds:
@@ -110,6 +114,8 @@ def run(ctx: GateContext) -> GateResult:
             summary += f"; with {len(hidden)} hidden file(s)"
         if not_run:
             summary += f"; not run: {', '.join(not_run)}"
+        summary += flaky_base.note(list(flaky.values()))
         return GateResult("hermetic", "pass", summary, runs=runs,
                           details={"not_run": not_run, "seeds": seeds, "hidden": hidden,
+                                   "flaky_on_base": list(flaky.values()),
                                    "passed_ids": sorted(runs[0].ids_with("passed"))})

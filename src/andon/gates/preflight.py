@@ -11,17 +11,24 @@ from pathlib import Path
 
 from ..config import Config
 from ..workspace import Repo
+from . import env_cause
 from .base import Finding, GateResult, fresh_clone, run_project_suite
 
 
 def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
     with fresh_clone(repo, sha, "preflight") as cwd:
         r = run_project_suite(config, cwd, evidence_dir, "preflight")
+        why = env_cause.cause(r, cwd)
     if r.report_problem:
         return GateResult("preflight", "error", f"the suite on {sha[:10]} wrote no usable "
                           f"report: {r.report_problem}", "environment",
                           [Finding("no-report", r.report_problem)], [r])
     bad = [x for x in r.results.values() if x.outcome in ("failed", "error")]
+    if bad and why:
+        kind, line, fix = why
+        return GateResult("preflight", "fail", f"{len(bad)} test(s) cannot run on {sha[:10]} "
+                          f"for a reason of the environment: {line}; {fix}", "environment",
+                          [Finding(kind, f"{line}; {fix}", bad[0].file, bad[0].id)], [r])
     if bad:
         findings = [Finding("baseline-failure", f"{x.id} {x.outcome}: {x.message[:200]}",
                             x.file, x.id) for x in bad]

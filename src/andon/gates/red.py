@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 
+from . import clash
 from .base import Finding, GateContext, GateResult, planted_tests
 
 RED = ("failed", "error")
@@ -24,6 +25,12 @@ def run(ctx: GateContext, tests: list[str] | None = None,
     if not tests:
         return GateResult("red", "skipped", "the packet plants no test files: nothing is "
                           "known to fail before the change")
+    # before any run: a clash is not visible on the base (see clash.py)
+    if found := clash.of_packet(ctx.repo, ctx.plant_sha, ctx.config, ctx.worktree, tests,
+                                sorted(ctx.packet.hidden_files)):
+        spec = not written_by_atdd or any(f.path not in written_by_atdd for f in found)
+        return GateResult("red", "fail", found[0].message, "specification" if spec else "test",
+                          found)
     n = ctx.config.gates.red_runs
     runs = [ctx.suite(ctx.worktree, f"red-{i}", select=tests) for i in range(1, n + 1)]
     for r in runs:

@@ -9,6 +9,7 @@ integration branch must pass its full suite at every commit.
 from __future__ import annotations
 
 from ..runners.pytest import SuiteRun
+from . import flaky_base
 from .base import Finding, GateContext, GateResult, forged_result
 
 
@@ -55,11 +56,13 @@ def run(ctx: GateContext) -> GateResult:
     if forged := forged_result("suite", r, [r]):
         return forged
     findings = judge(r, ctx.planted_tests(), ctx.red_ids, ctx.baseline_passed)
+    findings, flaky = flaky_base.excuse(ctx, findings, r.results)
     if findings:
         return GateResult("suite", "fail", summarise(findings, "in the worktree"), "code",
-                          findings, [r])
+                          findings, [r], {"flaky_on_base": flaky})
     n = len(r.ids_with("passed"))
     planted = set(ctx.planted_tests())
     f2p = sum(1 for x in r.results.values() if x.file in planted)
     return GateResult("suite", "pass", f"{n} tests passed, including {f2p} FAIL_TO_PASS and "
-                      f"{len(ctx.baseline_passed)} PASS_TO_PASS", runs=[r])
+                      f"{len(ctx.baseline_passed)} PASS_TO_PASS" + flaky_base.note(flaky),
+                      runs=[r], details={"flaky_on_base": flaky})

@@ -102,6 +102,7 @@ class SuiteRun:
     wrapper: list[str] = field(default_factory=list)  # argv prefix that ran ``argv``, if any
     # is the report the runner's own? (contain/verdict.py); None for runs made before it existed
     integrity: Integrity | None = None
+    setup: dict | None = None  # the [test] setup of this clone, when it ran before (clone_setup)
 
     @property
     def forged(self) -> list[str]:
@@ -136,6 +137,7 @@ class SuiteRun:
             "network": self.network,
             "wrapper": list(self.wrapper),
             "integrity": self.integrity.to_evidence() if self.integrity else None,
+            "setup": self.setup,
         }
 
 

@@ -1,0 +1,197 @@
+"""``[test] setup``: the project's set-up step, run in every clone before its tests.
+
+Projects whose version comes from git (hatch-vcs, setuptools-scm: a ``_version.py`` kept out of
+git), or with compiled extensions, do not import from a fresh clone. ``[test] setup`` is an argv
+the harness runs in the clone (worktree, preflight clone, hermetic clone, base re-run clone)
+before the first test run there: ``"python"`` as its first word is the test command's
+interpreter; ``{scratch}`` in any word is a throwaway directory outside the clone (for a wheel
+or prefix nobody needs afterwards). The environment is the harness's (runners/pytest.py
+``harness_env``: no inherited variables, a fresh HOME, the ``[test] pythonpath``).
+
+**Timed, recorded.** ``SetupRun`` holds argv, cwd, exit status, seconds, the log and its tail.
+
+**Cached where safe.** The files the step creates (untracked or ignored afterwards, not before)
+are kept in ``.andon/setup-cache/<key>/`` when they are few and small. The key is the argv, the
+interpreter, and the bytes of the set-up inputs in the clone (``pyproject.toml``, ``setup.py``,
+``setup.cfg``, and the files named in ``[test] setup_inputs``): another clone with the same
+inputs gets the files copied in instead of running the step. A version computed from the commit
+is then the one of the first commit set up (the limit of this cache; ``setup_cache = false``
+runs the step in every clone). A clone already set up with the same key in this process (and
+whose generated files are still there) is not set up again.
+
+**Failure.** ``ensure`` returns a SetupRun whose ``problem`` says why (exit status and the first
+error line of the output); the caller records it instead of running the tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import STATE_DIR, Config
+from .contain.interpreter import python_of
+from .contain.procgroup import before_child, end_child, wait_unreaped
+from .runners.pytest import _tail, harness_env
+
+INPUTS = ("pyproject.toml", "setup.py", "setup.cfg")
+CACHE_MAX_FILES = 500
+CACHE_MAX_BYTES = 20 * 1024 * 1024
+
+_done: dict[str, tuple[str, list[str]]] = {}  # clone path -> (key, files it generated)
+
+
+@dataclass
+class SetupRun:
+    """One set-up of one clone: run (``cached`` False) or copied from the cache (True)."""
+
+    argv: list[str]
+    cwd: str
+    exit_status: int | None  # None: timed out, or copied from the cache
+    duration_s: float        # wall seconds
+    log_path: Path | None
+    output_tail: str
+    cached: bool
+    key: str
+    files: list[str]         # clone-relative files the step generated
+    problem: str | None = None
+
+    def to_evidence(self) -> dict:
+        return {"argv": self.argv, "cwd": self.cwd, "exit_status": self.exit_status,
+                "duration_s": round(self.duration_s, 3),
+                "log_path": str(self.log_path) if self.log_path else None,
+                "output_tail": self.output_tail, "cached": self.cached, "key": self.key,
+                "files": self.files[:50], "problem": self.problem}
+
+
+def _argv(config: Config, scratch: Path) -> list[str]:
+    argv = [w.replace("{scratch}", str(scratch)) for w in config.test.setup]
+    if argv and argv[0] == "python":
+        argv[0] = python_of(config.test_argv()) or config.test_argv()[0]
+    return argv
+
+
+def key_of(config: Config, cwd: Path) -> str:
+    """The cache key of setting ``cwd`` up (see the module docstring)."""
+    h = hashlib.sha256(json.dumps([config.test.setup, python_of(config.test_argv())]).encode())
+    for rel in (*INPUTS, *config.test.setup_inputs):
+        p = Path(cwd) / rel
+        h.update(rel.encode() + b"\0")
+        h.update(p.read_bytes() if p.is_file() else b"<none>")
+    return h.hexdigest()[:20]
+
+
+def _untracked(cwd: Path) -> set[str]:
+    out = subprocess.run(["git", "status", "--porcelain", "--ignored", "-z",
+                          "--untracked-files=all"], cwd=cwd, capture_output=True, check=False)
+    entries = out.stdout.decode("utf-8", "replace").split("\0")
+    return {e[3:] for e in entries if e[:2] in ("??", "!!")}
+
+
+def _cache_root(evidence_dir: Path) -> Path | None:
+    return next((p / "setup-cache" for p in Path(evidence_dir).parents if p.name == STATE_DIR),
+                None)
+
+
+def _first_error(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    for ln in lines:
+        if "Error" in ln or "error:" in ln.lower():
+            return ln[:300]
+    return lines[-1][:300] if lines else "no output"
+
+
+def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str) -> SetupRun | None:
+    """Set ``cwd`` up for its tests (see the module docstring); None when there is nothing
+    to do (no ``[test] setup``, or already set up). Writes ``<evidence_dir>/<name>.setup.log``.
+    Never raises for what the step does."""
+    if not config.test.setup:
+        return None
+    cwd = Path(cwd).absolute()
+    key = key_of(config, cwd)
+    done = _done.get(str(cwd))
+    if done and done[0] == key and all((cwd / f).exists() for f in done[1]):
+        return None
+    root = _cache_root(evidence_dir) if config.test.setup_cache else None
+    cached = root / key if root else None
+    started = time.monotonic()
+    if cached is not None and (cached / "files.json").is_file():
+        files = json.loads((cached / "files.json").read_text())
+        for rel in files:
+            (cwd / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(cached / "files" / rel, cwd / rel)
+        _done[str(cwd)] = (key, files)
+        return SetupRun(_argv(config, Path("{scratch}")), str(cwd), None,
+                        time.monotonic() - started, None, f"copied {len(files)} file(s) "
+                        f"from the set-up cache {cached}", True, key, files)
+    return _run(config, cwd, evidence_dir, name, key, cached)
+
+
+def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
+         cached: Path | None) -> SetupRun:
+    before = _untracked(cwd)
+    scratch = Path(tempfile.mkdtemp())
+    argv = _argv(config, scratch / "out")
+    log_path = Path(evidence_dir) / f"{name}.setup.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    env = harness_env(scratch / "home", [cwd / p for p in config.test.pythonpath])
+    started = time.monotonic()
+    try:
+        known = before_child()
+        with log_path.open("wb") as log:
+            try:
+                proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+            except OSError as exc:
+                log.write(f"cannot start {argv[0]}: {exc.strerror}\n".encode())
+                proc = None
+            if proc is not None:
+                try:
+                    timed_out = wait_unreaped(proc, config.test.setup_timeout_s)
+                finally:
+                    end_child(proc, known)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    duration = time.monotonic() - started
+    tail = _tail(log_path)
+    status = None if proc is None or timed_out else proc.returncode
+    files = sorted(_untracked(cwd) - before)
+    run = SetupRun(argv, str(cwd), status, duration, log_path, tail, False, key, files)
+    if proc is None:
+        run.problem = f"[test] setup could not start: {tail.strip()}"
+    elif timed_out:
+        run.problem = f"[test] setup timed out after {config.test.setup_timeout_s:g} s"
+    elif status != 0:
+        run.problem = (f"[test] setup {' '.join(config.test.setup)} failed (exit status "
+                       f"{status}): {_first_error(log_path.read_text(errors='replace'))}")
+    if run.problem is None:
+        _done[str(cwd)] = (key, files)
+        if cached is not None:
+            _store(cwd, files, cached)
+    return run
+
+
+def _store(cwd: Path, files: list[str], dest: Path) -> None:
+    """Keep ``files`` (clone-relative) under ``dest`` when they are few and small enough."""
+    paths = [cwd / f for f in files]
+    if len(paths) > CACHE_MAX_FILES or any(p.is_symlink() or not p.is_file() for p in paths):
+        return
+    if sum(p.stat().st_size for p in paths) > CACHE_MAX_BYTES:
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=dest.parent))
+    try:
+        for rel, p in zip(files, paths, strict=True):
+            (tmp / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(p, tmp / "files" / rel)
+        (tmp / "files.json").write_text(json.dumps(files))
+        os.replace(tmp, dest)  # whole or not at all; a concurrent writer's copy is as good
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -1,0 +1,79 @@
+"""Which copy of the code under test would the tests import? It must be the clone's own.
+
+With ``[test] pythonpath = []`` and the project installed in editable mode from the user's own
+checkout, a test run in a clone silently imports the user's package, not the attempt's: an
+honest agent's fix is then judged on the user's code (issue 9). Before the first run in a clone
+``check(config, cwd)`` asks the test interpreter, in the test runs' environment (same
+``PYTHONPATH``, cwd first on ``sys.path`` as with ``python -m pytest``), where each of the
+project's top-level packages would be imported from: the packages with an ``__init__.py`` directly
+in the clone's root, in ``src/`` and in each ``[test] pythonpath`` folder (not ``tests``, ``test``,
+``docs`` or the packets folder). One found outside the clone is an ``environment`` problem naming
+both paths and the setting that fixes it. A package that cannot be imported at all is left to
+the tests (they report it). Asked once per clone and package set in this process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from pathlib import Path
+
+from .config import Config
+from .contain.interpreter import python_of
+from .runners.pytest import harness_env
+
+_SKIP = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts"}
+_ASK = ("import importlib.util, json, sys\nout = {}\nfor n in sys.argv[1:]:\n"
+        "    try:\n        s = importlib.util.find_spec(n)\n    except Exception:\n"
+        "        s = None\n    out[n] = s.origin if s is not None and s.origin else None\n"
+        "print(json.dumps(out))\n")
+_asked: dict[tuple[str, tuple[str, ...]], str | None] = {}
+
+
+def packages(config: Config, cwd: Path) -> dict[str, Path]:
+    """Top-level package name → its folder in the clone ``cwd`` (see the module docstring)."""
+    cwd = Path(cwd)
+    skip = _SKIP | {config.andon.packets_dir}
+    found: dict[str, Path] = {}
+    for folder in (".", "src", *config.test.pythonpath):
+        base = cwd / folder
+        if not base.is_dir():
+            continue
+        for init in sorted(base.glob("*/__init__.py")):
+            name = init.parent.name
+            if name.isidentifier() and name not in skip:
+                found.setdefault(name, init.parent)
+    return found
+
+
+def check(config: Config, cwd: Path) -> str | None:
+    """None when every package of the clone ``cwd`` would be imported from inside it (or
+    cannot be asked: no Python interpreter in the test command); else the problem."""
+    cwd = Path(cwd).absolute()
+    own = packages(config, cwd)
+    python = python_of(config.test_argv())
+    if not own or python is None:
+        return None
+    memo = (str(cwd), tuple(sorted(own)))
+    if memo in _asked:
+        return _asked[memo]
+    with tempfile.TemporaryDirectory() as home:
+        env = harness_env(Path(home), [cwd / p for p in config.test.pythonpath])
+        try:
+            out = subprocess.run([python, "-c", _ASK, *sorted(own)], cwd=cwd, env=env,
+                                 capture_output=True, text=True, timeout=60, check=False)
+            origins = json.loads(out.stdout) if out.returncode == 0 else {}
+        except (OSError, subprocess.TimeoutExpired, ValueError):
+            origins = {}
+    problem = None
+    for name, origin in sorted(origins.items()):
+        if origin and not Path(origin).resolve().is_relative_to(cwd.resolve()):
+            where = own[name].relative_to(cwd).parent.as_posix()
+            problem = (f"the tests would import {name} from {Path(origin).parent}, outside the "
+                       f"clone (whose copy is {own[name]}): an installed copy, e.g. an editable "
+                       f"install of another checkout, comes first. Put {where!r} in [test] "
+                       "pythonpath so the tests import the attempt's code")
+            break
+    _asked[memo] = problem
+    return problem

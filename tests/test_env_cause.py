@@ -1,0 +1,37 @@
+"""A preflight that fails for a reason of the environment says which, with the first error
+line and the setting that fixes it (issue 9), instead of "N test(s) fail". Real projects."""
+
+from __future__ import annotations
+
+from andon.runner import EXIT_PREFLIGHT
+
+from helpers import CALC_TESTS, make_project, mul_packet, runner_for
+
+
+def preflight_of(tmp_path, files):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, files)
+    report = runner_for(root, lambda ctx: "done").run()
+    assert report.exit_status == EXIT_PREFLIGHT
+    return report.preflight
+
+
+def test_a_dependency_missing_for_the_test_interpreter_names_the_command(tmp_path):
+    pf = preflight_of(tmp_path, {"tests/test_clock.py": "import freezegun_not_installed\n\n\n"
+                                 "def test_x():\n    pass\n"})
+    assert (pf.layer, pf.findings[0].kind) == ("environment", "missing-module")
+    assert "No module named 'freezegun_not_installed'" in pf.summary
+    assert "[test] command" in pf.summary and "virtualenv" in pf.summary
+
+
+def test_a_fixture_of_a_plugin_not_loaded_names_the_plugins_setting(tmp_path):
+    pf = preflight_of(tmp_path, {"tests/test_bench.py": "def test_speed(benchmark):\n"
+                                 "    pass\n"})
+    assert (pf.layer, pf.findings[0].kind) == ("environment", "missing-fixture")
+    assert "fixture 'benchmark' not found" in pf.summary and "[test] plugins" in pf.summary
+
+
+def test_a_real_failing_test_is_still_reported_as_failing(tmp_path):
+    pf = preflight_of(tmp_path, {"tests/test_ops.py": CALC_TESTS + "\n\ndef test_bad():\n"
+                                 "    assert 1 == 2\n"})
+    assert pf.findings[0].kind == "baseline-failure"
+    assert "test(s) fail on the integration head" in pf.summary
