@@ -291,10 +291,12 @@ def andon(root: Path, *args: str, check: bool = False) -> subprocess.CompletedPr
 
 
 def preflight_runs(root: Path) -> list[dict]:
-    """Preflight evidence is kept with the baseline it produced (store table ``baselines``)."""
+    """Preflight evidence is kept with the baseline it produced (store table
+    ``results_cache``, kind ``preflight``)."""
     db = sqlite3.connect(f"file:{root / '.andon' / 'andon.db'}?mode=ro", uri=True)
     try:
-        rows = db.execute("SELECT evidence FROM baselines").fetchall()
+        rows = db.execute("SELECT evidence FROM results_cache WHERE kind = 'preflight'"
+                          ).fetchall()
     finally:
         db.close()
     return [r for (ev,) in rows for r in json.loads(ev).get("runs", [])]

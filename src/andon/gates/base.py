@@ -96,6 +96,7 @@ class GateContext:
     baseline_passed: set[str] = field(default_factory=set)
     red_ids: set[str] = field(default_factory=set)
     atdd_tests: list[str] = field(default_factory=list)  # test files the atdd stage wrote
+    store: Any = None  # the Store, for the results cache (gates/cache.py); None: no cache
 
     def planted_tests(self) -> list[str]:
         """Test files that must go from red to green: planted ones and the atdd stage's."""
