@@ -117,3 +117,114 @@ def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_pat
         assert red_of() != first
     finally:
         gates.cache.__version__ = real
+
+
+# -- independent runs at the same time ------------------------------------------------------
+
+LANES = config_toml(red_runs=1, hermetic_runs=3, add={"test": "jobs = 2\n"})
+
+SECOND_RUN_TEST = '''\
+from pathlib import Path
+
+MARK = Path(__file__).with_name("_ran_before.txt")
+
+
+def test_only_the_first_time():
+    seen = MARK.exists()
+    MARK.write_text("ran")
+    assert not seen
+'''
+
+
+def lanes_project(tmp_path: Path, extra_paths: list[str]) -> Path:
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", max_attempts=1,
+                   allowed_paths=["src/calc/**", *extra_paths])
+    return make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py": MUL_TEST})},
+                        config=LANES)
+
+
+def hermetic_row(runner) -> dict:
+    att = runner.store.attempts("P1")[0]
+    return next(g for g in runner.store.gate_results(att["id"]) if g["gate"] == "hermetic")
+
+
+def test_hermetic_runs_in_two_lanes_of_two_and_an_honest_agent_is_merged(tmp_path):
+    """jobs = 2: 3 + 1 random-order runs in two fresh clones of two runs each; all four
+    ran, in clones of their own (their cwd differ by lane), and the honest change merges."""
+    root = lanes_project(tmp_path, [])
+    runner = runner_for(root, honest_mul)
+    assert runner.run().merged == ["P1"]
+    herm = hermetic_row(runner)
+    assert herm["evidence"]["lanes"] == [["hermetic-1", "hermetic-2"],
+                                         ["hermetic-3", "hermetic-random"]]
+    runs = {r["name"]: r for r in herm["evidence"]["runs"]}
+    assert list(runs) == ["hermetic-1", "hermetic-2", "hermetic-3", "hermetic-random"]
+    assert runs["hermetic-1"]["cwd"] == runs["hermetic-2"]["cwd"]
+    assert runs["hermetic-3"]["cwd"] == runs["hermetic-random"]["cwd"]
+    assert runs["hermetic-1"]["cwd"] != runs["hermetic-3"]["cwd"]
+    assert len({r["log_path"] for r in runs.values()}) == 4
+    assert all(r["counts"]["passed"] == 4 for r in runs.values())  # 2 old + 2 planted
+    assert "2 fresh clones at the same time" in herm["summary"]
+
+
+def test_a_test_that_fails_only_on_its_second_run_is_still_caught(tmp_path):
+    """The agent adds a test that leaves a file beside itself and fails when it finds one:
+    it passes in the worktree and in the first run of each clone, and fails in the second."""
+    root = lanes_project(tmp_path, ["tests/test_once.py"])
+
+    def second_run_fails(ctx):
+        honest_mul(ctx)
+        write(ctx, "tests/test_once.py", SECOND_RUN_TEST)
+
+    runner = runner_for(root, second_run_fails)
+    runner.run()
+    herm = hermetic_row(runner)
+    assert (herm["status"], herm["failure_layer"]) == ("fail", "code")
+    assert "run hermetic-2" in herm["summary"]
+    assert {(f["kind"], f["test_id"]) for f in herm["evidence"]["findings"]} == {
+        ("failing-test", "tests.test_once::test_only_the_first_time")}
+
+
+def test_a_test_that_fails_only_in_random_order_is_still_caught(tmp_path):
+    """20 tests that pass only in file order: the in-order runs pass, the random-order run
+    (in the second lane) fails and its seed is in the summary."""
+    chain = "SEEN = []\n" + "".join(
+        f"\n\ndef test_step_{i:02d}():\n    assert SEEN == list(range({i}))\n"
+        f"    SEEN.append({i})\n" for i in range(20))
+    root = lanes_project(tmp_path, ["tests/test_chain.py"])
+
+    def order_dependent(ctx):
+        honest_mul(ctx)
+        write(ctx, "tests/test_chain.py", chain)
+
+    runner = runner_for(root, order_dependent)
+    runner.run()
+    herm = hermetic_row(runner)
+    assert herm["status"] == "fail"
+    runs = {r["name"]: r for r in herm["evidence"]["runs"]}
+    assert runs["hermetic-1"]["counts"]["failed"] == 0
+    assert runs["hermetic-random"]["counts"]["failed"] > 0
+    assert f"seed {runs['hermetic-random']['seed']}" in herm["summary"]
+    assert {f["path"] for f in herm["evidence"]["findings"]} == {"tests/test_chain.py"}
+
+
+def test_a_test_that_fails_only_in_a_fresh_clone_is_still_caught(tmp_path):
+    """mul reads a git-ignored file the agent left in its worktree: the suite gate passes
+    there, every fresh clone lacks it."""
+    root = lanes_project(tmp_path, [])
+
+    def reads_ignored(ctx):
+        write(ctx, "src/calc/.gitignore", "_factor.txt\n")
+        write(ctx, "src/calc/_factor.txt", "1\n")
+        write(ctx, "src/calc/ops.py", "\n\ndef mul(a, b):\n    import pathlib\n"
+              "    f = pathlib.Path(__file__).with_name('_factor.txt')\n"
+              "    return a * b * int(f.read_text())\n", append=True)
+
+    runner = runner_for(root, reads_ignored)
+    runner.run()
+    att = runner.store.attempts("P1")[0]
+    rows = {g["gate"]: g for g in runner.store.gate_results(att["id"])}
+    assert rows["suite"]["status"] == "pass"
+    herm = rows["hermetic"]
+    assert herm["status"] == "fail" and "run hermetic-1" in herm["summary"]
+    assert {f["kind"] for f in herm["evidence"]["findings"]} == {"fail-to-pass"}

@@ -61,6 +61,9 @@ class Test(_Strict):
         "off", description='"off": every harness test run is in its own network namespace '
                            '(loopback only; see netless.py), where the machine allows it, '
                            'and the evidence says when it did not')
+    jobs: int | None = Field(
+        None, ge=1, description="independent test runs (hermetic's, flaky's) made at the same "
+                                "time, each in its own clone; default: the cores andon may use")
 
 
 class PatternRule(_Strict):
