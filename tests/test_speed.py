@@ -228,3 +228,35 @@ def test_a_test_that_fails_only_in_a_fresh_clone_is_still_caught(tmp_path):
     herm = rows["hermetic"]
     assert herm["status"] == "fail" and "run hermetic-1" in herm["summary"]
     assert {f["kind"] for f in herm["evidence"]["findings"]} == {"fail-to-pass"}
+
+
+# -- accounting -------------------------------------------------------------------------------
+
+def test_show_and_the_board_count_each_attempts_full_suite_runs_and_their_seconds(tmp_path):
+    """red 2 runs of the planted file; suite 1, hermetic 1 + the random-order run: 3 full-suite
+    runs out of 5 test runs, their seconds the sum of the recorded runs' durations, in
+    `andon show` (text and --json) and on the board."""
+    import json
+
+    from helpers import andon
+
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py": MUL_TEST})},
+                        config=config_toml(red_runs=2, hermetic_runs=1))
+    runner = runner_for(root, honest_mul)
+    assert runner.run().merged == ["P1"]
+    detail = json.loads(andon(root, "show", "P1", "--json").stdout)
+    [a] = detail["attempts"]
+    runs = [r for g in a["gates"] for r in g["evidence"].get("runs", [])]
+    assert [r["name"] for r in runs] == ["red-1", "red-2", "suite", "hermetic-1",
+                                         "hermetic-random"]
+    full = sum(r["duration_s"] for r in runs[2:])
+    assert a["test_runs"]["full_suite_runs"] == 3 and a["test_runs"]["test_runs"] == 5
+    assert abs(a["test_runs"]["full_suite_s"] - full) < 0.01
+    assert abs(a["test_runs"]["test_s"] - sum(r["duration_s"] for r in runs)) < 0.01
+    text = andon(root, "show", "P1").stdout
+    assert f"test runs: 3 full-suite run(s) {full:.1f} s; 5 test run(s) in all" in text
+    board = andon(root, "status").stdout
+    assert f"3 suites {full:.0f} s" in board
+    status = json.loads(andon(root, "status", "--json").stdout)
+    assert status["packets"][0]["last_attempt"]["test_runs"]["full_suite_runs"] == 3

@@ -14,7 +14,14 @@ import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from .errors import ConfigError, Problem
 from .gate_settings import FlakyGate, MutationGate, StaticGate
@@ -105,6 +112,31 @@ class Gates(_Strict):
     mutation: MutationGate = Field(default_factory=MutationGate)
     static: StaticGate = Field(default_factory=StaticGate)
     flaky: FlakyGate = Field(default_factory=FlakyGate)
+    max_suite_runs_per_attempt: int | None = Field(
+        None, ge=1, description="budget of full-suite runs per attempt (the suite gate's and "
+                                "the hermetic gate's); andon.toml is refused when the gate "
+                                "settings need more")
+
+    def suite_runs_per_attempt(self) -> int:
+        """Full-suite runs an attempt that reaches the end of the hermetic gate makes: the
+        suite gate's one, ``hermetic_runs``, and the random-order run. (A merge onto a moved
+        integration branch checks the merged result once more, outside this count.)"""
+        return 1 + self.hermetic_runs + int(self.hermetic_random_order)
+
+    @field_validator("max_suite_runs_per_attempt")
+    @classmethod
+    def _budget_met(cls, v: int | None, info: ValidationInfo) -> int | None:
+        runs, random = info.data.get("hermetic_runs"), info.data.get("hermetic_random_order")
+        if v is None or runs is None or random is None:
+            return v  # unset, or another key is already wrong (and reported)
+        need = 1 + runs + int(random)
+        if need > v:
+            raise ValueError(
+                f"cannot be met: an attempt runs the full suite {need} times (suite 1 + "
+                f"hermetic_runs {runs}" + (" + the random-order run 1" if random else "")
+                + f"), more than {v}; lower hermetic_runs, set hermetic_random_order = false "
+                "or raise max_suite_runs_per_attempt")
+        return v
 
 
 class StageAgentSettings(_Strict):
