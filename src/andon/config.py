@@ -280,11 +280,13 @@ command = ["python", "-m", "pytest"]   # "python" = the interpreter running ando
 pythonpath = ["src"]                   # the attempt's code comes first on sys.path
 timeout_s = 900
 network = "off"                        # test runs get loopback only, where the machine allows
+# jobs = 2                             # runs at the same time (hermetic, flaky); default: cores
 
 [gates]
 red_runs = 3                # planted tests must fail on the base this many times out of as many
 hermetic_runs = 3           # full-suite runs in a fresh clone of the candidate
 hermetic_random_order = true
+# max_suite_runs_per_attempt = 5   # refused at load when the settings above need more
 # Optional gates (docs/gates.md), each recorded as skipped until turned on:
 # [gates.static]   commands = [["ruff", "check", "--output-format=json"]]
 # [gates.flaky]    enabled = true      # nearby tests in random orders
