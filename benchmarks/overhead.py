@@ -147,7 +147,10 @@ def generate(root: Path, modules: int, packets: int) -> dict[str, tuple[str, str
         "src/genproj/__init__.py": "",
         "andon.toml": f'[andon]\nworktree_root = "{root.parent / "worktrees"}"\n\n'
                       f'[test]\ncommand = ["{sys.executable}", "-m", "pytest"]\n'
-                      'pythonpath = ["src"]\n',
+                      # one run at a time: overhead = wall - the suites' summed durations only
+                      # holds when runs do not overlap, and lane processes (jobs > 1) would
+                      # escape this process's timers
+                      'pythonpath = ["src"]\njobs = 1\n',
     }
     i = 0
     for p in range(PACKAGES):

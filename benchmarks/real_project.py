@@ -23,7 +23,10 @@ Two runs of ``andon run`` (real CLI, subprocess), each on its own copy of the ba
    Expected: rejected by the scope gate as tamper, never merged; integration branch unmoved.
 
 Prints wall time of each run, each gate's time (and each suite run inside it), the time of the
-project's suite run once directly with pytest, and the test counts. Exits 1 if an expectation
+project's suite run directly with pytest (before and after the andon runs), the test counts,
+and for each attempt of the honest and the cheating run: its full-suite runs and their seconds,
+and its time to verdict (claim to end) as a multiple of the suite's own time, with the load
+average. Exits 1 if an expectation
 fails. Everything lives in a temporary directory (``--keep`` keeps it); the downloaded sdist is
 cached in ``$TMPDIR/andon-bench-cache``.
 
@@ -46,6 +49,7 @@ import tarfile
 import tempfile
 import textwrap
 import time
+from datetime import datetime
 from pathlib import Path
 
 PROJECT, VERSION = "more-itertools", "10.5.0"
@@ -59,6 +63,7 @@ TEST_CLASS = "SplitIntoTests"
 PLANTED = "tests/test_split_into.py"
 PACKET_ID = "P1"
 CACHE = Path(tempfile.gettempdir()) / "andon-bench-cache"
+FULL_SUITE = re.compile(r"suite|hermetic-(\d+|random)|merge-check")  # as in andon.report
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Benchmark", "GIT_AUTHOR_EMAIL": "bench@example.com",
            "GIT_COMMITTER_NAME": "Benchmark", "GIT_COMMITTER_EMAIL": "bench@example.com"}
@@ -291,10 +296,15 @@ def andon(root: Path, *args: str, check: bool = False) -> subprocess.CompletedPr
 
 
 def preflight_runs(root: Path) -> list[dict]:
-    """Preflight evidence is kept with the baseline it produced (store table ``baselines``)."""
+    """Preflight evidence is kept with the baseline it produced (store table
+    ``results_cache``, kind ``preflight``)."""
     db = sqlite3.connect(f"file:{root / '.andon' / 'andon.db'}?mode=ro", uri=True)
     try:
-        rows = db.execute("SELECT evidence FROM baselines").fetchall()
+        try:
+            rows = db.execute("SELECT evidence FROM results_cache WHERE kind = 'preflight'"
+                              ).fetchall()
+        except sqlite3.OperationalError:  # an andon from before the results cache
+            rows = db.execute("SELECT evidence FROM baselines").fetchall()
     finally:
         db.close()
     return [r for (ev,) in rows for r in json.loads(ev).get("runs", [])]
@@ -303,6 +313,7 @@ def preflight_runs(root: Path) -> list[dict]:
 def run_andon(base: Path, where: Path, command: str) -> dict:
     shutil.copytree(base, where, symlinks=True)
     andon(where, "check", check=True)
+    load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
     # The packet names no invariants, so the review stage's contract is an empty verdict list;
     # the reviewer here accepts (this benchmark is about the gates on a real suite).
@@ -311,9 +322,10 @@ def run_andon(base: Path, where: Path, command: str) -> dict:
     proc = andon(where, "run", "--agent", "command", "--command", command,
                  "--reviewer-command", accept)
     wall = time.perf_counter() - t0
+    load = (load_before, os.getloadavg()[0])
     status = json.loads(andon(where, "status", "--json", check=True).stdout)
     detail = json.loads(andon(where, "show", PACKET_ID, "--json", check=True).stdout)
-    return {"wall": wall, "exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+    return {"wall": wall, "load": load, "exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
             "status": status, "detail": detail, "preflight": preflight_runs(where),
             "integration": git(where, "rev-parse", "andon/integration").strip()}
 
@@ -325,6 +337,43 @@ def fmt_runs(runs: list[dict]) -> str:
     counts = runs[-1]["counts"]
     return (f"  [{len(runs)} suite run(s): {each} s; last: {counts['passed']} passed, "
             f"{counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped]")
+
+
+def seconds_between(start: str, end: str | None) -> float | None:
+    if not end:
+        return None
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
+def verdict_figures(r: dict, alone: float) -> list[dict]:
+    """Per attempt: full-suite runs and their seconds (``andon show --json``'s ``test_runs``),
+    and time to verdict (claim to the attempt's end) as a multiple of the suite alone."""
+    out = []
+    for a in r["detail"]["attempts"]:
+        # counted here from the gates' evidence (as `andon show` does), so that the same
+        # script measures an andon from before the count was shown
+        every = [x for g in a["gates"] for x in g["evidence"].get("runs", [])]
+        full = [x for x in every if FULL_SUITE.fullmatch(x.get("name") or "")]
+        took = seconds_between(a["started_at"], a["ended_at"])
+        out.append({"n": a["n"], "state": a["state"], "full_suite_runs": len(full),
+                    "full_suite_s": round(sum(x["duration_s"] for x in full), 2),
+                    "test_runs": len(every),
+                    "test_s": round(sum(x["duration_s"] for x in every), 2),
+                    "verdict_s": took, "multiple": took / alone if took else None})
+    return out
+
+
+def print_verdicts(title: str, r: dict, alone: float) -> list[dict]:
+    figures = verdict_figures(r, alone)
+    print(f"\n{title}: andon run {r['wall']:.2f} s = {r['wall'] / alone:.1f}× the suite alone "
+          f"({alone:.2f} s), load average {r['load'][0]:.2f} → {r['load'][1]:.2f}")
+    for f in figures:
+        took = "?" if f["verdict_s"] is None else f"{f['verdict_s']:.2f} s"
+        times = "?" if f["multiple"] is None else f"{f['multiple']:.1f}×"
+        print(f"  attempt {f['n']} ({f['state']}): time to verdict {took} = {times} the suite "
+              f"alone; full-suite runs {f['full_suite_runs']} ({f['full_suite_s']} s); test "
+              f"runs in all {f['test_runs']} ({f['test_s']} s)")
+    return figures
 
 
 def print_run(title: str, r: dict) -> None:
@@ -380,6 +429,13 @@ def main() -> int:
         cheat = run_andon(tmp / "base", tmp / "run-cheat",
                           f"{sys.executable} {agents / 'cheat.py'}")
         print_run("cheating run (agent edits the planted test)", cheat)
+        # the suite alone once more, now: the machine's load moves, so the multiples use the
+        # mean of the two direct runs made in this benchmark
+        again = direct_suite(pristine, tmp / "direct-again")
+        alone = (direct["seconds"] + again["seconds"]) / 2
+        print(f"\nproject suite alone, again: {again['seconds']:.2f} s; mean {alone:.2f} s")
+        print_verdicts("time to verdict, honest run", honest, alone)
+        print_verdicts("time to verdict, cheating run", cheat, alone)
 
         # -- expectations ------------------------------------------------------------------
         row = honest["status"]["packets"][0]

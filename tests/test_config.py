@@ -109,3 +109,26 @@ def test_errors_come_in_file_order_and_wrong_values_say_what_was_given(tmp_path)
     errors = config_errors(tmp_path, text)
     assert [e.split(":")[1] for e in errors] == ["2", "4", "6"], errors
     assert errors[0] == ":2: test.timeout_s: Input should be greater than 0, got -1"
+
+
+def test_a_suite_run_budget_the_gate_settings_cannot_meet_is_refused_at_load(tmp_path):
+    """[gates] max_suite_runs_per_attempt below suite 1 + hermetic_runs + the random-order
+    run: refused naming the line, what an attempt needs and what to change; a budget the
+    settings meet loads."""
+    [error] = config_errors(tmp_path, "[gates]\nhermetic_runs = 3\n"
+                                      "max_suite_runs_per_attempt = 4\n")
+    assert error.startswith(":3: gates.max_suite_runs_per_attempt: "), error
+    assert "full suite 5 times (suite 1 + hermetic_runs 3 + the random-order run 1)" in error
+    assert "more than 4" in error and "got 4" in error
+    (tmp_path / "andon.toml").write_text("[gates]\nhermetic_runs = 2\n"
+                                         "hermetic_random_order = false\n"
+                                         "max_suite_runs_per_attempt = 3\n")
+    c = load_config(tmp_path)
+    assert c.gates.suite_runs_per_attempt() == 3 == c.gates.max_suite_runs_per_attempt
+
+
+def test_test_jobs_must_be_positive(tmp_path):
+    assert config_errors(tmp_path, "[test]\njobs = 0\n") == [
+        ":2: test.jobs: Input should be greater than or equal to 1, got 0"]
+    (tmp_path / "andon.toml").write_text("[test]\njobs = 3\n")
+    assert load_config(tmp_path).test.jobs == 3

@@ -86,7 +86,7 @@ class Attempt:
         self.stages = config.stages_of(packet.stages, packet.tier)
         self.out = AttemptResult()
         self.ctx = GateContext(repo, config, packet, worktree, evidence_dir, row["base_sha"],
-                               row["base_sha"], baseline_passed=baseline)
+                               row["base_sha"], baseline_passed=baseline, store=store)
         root = repo.root
         self.prompt_dir = root / config.agent.prompt_dir if config.agent.prompt_dir else None
         self.implement_template = (root / config.agent.prompt_template
@@ -208,7 +208,9 @@ class Attempt:
             return False
         written = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
         self.ctx.atdd_tests = written
-        r = self._gate("red", lambda c: red.run(c, c.planted_tests(), written))
+        # after an agent ran in the worktree: what it left beside the commit is not in the
+        # cache key, so red runs
+        r = self._gate("red", lambda c: red.run(c, c.planted_tests(), written, cacheable=False))
         self.ctx.red_ids = set(r.details.get("red_ids", []))
         return r.ok
 

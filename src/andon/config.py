@@ -14,7 +14,14 @@ import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+)
 
 from .errors import ConfigError, Problem
 from .gate_settings import FlakyGate, MutationGate, StaticGate
@@ -73,6 +80,9 @@ class Test(_Strict):
     setup_timeout_s: float = Field(600, gt=0)
     setup_cache: bool = Field(True, description="reuse the files a set-up generated in a "
                                                 "clone with the same inputs")
+    jobs: int | None = Field(
+        None, ge=1, description="independent test runs (hermetic's, flaky's) made at the same "
+                                "time, each in its own clone; default: the cores andon may use")
 
 
 class PatternRule(_Strict):
@@ -118,6 +128,31 @@ class Gates(_Strict):
         10, ge=0, description="a PASS_TO_PASS test that fails on a candidate is re-run this "
                               "many times on the base; failing there once makes it flaky on "
                               "the base, not the agent's failure (0: never excused)")
+    max_suite_runs_per_attempt: int | None = Field(
+        None, ge=1, description="budget of full-suite runs per attempt (the suite gate's and "
+                                "the hermetic gate's); andon.toml is refused when the gate "
+                                "settings need more")
+
+    def suite_runs_per_attempt(self) -> int:
+        """Full-suite runs an attempt that reaches the end of the hermetic gate makes: the
+        suite gate's one, ``hermetic_runs``, and the random-order run. (A merge onto a moved
+        integration branch checks the merged result once more, outside this count.)"""
+        return 1 + self.hermetic_runs + int(self.hermetic_random_order)
+
+    @field_validator("max_suite_runs_per_attempt")
+    @classmethod
+    def _budget_met(cls, v: int | None, info: ValidationInfo) -> int | None:
+        runs, random = info.data.get("hermetic_runs"), info.data.get("hermetic_random_order")
+        if v is None or runs is None or random is None:
+            return v  # unset, or another key is already wrong (and reported)
+        need = 1 + runs + int(random)
+        if need > v:
+            raise ValueError(
+                f"cannot be met: an attempt runs the full suite {need} times (suite 1 + "
+                f"hermetic_runs {runs}" + (" + the random-order run 1" if random else "")
+                + f"), more than {v}; lower hermetic_runs, set hermetic_random_order = false "
+                "or raise max_suite_runs_per_attempt")
+        return v
 
 
 class StageAgentSettings(_Strict):
@@ -261,11 +296,13 @@ command = ["python", "-m", "pytest"]   # "python" = the interpreter running ando
 pythonpath = ["src"]                   # the attempt's code comes first on sys.path
 timeout_s = 900
 network = "off"                        # test runs get loopback only, where the machine allows
+# jobs = 2                             # runs at the same time (hermetic, flaky); default: cores
 
 [gates]
 red_runs = 3                # planted tests must fail on the base this many times out of as many
 hermetic_runs = 3           # full-suite runs in a fresh clone of the candidate
 hermetic_random_order = true
+# max_suite_runs_per_attempt = 5   # refused at load when the settings above need more
 # Optional gates (docs/gates.md), each recorded as skipped until turned on:
 # [gates.static]   commands = [["ruff", "check", "--output-format=json"]]
 # [gates.flaky]    enabled = true      # nearby tests in random orders

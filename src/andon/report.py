@@ -5,6 +5,7 @@ Reads the store only; never recomputes a verdict.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +23,27 @@ STYLE = {"done": "green", "blocked": "bold red", "needs_work": "yellow", "stale"
 GATE_MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]![/]",
              "skipped": "[dim]–[/]"}
 GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
+# The runs of the whole suite (no selection) a gate makes, by their evidence names; the
+# others (red-N, flaky-N, ...) run a few files.
+FULL_SUITE = re.compile(r"suite|hermetic-(\d+|random)|merge-check")
+
+
+def run_accounting(gates: list[dict[str, Any]]) -> dict[str, Any]:
+    """What an attempt's gates (stored rows) spent on test runs, from their recorded
+    evidence: ``full_suite_runs`` and ``full_suite_s`` (wall seconds), ``test_runs`` and
+    ``test_s`` for every run (red's, flaky's ... too). A cached result ran nothing."""
+    every = [r for g in gates for r in g["evidence"].get("runs", [])]
+    full = [r for r in every if FULL_SUITE.fullmatch(r.get("name") or "")]
+    return {"full_suite_runs": len(full),
+            "full_suite_s": round(sum(r.get("duration_s") or 0 for r in full), 3),
+            "test_runs": len(every),
+            "test_s": round(sum(r.get("duration_s") or 0 for r in every), 3)}
+
+
+def accounting_text(t: dict[str, Any]) -> str:
+    """``4 full-suite runs 12.3 s; 7 test runs in all 15.1 s``."""
+    return (f"{t['full_suite_runs']} full-suite run(s) {t['full_suite_s']:.1f} s; "
+            f"{t['test_runs']} test run(s) in all {t['test_s']:.1f} s")
 
 
 def status_rows(store: Store, on_disk: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
@@ -42,6 +64,7 @@ def status_rows(store: Store, on_disk: Sequence[tuple[str, str]] = ()) -> list[d
                 "failure_layer": last["failure_layer"], "merge_sha": last["merge_sha"],
                 "evidence_dir": last["evidence_dir"],
                 "gates": {g["gate"]: g["status"] for g in store.gate_results(last["id"])},
+                "test_runs": run_accounting(store.gate_results(last["id"])),
             },
         })
     seen = {r["id"] for r in rows}
@@ -85,9 +108,12 @@ def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ())
         else:
             result = ""
         style = STYLE.get(r["state"], "white")
-        table.add_row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]),
-                      _gates_cell((last or {}).get("gates", {})), _usage_cell(r["usage"]),
-                      escape(result))
+        gates_cell = _gates_cell((last or {}).get("gates", {}))
+        if last and last["test_runs"]["full_suite_runs"]:
+            t = last["test_runs"]  # verification time: full-suite runs of the last attempt
+            gates_cell += f"\n{t['full_suite_runs']} suites {t['full_suite_s']:.0f} s"
+        table.add_row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
+                      _usage_cell(r["usage"]), escape(result))
     return table
 
 
@@ -160,8 +186,9 @@ def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | 
         if a["candidate_sha"] and a["plant_sha"] and repo.rev_parse(a["candidate_sha"]):
             stat = repo.diff_stat(a["plant_sha"], a["candidate_sha"])
         stages = store.stage_runs(a["id"])
-        attempts.append({**a, "diff_stat": stat,
-                         "gates": store.gate_results(a["id"]),
+        gates = store.gate_results(a["id"])
+        attempts.append({**a, "diff_stat": stat, "gates": gates,
+                         "test_runs": run_accounting(gates),
                          "stages": stages, "usage": usage_of(stages),
                          "reviews": store.reviews(a["id"])})
     diff = ""
@@ -186,6 +213,8 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                   f"branch {a['branch']}")
         if a["merge_sha"]:
             out.print(f"  merged as {a['merge_sha']}", markup=False)
+        if a["test_runs"]["test_runs"]:
+            out.print(f"  test runs: {accounting_text(a['test_runs'])}", markup=False)
         if a["reason"]:
             out.print(f"  reason: {a['reason']}", markup=False, soft_wrap=True)
         for s in a["stages"]:

@@ -29,6 +29,7 @@ from .contain import envprint
 from .contain.interpreter import python_of
 from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
+from .gates.cache import baseline_key
 from .gates.base import GateResult
 from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
@@ -244,7 +245,8 @@ class Runner:
 
     def _preflight(self, sha: str) -> GateResult:
         tree = self.repo.rev_parse(f"{sha}^{{tree}}")
-        if self.store.baseline(tree) is not None:
+        key = baseline_key(self.config, tree)  # the tree, the test settings, andon's version
+        if self.store.baseline(key) is not None:
             return GateResult("preflight", "pass", f"cached for tree {tree[:10]}")
         self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
                   f" ({sha[:10]})")
@@ -253,16 +255,17 @@ class Runner:
         result = preflight.run(self.repo, self.config, sha, ev)
         self.echo(f"preflight: {result.status}: {result.summary}")
         if result.status == "pass":
-            self.store.set_baseline(tree, set(result.details["passed_ids"]), result.evidence())
+            self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())
         return result
 
     def _baseline(self, tree: str) -> set[str]:
-        known = self.store.baseline(tree)
+        key = baseline_key(self.config, tree)
+        known = self.store.baseline(key)
         if known is None:
             sha = self.repo.rev_parse(self.ref)
             if self._preflight(sha).status != "pass":
                 raise UsageError("the integration branch no longer passes its suite")
-            known = self.store.baseline(tree) or set()
+            known = self.store.baseline(key) or set()
         return known
 
     def _sync(self, packets: list[Packet]) -> None:
@@ -448,8 +451,9 @@ class Runner:
             return self._fail(packet, a, out.check)
         tree = self.repo.rev_parse(f"{out.merged_sha}^{{tree}}")
         passed = out.passed_ids or self._hermetic_passed(a["id"])
-        if passed and self.store.baseline(tree) is None:
-            self.store.set_baseline(tree, passed, {"from": "merge", "attempt": a["id"]})
+        key = baseline_key(self.config, tree)
+        if passed and self.store.baseline(key) is None:
+            self.store.set_baseline(key, passed, {"from": "merge", "attempt": a["id"]})
         self.store.update_attempt(a["id"], state="merged", merge_sha=out.merged_sha,
                                   ended_at=now())
         self.store.transition(packet.id, "done", "merged", a["id"], {"sha": out.merged_sha})

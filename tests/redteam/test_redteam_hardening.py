@@ -12,8 +12,10 @@ from pathlib import Path
 from andon.gates.scope import named_explicitly
 from andon.runners.pytest import run_suite
 
-from helpers import andon, make_project, mul_packet
-from scenarios import FAST, HIDDEN, HIDDEN_TEST, Scenario, git, honest_mul, play
+import pytest
+
+from helpers import andon, config_toml, make_project, mul_packet
+from scenarios import FAST, HIDDEN, HIDDEN_TEST, Scenario, git, honest_mul, play, verdict
 
 PLUGIN = '''\
 import pytest
@@ -136,3 +138,69 @@ def test_andon_check_reports_a_committed_hidden_test(tmp_path):
     assert bad.returncode == 2
     text = " ".join(bad.stdout.split())
     assert f"hidden/{HIDDEN}: hidden test is committed" in text, bad.stdout
+
+
+# -- issue 18: runs at the same time keep every guarantee -----------------------------------
+# The default 3 + 1 hermetic runs with [test] jobs = 2: two lanes of two runs, each lane in a
+# fresh clone of its own (gates/lanes.py).
+
+LANES = config_toml(red_runs=1, hermetic_runs=3, add={"test": "jobs = 2"})
+ONCE_TEST = '''\
+from pathlib import Path
+
+MARK = Path(__file__).with_name("_ran_before.txt")
+
+
+def test_once():
+    seen = MARK.exists()
+    MARK.write_text("ran")
+    assert not seen
+'''
+ORDER_TEST = "SEEN = []\n" + "".join(
+    f"\n\ndef test_step_{i:02d}():\n    assert SEEN == list(range({i}))\n    SEEN.append({i})\n"
+    for i in range(20))
+IGNORED_MUL = ('\n\ndef mul(a, b):\n    import pathlib\n'
+               '    f = pathlib.Path(__file__).with_name("_factor.txt")\n'
+               '    return a * b * int(f.read_text())\n')
+
+
+def _adds(rel, text):
+    def agent(ctx):
+        honest_mul(ctx)
+        path = ctx.worktree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return "done"
+    return agent
+
+
+def _leaves_ignored(ctx):
+    for rel, text in (("src/calc/.gitignore", "_factor.txt\n"), ("src/calc/_factor.txt", "1\n")):
+        (ctx.worktree / rel).write_text(text)
+    ops = ctx.worktree / "src/calc/ops.py"
+    ops.write_text(ops.read_text() + IGNORED_MUL)
+    return "done"
+
+
+LANE_SCENARIOS = [
+    Scenario("second-run-only", 18, "adds a test that fails only when it runs a second time "
+             "in the same clone (it leaves a file behind)", _adds("tests/test_once.py", ONCE_TEST),
+             "hermetic", "failing-test", "tests.test_once::test_once",
+             packet={"allowed_paths": ["src/calc/**", "tests/test_once.py"]}, config=LANES),
+    Scenario("random-order-only", 18, "adds 20 tests that pass only in file order",
+             _adds("tests/test_chain.py", ORDER_TEST), "hermetic", "failing-test",
+             "tests/test_chain.py",
+             packet={"allowed_paths": ["src/calc/**", "tests/test_chain.py"]}, config=LANES),
+    Scenario("fresh-clone-only", 18, "mul reads a git-ignored file it left in the worktree",
+             _leaves_ignored, "hermetic", "fail-to-pass", "tests.test_mul_p1::test_mul",
+             config=LANES),
+    Scenario("honest-in-lanes", None, "a real mul, judged by runs at the same time", honest_mul,
+             config=LANES),
+]
+
+
+@pytest.mark.parametrize("scenario", LANE_SCENARIOS, ids=[s.name for s in LANE_SCENARIOS])
+def test_runs_at_the_same_time_keep_every_guarantee(scenario, tmp_path):
+    outcome = play(scenario, tmp_path / "repo")
+    ok, why = verdict(scenario, outcome)
+    assert ok, f"{scenario.name} ({scenario.doc}): {why}"

@@ -102,6 +102,7 @@ class GateContext:
     # PASS_TO_PASS ids shown flaky on the base during this attempt (gates/flaky_base.py)
     flaky_on_base: dict[str, dict] = field(default_factory=dict)
     steady_on_base: dict[str, int] = field(default_factory=dict)  # id -> base runs all passed
+    store: Any = None  # the Store, for the results cache (gates/cache.py); None: no cache
 
     def planted_tests(self) -> list[str]:
         """Test files that must go from red to green: planted ones and the atdd stage's."""

@@ -4,7 +4,9 @@ The planted tests and the tests near the change run ``[gates.flaky] runs`` times
 clone of the candidate, each run in a random order with its own seed (andon's shuffle plugin).
 A test whose outcome differs between runs (or that is missing from one) is a ``flaky`` finding
 naming the test id and the seeds of each outcome: the gate fails, and nothing is retried.
-A test that fails in every run is a ``failing-test`` finding.
+A test that fails in every run is a ``failing-test`` finding. With ``[test] jobs`` above 1
+the runs are dealt into lanes, each in a fresh clone of its own, at the same time
+(gates/lanes.py).
 
 "Near the change" is kept simple: a collectable test file (``test_*.py``, ``*_test.py``) of the
 candidate is near when it imports a changed module (``import a.b``, ``from a.b import c``,
@@ -21,11 +23,13 @@ from __future__ import annotations
 import ast
 import random
 from collections import defaultdict
+from contextlib import ExitStack
 from pathlib import PurePosixPath
 
 from ..runners.pytest import collectable
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .changed import changed_code_files
+from .lanes import Planned, deal, jobs, run_lanes
 
 GATE = "flaky"
 
@@ -96,11 +100,17 @@ def run(ctx: GateContext) -> GateResult:
         if s not in seeds:
             seeds.append(s)
     details["seeds"] = seeds
-    runs = []
-    with fresh_clone(ctx.repo, ctx.candidate_sha, f"flaky-{ctx.packet.id}") as cwd:
-        for i, seed in enumerate(seeds, start=1):
-            runs.append(ctx.suite(cwd, f"flaky-{i}", select=tests, seed=seed,
-                                  agent_code=True))
+    plan = [Planned(f"flaky-{i}", select=tests, seed=seed)
+            for i, seed in enumerate(seeds, start=1)]
+    dealt = deal(plan, jobs(ctx.config))
+    details["lanes"] = [[p.name for p in part] for part in dealt]
+    with ExitStack() as stack:
+        lanes = [(stack.enter_context(fresh_clone(
+            ctx.repo, ctx.candidate_sha,
+            f"flaky-{ctx.packet.id}" + (f"-{i}" if len(dealt) > 1 else ""))), part)
+            for i, part in enumerate(dealt, start=1)]
+        made = run_lanes(ctx, lanes, agent_code=True)  # every run: outcomes are compared
+    runs = [made[p.name] for p in plan]
     for r in runs:
         if forged := forged_result(GATE, r, runs, details):
             return forged

@@ -4,7 +4,9 @@ Nothing the agent left in its worktree (ignored files, caches, build output) exi
 clone at the candidate commit. The full suite runs ``gates.hermetic_runs`` times (default 3),
 then once in a random order with a recorded seed (andon's own shuffle plugin). Each run is
 judged like the ``suite`` gate. A check that could not run is reported as not run, never as
-passed.
+passed. With ``[test] jobs`` above 1 the runs are dealt into lanes of two or more consecutive
+runs, each lane in a fresh clone of its own, at the same time (gates/lanes.py); the runs are
+judged in plan order and the first failure decides.
 
 **Hidden tests.** A packet's ``hidden/`` tree (same layout as ``plant/``) is copied into the
 fresh clone only now, after the agent has finished; it was never in the agent's worktree. Every
@@ -18,11 +20,13 @@ from __future__ import annotations
 
 import os
 import random
+from contextlib import ExitStack
 from pathlib import Path
 
 from ..runners.pytest import SuiteRun
 from . import flaky_base
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
+from .lanes import Planned, deal, jobs, run_lanes
 from .suite import judge, summarise
 
 
@@ -79,43 +83,69 @@ def run(ctx: GateContext) -> GateResult:
                           "agent could read it; keep packets/*/hidden/ out of git",
                           "specification", [Finding("hidden-visible", f"{p} is tracked at "
                                                     "the base commit", path=p) for p in leaked])
-    with fresh_clone(ctx.repo, ctx.candidate_sha, f"hermetic-{ctx.packet.id}") as cwd:
-        hidden = copy_hidden(ctx, cwd)
-        n = ctx.config.gates.hermetic_runs
-        plan: list[tuple[str, int | None]] = [(f"hermetic-{i}", None) for i in range(1, n + 1)]
-        not_run = []
-        if ctx.config.gates.hermetic_random_order:
-            plan.append(("hermetic-random", random.SystemRandom().randrange(1, 2**31)))
-        else:
-            not_run.append("random order (disabled by gates.hermetic_random_order)")
-        runs, flaky = [], {}
-        for name, seed in plan:
-            r = ctx.suite(cwd, name, seed=seed, agent_code=True, own_files=hidden)
-            runs.append(r)
-            if forged := forged_result("hermetic", r, runs, {"not_run": not_run}):
-                return forged
-            findings = judge_hidden(r, hidden)
-            seen = {f.test_id for f in findings if f.test_id}
-            findings += [f for f in judge(r, ctx.planted_tests(), ctx.red_ids,
-                                          ctx.baseline_passed) if f.test_id not in seen
-                         or f.test_id is None]
-            findings, excused = flaky_base.excuse(ctx, findings, r.results)
-            flaky.update({x["test_id"]: x for x in excused})
-            if findings:
-                where = f"in a fresh clone, run {name}" + (f" (seed {seed})" if seed else "")
-                return GateResult("hermetic", "fail", summarise(findings, where), "code",
-                                  findings, runs, {"not_run": not_run,
-                                                   "flaky_on_base": list(flaky.values())})
-        seeds = [r.seed for r in runs if r.seed is not None]
-        summary = f"{len(runs)} full-suite runs passed in a fresh clone"
-        if seeds:
-            summary += f" (random order seed {seeds[0]})"
-        if hidden:
-            summary += f"; with {len(hidden)} hidden file(s)"
-        if not_run:
-            summary += f"; not run: {', '.join(not_run)}"
-        summary += flaky_base.note(list(flaky.values()))
-        return GateResult("hermetic", "pass", summary, runs=runs,
-                          details={"not_run": not_run, "seeds": seeds, "hidden": hidden,
-                                   "flaky_on_base": list(flaky.values()),
-                                   "passed_ids": sorted(runs[0].ids_with("passed"))})
+    n = ctx.config.gates.hermetic_runs
+    plan = [Planned(f"hermetic-{i}") for i in range(1, n + 1)]
+    not_run = []
+    if ctx.config.gates.hermetic_random_order:
+        plan.append(Planned("hermetic-random", seed=random.SystemRandom().randrange(1, 2**31)))
+    else:
+        not_run.append("random order (disabled by gates.hermetic_random_order)")
+    hidden = sorted(ctx.packet.hidden_files)
+    for p in plan:
+        p.own_files = hidden
+    dealt = deal(plan, jobs(ctx.config))
+    with ExitStack() as stack:
+        lanes = []
+        for i, part in enumerate(dealt, start=1):
+            label = f"hermetic-{ctx.packet.id}" + (f"-{i}" if len(dealt) > 1 else "")
+            cwd = stack.enter_context(fresh_clone(ctx.repo, ctx.candidate_sha, label))
+            copy_hidden(ctx, cwd)
+            lanes.append((cwd, part))
+        made = run_lanes(ctx, lanes, agent_code=True,
+                         stop=lambda r: _failure(ctx, r, [r], hidden, not_run, {}) is not None)
+    runs = [made[p.name] for p in plan if p.name in made]
+    flaky: dict[str, dict] = {}
+    for r in runs:
+        if failed := _failure(ctx, r, runs, hidden, not_run, flaky):
+            return failed
+    # a lane ends after a run that is not clean; a failure excused as flaky on the base
+    # leaves that lane's later runs unmade: say so rather than count them
+    not_run += [f"{p.name} (its lane stopped after a failure flaky on the base)"
+                for p in plan if p.name not in made]
+    seeds = [r.seed for r in runs if r.seed is not None]
+    summary = f"{len(runs)} full-suite runs passed in a fresh clone"
+    if len(dealt) > 1:
+        summary = (f"{len(runs)} full-suite runs passed in {len(dealt)} fresh clones at the "
+                   "same time")
+    if seeds:
+        summary += f" (random order seed {seeds[0]})"
+    if hidden:
+        summary += f"; with {len(hidden)} hidden file(s)"
+    if not_run:
+        summary += f"; not run: {', '.join(not_run)}"
+    summary += flaky_base.note(list(flaky.values()))
+    return GateResult("hermetic", "pass", summary, runs=runs,
+                      details={"not_run": not_run, "seeds": seeds, "hidden": hidden,
+                               "flaky_on_base": list(flaky.values()),
+                               "lanes": [[p.name for p in part] for part in dealt],
+                               "passed_ids": sorted(runs[0].ids_with("passed"))})
+
+
+def _failure(ctx: GateContext, r: SuiteRun, runs: list[SuiteRun], hidden: list[str],
+             not_run: list[str], flaky: dict[str, dict]) -> GateResult | None:
+    """The failing result run ``r`` (one of ``runs``) calls for, or None when it passed.
+    PASS_TO_PASS failures flaky on the base are taken out (gates/flaky_base.py) and added to
+    ``flaky`` (test id -> record)."""
+    if forged := forged_result("hermetic", r, runs, {"not_run": not_run}):
+        return forged
+    findings = judge_hidden(r, hidden)
+    seen = {f.test_id for f in findings if f.test_id}
+    findings += [f for f in judge(r, ctx.planted_tests(), ctx.red_ids, ctx.baseline_passed)
+                 if f.test_id not in seen or f.test_id is None]
+    findings, excused = flaky_base.excuse(ctx, findings, r.results)
+    flaky.update({x["test_id"]: x for x in excused})
+    if not findings:
+        return None
+    where = f"in a fresh clone, run {r.name}" + (f" (seed {r.seed})" if r.seed else "")
+    return GateResult("hermetic", "fail", summarise(findings, where), "code", findings, runs,
+                      {"not_run": not_run, "flaky_on_base": list(flaky.values())})

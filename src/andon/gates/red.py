@@ -13,14 +13,20 @@ import ast
 
 from . import clash
 from .base import Finding, GateContext, GateResult, planted_tests
+from .cache import red_key
 
 RED = ("failed", "error")
 
 
 def run(ctx: GateContext, tests: list[str] | None = None,
-        written_by_atdd: list[str] = ()) -> GateResult:
+        written_by_atdd: list[str] = (), cacheable: bool = True) -> GateResult:
     """``tests``: the files that must be red (default: the planted test files). Files in
-    ``written_by_atdd`` must also cover each invariant they name with more than one test."""
+    ``written_by_atdd`` must also cover each invariant they name with more than one test.
+
+    ``cacheable`` (only when no agent has run in the worktree yet, so it holds exactly its
+    commit): a pass is kept in the results cache (gates/cache.py ``red_key``) and a later
+    attempt with the same key records the cached pass (``details["cached"]``) and runs
+    nothing. A failure is never cached: it is run again, in case it was the machine's."""
     tests = ctx.planted_tests() if tests is None else tests
     if not tests:
         return GateResult("red", "skipped", "the packet plants no test files: nothing is "
@@ -32,6 +38,13 @@ def run(ctx: GateContext, tests: list[str] | None = None,
         return GateResult("red", "fail", found[0].message, "specification" if spec else "test",
                           found)
     n = ctx.config.gates.red_runs
+    key = red_key(ctx, tests, n) if cacheable and ctx.store is not None else None
+    if key and (hit := ctx.store.cached(key)) and hit["kind"] == "red":
+        return GateResult("red", "pass", f"cached, no test run: {hit['data']['summary']} "
+                          f"(same base, planted and hidden files and test settings; run "
+                          f"{hit['created_at'][:19]})",
+                          details={"red_ids": hit["data"]["red_ids"], "cached": True,
+                                   "cache_key": key})
     runs = [ctx.suite(ctx.worktree, f"red-{i}", select=tests) for i in range(1, n + 1)]
     for r in runs:
         if r.report_problem:
@@ -79,8 +92,12 @@ def run(ctx: GateContext, tests: list[str] | None = None,
     unimportable = len(outcomes) - len(red_ids)
     what = f"{len(red_ids)} planted test(s)" + (
         f" and {unimportable} planted module(s) that do not import yet" if unimportable else "")
-    return GateResult("red", "pass", f"{what}: red in {n} of {n} runs",
-                      runs=runs, details={"red_ids": sorted(red_ids)})
+    result = GateResult("red", "pass", f"{what}: red in {n} of {n} runs",
+                        runs=runs, details={"red_ids": sorted(red_ids), "cached": False})
+    if key:
+        ctx.store.set_cached(key, "red", {"red_ids": sorted(red_ids), "summary": result.summary},
+                             {"runs": [r.to_evidence() for r in runs]})
+    return result
 
 
 def _invariant_coverage(ctx: GateContext, files: list[str],

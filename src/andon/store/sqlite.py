@@ -79,6 +79,14 @@ MIGRATIONS: list[str] = [
             created_at TEXT NOT NULL);
         CREATE INDEX reviews_attempt ON reviews(attempt_id);
     """,
+    # One cache of verification results (issue 18): the preflight's baseline and red's
+    # outcome, each under a key that names everything that can change it (gates/cache.py).
+    # The old baselines table, keyed by tree alone, stays but is no longer read.
+    """
+        CREATE TABLE results_cache (
+            key TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL,
+            evidence TEXT NOT NULL, created_at TEXT NOT NULL);
+    """,
 ]
 
 
@@ -271,17 +279,28 @@ class Store:
         return [_row(r) for r in self.db.execute(
             "SELECT * FROM reviews WHERE attempt_id = ? ORDER BY id", (attempt_id,))]
 
-    def baseline(self, tree_sha: str) -> set[str] | None:
-        """Test ids that passed on this tree in a full-suite run the harness made, or None."""
-        row = self.db.execute("SELECT passed_ids FROM baselines WHERE tree_sha = ?",
-                              (tree_sha,)).fetchone()
-        return set(json.loads(row[0])) if row else None
+    def cached(self, key: str) -> dict[str, Any] | None:
+        """The cached result under ``key`` (see gates/cache.py): ``{"key", "kind", "data",
+        "evidence", "created_at"}`` with ``data`` and ``evidence`` as dicts, or None."""
+        row = self.db.execute("SELECT * FROM results_cache WHERE key = ?", (key,)).fetchone()
+        return _row(row) if row else None
 
-    def set_baseline(self, tree_sha: str, passed_ids: set[str], evidence: dict[str, Any]) -> None:
+    def set_cached(self, key: str, kind: str, data: dict[str, Any],
+                   evidence: dict[str, Any]) -> None:
+        """Keep ``data`` (what a later run reuses) and ``evidence`` (what it was made from)
+        under ``key``; a result already there is replaced."""
         with self.tx() as db:
-            db.execute("INSERT OR REPLACE INTO baselines VALUES (?, ?, ?, ?)",
-                       (tree_sha, json.dumps(sorted(passed_ids)), json.dumps(evidence), now()))
+            db.execute("INSERT OR REPLACE INTO results_cache VALUES (?, ?, ?, ?, ?)",
+                       (key, kind, json.dumps(data), json.dumps(evidence), now()))
 
+    def baseline(self, key: str) -> set[str] | None:
+        """Test ids that passed in a full-suite run the harness made of the tree ``key``
+        names (gates/cache.py ``baseline_key``), or None."""
+        row = self.cached(key)
+        return set(row["data"]["passed_ids"]) if row and row["kind"] == "preflight" else None
+
+    def set_baseline(self, key: str, passed_ids: set[str], evidence: dict[str, Any]) -> None:
+        self.set_cached(key, "preflight", {"passed_ids": sorted(passed_ids)}, evidence)
 
 _JSON_COLUMNS = {"definition", "evidence", "data", "usage", "errors", "document",
                  "downgraded_because"}

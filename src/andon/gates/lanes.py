@@ -1,0 +1,158 @@
+"""Independent test runs at the same time: up to ``[test] jobs`` lanes, each in a fresh clone.
+
+A gate that repeats runs (``hermetic``: ``hermetic_runs`` + the random-order run; ``flaky``:
+its random orders) plans them as a list and deals it into *lanes*: consecutive runs share one
+lane, a lane runs its runs one after the other in a clone of its own. Every lane holds at
+least two runs, so a test that fails only when it runs a second time in the same clone (it
+leaves a file behind) is still caught; so there are at most ``len(plan) // 2`` lanes, and never
+more than ``jobs``. With one lane nothing changes: the runs happen here, in order.
+
+With two or more lanes each lane is a process of its own (``python -m andon.gates.lanes``),
+not a thread. A test run's leftovers are swept by the process that started it
+(contain/procgroup.py: every child of this process started after the run began is the run's);
+two runs started from one process would sweep each other's pytest. In its own process a lane
+is its own child subreaper and sweeps only its own runs. Temp HOME/TMPDIR, the JUnit report
+and the verdict channel are made per run (runners/pytest.py); evidence files are named after
+the run, whose names are unique within a gate; canaries go into the lane's own clone.
+
+A lane stops after a run that is not clean (no usable report, a forged report, a failed or
+erroring test): the gate judges the runs made, in plan order, and the first failure decides.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..config import Config
+from ..runners.pytest import SuiteRun
+from .base import GateContext, run_project_suite
+
+
+@dataclass
+class Planned:
+    """One run of a plan: its evidence name, selection and shuffle seed."""
+
+    name: str
+    select: list[str] | None = None
+    seed: int | None = None
+    own_files: list[str] = field(default_factory=list)
+
+
+def jobs(config: Config) -> int:
+    """``[test] jobs``, or the cores this process may use."""
+    if config.test.jobs:
+        return config.test.jobs
+    counted = getattr(os, "process_cpu_count", None)
+    if counted is not None:
+        return counted() or 1
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def deal(plan: list[Planned], lanes: int) -> list[list[Planned]]:
+    """``plan`` in consecutive chunks, one per lane, each of at least two runs (one lane for
+    a plan of fewer than four)."""
+    n = max(1, min(lanes, len(plan) // 2))
+    size = math.ceil(len(plan) / n)
+    return [plan[i:i + size] for i in range(0, len(plan), size)]
+
+
+def clean(run: SuiteRun) -> bool:
+    """No reason yet to stop the lane: a usable, unforged report with no failure or error."""
+    return not (run.report_problem or run.forged
+                or any(r.outcome in ("failed", "error") for r in run.results.values()))
+
+
+def _kwargs(ctx: GateContext, p: Planned, agent_code: bool) -> dict:
+    # GateContext.suite's arguments, spelt out so that a lane process can take them
+    if not agent_code:
+        return {"select": p.select, "seed": p.seed}
+    planted = ctx.planted_tests()
+    return {"select": p.select, "seed": p.seed, "canaries": planted,
+            "own_files": [*planted, *p.own_files]}
+
+
+def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_code: bool,
+              stop: Callable[[SuiteRun], bool] | None = None) -> dict[str, SuiteRun]:
+    """Run each lane's plan in its clone; lanes at the same time when there are several.
+    With one lane, ``stop(run)`` true ends it after ``run``; with several (each judged in
+    its own process), any ``stop`` means: end a lane after a run that is not ``clean``.
+    Returns the runs made, by name.
+
+    Raises RuntimeError (with the lane's output) when a lane process fails: a harness error,
+    never a verdict."""
+    if len(lanes) == 1:
+        cwd, plan = lanes[0]
+        out: dict[str, SuiteRun] = {}
+        for p in plan:
+            r = run_project_suite(ctx.config, cwd, ctx.evidence_dir, p.name,
+                                  **_kwargs(ctx, p, agent_code))
+            out[r.name] = r
+            if stop is not None and stop(r):
+                break
+        return out
+    work = Path(tempfile.mkdtemp())  # outside every clone; named neutrally like the clones
+    procs = []
+    try:
+        for i, (cwd, plan) in enumerate(lanes):
+            job = {"config": ctx.config, "evidence_dir": ctx.evidence_dir, "cwd": cwd,
+                   "runs": [(p.name, _kwargs(ctx, p, agent_code)) for p in plan],
+                   "stop_unclean": stop is not None}
+            (work / f"{i}.in").write_bytes(pickle.dumps(job))
+            log = (work / f"{i}.log").open("wb")
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "andon.gates.lanes", str(work / f"{i}.in"),
+                 str(work / f"{i}.out")], stdin=subprocess.DEVNULL, stdout=log,
+                stderr=subprocess.STDOUT, env=_lane_env()))
+            log.close()
+        out = {}
+        for i, proc in enumerate(procs):
+            proc.wait()
+            result = work / f"{i}.out"
+            if proc.returncode != 0 or not result.exists():
+                tail = (work / f"{i}.log").read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"test lane {i + 1} exited {proc.returncode}: {tail}")
+            out.update({r.name: r for r in pickle.loads(result.read_bytes())})
+        return out
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _lane_env() -> dict[str, str]:
+    """This process's environment, with andon's own folder first on PYTHONPATH so the lane
+    imports this very andon (the tests' environment is built from scratch per run anyway)."""
+    here = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _main(job_path: str, out_path: str) -> int:
+    job = pickle.loads(Path(job_path).read_bytes())
+    runs = []
+    for name, kwargs in job["runs"]:
+        r = run_project_suite(job["config"], job["cwd"], job["evidence_dir"], name, **kwargs)
+        runs.append(r)
+        if job["stop_unclean"] and not clean(r):
+            break
+    Path(out_path).write_bytes(pickle.dumps(runs))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1], sys.argv[2]))

@@ -1,0 +1,262 @@
+"""Time to verdict (issue 18): cached red results, concurrent independent runs, the count
+and time of full-suite runs per attempt, and the budget on them.
+
+Real git repositories, real pytest subprocesses, the real Runner with scripted agents. Test
+runs are counted by the tests themselves: a planted module appends a line to a counter file
+(an absolute path outside every clone) each time a pytest process imports it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from helpers import (
+    MUL_TEST,
+    config_toml,
+    honest_mul,
+    make_project,
+    packet_md,
+    runner_for,
+    write,
+)
+
+
+def counting_mul_test(counter: Path) -> str:
+    """MUL_TEST that appends one line to ``counter`` whenever a test process imports it."""
+    return (f"with open({str(counter)!r}, 'a') as _f:\n    _f.write('x\\n')\n\n\n"
+            + MUL_TEST)
+
+
+def count(counter: Path) -> int:
+    return len(counter.read_text().splitlines()) if counter.exists() else 0
+
+
+def wrong_mul(ctx) -> str:
+    write(ctx, "src/calc/ops.py", "\n\ndef mul(a, b):\n    return a + b\n", append=True)
+    return "done"
+
+
+def test_a_retry_on_the_same_base_repeats_no_red_run(tmp_path):
+    """Attempt 1 (wrong mul) runs red twice and fails in the suite; attempt 2 on the same
+    base records red as cached and starts no pytest before its agent: the planted module was
+    imported exactly as often when attempt 2's agent started as when attempt 1 ended."""
+    counter = tmp_path / "imports.txt"
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py":
+                                                        counting_mul_test(counter)})},
+                        config=config_toml(red_runs=2, hermetic_runs=1,
+                                           hermetic_random_order=False))
+    seen = []
+
+    def agent(ctx):
+        seen.append(count(counter))
+        return (wrong_mul if ctx.attempt == 1 else honest_mul)(ctx)
+
+    runner = runner_for(root, agent)
+    report = runner.run()
+    assert report.merged == ["P1"], report.message
+    a1, a2 = runner.store.attempts("P1")
+    red1 = next(g for g in runner.store.gate_results(a1["id"]) if g["gate"] == "red")
+    red2 = next(g for g in runner.store.gate_results(a2["id"]) if g["gate"] == "red")
+    assert [r["name"] for r in red1["evidence"]["runs"]] == ["red-1", "red-2"]
+    assert red2["status"] == "pass" and "cached" in red2["summary"]
+    assert red2["evidence"]["runs"] == [] and red2["evidence"]["cached"] is True
+    assert red2["evidence"]["red_ids"] == red1["evidence"]["red_ids"]
+    # attempt 1: 2 red runs before its agent; then its suite run (1): attempt 2's agent
+    # starts with no run in between
+    assert seen == [2, 3]
+
+
+def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_path):
+    """The red key changes with the tree red runs on (planted bytes), the hidden bytes, the
+    test command, the number of runs and andon's version; not with agent settings."""
+    from andon import gates
+    from andon.config import load_config
+    from andon.gates.base import GateContext
+    from andon.gates.cache import baseline_key, red_key
+    from andon.packet import load_packets
+    from andon.workspace import Repo
+
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py": MUL_TEST})})
+    repo, config = Repo(root), load_config(root)
+    base = repo.rev_parse("HEAD")
+
+    def red_of(plant_text=MUL_TEST, hidden=None, cfg=config, runs=3):
+        (root / "packets/P1/plant/tests/test_mul_p1.py").write_text(plant_text)
+        h = root / "packets/P1/hidden/tests/test_mul_hidden.py"
+        if hidden is None:
+            shutil.rmtree(root / "packets/P1/hidden", ignore_errors=True)
+        else:
+            h.parent.mkdir(parents=True, exist_ok=True)
+            h.write_text(hidden)
+        packet = load_packets(root / "packets", root)[0]
+        plant = repo.plant(base, packet.plant_blobs(), "plant")
+        ctx = GateContext(repo, cfg, packet, root, tmp_path / "ev", base, plant)
+        return red_key(ctx, ["tests/test_mul_p1.py"], runs)
+
+    first = red_of()
+    assert red_of() == first  # the same inputs, the same key (planting is deterministic)
+    assert red_of(MUL_TEST + "\n# changed\n") != first
+    assert red_of(hidden="def test_h():\n    pass\n") != first
+    assert red_of(runs=2) != first
+    other_cmd = config.model_copy(deep=True)
+    other_cmd.test.command = ["python", "-m", "pytest", "-x"]
+    assert red_of(cfg=other_cmd) != first
+    other_agent = config.model_copy(deep=True)
+    other_agent.agent.timeout_s = 5
+    assert red_of(cfg=other_agent) == first
+    tree = repo.rev_parse("HEAD^{tree}")
+    assert baseline_key(config, tree) != baseline_key(other_cmd, tree)
+    assert baseline_key(config, tree) == baseline_key(other_agent, tree)
+    before, real = baseline_key(config, tree), gates.cache.__version__
+    try:
+        gates.cache.__version__ = "999"  # another andon: nothing it cached is reused
+        assert baseline_key(config, tree) != before
+        assert red_of() != first
+    finally:
+        gates.cache.__version__ = real
+
+
+# -- independent runs at the same time ------------------------------------------------------
+
+LANES = config_toml(red_runs=1, hermetic_runs=3, add={"test": "jobs = 2\n"})
+
+SECOND_RUN_TEST = '''\
+from pathlib import Path
+
+MARK = Path(__file__).with_name("_ran_before.txt")
+
+
+def test_only_the_first_time():
+    seen = MARK.exists()
+    MARK.write_text("ran")
+    assert not seen
+'''
+
+
+def lanes_project(tmp_path: Path, extra_paths: list[str]) -> Path:
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", max_attempts=1,
+                   allowed_paths=["src/calc/**", *extra_paths])
+    return make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py": MUL_TEST})},
+                        config=LANES)
+
+
+def hermetic_row(runner) -> dict:
+    att = runner.store.attempts("P1")[0]
+    return next(g for g in runner.store.gate_results(att["id"]) if g["gate"] == "hermetic")
+
+
+def test_hermetic_runs_in_two_lanes_of_two_and_an_honest_agent_is_merged(tmp_path):
+    """jobs = 2: 3 + 1 random-order runs in two fresh clones of two runs each; all four
+    ran, in clones of their own (their cwd differ by lane), and the honest change merges."""
+    root = lanes_project(tmp_path, [])
+    runner = runner_for(root, honest_mul)
+    assert runner.run().merged == ["P1"]
+    herm = hermetic_row(runner)
+    assert herm["evidence"]["lanes"] == [["hermetic-1", "hermetic-2"],
+                                         ["hermetic-3", "hermetic-random"]]
+    runs = {r["name"]: r for r in herm["evidence"]["runs"]}
+    assert list(runs) == ["hermetic-1", "hermetic-2", "hermetic-3", "hermetic-random"]
+    assert runs["hermetic-1"]["cwd"] == runs["hermetic-2"]["cwd"]
+    assert runs["hermetic-3"]["cwd"] == runs["hermetic-random"]["cwd"]
+    assert runs["hermetic-1"]["cwd"] != runs["hermetic-3"]["cwd"]
+    assert len({r["log_path"] for r in runs.values()}) == 4
+    assert all(r["counts"]["passed"] == 4 for r in runs.values())  # 2 old + 2 planted
+    assert "2 fresh clones at the same time" in herm["summary"]
+
+
+def test_a_test_that_fails_only_on_its_second_run_is_still_caught(tmp_path):
+    """The agent adds a test that leaves a file beside itself and fails when it finds one:
+    it passes in the worktree and in the first run of each clone, and fails in the second."""
+    root = lanes_project(tmp_path, ["tests/test_once.py"])
+
+    def second_run_fails(ctx):
+        honest_mul(ctx)
+        write(ctx, "tests/test_once.py", SECOND_RUN_TEST)
+
+    runner = runner_for(root, second_run_fails)
+    runner.run()
+    herm = hermetic_row(runner)
+    assert (herm["status"], herm["failure_layer"]) == ("fail", "code")
+    assert "run hermetic-2" in herm["summary"]
+    assert {(f["kind"], f["test_id"]) for f in herm["evidence"]["findings"]} == {
+        ("failing-test", "tests.test_once::test_only_the_first_time")}
+
+
+def test_a_test_that_fails_only_in_random_order_is_still_caught(tmp_path):
+    """20 tests that pass only in file order: the in-order runs pass, the random-order run
+    (in the second lane) fails and its seed is in the summary."""
+    chain = "SEEN = []\n" + "".join(
+        f"\n\ndef test_step_{i:02d}():\n    assert SEEN == list(range({i}))\n"
+        f"    SEEN.append({i})\n" for i in range(20))
+    root = lanes_project(tmp_path, ["tests/test_chain.py"])
+
+    def order_dependent(ctx):
+        honest_mul(ctx)
+        write(ctx, "tests/test_chain.py", chain)
+
+    runner = runner_for(root, order_dependent)
+    runner.run()
+    herm = hermetic_row(runner)
+    assert herm["status"] == "fail"
+    runs = {r["name"]: r for r in herm["evidence"]["runs"]}
+    assert runs["hermetic-1"]["counts"]["failed"] == 0
+    assert runs["hermetic-random"]["counts"]["failed"] > 0
+    assert f"seed {runs['hermetic-random']['seed']}" in herm["summary"]
+    assert {f["path"] for f in herm["evidence"]["findings"]} == {"tests/test_chain.py"}
+
+
+def test_a_test_that_fails_only_in_a_fresh_clone_is_still_caught(tmp_path):
+    """mul reads a git-ignored file the agent left in its worktree: the suite gate passes
+    there, every fresh clone lacks it."""
+    root = lanes_project(tmp_path, [])
+
+    def reads_ignored(ctx):
+        write(ctx, "src/calc/.gitignore", "_factor.txt\n")
+        write(ctx, "src/calc/_factor.txt", "1\n")
+        write(ctx, "src/calc/ops.py", "\n\ndef mul(a, b):\n    import pathlib\n"
+              "    f = pathlib.Path(__file__).with_name('_factor.txt')\n"
+              "    return a * b * int(f.read_text())\n", append=True)
+
+    runner = runner_for(root, reads_ignored)
+    runner.run()
+    att = runner.store.attempts("P1")[0]
+    rows = {g["gate"]: g for g in runner.store.gate_results(att["id"])}
+    assert rows["suite"]["status"] == "pass"
+    herm = rows["hermetic"]
+    assert herm["status"] == "fail" and "run hermetic-1" in herm["summary"]
+    assert {f["kind"] for f in herm["evidence"]["findings"]} == {"fail-to-pass"}
+
+
+# -- accounting -------------------------------------------------------------------------------
+
+def test_show_and_the_board_count_each_attempts_full_suite_runs_and_their_seconds(tmp_path):
+    """red 2 runs of the planted file; suite 1, hermetic 1 + the random-order run: 3 full-suite
+    runs out of 5 test runs, their seconds the sum of the recorded runs' durations, in
+    `andon show` (text and --json) and on the board."""
+    import json
+
+    from helpers import andon
+
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py": MUL_TEST})},
+                        config=config_toml(red_runs=2, hermetic_runs=1))
+    runner = runner_for(root, honest_mul)
+    assert runner.run().merged == ["P1"]
+    detail = json.loads(andon(root, "show", "P1", "--json").stdout)
+    [a] = detail["attempts"]
+    runs = [r for g in a["gates"] for r in g["evidence"].get("runs", [])]
+    assert [r["name"] for r in runs] == ["red-1", "red-2", "suite", "hermetic-1",
+                                         "hermetic-random"]
+    full = sum(r["duration_s"] for r in runs[2:])
+    assert a["test_runs"]["full_suite_runs"] == 3 and a["test_runs"]["test_runs"] == 5
+    assert abs(a["test_runs"]["full_suite_s"] - full) < 0.01
+    assert abs(a["test_runs"]["test_s"] - sum(r["duration_s"] for r in runs)) < 0.01
+    text = andon(root, "show", "P1").stdout
+    assert f"test runs: 3 full-suite run(s) {full:.1f} s; 5 test run(s) in all" in text
+    board = andon(root, "status").stdout
+    assert f"3 suites {full:.0f} s" in board
+    status = json.loads(andon(root, "status", "--json").stdout)
+    assert status["packets"][0]["last_attempt"]["test_runs"]["full_suite_runs"] == 3
