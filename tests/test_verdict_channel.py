@@ -315,3 +315,80 @@ def test_a_plugin_that_is_a_class_of_pytest_is_not_forged(tmp_path):
     '''
     r = run(tmp_path, {"conftest.py": conftest})
     assert r.integrity.channel == "used" and r.forged == [], r.forged
+
+
+PLAIN_PROBE = '''
+import faulthandler
+import io
+import sys
+import threading
+
+
+def test_no_faulthandler():
+    assert not faulthandler.is_enabled()
+
+
+def test_stdout_is_the_real_one():
+    assert type(sys.stdout) is io.TextIOWrapper and type(sys.stderr) is io.TextIOWrapper
+
+
+def test_loaded_by_the_ordinary_loader():
+    assert "Rewrit" not in type(__loader__).__name__
+
+
+def test_no_exception_hooks_replaced():
+    assert sys.unraisablehook is sys.__unraisablehook__
+    assert threading.excepthook is threading.__excepthook__
+'''
+PROBE_IDS = {f"tests.test_probe::{n}" for n in (
+    "test_no_faulthandler", "test_stdout_is_the_real_one", "test_loaded_by_the_ordinary_loader",
+    "test_no_exception_hooks_replaced")}
+
+
+def test_plain_profile_looks_like_ordinary_python(tmp_path):
+    """What pytest changes in the process (faulthandler, captured sys.stdout, the rewriting
+    loader, exception hooks) is undone in the plain profile and present in the normal one, so
+    code that tells the two apart gets different outcomes in the two runs."""
+    plain = run(tmp_path / "p", {"tests/test_probe.py": PLAIN_PROBE}, profile="plain",
+                canaries=None)
+    assert plain.report_problem is None, plain.output_tail
+    assert {i for i in PROBE_IDS if plain.results[i].outcome == "passed"} == PROBE_IDS, \
+        plain.output_tail
+    assert plain.integrity.channel == "used" and plain.forged == []
+    normal = run(tmp_path / "n", {"tests/test_probe.py": PLAIN_PROBE}, canaries=None)
+    assert {i for i in PROBE_IDS if normal.results[i].outcome == "failed"} == PROBE_IDS
+    assert plain.argv != normal.argv and "--assert=plain" in plain.argv
+
+
+def test_plain_profile_keeps_honest_pytest_features(tmp_path):
+    """capsys, caplog, tmp_path, warnings filters and pytest.raises work the same way."""
+    honest = '''
+    import logging
+    import warnings
+
+    import pytest
+
+
+    def test_capsys(capsys):
+        print("hi")
+        assert capsys.readouterr().out == "hi\\n"
+
+
+    def test_caplog(caplog):
+        logging.getLogger("x").warning("careful")
+        assert "careful" in caplog.text
+
+
+    def test_warns():
+        with pytest.warns(UserWarning):
+            warnings.warn("w", UserWarning)
+
+
+    def test_raises(tmp_path):
+        with pytest.raises(ZeroDivisionError):
+            1 / 0
+        assert tmp_path.is_dir()
+    '''
+    r = run(tmp_path, {"tests/test_honest.py": honest}, profile="plain", canaries=None)
+    assert r.ids_with("passed") >= {f"tests.test_honest::test_{n}" for n in
+                                    ("capsys", "caplog", "warns", "raises")}, r.output_tail

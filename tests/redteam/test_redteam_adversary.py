@@ -10,11 +10,9 @@ import pytest
 from scenarios import play, verdict
 from scenarios_adversary import build_adversary
 
-HOLES = {
-    "adv-detect-faulthandler": "faulthandler.is_enabled() tells a pytest run from real use",
-    "adv-detect-stdout-capture": "type(sys.stdout) tells a captured pytest run from real use",
-    "adv-pep562-importer-detect": "a module __getattr__ tells the rewriting loader's importer",
-}
+# closed: faulthandler, captured stdout and the rewriting loader (the plain-profile run of the
+# planted and hidden tests, gates/suite.py "Plain first")
+HOLES: dict[str, str] = {}
 
 
 def _param(s):

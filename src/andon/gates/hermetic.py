@@ -22,7 +22,7 @@ from pathlib import Path
 
 from ..runners.pytest import SuiteRun
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
-from .suite import judge, summarise
+from .suite import judge, plain_first, summarise
 
 
 def visible_hidden(ctx: GateContext) -> list[str]:
@@ -80,6 +80,10 @@ def run(ctx: GateContext) -> GateResult:
                                                     "the base commit", path=p) for p in leaked])
     with fresh_clone(ctx.repo, ctx.candidate_sha, f"hermetic-{ctx.packet.id}") as cwd:
         hidden = copy_hidden(ctx, cwd)
+        if hidden:  # the hidden tests under the plain profile first (suite.py, "Plain first")
+            first, plain = plain_first(ctx, cwd, "hermetic", hidden)
+            if first is not None:
+                return first
         n = ctx.config.gates.hermetic_runs
         plan: list[tuple[str, int | None]] = [(f"hermetic-{i}", None) for i in range(1, n + 1)]
         not_run = []
@@ -112,4 +116,5 @@ def run(ctx: GateContext) -> GateResult:
             summary += f"; not run: {', '.join(not_run)}"
         return GateResult("hermetic", "pass", summary, runs=runs,
                           details={"not_run": not_run, "seeds": seeds, "hidden": hidden,
+                                   "plain_run": plain.to_evidence() if hidden else None,
                                    "passed_ids": sorted(runs[0].ids_with("passed"))})
