@@ -379,6 +379,9 @@ def run_suite(
                 status = proc.returncode
         duration = time.monotonic() - started
         record: Record | None = channel.record() if channel is not None else None
+        why_not = start.why
+        if record is not None and record.unarmed:
+            why_not, record = record.unarmed, None  # an honest "not used", see channel.verify
         shutil.copyfile(run_log, log_path)
         if run_junit.exists():
             shutil.copyfile(run_junit, junit_path)
@@ -401,12 +404,12 @@ def run_suite(
             problem = str(exc)
     integrity = None
     if problem is None:
-        integrity = judge_integrity(results, record, start.why, canary, list(own_files))
+        integrity = judge_integrity(results, record, why_not, canary, list(own_files))
         if canary is not None:
             results = {i: r for i, r in results.items() if i not in canary.expected
                        and r.file != canary.path}
-    elif record is not None or start.why:
-        integrity = Integrity("used" if record is not None else f"not used ({start.why})")
+    elif record is not None or why_not:
+        integrity = Integrity("used" if record is not None else f"not used ({why_not})")
     return SuiteRun(
         name=name, argv=argv, cwd=str(cwd), exit_status=None if timed_out else status,
         timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
