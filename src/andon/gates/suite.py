@@ -142,20 +142,22 @@ def run(ctx: GateContext) -> GateResult:
     if first is not None:
         return first
     r = ctx.suite(ctx.worktree, "suite", agent_code=True)
-    runs = [plain, r]
-    if forged := forged_result("suite", r, runs):
+    # ``runs`` holds the full suite (its output is what a retry prompt shows); the plain run
+    # that passed before it is kept beside it in the evidence
+    details = {"plain_run": plain.to_evidence()}
+    if forged := forged_result("suite", r, [r], details):
         return forged
     planted = ctx.planted_tests()
     if dep := differ(plain, r, planted, ctx.red_ids):
         return GateResult("suite", "fail", summarise(dep, "plain profile against the full "
-                          "suite"), "permission", dep, runs)
+                          "suite"), "permission", dep, [r], details)
     findings = judge(r, planted, ctx.red_ids, ctx.baseline_passed)
     if findings:
         return GateResult("suite", "fail", summarise(findings, "in the worktree"), "code",
-                          findings, runs)
+                          findings, [r], details)
     n = len(r.ids_with("passed"))
     planted_set = set(planted)
     f2p = sum(1 for x in r.results.values() if x.file in planted_set)
     return GateResult("suite", "pass", f"{n} tests passed, including {f2p} FAIL_TO_PASS "
                       f"(passed in the plain profile first) and {len(ctx.baseline_passed)} "
-                      "PASS_TO_PASS", runs=runs)
+                      "PASS_TO_PASS", runs=[r], details=details)
