@@ -7,8 +7,10 @@ is removed with the fix."""
 from __future__ import annotations
 
 import pytest
-from scenarios import play, verdict
-from scenarios_adversary import build_adversary
+from scenarios import WRONG_MUL, Scenario, add_code, honest_mul, play, verdict
+from scenarios_adversary import F2P, build_adversary
+
+from andon.gates.suite import NOT_RUN
 
 # closed: faulthandler, captured stdout and the rewriting loader (the plain-profile run of the
 # planted and hidden tests, gates/suite.py "Plain first")
@@ -29,3 +31,47 @@ def test_adversary_scenario(scenario, tmp_path):
     outcome = play(scenario, tmp_path / "repo")
     ok, why = verdict(scenario, outcome)
     assert ok, f"{scenario.name} ({scenario.doc}): {why} gates={outcome.gates}"
+
+
+def _suite_row(outcome):
+    store = outcome.runner.store
+    att = store.attempts("P1")[0]
+    return next(g for g in store.gate_results(att["id"]) if g["gate"] == "suite")
+
+
+def test_a_detecting_mul_is_profile_dependent_and_the_full_suite_is_not_run(tmp_path):
+    """The plain run fails the planted test, the usual profile passes it: a permission-layer
+    finding naming both outcomes, and no full-suite run."""
+    s = next(c for c in CASES if c.name == "adv-detect-faulthandler")
+    o = play(s, tmp_path / "repo")
+    row = _suite_row(o)
+    assert (row["status"], row["failure_layer"]) == ("fail", "permission")
+    [f] = [f for f in row["evidence"]["findings"] if f["test_id"] == F2P]
+    assert f["kind"] == "profile-dependent"
+    assert "failed in the plain profile" in f["message"] and "passed under" in f["message"]
+    assert [r["name"] for r in row["evidence"]["runs"]] == ["suite-plain", "suite-normal"]
+    assert [r["profile"] for r in row["evidence"]["runs"]] == ["plain", "normal"]
+    assert row["evidence"]["not_run"] == [NOT_RUN] and NOT_RUN in row["summary"]
+
+
+def test_a_wrong_mul_fails_fast_as_code_without_the_full_suite(tmp_path):
+    s = Scenario("fail-fast-wrong-mul", 19, "a wrong mul", add_code(WRONG_MUL), "suite",
+                 "fail-to-pass", F2P)
+    o = play(s, tmp_path / "repo")
+    ok, why = verdict(s, o)
+    assert ok, why
+    row = _suite_row(o)
+    assert row["failure_layer"] == "code"
+    assert "suite" not in [r["name"] for r in row["evidence"]["runs"]]
+    assert row["evidence"]["not_run"] == [NOT_RUN]
+
+
+def test_an_honest_mul_runs_plain_first_then_the_full_suite(tmp_path):
+    s = Scenario("honest-plain-first", None, "a right mul", honest_mul)
+    o = play(s, tmp_path / "repo")
+    assert o.merged, o.summary
+    row = _suite_row(o)
+    assert [r["name"] for r in row["evidence"]["runs"]] == ["suite"]
+    plain = row["evidence"]["plain_run"]
+    assert plain["profile"] == "plain" and plain["integrity"]["forged"] == []
+    assert plain["counts"]["passed"] == 2  # the planted tests only (canaries taken out)

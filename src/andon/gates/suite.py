@@ -20,10 +20,12 @@ full runs (``plain_first``).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from ..runners.pytest import SuiteRun, collectable
 from .base import Finding, GateContext, GateResult, forged_result
+from .changed import implement_base
 
 NOT_RUN = "suite not run: the planted tests failed first"
 
@@ -99,6 +101,9 @@ def differ(plain: SuiteRun, normal: SuiteRun, files: list[str], ids: set[str],
 
 def _first_findings(run: SuiteRun, planted: list[str], hidden: list[str],
                     red_ids: set[str]) -> list[Finding]:
+    mine = set(planted) | set(hidden)
+    run = replace(run, results={i: r for i, r in run.results.items()
+                                if r.file in mine or i in red_ids})
     found = judge(run, planted, red_ids, set())
     if hidden and not run.report_problem:
         from .hermetic import judge_hidden  # hermetic imports this module
@@ -106,6 +111,20 @@ def _first_findings(run: SuiteRun, planted: list[str], hidden: list[str],
         # then says only that a hidden test failed)
         found = [f for f in found if f.path not in hidden] + judge_hidden(run, hidden)
     return found
+
+
+def agent_test_files(ctx: GateContext) -> list[str]:
+    """Test modules the candidate added or changed (pytest's naming rule), outside the planted
+    ones and the packets folder: they run in the plain run too, since a module imported at
+    collection runs inside the test process (a report forger is caught there by the channel),
+    but their own outcomes are not judged in it."""
+    if not ctx.candidate_sha:
+        return []
+    planted = set(ctx.planted_tests())
+    packets = ctx.config.andon.packets_dir.strip("/") + "/"
+    return sorted(c.path for c in ctx.repo.changes(implement_base(ctx), ctx.candidate_sha)
+                  if c.status in ("A", "M") and collectable(c.path) and c.path not in planted
+                  and not c.path.startswith(packets))
 
 
 def plain_first(ctx: GateContext, cwd: Path, gate: str,
@@ -116,8 +135,8 @@ def plain_first(ctx: GateContext, cwd: Path, gate: str,
     run once more on the same files) or the ordinary findings, and the full runs not made."""
     planted = ctx.planted_tests()
     files = [*planted, *(h for h in hidden if collectable(h))]
-    plain = ctx.suite(cwd, f"{gate}-plain", select=files, agent_code=True,
-                      own_files=list(hidden), profile="plain")
+    plain = ctx.suite(cwd, f"{gate}-plain", select=[*files, *agent_test_files(ctx)],
+                      agent_code=True, own_files=list(hidden), profile="plain")
     runs = [plain]
     details = {"not_run": [NOT_RUN if gate == "suite" else
                            f"{gate} full runs not run: the planted or hidden tests failed first"]}
