@@ -75,3 +75,35 @@ def test_an_honest_mul_runs_plain_first_then_the_full_suite(tmp_path):
     plain = row["evidence"]["plain_run"]
     assert plain["profile"] == "plain" and plain["integrity"]["forged"] == []
     assert plain["counts"]["passed"] == 2  # the planted tests only (canaries taken out)
+
+
+MODE_MUL = '''
+
+MODE = "mul"
+
+
+def mul(a, b):
+    return a * b if MODE == "mul" else a + b
+'''
+POLLUTER = '''import calc.ops
+
+
+def test_switches_mode():
+    calc.ops.MODE = "add"
+'''
+
+
+def test_a_planted_test_broken_only_by_other_tests_is_not_profile_dependent(tmp_path):
+    """Passing alone (plain) and failing in the full suite because an earlier test changed
+    shared state: the usual profile on the plain run's selection passes too, so the finding is
+    the ordinary fail-to-pass (layer code), not profile-dependent."""
+    s = Scenario("order-dependent-planted", 19, "an existing test switches a module global "
+                 "mul reads", add_code(MODE_MUL), "suite", "fail-to-pass", F2P,
+                 files={"tests/test_aaa_mode.py": POLLUTER})
+    o = play(s, tmp_path / "repo")
+    ok, why = verdict(s, o)
+    assert ok, why
+    row = _suite_row(o)
+    assert row["failure_layer"] == "code"
+    assert not [f for f in row["evidence"]["findings"] if f["kind"] == "profile-dependent"]
+    assert [r["name"] for r in row["evidence"]["runs"]] == ["suite-normal", "suite"]

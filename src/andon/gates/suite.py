@@ -12,8 +12,10 @@ alone), through the same verdict channel. If one of them does not pass there, th
 not run ("suite not run: the planted tests failed first"): the same files run once more under the
 normal profile, and a test that passes in one profile and not in the other is a
 ``profile-dependent`` finding (layer ``permission``: the code tells a pytest run from real use),
-while a test that fails in both is the ordinary ``fail-to-pass`` (layer ``code``). After the full
-suite, a planted test that passed plain and not in the full run is ``profile-dependent`` too. The
+while a test that fails in both is the ordinary ``fail-to-pass`` (layer ``code``). A planted test
+that passed plain and not in the full suite is run once more under the usual profile with the
+plain run's selection: ``profile-dependent`` if it fails there too, else the other tests made the
+difference and it is the ordinary ``fail-to-pass``. The
 ``hermetic`` gate does the same with the planted and hidden tests in its fresh clone before its
 full runs (``plain_first``).
 """
@@ -135,8 +137,9 @@ def plain_first(ctx: GateContext, cwd: Path, gate: str,
     run once more on the same files) or the ordinary findings, and the full runs not made."""
     planted = ctx.planted_tests()
     files = [*planted, *(h for h in hidden if collectable(h))]
-    plain = ctx.suite(cwd, f"{gate}-plain", select=[*files, *agent_test_files(ctx)],
-                      agent_code=True, own_files=list(hidden), profile="plain")
+    select = [*files, *agent_test_files(ctx)]
+    plain = ctx.suite(cwd, f"{gate}-plain", select=select, agent_code=True,
+                      own_files=list(hidden), profile="plain")
     runs = [plain]
     details = {"not_run": [NOT_RUN if gate == "suite" else
                            f"{gate} full runs not run: the planted or hidden tests failed first"]}
@@ -144,7 +147,8 @@ def plain_first(ctx: GateContext, cwd: Path, gate: str,
         return forged, plain
     if not (bad := _first_findings(plain, planted, list(hidden), ctx.red_ids)):
         return None, plain
-    normal = ctx.suite(cwd, f"{gate}-normal", select=files, agent_code=True,
+    # the same selection under the usual profile: only the profile differs between the two
+    normal = ctx.suite(cwd, f"{gate}-normal", select=select, agent_code=True,
                        own_files=list(hidden))
     runs.append(normal)
     if forged := forged_result(gate, normal, runs, details):
@@ -167,9 +171,20 @@ def run(ctx: GateContext) -> GateResult:
     if forged := forged_result("suite", r, [r], details):
         return forged
     planted = ctx.planted_tests()
-    if dep := differ(plain, r, planted, ctx.red_ids):
-        return GateResult("suite", "fail", summarise(dep, "plain profile against the full "
-                          "suite"), "permission", dep, [r], details)
+    if differ(plain, r, planted, ctx.red_ids):
+        # passed alone in the plain profile, not in the full suite: the profile or the other
+        # tests (order, shared state)? The same selection under the usual profile tells.
+        select = [*planted, *agent_test_files(ctx)]
+        normal = ctx.suite(ctx.worktree, "suite-normal", select=select, agent_code=True)
+        if forged := forged_result("suite", normal, [r, normal], details):
+            return forged
+        if dep := differ(plain, normal, planted, ctx.red_ids):
+            return GateResult("suite", "fail", summarise(dep, "plain profile against the "
+                              "usual one"), "permission", dep, [r, normal], details)
+        findings = judge(r, planted, ctx.red_ids, ctx.baseline_passed)
+        return GateResult("suite", "fail", summarise(findings, "in the worktree (the planted "
+                          "tests pass alone in both profiles)"), "code", findings, [normal, r],
+                          details)
     findings = judge(r, planted, ctx.red_ids, ctx.baseline_passed)
     if findings:
         return GateResult("suite", "fail", summarise(findings, "in the worktree"), "code",
