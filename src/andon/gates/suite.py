@@ -156,7 +156,9 @@ def plain_first(ctx: GateContext, cwd: Path, gate: str,
     if dep := differ(plain, normal, files, ctx.red_ids, list(hidden)):
         return GateResult(gate, "fail", summarise(dep, "plain profile against the usual one")
                           + f"; {details['not_run'][0]}", "permission", dep, runs, details), plain
-    return GateResult(gate, "fail", summarise(bad, "the planted tests, plain profile")
+    # failing in both: the usual run's findings, whose messages have pytest's assertion detail
+    bad = _first_findings(normal, planted, list(hidden), ctx.red_ids) or bad
+    return GateResult(gate, "fail", summarise(bad, "the planted tests, alone, in both profiles")
                       + f"; {details['not_run'][0]}", "code", bad, runs, details), plain
 
 
