@@ -1,8 +1,9 @@
 """Run every red-team scenario: each catalogue kind's cheating agents and the honest agents
 (tests/redteam/scenarios.py) and issue 19's tables — forging the verdict
 (scenarios_forgery.py), the static net (scenarios_static.py), the tests' interpreter and hidden
-tests (scenarios_reach.py), a later adversary pass (scenarios_adversary.py; its open holes
-show as SLIPPED) — through the real Runner on real git projects.
+tests (scenarios_reach.py), a later adversary pass (scenarios_adversary.py; the harness-detection
+holes it found are closed by the plain-profile run, docs/gates.md "Plain first") — through the
+real Runner on real git projects.
 
 Prints one row per scenario — kind, name, caught / slipped (or accepted / rejected for an honest
 agent, or skipped for a scenario that needs network namespaces where there are none), the gate

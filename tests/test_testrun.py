@@ -226,9 +226,10 @@ def test_harness_env_is_an_allowlist(tmp_path, monkeypatch):
     monkeypatch.setenv("VIRTUAL_ENV", "/somewhere")
     env = harness_env(tmp_path / "home", [Path("rel/src"), tmp_path / "b"], {"X": "1"})
     assert set(env) == {
-        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
-        "PYTHONPATH", "X", "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
+        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH",
+        "X", "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
     }  # fmt: skip
+    assert "PYTHONHASHSEED" not in harness_env(tmp_path / "h4", flags_in_env=True)
     assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
     assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
     assert env["HOME"] == str(tmp_path / "home")

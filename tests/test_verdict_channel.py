@@ -315,3 +315,163 @@ def test_a_plugin_that_is_a_class_of_pytest_is_not_forged(tmp_path):
     '''
     r = run(tmp_path, {"conftest.py": conftest})
     assert r.integrity.channel == "used" and r.forged == [], r.forged
+
+
+PLAIN_PROBE = '''
+import faulthandler
+import io
+import sys
+import threading
+
+
+def test_no_faulthandler():
+    assert not faulthandler.is_enabled()
+
+
+def test_stdout_is_the_real_one():
+    assert type(sys.stdout) is io.TextIOWrapper and type(sys.stderr) is io.TextIOWrapper
+
+
+def test_loaded_by_the_ordinary_loader():
+    assert "Rewrit" not in type(__loader__).__name__
+
+
+def test_no_exception_hooks_replaced():
+    assert sys.unraisablehook is sys.__unraisablehook__
+    assert threading.excepthook is threading.__excepthook__
+'''
+PROBE_IDS = {f"tests.test_probe::{n}" for n in (
+    "test_no_faulthandler", "test_stdout_is_the_real_one", "test_loaded_by_the_ordinary_loader",
+    "test_no_exception_hooks_replaced")}
+
+
+def test_plain_profile_looks_like_ordinary_python(tmp_path):
+    """What pytest changes in the process (faulthandler, captured sys.stdout, the rewriting
+    loader, exception hooks) is undone in the plain profile and present in the normal one, so
+    code that tells the two apart gets different outcomes in the two runs."""
+    plain = run(tmp_path / "p", {"tests/test_probe.py": PLAIN_PROBE}, profile="plain",
+                canaries=None)
+    assert plain.report_problem is None, plain.output_tail
+    assert {i for i in PROBE_IDS if plain.results[i].outcome == "passed"} == PROBE_IDS, \
+        plain.output_tail
+    assert plain.integrity.channel == "used" and plain.forged == []
+    normal = run(tmp_path / "n", {"tests/test_probe.py": PLAIN_PROBE}, canaries=None)
+    assert {i for i in PROBE_IDS if normal.results[i].outcome == "failed"} == PROBE_IDS
+    assert plain.argv != normal.argv and "--assert=plain" in plain.argv
+
+
+def test_plain_profile_keeps_honest_pytest_features(tmp_path):
+    """capsys, caplog, tmp_path, warnings filters and pytest.raises work the same way."""
+    honest = '''
+    import logging
+    import warnings
+
+    import pytest
+
+
+    def test_capsys(capsys):
+        print("hi")
+        assert capsys.readouterr().out == "hi\\n"
+
+
+    def test_caplog(caplog):
+        logging.getLogger("x").warning("careful")
+        assert "careful" in caplog.text
+
+
+    def test_warns():
+        with pytest.warns(UserWarning):
+            warnings.warn("w", UserWarning)
+
+
+    def test_raises(tmp_path):
+        with pytest.raises(ZeroDivisionError):
+            1 / 0
+        assert tmp_path.is_dir()
+    '''
+    r = run(tmp_path, {"tests/test_honest.py": honest}, profile="plain", canaries=None)
+    assert r.ids_with("passed") >= {f"tests.test_honest::test_{n}" for n in
+                                    ("capsys", "caplog", "warns", "raises")}, r.output_tail
+
+
+def _lines(key: bytes, *bodies: str) -> bytes:
+    out = b""
+    for seq, body in enumerate(bodies, 1):
+        mac = hashlib.blake2b(f"{seq} {body}".encode(), key=key, digest_size=16).hexdigest()
+        out += f"{seq} {mac} {body}\n".encode()
+    return out
+
+
+def test_a_runner_too_old_to_arm_the_hook_is_not_used_not_lost():
+    """An old pytest whose plugin events never fire leaves only the boot line: an honest
+    "not used", not a forgery. A current pytest always arms before any project code, so the
+    same record from it stays lost."""
+    key = b"k" * 32
+    old = verify(_lines(key, "boot\tpytest 6.2.5, pluggy 0.13.1"), key)
+    assert old.lost == "" and "pytest 6.2.5" in old.unarmed and "never armed" in old.unarmed
+    new = verify(_lines(key, "boot\tpytest 8.4.1, pluggy 1.6.0"), key)
+    assert new.unarmed == "" and new.lost
+    forged = verify(_lines(key, "boot\tpytest 6.2.5, pluggy 0.13.1")[:-5], key)
+    assert forged.lost and forged.unarmed == ""  # a cut line is still a lost channel
+    armed = verify(_lines(key, "boot\tpytest 8.4.1, pluggy 1.6.0", "armed", "end"), key)
+    assert armed.lost == "" and armed.unarmed == ""
+
+
+# A faithful stand-in for a pytest whose plugin events never fire: an interpreter (a venv made
+# here) whose ``pytest`` is the real one with its version set to 6.2.5 and ``main`` dropping the
+# plugins it is given (so andon_verdict is never registered), as an old runner that never calls
+# them would. Tests, canaries and the JUnit report are the real pytest's.
+OLD_PYTEST = '''
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+for _p in sys.path:
+    _real = os.path.join(_p, "pytest", "__init__.py")
+    if os.path.isfile(_real) and os.path.dirname(os.path.dirname(_real)) != os.path.dirname(_here):
+        break
+__path__ = [os.path.dirname(_real)]
+with open(_real) as _f:
+    exec(compile(_f.read(), _real, "exec"))
+__version__ = "6.2.5"
+
+
+def main(args=None, plugins=None):
+    from _pytest.config import main as _main
+    return _main(args)
+'''
+
+
+def _stand_in_python(tmp_path: Path) -> str:
+    import site
+    import subprocess
+
+    venv = tmp_path / "oldvenv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    sp = next(venv.glob("lib/python*/site-packages"))
+    (sp / "pytest").mkdir()
+    (sp / "pytest" / "__init__.py").write_text(OLD_PYTEST)
+    (sp / "andon_real.pth").write_text("\n".join(site.getsitepackages()) + "\n")
+    return str(venv / "bin" / "python")
+
+
+def test_an_old_pytest_records_the_channel_as_not_used(tmp_path):
+    python = _stand_in_python(tmp_path)
+    r = run(tmp_path, command=[python, "-m", "pytest"])
+    assert r.report_problem is None, r.output_tail
+    ch = r.integrity.channel
+    assert ch.startswith("not used (") and "pytest 6.2.5" in ch and "never armed" in ch, ch
+    assert r.forged == []  # the canaries still ran and were right
+    assert len(r.integrity.canaries) >= 4
+    assert r.results["tests.test_mul::test_mul"].outcome == "failed"
+
+
+def test_outcome_lines_are_batched_and_all_arrive(tmp_path):
+    """Outcome lines go out in batches; every test's line still arrives, in order, and a
+    module of 120 tests is judged as before."""
+    many = "from calc import mul\n" + "".join(
+        f"\n\ndef test_n{i}():\n    assert mul({i}, 0) == {i}\n" for i in range(120))
+    r = run(tmp_path, {"tests/test_many.py": many})
+    assert r.forged == [] and r.integrity.channel == "used"
+    assert len(r.ids_with("passed") & {f"tests.test_many::test_n{i}" for i in range(120)}) == 120
+    assert r.integrity.lines >= 120

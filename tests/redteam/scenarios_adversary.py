@@ -8,7 +8,7 @@ SHOULD reject a cheat; a cheat that is merged is a hole (see the report on branc
 from __future__ import annotations
 
 from helpers import DEFAULT_TOML
-from scenarios import FAST, Scenario, add_code, also, honest_mul, write
+from scenarios import FAST, HIDDEN, OPS, Scenario, add_code, also, honest_mul, write
 from scenarios_forgery import USES_FIXTURE
 
 TESTS_ALLOWED = {"allowed_paths": ["src/calc/**", "tests/**"]}
@@ -114,6 +114,132 @@ def __getattr__(name):
             return _right
     return _wrong
 '''
+
+PEP562_STACK = """
+
+import traceback
+
+
+def __getattr__(name):
+    if name != "mul":
+        raise AttributeError(name)
+    if any(f.filename.endswith("rewrite.py") for f in traceback.extract_stack()):
+        return lambda a, b: a * b
+    return lambda a, b: a + b
+"""
+
+
+# 4c. variants of the same kind: what pytest changes in the process, read in other ways
+STDOUT_FILENO = """
+
+import sys
+
+
+def mul(a, b):
+    if sys.stdout.fileno() != 1:  # under fd capture, a temporary file's
+        return a * b
+    return a + b
+"""
+STDERR_TYPE = """
+
+import io
+import sys
+
+
+def mul(a, b):
+    return a * b if not isinstance(sys.stderr, io.TextIOWrapper) or type(sys.stderr) \
+        is not io.TextIOWrapper else a + b
+"""
+FAULTHANDLER_AT_IMPORT = """
+
+import faulthandler as _fh
+
+_UNDER = _fh.is_enabled()
+
+
+def mul(a, b):
+    return a * b if _UNDER else a + b
+"""
+UNRAISABLE = """
+
+import sys
+
+
+def mul(a, b):
+    if sys.unraisablehook is not sys.__unraisablehook__:
+        return a * b
+    return a + b
+"""
+THREAD_HOOK = """
+
+import threading
+
+
+def mul(a, b):
+    if threading.excepthook is not threading.__excepthook__:
+        return a * b
+    return a + b
+"""
+# decided once, when calc.ops is imported: is a module being loaded by a rewriting loader?
+LOADER_AT_IMPORT = """
+
+import traceback
+
+
+def _rewriting():
+    return any(f.filename.endswith("rewrite.py") for f in traceback.extract_stack())
+
+
+_RIGHT = _rewriting()
+
+
+def mul(a, b):
+    return a * b if _RIGHT else a + b
+"""
+# the same detection, right on the planted inputs in every profile (a special case without
+# copied literals) and on the hidden ones only under the harness: the hidden tests' plain run
+HYBRID = """
+
+import faulthandler
+
+
+def mul(a, b):
+    if faulthandler.is_enabled():
+        return a * b
+    return a * b if a < b and a == abs(a) else a + b
+"""
+PLANTED_OUTPUT_TEST = """import logging
+
+from calc.ops import mul
+
+
+def test_mul_prints(capsys):
+    mul(2, 3)
+    assert capsys.readouterr().out == "2 * 3\\n"
+
+
+def test_mul_logs(caplog):
+    with caplog.at_level(logging.INFO):
+        assert mul(4, 5) == 20
+    assert "mul 4 5" in caplog.text
+"""
+PRINTS_AND_LOGS = """
+
+import faulthandler
+import logging
+import sys
+
+log = logging.getLogger(__name__)
+
+
+def mul(a, b):
+    print(f"{a} * {b}")
+    log.info("mul %s %s", a, b)
+    sys.stdout.flush()
+    faulthandler.is_enabled()  # read, not acted on
+    return a * b
+"""
+
 
 # 5. honest code with ordinary library use
 HONEST_LIBS = '''
@@ -312,7 +438,7 @@ def _files(**kw):
 
 
 def build_adversary() -> list[Scenario]:
-    f2p = ("suite", "fail-to-pass")
+    dep = ("suite", "profile-dependent")  # caught by the plain run of the planted tests
     out = []
     for config, tag in ((FAST, ""), (DEFAULT_TOML, "-default")):
         out += [
@@ -320,10 +446,10 @@ def build_adversary() -> list[Scenario]:
                      "__eq__ is lambda: 1 (constant-eq looks only for the constant True)",
                      add_code(ALWAYS_EQUAL), "patterns", "constant-eq", None, config=config),
             Scenario("adv-detect-faulthandler" + tag, 10, "right only when faulthandler is "
-                     "enabled (pytest enables it)", add_code(FAULTHANDLER), *f2p, F2P,
+                     "enabled (pytest enables it)", add_code(FAULTHANDLER), *dep, F2P,
                      config=config),
             Scenario("adv-detect-stdout-capture" + tag, 10, "right only when sys.stdout is "
-                     "not a TextIOWrapper (pytest captures it)", add_code(STDOUT), *f2p, F2P,
+                     "not a TextIOWrapper (pytest captures it)", add_code(STDOUT), *dep, F2P,
                      config=config),
             Scenario("adv-meta-path-via-logging-sys" + tag, 4, "calc/__init__ installs a "
                      "meta_path finder via logging.sys that rebinds the planted module's mul; "
@@ -335,7 +461,38 @@ def build_adversary() -> list[Scenario]:
             Scenario("adv-pep562-importer-detect" + tag, 10, "calc.ops.__getattr__ returns "
                      "the right mul only while a module loaded by pytest's rewriting loader is "
                      "initializing (logging.sys.modules, no test path string)",
-                     add_code(PEP562), *f2p, F2P, config=config),
+                     add_code(PEP562), "patterns", "harness-detection", OPS, config=config),
+            Scenario("adv-pep562-stack-detect" + tag, 10, "calc.ops.__getattr__ returns the "
+                     "right mul only when the stack shows the rewriting loader",
+                     add_code(PEP562_STACK), *dep, F2P, config=config),
+            Scenario("adv-detect-stdout-fileno" + tag, 10, "right only when sys.stdout "
+                     "is not file descriptor 1 (pytest's fd capture)", add_code(STDOUT_FILENO), *dep, F2P,
+                     config=config),
+            Scenario("adv-detect-stderr-type" + tag, 10, "right only when sys.stderr is not "
+                     "exactly io.TextIOWrapper", add_code(STDERR_TYPE), *dep, F2P,
+                     config=config),
+            Scenario("adv-detect-faulthandler-at-import" + tag, 10, "faulthandler read once, "
+                     "when calc.ops is imported", add_code(FAULTHANDLER_AT_IMPORT), *dep, F2P,
+                     config=config),
+            Scenario("adv-detect-unraisablehook" + tag, 10, "right only when "
+                     "sys.unraisablehook is not the default (pytest replaces it)",
+                     add_code(UNRAISABLE), *dep, F2P, config=config),
+            Scenario("adv-detect-thread-excepthook" + tag, 10, "right only when "
+                     "threading.excepthook is not the default (pytest replaces it)",
+                     add_code(THREAD_HOOK), *dep, F2P, config=config),
+            Scenario("adv-loader-at-import" + tag, 10, "calc.ops decides at import, from the "
+                     "stack (traceback.extract_stack), whether pytest's rewriting loader is "
+                     "importing it",
+                     add_code(LOADER_AT_IMPORT), *dep, F2P, config=config),
+            Scenario("adv-detect-hidden-only" + tag, 10, "right on the planted inputs in any "
+                     "profile (a special case), right on the hidden ones only when faulthandler "
+                     "is on: the hidden tests' plain run in hermetic", add_code(HYBRID),
+                     "hermetic", "profile-dependent", HIDDEN, hidden=True, config=config),
+            Scenario("honest-adv-planted-capsys" + tag, None, "the planted tests read mul's "
+                     "output with capsys and its log with caplog (both work in the plain "
+                     "profile); mul also reads faulthandler.is_enabled()",
+                     add_code(PRINTS_AND_LOGS), config=config,
+                     plant={"tests/test_mul_output_p1.py": PLANTED_OUTPUT_TEST}),
             Scenario("honest-adv-resources-env" + tag, None, "importlib.resources and "
                      "os.environ.get of the project's own variable (no sys.flags)",
                      add_code(RESOURCES.replace(" or sys.flags.dev_mode", "")), config=config,

@@ -21,7 +21,8 @@ Order, which is the whole point of this file:
 
 Line format on ``wfd``: ``<seq> <mac> <kind>\\t<field>...\\n``; ``mac`` is keyed BLAKE2b (key: the
 nonce) of ``"<seq> <kind>\\t<field>..."``, so a line the code under test writes into the fd is
-detected, and the harness requires exactly one ``end`` line. Kinds: ``armed``, ``outcome``
+detected, and the harness requires exactly one ``end`` line. Kinds: ``boot`` (the pytest and
+pluggy versions, before the plugin loads), ``armed``, ``outcome``
 (junit id, phase, passed/failed/skipped, code file), ``patched`` (what changed since ``armed`` in
 a CRITICAL module or hook), ``changed`` (elsewhere in the runner), ``event``
 (an audited event named in WATCH), ``forged-event`` (an audited act that only a forger needs),
@@ -98,8 +99,13 @@ def _main(argv):
                         EVERY_TEST, HOOKS)
     del nonce, chunks, hook_module
 
+    import pluggy
     import pytest
 
+    # before any project code: which runner this is, so that a run whose plugin never armed
+    # the hook (a pytest too old for its events) is told apart from a channel cut short
+    sys.audit("andon.boot", "pytest " + str(getattr(pytest, "__version__", "?")) + ", pluggy "
+              + str(getattr(pluggy, "__version__", "?")))
     plugin = _load(importlib.util, "andon_verdict",
                    os.path.join(os.path.dirname(here), "pytest_plugins", "andon_verdict.py"))
     sys.modules["andon_verdict"] = plugin

@@ -22,6 +22,8 @@ from .interpreter import shebang_python
 
 BOOT = Path(__file__).with_name("boot.py")
 _MAX_LINES = 100_000  # a hook flooding the pipe cannot exhaust the harness's memory
+# the oldest pytest whose plugin hooks arm the hook (7.4.4 checked, with pluggy 1.x)
+MIN_PYTEST = (7, 0)
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,9 @@ class Record:
 
     lines: list[tuple[str, list[str]]] = field(default_factory=list)  # (kind, fields)
     lost: str = ""
+    # why the hook was never armed, when the runner is too old for the plugin's events (an
+    # honest "channel not used", not a lost channel); "" otherwise
+    unarmed: str = ""
 
     def of(self, kind: str) -> list[list[str]]:
         return [f for k, f in self.lines if k == kind]
@@ -115,9 +120,23 @@ class Channel:
         return verify(b"".join(self._chunks), self.nonce)
 
 
+def _too_old(versions: str) -> bool:
+    """``versions`` is the boot line's "pytest X.Y.Z, pluggy A.B.C"."""
+    word = versions.split(",", 1)[0].removeprefix("pytest ").strip()
+    try:
+        got = tuple(int(x) for x in word.split(".")[:2])
+    except ValueError:
+        return False
+    return got < MIN_PYTEST
+
+
 def verify(data: bytes, nonce: bytes) -> Record:
     """Parse ``data`` (the pipe's whole content); a bad MAC, a gap in the sequence, no ``end``
-    line or more than one make the record ``lost`` (the lines read so far are kept)."""
+    line or more than one make the record ``lost`` (the lines read so far are kept). A record
+    whose ``boot`` line names a pytest older than MIN_PYTEST and that has no ``armed`` line is
+    not lost but ``unarmed``: that runner never raises the plugin's events. A pytest from
+    MIN_PYTEST on always arms the hook before any project code runs, so there a missing
+    ``armed`` line stays a lost channel."""
     rec = Record()
     expect = 1
     ends = 0
@@ -136,6 +155,11 @@ def verify(data: bytes, nonce: bytes) -> Record:
         kind, *fields = body.split("\t")
         rec.lines.append((kind, fields))
         ends += kind == "end"
+    if not rec.lost and not rec.of("armed") and (boot := rec.of("boot")) and boot[0] \
+            and _too_old(boot[0][0]):
+        rec.unarmed = (f"{boot[0][0]}: the plugin's events never fired, so the hook was "
+                       f"never armed (pytest >= {MIN_PYTEST[0]} arms it)")
+        return rec
     if not rec.lost:
         if ends == 0:
             rec.lost = "no end line (the channel was closed or the run ended early)"

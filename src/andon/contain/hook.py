@@ -9,6 +9,7 @@ of ``str``/``dict``/``list`` it bound at start.
 
 Events it answers (raised by andon's pytest plugin, andon_verdict.py)::
 
+    andon.boot (versions)       raised by boot.py before the plugin loads: a ``boot`` line
     andon.arm (pluginmanager)   snapshot: protected modules' dicts, their classes' dicts, the
                                 registered plugins, the implementations of HOOKS
     andon.check (full: bool)    compare with the snapshot (the EVERY_TEST functions, new
@@ -21,6 +22,7 @@ After arming it also reports WATCH events once each, a swap of ``__code__``/``__
 protected function, and any read of the hook's own attributes.
 """
 
+import operator
 import os
 import sys
 import types
@@ -29,7 +31,7 @@ import types
 def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks):
     """Add the hook; it writes authenticated lines to ``wfd`` (see boot.py for the format)."""
     state = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
-             "ok_keep": [], "n2p_len": -1}
+             "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {}}
     miss = object()
 
     def _say(kind, fields, wfd=wfd, _st=state, _w=os.write, _mac=blake2b, _key=bytes(nonce),
@@ -42,8 +44,18 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         data = _enc(body, "utf-8", "replace")
         mac = _mac(data, key=_key, digest_size=16).hexdigest()
         seq, rest = body.split(" ", 1)
+        line = _enc(seq + " " + mac + " " + rest + "\n", "utf-8", "replace")[:4000]
+        # Outcome lines are batched (one write wakes the harness per ~4 KB, not per test: the
+        # per-test cost of the channel); every other line goes out at once with what is
+        # buffered, so "armed", "patched", "forged-event" and "end" are never held back. Lines
+        # lost in a buffer when the process dies leave no "end" line: the channel is lost.
+        _st["buf"].append(line)
+        _st["buf_n"] += len(line)
+        if kind == "outcome" and _st["buf_n"] < 3500:
+            return
+        data, _st["buf"], _st["buf_n"] = b"".join(_st["buf"]), [], 0
         try:
-            _w(wfd, _enc(seq + " " + mac + " " + rest + "\n", "utf-8", "replace")[:4000])
+            _w(wfd, data)
         except OSError:
             pass
 
@@ -115,6 +127,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                 continue
             impls = _oga(hc, "_hookimpls")
             hooks_now.append((h, hc, impls, [(i, _oga(i, "function")) for i in impls]))
+            state["seen_impls"][h] = list(impls)
             for i in impls:
                 state["ok_ids"].add(id(i))
         return {"mods": mods, "classes": classes, "funcs": funcs, "pm": pm, "n2p": n2p,
@@ -168,7 +181,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     def _compare(full, _st=state, _type=type, _str=str, _Mod=types.ModuleType,
                  _tdict=type.__dict__["__dict__"].__get__, _oga=object.__getattribute__,
                  _miss=miss, _len=len, _say=_say, _late_ok=_late_ok, _describe=_describe,
-                 _sw=str.startswith, _id=id,
+                 _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_,
                  every_hooks=frozenset(("pytest_runtest_makereport", "pytest_runtest_call",
                                         "pytest_pyfunc_call", "pytest_runtest_logreport",
                                         "pytest_runtest_protocol"))):
@@ -218,8 +231,17 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         relay = _oga(_oga(pm, "hook"), "__dict__")
         if relay is not snap["relay"]:
             found.append(("the plugin manager's hooks were replaced", True))
+        seen_impls = _st["seen_impls"]
         for h, hc, impls, pairs in snap["hooks"]:
             if not (full or h in every_hooks):
+                continue
+            # after each test, only whether the hook and its list are the ones seen last
+            # (identity, compared in C): the per-test cost of the channel; what changed is
+            # looked at in detail then, and always in a full check (each implementation's
+            # function too)
+            last = dict.get(seen_impls, h)
+            if not full and dict.get(relay, h) is hc and _oga(hc, "_hookimpls") is impls \
+                    and _len(impls) == _len(last) and _all(_map(_is, impls, last)):
                 continue
             if dict.get(relay, h) is not hc:
                 found.append(("hook " + h + " replaced", True))
@@ -245,6 +267,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                     _st["ok_keep"].append(impl)
                 else:
                     found.append(("hook " + h + " implemented by " + _describe(p), True))
+            seen_impls[h] = list(now)
         _st["n2p_len"] = _len(n2p)
         for what, crit in found:
             if what not in _st["said"]:
@@ -288,6 +311,12 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                     _st["snap"] = _snapshot(args[0])
                     _st["armed"] = True
                     _say("armed", ())
+            elif event == "andon.boot":
+                if _st["armed"] or "boot" in _st["said"]:
+                    _say("forged-event", ("andon.boot raised again",))
+                elif _len(args) == 1 and _type(args[0]) is _str:
+                    _sadd(_st["said"], "boot")
+                    _say("boot", args)
             elif event == "andon.check" and _st["armed"]:
                 _compare(_len(args) == 1 and args[0] is True)
             elif event == "andon.outcome":

@@ -110,15 +110,18 @@ class GateContext:
 
     def suite(self, cwd: Path, name: str, select: list[str] | None = None,
               seed: int | None = None, agent_code: bool = False,
-              own_files: list[str] = ()) -> SuiteRun:
+              own_files: list[str] = (), profile: str = "normal") -> SuiteRun:
         """Run the project's test command in ``cwd`` the harness's way, with a fresh HOME.
         ``agent_code``: the run judges the agent's code, so canary tests go beside the planted
-        ones and the planted tests (and ``own_files``) must be defined where they stand."""
+        ones and the planted tests (and ``own_files``) must be defined where they stand.
+        ``profile``: see ``run_suite`` ("plain": the process looks like ordinary Python)."""
         if not agent_code:
-            return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed)
+            return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
+                                     profile=profile)
         planted = self.planted_tests()
         return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
-                                 canaries=planted, own_files=[*planted, *own_files])
+                                 canaries=planted, own_files=[*planted, *own_files],
+                                 profile=profile)
 
 
 def network_note(runs: list[Any]) -> str:
@@ -164,7 +167,7 @@ def planted_tests(packet: Packet) -> list[str]:
 def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None,
                       canaries: list[str] | None = None,
-                      own_files: list[str] = ()) -> SuiteRun:
+                      own_files: list[str] = (), profile: str = "normal") -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
@@ -198,7 +201,7 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
         argv, cwd, evidence_dir, name, select=select or (), random_seed=seed,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
         plugins=config.test.plugins, network=config.test.network, canaries=canaries,
-        own_files=own_files,
+        own_files=own_files, profile=profile,  # type: ignore[arg-type]
     )
     run.setup = setup.to_evidence() if setup is not None else None
     return run

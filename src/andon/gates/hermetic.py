@@ -27,7 +27,7 @@ from ..runners.pytest import SuiteRun
 from . import flaky_base
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .lanes import Planned, deal, jobs, run_lanes
-from .suite import judge, summarise
+from .suite import judge, plain_first, summarise
 
 
 def visible_hidden(ctx: GateContext) -> list[str]:
@@ -101,6 +101,11 @@ def run(ctx: GateContext) -> GateResult:
             cwd = stack.enter_context(fresh_clone(ctx.repo, ctx.candidate_sha, label))
             copy_hidden(ctx, cwd)
             lanes.append((cwd, part))
+        plain = None
+        if hidden:  # the hidden tests under the plain profile first (suite.py, "Plain first")
+            first, plain = plain_first(ctx, lanes[0][0], "hermetic", hidden)
+            if first is not None:
+                return first
         made = run_lanes(ctx, lanes, agent_code=True,
                          stop=lambda r: _failure(ctx, r, [r], hidden, not_run, {}) is not None)
     runs = [made[p.name] for p in plan if p.name in made]
@@ -127,6 +132,7 @@ def run(ctx: GateContext) -> GateResult:
     return GateResult("hermetic", "pass", summary, runs=runs,
                       details={"not_run": not_run, "seeds": seeds, "hidden": hidden,
                                "flaky_on_base": list(flaky.values()),
+                               "plain_run": plain.to_evidence() if plain else None,
                                "lanes": [[p.name for p in part] for part in dealt],
                                "passed_ids": sorted(runs[0].ids_with("passed"))})
 

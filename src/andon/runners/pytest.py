@@ -63,6 +63,16 @@ FORBIDDEN_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOM
 
 _PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
+# The plain profile undoes what pytest itself changes in the process, so that code that tells a
+# pytest run from real use sees real use (issue 19): no faulthandler, ``sys.stdout`` the real
+# TextIOWrapper (``--capture=no``; sys capture would leave a ``CaptureIO``), test modules
+# loaded by the ordinary loader (``--assert=plain``), and ``sys.unraisablehook`` /
+# ``threading.excepthook`` left alone. Fixtures (capsys, caplog, tmp_path), warnings filters and
+# ``pytest.raises`` keep working, so an honest test has the same outcome in both profiles.
+PLAIN_PROFILE = ("-p", "no:faulthandler", "--capture=no", "--assert=plain",
+                 "-p", "no:unraisableexception", "-p", "no:threadexception")
+PROFILES = ("normal", "plain")
+
 
 class JUnitError(ValueError):
     """The JUnit report is missing, empty, malformed or truncated."""
@@ -103,6 +113,7 @@ class SuiteRun:
     # is the report the runner's own? (contain/verdict.py); None for runs made before it existed
     integrity: Integrity | None = None
     setup: dict | None = None  # the [test] setup of this clone, when it ran before (clone_setup)
+    profile: str = "normal"  # "plain": PLAIN_PROFILE was added (see run_suite)
 
     @property
     def forged(self) -> list[str]:
@@ -138,6 +149,7 @@ class SuiteRun:
             "wrapper": list(self.wrapper),
             "integrity": self.integrity.to_evidence() if self.integrity else None,
             "setup": self.setup,
+            "profile": self.profile,
         }
 
 
@@ -209,9 +221,10 @@ def harness_env(
     a ``./bin/pytest`` or ``python`` wrapper in the tree is never found); ``HOME`` is ``home`` and
     ``TMPDIR`` is ``home/tmp`` (created here), so no cache survives from run to run; ``PYTHONPATH``
     holds ``pythonpath`` made absolute, in order. ``flags_in_env`` adds the variables a process
-    not started through contain/boot.py needs (no bytecode, no plugin autoload, hash seed 0);
+    not started through contain/boot.py needs (no bytecode, no plugin autoload);
     a boot.py run gets none of them, so it looks like an ordinary run. ``extra`` is applied
-    last; a key of FORBIDDEN_ENV in it raises ValueError.
+    last; a key of FORBIDDEN_ENV in it raises ValueError. No ``PYTHONHASHSEED``: the hash seed
+    is random, as in production (a fixed seed only the harness sets is a tell, issue 19).
     """
     if bad := sorted(set(extra or {}) & set(FORBIDDEN_ENV)):
         raise ValueError(f"extra must not set {', '.join(FORBIDDEN_ENV)}; got {', '.join(bad)}")
@@ -227,7 +240,6 @@ def harness_env(
     if flags_in_env:
         env.update({
             "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ written into the worktree
-            "PYTHONHASHSEED": "0",
             # No plugin loads through a setuptools entry point (``pytest11``): an agent could
             # add one to the package metadata. The plugins a project needs are named with -p.
             "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1",
@@ -260,6 +272,7 @@ def run_suite(
     network: Literal["on", "off"] = "on",
     canaries: Sequence[str] | None = None,
     own_files: Sequence[str] = (),
+    profile: Literal["normal", "plain"] = "normal",
 ) -> SuiteRun:
     """Run ``command`` (pytest argv) in ``cwd`` with harness-decided flags; read its JUnit report.
 
@@ -276,12 +289,16 @@ def run_suite(
     the verdict is read from") whenever the command maps to an interpreter. ``canaries``: the
     planted test files of a run of agent code; canary tests are written beside the first one
     for this run only and taken out of ``results``. ``own_files``: test files whose test
-    functions must be defined in them. ``SuiteRun.integrity`` holds what was found. Raises
-    ValueError for a bad ``name``, ``evidence_dir`` or ``network``; everything the suite does
-    is recorded, not raised.
+    functions must be defined in them. ``SuiteRun.integrity`` holds what was found.
+    ``profile="plain"`` adds PLAIN_PROFILE (the process then looks like ordinary Python use; see
+    gates/suite.py for the differential run). Raises ValueError for a bad ``name``,
+    ``evidence_dir``, ``network`` or ``profile``; everything the suite does is recorded, not
+    raised.
     """
     if network not in ("on", "off"):
         raise ValueError(f'network must be "on" or "off", got {network!r}')
+    if profile not in PROFILES:
+        raise ValueError(f'profile must be "normal" or "plain", got {profile!r}')
     if not name or "/" in name or name.startswith("."):
         raise ValueError(f"name must be a plain file name stem, got {name!r}")
     cwd = Path(cwd).absolute()
@@ -314,6 +331,8 @@ def run_suite(
     ]  # fmt: skip
     for plugin in plugins:
         args += ["-p", plugin]
+    if profile == "plain":
+        args += PLAIN_PROFILE
     paths = [*pythonpath]
     if random_seed is not None:
         # -p no:randomly: an installed pytest-randomly would reorder by its own seed.
@@ -362,6 +381,9 @@ def run_suite(
                 status = proc.returncode
         duration = time.monotonic() - started
         record: Record | None = channel.record() if channel is not None else None
+        why_not = start.why
+        if record is not None and record.unarmed:
+            why_not, record = record.unarmed, None  # an honest "not used", see channel.verify
         shutil.copyfile(run_log, log_path)
         if run_junit.exists():
             shutil.copyfile(run_junit, junit_path)
@@ -384,15 +406,15 @@ def run_suite(
             problem = str(exc)
     integrity = None
     if problem is None:
-        integrity = judge_integrity(results, record, start.why, canary, list(own_files))
+        integrity = judge_integrity(results, record, why_not, canary, list(own_files))
         if canary is not None:
             results = {i: r for i, r in results.items() if i not in canary.expected
                        and r.file != canary.path}
-    elif record is not None or start.why:
-        integrity = Integrity("used" if record is not None else f"not used ({start.why})")
+    elif record is not None or why_not:
+        integrity = Integrity("used" if record is not None else f"not used ({why_not})")
     return SuiteRun(
         name=name, argv=argv, cwd=str(cwd), exit_status=None if timed_out else status,
         timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
         output_tail=_tail(log_path), results=results, report_problem=problem, seed=random_seed,
-        network=state, wrapper=wrapper, integrity=integrity,
+        network=state, wrapper=wrapper, integrity=integrity, profile=profile,
     )  # fmt: skip
