@@ -25,20 +25,18 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import budget
-from . import fault_injection
-from .contain import guard
+from . import budget, fault_injection
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
-from .contain import envprint
+from .contain import envprint, guard
 from .errors import UsageError
 from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
 from .review.stage import Reviewer
-from .store import Store, now
 from .runners.pytest import collectable
+from .store import Store, now
 from .workspace import Repo, SnapshotError
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
@@ -168,7 +166,8 @@ class Attempt:
         attempt failed only because its reviewer broke): red is carried over from the attempt
         that ran it on the same plant commit; every gate after implement runs again."""
         prev = next(x for x in reversed(self.store.attempts(self.packet.id))
-                    if x["candidate_sha"] == self.row["candidate_sha"] and x["id"] != self.row["id"])
+                    if x["candidate_sha"] == self.row["candidate_sha"]
+                    and x["id"] != self.row["id"])
         red_row = [g for g in self.store.gate_results(prev["id"]) if g["gate"] == "red"][-1]
         ids = red_row["evidence"].get("red_ids", [])
         self.ctx.red_ids = self.out.red_ids = set(ids)
@@ -182,10 +181,7 @@ class Attempt:
         self.say(f"  implement: not run again — the candidate of attempt {prev['n']} is "
                  "verified again, since only its review broke")
         self.on_state("gating", "candidate-carried")
-        for name, fn in AFTER_IMPLEMENT:
-            if not self._gate(name, fn).ok:
-                return False
-        return True
+        return all(self._gate(name, fn).ok for name, fn in AFTER_IMPLEMENT)
 
     def _fail_at(self, stage: str) -> AttemptResult:
         self.out.route_stage = stage
@@ -222,10 +218,7 @@ class Attempt:
         self.on_state("gating", "agent-finished")
         if self.over_budget is not None:
             return False
-        for name, fn in AFTER_IMPLEMENT:
-            if not self._gate(name, fn).ok:
-                return False
-        return True
+        return all(self._gate(name, fn).ok for name, fn in AFTER_IMPLEMENT)
 
     # -- stages -------------------------------------------------------------------------
 

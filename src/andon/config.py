@@ -125,7 +125,7 @@ class AgentSettings(StageAgentSettings):
     max_output_bytes: int | None = Field(None, gt=0, description="cap of the transcript")
     stages: dict[StageName, StageAgentSettings] = Field(default_factory=dict)
 
-    def for_stage(self, stage: str) -> "AgentSettings":
+    def for_stage(self, stage: str) -> AgentSettings:
         """These settings with ``stages.<stage>`` laid over them."""
         over = self.stages.get(stage)
         if over is None:
@@ -217,8 +217,9 @@ class Config(_Strict):
             return list(packet_stages)
         if tier:
             if tier not in self.stages.tiers:
+                defined = ", ".join(self.stages.tiers) or "none"
                 raise ConfigError(f"tier {tier!r} is not defined in [stages.tiers] of "
-                                  f"{CONFIG_NAME}; defined: {', '.join(self.stages.tiers) or 'none'}")
+                                  f"{CONFIG_NAME}; defined: {defined}")
             return list(self.stages.tiers[tier])
         return list(self.stages.default)
 

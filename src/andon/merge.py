@@ -19,7 +19,7 @@ from .config import Config
 from .gates.base import Finding, GateResult, fresh_clone, planted_tests, run_project_suite
 from .gates.suite import judge, summarise
 from .packet import Packet
-from .workspace import MergeConflict, Repo, RefMoved, commit_message
+from .workspace import MergeConflict, RefMoved, Repo, commit_message
 
 
 @dataclass

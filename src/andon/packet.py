@@ -56,7 +56,7 @@ def glob_problem(pattern: str) -> str | None:
             return f"has unbalanced '{opening}' / '{closing}'"
     try:
         wcglob.translate(pattern, flags=GLOB_FLAGS)
-    except Exception as exc:  # wcmatch signals bad patterns with assorted exception types
+    except Exception as exc:  # noqa: BLE001 - wcmatch signals bad globs with assorted types
         return f"is not a valid glob ({exc})"
     return None
 
@@ -199,7 +199,7 @@ def _key_lines(front: list[str]) -> dict[tuple[int | None, str], int]:
     ``(k, "[[invariants]]")`` holds the header line. Front-matter line i is file line i + 2.
     """
     lines: dict[tuple[int | None, str], int] = {}
-    table: int | None | str = None  # "other" once inside a table we do not model
+    table: int | str | None = None  # "other" once inside a table we do not model
     count, in_string = 0, ""
     for index, text in enumerate(front):
         lineno = index + 2
@@ -529,7 +529,7 @@ def _find_cycle(start: str, graph: dict[str, list[str]]) -> list[str] | None:
                     chain = [node]
                     while chain[-1] != start:
                         chain.append(parents[chain[-1]])
-                    return chain[::-1] + [start]
+                    return [*chain[::-1], start]
                 if dep not in parents:
                     parents[dep] = node
                     next_frontier.append(dep)

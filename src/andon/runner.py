@@ -18,21 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import lifecycle, submodules
-from . import fault_injection
-from .contain import guard
+from . import fault_injection, lifecycle, submodules
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
-from .contain import envprint
+from .contain import envprint, guard
 from .contain.interpreter import python_of
+from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
-from .contain.procgroup import kill_leftover_group, kill_working_under
 from .prompt import PreviousFailure, hidden_names, redacted_failure
 from .store import Store, now
 from .workspace import Repo
@@ -216,7 +214,7 @@ class Runner:
 
     def _lock(self):
         path = state_dir(self.repo) / "run.lock"
-        f = open(path, "a+")
+        f = open(path, "a+")  # noqa: SIM115 - held open (and locked) until the run ends
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -103,7 +103,7 @@ class Usage:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Usage":
+    def from_dict(cls, d: Mapping[str, Any]) -> Usage:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -308,7 +308,8 @@ def price_tokens(model: str, tokens: Mapping[str, Any], overrides: Mapping[str, 
     version = library_version()
     if version is None:
         return None, "", f"{model}: the price library {PRICES_LIBRARY} is not installed"
-    from genai_prices import Usage as PriceUsage, calc_price
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
     counts = PriceUsage(input_tokens=inp, output_tokens=out, cache_read_tokens=cr,
                         cache_write_tokens=cw)
     for ref, provider, renamed in _lookups(model):

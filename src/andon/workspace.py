@@ -310,7 +310,8 @@ class Repo:
 
     def plant(self, base: str, files: Mapping[str, tuple[bytes, bool]], message: str) -> str:
         """A commit, child of ``base``, adding each file (relative path → (bytes, executable))
-        even if .gitignore matches it, made with plumbing: no worktree, no ref moves. Returns its sha, or ``base`` when every file is already there identically.
+        even if .gitignore matches it, made with plumbing: no worktree, no ref moves. Returns
+        its sha, or ``base`` when every file is already there identically.
         UsageError for a path that is absolute, has '..' or '.git', or runs through a file or
         symlink of ``base``."""
         base = self._sha(base)
@@ -405,7 +406,7 @@ class Repo:
         fields = out.split("\0")
         result = []
         # -z output is ":<old mode> <new mode> <old sha> <new sha> <status>" NUL "<path>" NUL ...
-        for meta, path in zip(fields[0::2], fields[1::2]):
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
             old_mode, new_mode, _, _, status = meta.lstrip(":").split(" ")
             result.append(Change(path=path, status=status, old_mode=old_mode, new_mode=new_mode))
         return result

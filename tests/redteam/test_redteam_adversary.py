@@ -7,6 +7,7 @@ is removed with the fix."""
 from __future__ import annotations
 
 import pytest
+
 from scenarios import play, verdict
 from scenarios_adversary import build_adversary
 

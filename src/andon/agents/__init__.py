@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import difflib
-
 from typing import TYPE_CHECKING
 
 from ..contain import netless
-
 from .aider import AiderAgent
 from .base import Agent, AgentRun, StageContext
 from .claude_code import ClaudeCodeAgent
@@ -27,7 +25,7 @@ EXTERNAL: dict[str, type[ExternalAgent]] = {
 ADAPTERS = ("command", "scripted", *EXTERNAL)
 
 
-def make_agent(spec: str, command: str | None = None, config: "Config | None" = None) -> Agent:
+def make_agent(spec: str, command: str | None = None, config: Config | None = None) -> Agent:
     """Build an adapter from ``--agent``: ``command``, ``scripted:module:function``, or one
     of the agent CLIs (``claude-code``, ``codex``, ``aider``, ``gemini``) with its
     ``[agents.<name>]`` settings and the ``[prices]`` of ``config``.
@@ -53,7 +51,7 @@ def make_agent(spec: str, command: str | None = None, config: "Config | None" = 
     return agent
 
 
-def _make(spec: str, command: str | None, config: "Config | None") -> Agent:
+def _make(spec: str, command: str | None, config: Config | None) -> Agent:
     name, _, rest = spec.partition(":")
     if config is not None:
         unknown = sorted(set(config.agents) - set(EXTERNAL))
@@ -71,8 +69,8 @@ def _make(spec: str, command: str | None, config: "Config | None") -> Agent:
         return EXTERNAL[name](settings, prices)
     close = difflib.get_close_matches(name, ADAPTERS, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise ValueError(f"unknown agent {spec!r}; {hint}known agents: "
-                     f"{', '.join(a if a != 'scripted' else 'scripted:module:function' for a in ADAPTERS)}")
+    known = (a if a != "scripted" else "scripted:module:function" for a in ADAPTERS)
+    raise ValueError(f"unknown agent {spec!r}; {hint}known agents: {', '.join(known)}")
 
 
 __all__ = ["Agent", "AgentRun", "StageContext", "CommandAgent", "ScriptedAgent", "make_agent",

@@ -154,7 +154,7 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
     u.turns = len(sends)
     fixes: set[str] = set()
     approximate = unpaired = False
-    for p_, s_, o, c in zip(_pair(sends, reports), sent, got, costs):
+    for p_, s_, o, c in zip(_pair(sends, reports), sent, got, costs, strict=True):
         if s_ is None or o is None:
             u.requests = []
             break
@@ -202,7 +202,7 @@ def from_reports(u: Usage, reports: list[dict[str, Any]]) -> float:
     sent = [_part(r["body"], "sent") for r in reports]
     got = [_part(r["body"], "received") for r in reports]
     u.turns = len(reports)
-    for s_, o, r in zip(sent, got, reports):
+    for s_, o, r in zip(sent, got, reports, strict=True):
         if s_ is None or o is None:
             u.requests = []
             break

@@ -115,14 +115,12 @@ def read_usage_file(path: Path) -> Usage:
     bad = [k for k in (*TOKEN_FIELDS, "turns")
            if doc.get(k) is not None and as_count(doc[k]) is None]
     requests = doc.get("requests")
-    if requests is not None:
-        if not isinstance(requests, list) or not all(
-                isinstance(r, dict) and r.get("input_tokens") is not None
-                and r.get("output_tokens") is not None
-                and all(r.get(k) is None or as_count(r[k]) is not None for k in TOKEN_FIELDS)
-                for r in requests):
-            bad.append("requests (a list of objects with whole input_tokens and "
-                       "output_tokens)")
+    if requests is not None and (not isinstance(requests, list) or not all(
+            isinstance(r, dict) and r.get("input_tokens") is not None
+            and r.get("output_tokens") is not None
+            and all(r.get(k) is None or as_count(r[k]) is not None for k in TOKEN_FIELDS)
+            for r in requests)):
+        bad.append("requests (a list of objects with whole input_tokens and output_tokens)")
     bad += ["cost_usd"] if doc.get("cost_usd") is not None and as_cost(doc["cost_usd"]) is None \
         else []
     if bad:

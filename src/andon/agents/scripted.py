@@ -23,7 +23,7 @@ class ScriptedAgent:
         self.behaviour = behaviour
 
     @classmethod
-    def from_spec(cls, spec: str) -> "ScriptedAgent":
+    def from_spec(cls, spec: str) -> ScriptedAgent:
         """``module:function`` → the agent. Raises ValueError naming what was not found."""
         module_name, _, func_name = spec.partition(":")
         if not func_name:
@@ -40,7 +40,7 @@ class ScriptedAgent:
         status, claim = 0, ""
         try:
             claim = self.behaviour(ctx) or ""
-        except Exception as exc:  # an agent crashing is evidence, not a harness failure
+        except Exception as exc:  # noqa: BLE001 - an agent crashing is evidence, not a harness failure
             status, claim = 1, f"{type(exc).__name__}: {exc}"
         transcript.write_text(claim, encoding="utf-8")
         return AgentRun(agent=self.name, exit_status=status, timed_out=False,

@@ -57,9 +57,8 @@ class GateResult:
     def __post_init__(self) -> None:
         # Never silently: a run that should have been cut off the network but was not says
         # so in the summary, not only in its evidence.
-        if note := network_note(self.runs):
-            if note not in self.summary:
-                self.summary += f" ({note})"
+        if (note := network_note(self.runs)) and note not in self.summary:
+            self.summary += f" ({note})"
 
     @property
     def ok(self) -> bool:

@@ -102,8 +102,9 @@ def run(ctx: GateContext) -> GateResult:
     details: dict = {"mutmut": version, "python": python, "targets": targets,
                      "min_score": settings.min_score, "note": EQUIVALENT_NOTE}
     if not targets:
+        changed = ", ".join(files) or "none"
         return GateResult(GATE, "skipped", "not run: the candidate changed no Python function "
-                          f"or method outside the tests (changed files: {', '.join(files) or 'none'})",
+                          f"or method outside the tests (changed files: {changed})",
                           details=details)
     with fresh_clone(ctx.repo, ctx.candidate_sha, f"mutation-{ctx.packet.id}") as cwd:
         result = _mutate(ctx, cwd, python, targets, details)
@@ -287,7 +288,8 @@ def mutant_diffs(cwd: Path, path: str, names: list[str]) -> dict[str, tuple[str,
         a, b = (textwrap.dedent(ast.get_source_segment(source, d, padded=True) or "")
                 .replace(f"def {d.name}(", f"def {plain}(", 1).splitlines()
                 for d in (orig, mutant))
-        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                     min(len(a), len(b)))
         line = starts[base] + first if base in starts else None
         out[name] = ("\n".join(difflib.unified_diff(a, b, path, path, lineterm="")), line)
     return out

@@ -63,7 +63,8 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
             err = (evidence_dir / f"{name}.stderr.log").open("wb") if stderr_apart else None
             known = before_child()
             try:
-                proc = subprocess.Popen([*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                proc = subprocess.Popen([*wrapper, *argv], cwd=cwd, env=env,
+                                        stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=err or subprocess.STDOUT,
                                         start_new_session=True)
             except OSError as exc:

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 from ..gates.base import Finding, GateResult
 from ..packet import path_matches
-from .contract import SCHEMA, ReviewRejected, decide, extract_json, validate
 from ..workspace import manifest
+from .contract import SCHEMA, ReviewRejected, decide, extract_json, validate
 
 if TYPE_CHECKING:  # the attempt drives its reviewer; only the type is needed here
     from ..attempt import Attempt
@@ -38,9 +38,12 @@ class Reviewer:
             # the packets folder holds every packet's planted (and hidden) files, too
             packets = a.config.andon.packets_dir.strip("/")
             planted = [f"{packets}/**/plant/**", f"{packets}/**/hidden/**"]
-            test_like = lambda p: (p in a.packet.plant_files
-                                   or path_matches(p, a.config.stages.test_paths)
-                                   or path_matches(p, planted))
+
+            def test_like(p: str) -> bool:
+                return (p in a.packet.plant_files
+                        or path_matches(p, a.config.stages.test_paths)
+                        or path_matches(p, planted))
+
             hide = stage == "review-correctness"
             expected = repo.export(cand, wt, keep=lambda p: not (hide and test_like(p)))
             diff = self._diff(test_like, with_tests=not hide)

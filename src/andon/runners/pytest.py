@@ -34,13 +34,13 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from ..contain import netless
 from ..contain import canary as canary_mod
+from ..contain import netless
 from ..contain.channel import Channel, Record
 from ..contain.channel import plan as plan_start
+from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..contain.verdict import Integrity
 from ..contain.verdict import judge as judge_integrity
-from ..contain.procgroup import before_child, end_child, wait_unreaped
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
@@ -187,7 +187,8 @@ def parse_junit(path: Path) -> dict[str, TestResult]:
     except ET.ParseError as exc:
         raise JUnitError(f"JUnit report truncated or malformed: {exc}") from exc
     if root.tag not in ("testsuites", "testsuite"):
-        raise JUnitError(f"not a JUnit report: root must be testsuites or testsuite, got {root.tag}")
+        raise JUnitError("not a JUnit report: root must be testsuites or testsuite, "
+                         f"got {root.tag}")
     results: dict[str, TestResult] = {}
     for tc in root.iter("testcase"):
         new = _testcase(tc)

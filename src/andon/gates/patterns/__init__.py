@@ -121,7 +121,7 @@ def run(ctx: GateContext) -> GateResult:
     scanned = []
     for c in ctx.repo.changes(base, head):
         p = c.path
-        if c.status == "D" or c.new_mode != "100644" and c.new_mode != "100755":
+        if c.status == "D" or (c.new_mode != "100644" and c.new_mode != "100755"):
             continue
         if p in ctx.packet.plant_files or p == packets or p.startswith(packets + "/"):
             continue

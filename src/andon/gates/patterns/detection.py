@@ -126,7 +126,7 @@ class Detection(ast.NodeVisitor):
 
     def visit_Compare(self, node: ast.Compare) -> None:
         operands = [node.left, *node.comparators]
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, (ast.In, ast.NotIn)):
                 owner = self.r.canonical(right)
                 if owner in ENV:

@@ -8,7 +8,8 @@ Rule id → what it flags (all ``block`` by default; docs/gates.md has the table
 - non-test code only — tests use these legitimately:
   ``skip-call`` (``pytest.skip/xfail/importorskip/exit``, ``unittest.SkipTest``),
   ``monkeypatch`` (assignment, ``setattr``/``delattr`` on an imported module or ``builtins``),
-  ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__``/``__ne__`` that returns only constants),
+  ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__``/``__ne__`` that returns
+  only constants),
   ``broad-except`` (an ``except Exception`` that swallows and returns), ``test-path`` (a
   string naming a test path), ``pragma`` (``# pragma: no cover`` / ``no mutate``),
   ``copied-literal`` (a value the packet's tests keep, used as a value in a comparison, a
@@ -201,8 +202,8 @@ class Scanner(ast.NodeVisitor):
         if "patch" not in parts:
             return False
         i = parts.index("patch")
-        return i == 0 and "patch" in self.mock_names or i > 0 and parts[i - 1] in (
-            "mock", *self.mock_names)
+        return (i == 0 and "patch" in self.mock_names) or (i > 0 and parts[i - 1] in (
+            "mock", *self.mock_names))
 
     def visit_Raise(self, node: ast.Raise) -> None:
         if node.exc is not None and _dotted(node.exc).split("(")[0].split(".")[-1] == "SkipTest":
