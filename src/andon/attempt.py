@@ -34,7 +34,7 @@ from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
-from .review.stage import Reviewer
+from .review.stage import Reviewer, ReviewInput
 from .runners.pytest import collectable
 from .store import Store, now
 from .workspace import Repo, SnapshotError
@@ -67,7 +67,7 @@ class Attempt:
     def __init__(self, repo: Repo, config: Config, store: Store, packet: Packet, row: dict,
                  agent_for: Callable[[str], Agent], baseline: set[str],
                  previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
-                 on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None],
+                 on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], object],
                  say: Callable[[str], None] = lambda s: None,
                  run_started: str | None = None,
                  watch: Callable[[], dict[str, str]] | None = None,
@@ -265,7 +265,8 @@ class Attempt:
                  f"(recorded, not used to decide); transcript {run.transcript_path}")
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
-        changed = guard.changes(before, self.watch()) if before is not None else []
+        changed = guard.changes(before, self.watch()) if before is not None and self.watch \
+            else []
         where = self.packet.dir or self.packet.source
         own = os.path.relpath(where, self.repo.root).replace(os.sep, "/") \
             + ("/" if self.packet.dir else "")
@@ -320,13 +321,20 @@ class Attempt:
         if stage == next(s for s in self.stages if s in REVIEW_STAGES):
             self.on_state("reviewing", "review-started")
         started, t0 = now(), time.monotonic()
-        result = Reviewer(self, stage).run()
+        result = Reviewer(self._review_input(), stage).run()
         self._record(result, started, time.monotonic() - t0)
         if not result.ok:
             # a broken reviewer says nothing about the candidate: only the review runs again
             self.out.route_stage = stage if result.layer == "verifier" else \
                 result.details.get("revise_stage", "implement")
         return result.ok
+
+    def _review_input(self) -> ReviewInput:
+        assert self.ctx.candidate_sha is not None  # reviews run after implement committed
+        return ReviewInput(self.repo, self.config, self.packet, self.store, self.row["id"],
+                           self.row["start_stage"], self.stages, self.ctx.plant_sha,
+                           self.ctx.candidate_sha, self.ev,
+                           [g.gate for g in self.out.gates if not g.ok], self._agent)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -357,7 +365,9 @@ class Attempt:
     def _env_changed(self, gate: str, when: str) -> GateResult | None:
         """A failing ``gate`` result with ``outside-worktree`` findings if the tests'
         interpreter environment differs from the run's start, else None."""
-        changed = self.env.changed() if self.env else []
+        if self.env is None:
+            return None
+        changed = self.env.changed()
         if not changed:
             return None
         text, cmds = envprint.describe(changed, self.env.where, when)

@@ -11,8 +11,9 @@ import re
 import sys
 import tomllib
 import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, NoReturn, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -127,7 +128,7 @@ class AgentSettings(StageAgentSettings):
 
     def for_stage(self, stage: str) -> AgentSettings:
         """These settings with ``stages.<stage>`` laid over them."""
-        over = self.stages.get(stage)
+        over = cast(dict[str, StageAgentSettings], self.stages).get(stage)
         if over is None:
             return self
         data = self.model_dump(exclude={"stages"})
@@ -183,7 +184,7 @@ StageName = Literal["atdd", "implement", "review", "review-tests", "review-corre
 
 class Stages(_Strict):
     default: list[StageName] = Field(
-        default_factory=lambda: ["implement", "review"],
+        default_factory=lambda: list[StageName](["implement", "review"]),
         description="stages of a packet that names neither `stages` nor a `tier`")
     tiers: dict[str, list[StageName]] = Field(
         default_factory=dict, description='stages per tier, e.g. critical = ["atdd", '
@@ -207,7 +208,7 @@ class Config(_Strict):
     agent: Agent = Field(default_factory=Agent)
     stages: Stages = Field(default_factory=Stages)
 
-    def stages_of(self, packet_stages: list[str] | None, tier: str | None) -> list[str]:
+    def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.
 
         Raises:
@@ -316,7 +317,7 @@ def _read(path: Path) -> tuple[str, dict[str, Any]]:
         raise  # unreachable
 
 
-def _raise(problems: list[Problem]) -> None:
+def _raise(problems: list[Problem]) -> NoReturn:
     raise ConfigError("\n".join(str(p) for p in problems), problems) from None
 
 
@@ -333,7 +334,7 @@ def packets_dir_despite_errors(repo_root: Path) -> str | None:
     return given if isinstance(given, str) and given else Andon().packets_dir
 
 
-def _describe(err: dict[str, Any], loc: list[str | int]) -> str:
+def _describe(err: Mapping[str, Any], loc: list[str | int]) -> str:
     """One validation error as ``where: what``, with the closest known name for a typo."""
     where = "".join(f" entry {p + 1}" if isinstance(p, int) else f".{p}" for p in loc)[1:]
     given = err["input"]

@@ -12,7 +12,7 @@ import os
 import re
 import stat
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -213,7 +213,7 @@ def _key_lines(front: list[str]) -> dict[tuple[int | None, str], int]:
         elif header := _TABLE_RE.match(text):
             table = "other"
             lines.setdefault((None, header.group(1)), lineno)
-        elif (match := _KEY_RE.match(text)) and table != "other":
+        elif (match := _KEY_RE.match(text)) and not isinstance(table, str):  # not "other"
             lines.setdefault((table, next(g for g in match.groups() if g)), lineno)
         for quote in ('"""', "'''"):
             if text.count(quote) % 2:
@@ -256,7 +256,7 @@ def _show(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-def _describe(error: dict[str, Any], lines: dict) -> tuple[int, str]:
+def _describe(error: Mapping[str, Any], lines: dict) -> tuple[int, str]:
     """Turn one pydantic error into (file line, message)."""
     loc = list(error["loc"])
     key, table, where = str(loc[0]), None, ""

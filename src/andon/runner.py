@@ -241,7 +241,7 @@ class Runner:
         return sha
 
     def _preflight(self, sha: str) -> GateResult:
-        tree = self.repo.rev_parse(f"{sha}^{{tree}}")
+        tree = self.repo.resolve(f"{sha}^{{tree}}")
         if self.store.baseline(tree) is not None:
             return GateResult("preflight", "pass", f"cached for tree {tree[:10]}")
         self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
@@ -257,7 +257,7 @@ class Runner:
     def _baseline(self, tree: str) -> set[str]:
         known = self.store.baseline(tree)
         if known is None:
-            sha = self.repo.rev_parse(self.ref)
+            sha = self.repo.resolve(self.ref)
             if self._preflight(sha).status != "pass":
                 raise UsageError("the integration branch no longer passes its suite")
             known = self.store.baseline(tree) or set()
@@ -268,6 +268,7 @@ class Runner:
             self.store.upsert_packet(p.id, p.slug, str(p.source), p.content_sha,
                                      p.model_dump(mode="json", by_alias=True))
             row = self.store.packet(p.id)
+            assert row is not None  # upserted just above
             stale = self._stale_reason(p)
             if stale and row["state"] in ("ready", "needs_work"):
                 self.store.transition(p.id, "stale", "spec-changed", data={"why": stale})
@@ -317,7 +318,7 @@ class Runner:
         ev = self.evidence_root / packet.id / str(n)
         ev.mkdir(parents=True, exist_ok=True)
         wt = self._worktree_path(packet.id, n)
-        base = carry.get("base_sha") or self.repo.rev_parse(self.ref)
+        base = carry.get("base_sha") or self.repo.resolve(self.ref)
         self.store.update_attempt(a["id"], **{**carry, "branch": f"andon/{packet.id}/{n}",
                                               "worktree": str(wt), "base_sha": base,
                                               "evidence_dir": str(ev)})
@@ -328,7 +329,7 @@ class Runner:
             result = Attempt(
                 self.repo, self.config, self.store, packet, a,
                 lambda stage: self.agent_for(packet, stage),
-                self._baseline(self.repo.rev_parse(f"{base}^{{tree}}")),
+                self._baseline(self.repo.resolve(f"{base}^{{tree}}")),
                 self._previous_failure(packet.id), wt, ev,
                 lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"),
                 lambda state, kind: self.store.transition(packet.id, state, kind, a["id"]),
@@ -443,11 +444,12 @@ class Runner:
             self.store.add_gate_result(a["id"], "merge", out.check.status, out.check.layer,
                                        out.check.summary, out.check.evidence(), now(), 0.0)
         if out.merged_sha is None:
+            assert out.check is not None  # merge_attempt: no merge comes with its failing check
             return self._fail(packet, a, out.check)
-        tree = self.repo.rev_parse(f"{out.merged_sha}^{{tree}}")
-        passed = out.passed_ids or self._hermetic_passed(a["id"])
-        if passed and self.store.baseline(tree) is None:
-            self.store.set_baseline(tree, passed, {"from": "merge", "attempt": a["id"]})
+        tree = self.repo.resolve(f"{out.merged_sha}^{{tree}}")
+        kept = out.passed_ids or self._hermetic_passed(a["id"])
+        if kept and self.store.baseline(tree) is None:
+            self.store.set_baseline(tree, kept, {"from": "merge", "attempt": a["id"]})
         self.store.update_attempt(a["id"], state="merged", merge_sha=out.merged_sha,
                                   ended_at=now())
         self.store.transition(packet.id, "done", "merged", a["id"], {"sha": out.merged_sha})

@@ -137,7 +137,7 @@ class Repo:
         it) when git cannot update refs here — a lock left by a crashed git process, a
         read-only ``.git``. Writes nothing: deleting a ref that does not exist takes the
         packed-refs lock, and ``ref`` (when it exists) is "moved" to where it already is."""
-        probes = [("update-ref", "-d", "refs/andon/lock-probe")]
+        probes: list[tuple[str, ...]] = [("update-ref", "-d", "refs/andon/lock-probe")]
         sha = self.rev_parse(ref)
         if sha is not None:
             probes.append(("update-ref", ref, sha, sha))
@@ -179,6 +179,10 @@ class Repo:
         if sha is None:
             raise GitError(["git", "rev-parse", rev], 128, f"unknown revision {rev!r}")
         return sha
+
+    def resolve(self, rev: str) -> str:
+        """Full sha of ``rev``; GitError if it does not resolve."""
+        return self._sha(rev)
 
     def rev_parse(self, rev: str) -> str | None:
         """Full sha of ``rev``, or None if it does not resolve."""

@@ -177,8 +177,8 @@ def usage_from_mini_swe_agent(traj: Path) -> dict[str, Any]:
                          "cache_read_tokens": as_count(details.get("cached_tokens")),
                          "cache_write_tokens": as_count(details.get("cache_write_tokens"))})
         model = model or resp.get("model")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    info = i if isinstance(i := doc.get("info"), dict) else {}
+    stats = s if isinstance(s := info.get("model_stats"), dict) else {}
     config = (info.get("config") or {}).get("model") or {}
     out: dict[str, Any] = {"model": model or config.get("model_name"),
                            "requests": requests, "turns": len(requests)}

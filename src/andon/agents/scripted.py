@@ -18,6 +18,7 @@ Behaviour = Callable[[StageContext], str | None]
 
 class ScriptedAgent:
     name = "scripted"
+    network = "on"  # it runs inside andon, so never without network (make_agent refuses "off")
 
     def __init__(self, behaviour: Behaviour):
         self.behaviour = behaviour

@@ -28,7 +28,7 @@ import types
 
 def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks):
     """Add the hook; it writes authenticated lines to ``wfd`` (see boot.py for the format)."""
-    state = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
+    state: dict = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
              "ok_keep": [], "n2p_len": -1}
     miss = object()
 

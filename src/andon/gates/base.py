@@ -13,7 +13,7 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -102,7 +102,7 @@ class GateContext:
 
     def suite(self, cwd: Path, name: str, select: list[str] | None = None,
               seed: int | None = None, agent_code: bool = False,
-              own_files: list[str] = ()) -> SuiteRun:
+              own_files: Sequence[str] = ()) -> SuiteRun:
         """Run the project's test command in ``cwd`` the harness's way, with a fresh HOME.
         ``agent_code``: the run judges the agent's code, so canary tests go beside the planted
         ones and the planted tests (and ``own_files``) must be defined where they stand."""
@@ -156,7 +156,7 @@ def planted_tests(packet: Packet) -> list[str]:
 def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None,
                       canaries: list[str] | None = None,
-                      own_files: list[str] = ()) -> SuiteRun:
+                      own_files: Sequence[str] = ()) -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:

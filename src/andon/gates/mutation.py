@@ -44,6 +44,7 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 from .base import Finding, GateContext, GateResult, fresh_clone, network_note
@@ -53,7 +54,7 @@ from .tools import ToolRun, run_tool
 GATE = "mutation"
 SUPPORTED_MAJOR = 3
 
-KILLED_CODES = {1: "killed", 3: "killed", 37: "caught by type check"}
+KILLED_CODES: dict[int | None, str] = {1: "killed", 3: "killed", 37: "caught by type check"}
 # mutmut.stats.status_by_exit_code, for the evidence; unknown codes are "suspicious".
 STATUS = {0: "survived", 2: "interrupted", 5: "no tests", 33: "no tests", 34: "skipped",
           35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
@@ -187,7 +188,7 @@ def changed_text(diff: str) -> str:
     return f"{' / '.join(minus)} → {' / '.join(plus)}"
 
 
-def _broken(run: ToolRun, details: dict, unchecked: list[str] = ()) -> GateResult:
+def _broken(run: ToolRun, details: dict, unchecked: Sequence[str] = ()) -> GateResult:
     tail = run.output_tail.strip().splitlines()[-5:]
     extra = f"; {len(unchecked)} mutants left unchecked" if unchecked else ""
     return GateResult(GATE, "error", f"mutmut run did not complete (exit status "

@@ -165,7 +165,8 @@ def decide(doc: ReviewDocument, packet: Packet, red_gates: Iterable[str] = ()) -
                 for v in doc.verdicts if v.invariant in critical and v.verdict != "held"]
     reasons += [f"blocker finding at {f.location}: {f.message}" for f in doc.findings
                 if f.severity == "blocker"]
-    decision = "revise" if (reasons or doc.decision == "revise") else "accept"
+    decision: Literal["accept", "revise"] = (
+        "revise" if (reasons or doc.decision == "revise") else "accept")
     downgraded = reasons if doc.decision == "accept" else []
     return ReviewOutcome(doc, decision, doc.revise_stage or "implement", downgraded)
 

@@ -327,14 +327,14 @@ def run_suite(
     channel = Channel() if start.interpreter else None
     try:
         home = scratch / "home"
-        if channel is not None:
+        if channel is not None and start.interpreter is not None:
             env = harness_env(home, (), extra_env, flags_in_env=False)
             argv = channel.boot_argv(start.interpreter, start.mode,
                                      [os.path.abspath(p) for p in paths], [*start.args, *args])
         else:
             env = harness_env(home, paths, extra_env)
             argv = [*command, *args]
-        state, wrapper = "on", []
+        state, wrapper = "on", list[str]()
         if network == "off":
             cut, why = netless.available()
             state = "cut" if cut else f"not cut: {why}"
