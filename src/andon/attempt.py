@@ -29,7 +29,7 @@ from . import budget, fault_injection
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
-from .errors import UsageError
+from .errors import AndonError, UsageError
 from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
@@ -42,7 +42,7 @@ from .workspace import Repo, SnapshotError
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
 
 
-class _WroteOutside(Exception):
+class _WroteOutside(AndonError):
     """An agent stage changed watched files in the user's checkout; ends the attempt."""
 
     def __init__(self, result: GateResult):

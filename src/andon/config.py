@@ -17,7 +17,7 @@ from typing import Any, Literal, NoReturn, Union, cast, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .errors import ConfigError, Problem
+from .errors import ConfigError, InvalidValue, Problem
 from .gate_settings import FlakyGate, MutationGate, StaticGate
 from .suggest import closest, hint
 
@@ -81,7 +81,7 @@ class PatternRule(_Strict):
         try:
             re.compile(v)
         except re.error as exc:
-            raise ValueError(f"not a valid regex: {exc}") from None
+            raise InvalidValue(f"not a valid regex: {exc}") from None
         return v
 
 

@@ -28,7 +28,7 @@ from pydantic import (
 )
 from wcmatch import glob as wcglob
 
-from andon.errors import PacketError, Problem
+from andon.errors import InvalidValue, PacketError, Problem
 from andon.suggest import closest, hint
 
 GLOB_FLAGS = wcglob.GLOBSTAR | wcglob.DOTGLOB
@@ -72,13 +72,13 @@ def path_matches(path: str, patterns: Sequence[str]) -> bool:
 
 def _check_glob(pattern: str) -> str:
     if (why := glob_problem(pattern)) is not None:
-        raise ValueError(why)
+        raise InvalidValue(why)
     return pattern
 
 
 def _not_blank(text: str) -> str:
     if not text.strip():
-        raise ValueError("must be a non-empty string")
+        raise InvalidValue("must be a non-empty string")
     return text
 
 
@@ -129,10 +129,10 @@ class FrontMatter(BaseModel):
     def _consistent(self) -> FrontMatter:
         # Guards programmatic construction; file parsing reports these with lines itself.
         if (self.spec_path is None) != (self.spec_commit is None):
-            raise ValueError("spec_path and spec_commit must be given together")
+            raise InvalidValue("spec_path and spec_commit must be given together")
         ids = [inv.id for inv in self.invariants]
         if len(ids) != len(set(ids)):
-            raise ValueError("invariant ids must be unique")
+            raise InvalidValue("invariant ids must be unique")
         return self
 
 

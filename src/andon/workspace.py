@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from andon import submodules
-from andon.errors import AndonError, GitError, UsageError
+from andon.errors import AndonError, GitError, InvalidArgument, UsageError
 
 ZERO_SHA = "0" * 40
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
@@ -75,20 +75,21 @@ class Change:
 def commit_message(subject: str, body: str, trailers: Mapping[str, str]) -> str:
     """Subject line, optional body, then a ``Key: value`` trailer block git recognises.
 
-    Raises ValueError for an empty or multi-line subject, a malformed key or a multi-line value.
+    Raises InvalidArgument for an empty or multi-line subject, a malformed key or a multi-line
+    value.
     """
     subject = subject.strip()
     if not subject or "\n" in subject:
-        raise ValueError(f"subject must be one non-empty line, got {subject!r}")
+        raise InvalidArgument(f"subject must be one non-empty line, got {subject!r}")
     parts = [subject]
     if body.strip():
         parts.append(body.strip("\n"))
     lines = []
     for key, value in trailers.items():
         if not _TRAILER_KEY.match(key):
-            raise ValueError(f"trailer key must match {_TRAILER_KEY.pattern}, got {key!r}")
+            raise InvalidArgument(f"trailer key must match {_TRAILER_KEY.pattern}, got {key!r}")
         if "\n" in str(value) or not str(value).strip():
-            raise ValueError(f"trailer {key} must be one non-empty line, got {value!r}")
+            raise InvalidArgument(f"trailer {key} must be one non-empty line, got {value!r}")
         lines.append(f"{key}: {str(value).strip()}")
     if lines:
         parts.append("\n".join(lines))

@@ -11,6 +11,7 @@ import importlib
 import time
 from collections.abc import Callable
 
+from ..errors import InvalidValue
 from .base import AgentRun, StageContext
 
 Behaviour = Callable[[StageContext], str | None]
@@ -25,14 +26,14 @@ class ScriptedAgent:
 
     @classmethod
     def from_spec(cls, spec: str) -> ScriptedAgent:
-        """``module:function`` → the agent. Raises ValueError naming what was not found."""
+        """``module:function`` → the agent. Raises InvalidValue naming what was not found."""
         module_name, _, func_name = spec.partition(":")
         if not func_name:
-            raise ValueError(f"scripted agent must be 'scripted:module:function', got {spec!r}")
+            raise InvalidValue(f"scripted agent must be 'scripted:module:function', got {spec!r}")
         try:
             func = getattr(importlib.import_module(module_name), func_name)
         except (ImportError, AttributeError) as exc:
-            raise ValueError(f"cannot load scripted agent {spec!r}: {exc}") from None
+            raise InvalidValue(f"cannot load scripted agent {spec!r}: {exc}") from None
         return cls(func)
 
     def run(self, ctx: StageContext) -> AgentRun:

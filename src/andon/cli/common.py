@@ -103,7 +103,7 @@ def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str 
             reviewer = make_agent("command", rcommand, config)
         else:
             reviewer = agent
-    except ValueError as exc:
+    except AndonError as exc:
         fail(str(exc))
     return Runner(repo, config, open_store(repo),
                   lambda p, stage: reviewer if stage.startswith("review") else agent,

@@ -47,6 +47,7 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import InvalidValue
 from .base import Finding, GateContext, GateResult, fresh_clone, network_note
 from .changed import changed_code_files, changed_functions, changed_lines
 from .tools import ToolRun, run_tool
@@ -238,9 +239,9 @@ def write_mutmut_config(cwd: Path, sources: list[str], files: list[str],
     try:
         data = tomllib.loads(new)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"pyproject.toml is not valid TOML after the edit: {exc}") from None
+        raise InvalidValue(f"pyproject.toml is not valid TOML after the edit: {exc}") from None
     if data.get("tool", {}).get("mutmut") != ours:
-        raise ValueError("pyproject.toml defines tool.mutmut in a form andon cannot replace")
+        raise InvalidValue("pyproject.toml defines tool.mutmut in a form andon cannot replace")
     path.write_text(new, encoding="utf-8")
 
 

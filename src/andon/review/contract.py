@@ -35,6 +35,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..errors import AndonError
 from ..packet import Packet
 
 LOCATION = re.compile(r"^(?P<path>[^:\s][^:]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -78,7 +79,7 @@ class ReviewOutcome:
     downgraded_because: list[str] = field(default_factory=list)
 
 
-class ReviewRejected(ValueError):
+class ReviewRejected(AndonError, ValueError):
     """The document breaks the contract; ``errors`` says exactly how (one line each)."""
 
     def __init__(self, errors: list[str]):

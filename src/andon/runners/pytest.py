@@ -41,6 +41,7 @@ from ..contain.channel import plan as plan_start
 from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..contain.verdict import Integrity
 from ..contain.verdict import judge as judge_integrity
+from ..errors import AndonError, InvalidArgument
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
@@ -64,7 +65,7 @@ FORBIDDEN_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOM
 _PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
 
-class JUnitError(ValueError):
+class JUnitError(AndonError, ValueError):
     """The JUnit report is missing, empty, malformed or truncated."""
 
 
@@ -210,10 +211,11 @@ def harness_env(
     holds ``pythonpath`` made absolute, in order. ``flags_in_env`` adds the variables a process
     not started through contain/boot.py needs (no bytecode, no plugin autoload, hash seed 0);
     a boot.py run gets none of them, so it looks like an ordinary run. ``extra`` is applied
-    last; a key of FORBIDDEN_ENV in it raises ValueError.
+    last; a key of FORBIDDEN_ENV in it raises InvalidArgument (a ValueError).
     """
     if bad := sorted(set(extra or {}) & set(FORBIDDEN_ENV)):
-        raise ValueError(f"extra must not set {', '.join(FORBIDDEN_ENV)}; got {', '.join(bad)}")
+        raise InvalidArgument(f"extra must not set {', '.join(FORBIDDEN_ENV)}; "
+                              f"got {', '.join(bad)}")
     home = Path(home).absolute()
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = {
@@ -276,17 +278,17 @@ def run_suite(
     planted test files of a run of agent code; canary tests are written beside the first one
     for this run only and taken out of ``results``. ``own_files``: test files whose test
     functions must be defined in them. ``SuiteRun.integrity`` holds what was found. Raises
-    ValueError for a bad ``name``, ``evidence_dir`` or ``network``; everything the suite does
+    InvalidArgument for a bad ``name``, ``evidence_dir`` or ``network``; everything the suite does
     is recorded, not raised.
     """
     if network not in ("on", "off"):
-        raise ValueError(f'network must be "on" or "off", got {network!r}')
+        raise InvalidArgument(f'network must be "on" or "off", got {network!r}')
     if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"name must be a plain file name stem, got {name!r}")
+        raise InvalidArgument(f"name must be a plain file name stem, got {name!r}")
     cwd = Path(cwd).absolute()
     evidence_dir = Path(evidence_dir).absolute()
     if evidence_dir.resolve().is_relative_to(cwd.resolve()):
-        raise ValueError(f"evidence_dir must be outside cwd {cwd}, got {evidence_dir}")
+        raise InvalidArgument(f"evidence_dir must be outside cwd {cwd}, got {evidence_dir}")
     evidence_dir.mkdir(parents=True, exist_ok=True)
     log_path = evidence_dir / f"{name}.log"
     junit_path = evidence_dir / f"{name}.junit.xml"
