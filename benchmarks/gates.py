@@ -149,7 +149,8 @@ def main() -> int:
                         ev = g["evidence"]
                         scores.append(f"{p['id']}/{a['n']}: {ev['killed']}/{ev['executed']} "
                                       f"killed ({ev['score']:.0%}) in "
-                                      f"{', '.join(f for fs in ev['targets'].values() for f in fs)}")
+                                      + ", ".join(f for fs in ev["targets"].values()
+                                                  for f in fs))
         every = sum(sum(v) for v in durations.values())
         mm = mutation.mutmut_version(sys.executable)[0] or "not installed"
         print(f"gates on the demo project: {len(store.packets())} packets, "

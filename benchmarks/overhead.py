@@ -47,10 +47,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from andon.runners import pytest as testrun
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
 from andon.runner import Runner, open_store
+from andon.runners import pytest as testrun
 from andon.workspace import Repo
 
 AIM_S = 1.0

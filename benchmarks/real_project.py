@@ -325,7 +325,8 @@ def run_andon(base: Path, where: Path, command: str) -> dict:
     load = (load_before, os.getloadavg()[0])
     status = json.loads(andon(where, "status", "--json", check=True).stdout)
     detail = json.loads(andon(where, "show", PACKET_ID, "--json", check=True).stdout)
-    return {"wall": wall, "load": load, "exit": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr,
+    return {"wall": wall, "load": load, "exit": proc.returncode, "stdout": proc.stdout,
+            "stderr": proc.stderr,
             "status": status, "detail": detail, "preflight": preflight_runs(where),
             "integration": git(where, "rev-parse", "andon/integration").strip()}
 

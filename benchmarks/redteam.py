@@ -31,15 +31,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "redteam"))
 
-import os  # noqa: E402
+import os
 
-import scenarios  # noqa: E402
-import scenarios_adversary  # noqa: E402
-import scenarios_forgery  # noqa: E402
-import scenarios_reach  # noqa: E402
-import scenarios_static  # noqa: E402
+from andon.contain import netless
 
-from andon.contain import netless  # noqa: E402
+import scenarios
+import scenarios_adversary
+import scenarios_forgery
+import scenarios_reach
+import scenarios_static
 
 
 def names() -> list[str]:

@@ -1,8 +1,9 @@
 """Builders shared by the end-to-end tests: real git repositories with real pytest suites.
 
 ``make_project`` writes a tiny package (``src/calc``) with passing tests, an andon.toml
-(``FAST`` unless given: ``config_toml`` builds others) and the given packets, commits it on ``main`` and returns its root. ``runner_for`` builds an
-in-process Runner with scripted agents; ``andon`` runs the real CLI in a subprocess.
+(``FAST`` unless given: ``config_toml`` builds others) and the given packets, commits it on
+``main`` and returns its root. ``runner_for`` builds an in-process Runner with scripted
+agents; ``andon`` runs the real CLI in a subprocess.
 """
 
 from __future__ import annotations

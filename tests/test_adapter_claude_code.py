@@ -199,7 +199,7 @@ def test_registry_builds_it_with_settings(tmp_path, bin_dir, monkeypatch):
     assert isinstance(agent, ClaudeCodeAgent) and agent.settings.model == "m1"
     with pytest.raises(ValueError, match=r"\[agents.claude\].*claude-code, codex, aider"):
         make_agent("claude-code", None, Config.model_validate({"agents": {"claude": {}}}))
-    with pytest.raises(ValueError, match="did you mean 'claude-code'.*known agents: command, "
+    with pytest.raises(ValueError, match=r"did you mean 'claude-code'.*known agents: command, "
                                          "scripted:module:function, claude-code, codex, aider, "
                                          "gemini"):
         make_agent("claude")

@@ -76,7 +76,7 @@ def test_scripted_agent_crash_is_recorded_not_raised(tmp_path, packet):
 
 
 def test_make_agent_names_the_known_adapters():
-    with pytest.raises(ValueError, match="did you mean 'claude-code'.*known agents: command, "
+    with pytest.raises(ValueError, match=r"did you mean 'claude-code'.*known agents: command, "
                                          "scripted:module:function"):
         make_agent("claude-kode")
     with pytest.raises(ValueError, match="needs a command"):
@@ -115,7 +115,7 @@ def test_a_template_cannot_reach_python(tmp_path, packet):
     from Jinja2 to ``os`` is refused as a template error and runs nothing."""
     marker = tmp_path / "ran"
     t = tmp_path / "t.md.j2"
-    t.write_text("{{ cycler.__init__.__globals__.os.system('touch %s') }}" % marker)
+    t.write_text(f"{{{{ cycler.__init__.__globals__.os.system('touch {marker}') }}}}")
     with pytest.raises(ConfigError, match="invalid prompt template"):
         render_prompt(packet, 1, "packets", template_path=t)
     assert not marker.exists()

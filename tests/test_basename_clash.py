@@ -7,8 +7,16 @@ from __future__ import annotations
 from andon.gates.clash import clashes, import_mode, module_name
 from andon.runner import EXIT_OK
 
-from helpers import (MUL_TEST, andon, config_toml, honest_mul, make_project, mul_packet,
-                     packet_md, runner_for)
+from helpers import (
+    MUL_TEST,
+    andon,
+    config_toml,
+    honest_mul,
+    make_project,
+    mul_packet,
+    packet_md,
+    runner_for,
+)
 
 UNIT = "tests/unit/test_ops.py"
 

@@ -59,7 +59,7 @@ def test_packet_budget_counts_every_attempt_and_is_checked_before_a_stage(tmp_pa
     r, _ = runner(root, LAZY)
     report = r.run()    # attempt 1: $0.6, no change → needs work; attempt 2: $1.2 > $1
     assert report.exit_status == EXIT_HALTED
-    a2, g = budget_gate(r.store, "P1", 2)
+    _, g = budget_gate(r.store, "P1", 2)
     assert g["summary"] == "packet budget exceeded: agents cost $1.2000, max_cost_usd is $1"
     assert budget_gate(r.store, "P1", 1)[1] is None
     # unblocked without raising the budget: the next attempt stops before its agent runs

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from andon.config import DEFAULT_TOML
+
 from helpers import GIT_ENV, MUL_CODE, andon, config_toml, git, make_project, mul_packet, packet_md
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
@@ -353,7 +354,7 @@ def test_check_reports_the_requires_problems_of_broken_packets_in_one_pass(tmp_p
     ]
     r = andon(root, "check")
     assert r.returncode == 2, r.stdout + r.stderr
-    assert r.stdout.splitlines() == expected + ["4 problem(s) in packets/"]
+    assert r.stdout.splitlines() == [*expected, "4 problem(s) in packets/"]
     assert not (root / ".andon").exists()
 
     run = andon(root, "run", "--agent", "command", "--command", HONEST)

@@ -24,8 +24,21 @@ from andon.merge import merge_attempt
 from andon.packet import load_packets
 from andon.runner import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 
-from helpers import (CALC, CALC_TESTS, MUL_CODE, MUL_TEST, andon, config_toml, git, honest_mul,
-                     make_project, mul_packet, packet_md, runner_for, write)
+from helpers import (
+    CALC,
+    CALC_TESTS,
+    MUL_CODE,
+    MUL_TEST,
+    andon,
+    config_toml,
+    git,
+    honest_mul,
+    make_project,
+    mul_packet,
+    packet_md,
+    runner_for,
+    write,
+)
 
 FAST = config_toml(red_runs=2, hermetic_runs=1)
 # For tests of what the suite gate itself catches: the patterns gate (which runs first and

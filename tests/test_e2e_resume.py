@@ -22,8 +22,18 @@ import pytest
 
 from andon import fault_injection
 from andon.store import Store
-from helpers import (GIT_ENV, MUL_CODE, andon, config_toml, git, make_project, mul_packet,
-                     process_alive, with_reviewer)
+
+from helpers import (
+    GIT_ENV,
+    MUL_CODE,
+    andon,
+    config_toml,
+    git,
+    make_project,
+    mul_packet,
+    process_alive,
+    with_reviewer,
+)
 
 # The honest agent: append `mul` to calc/ops.py in its cwd (the attempt's worktree).
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"

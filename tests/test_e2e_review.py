@@ -23,8 +23,19 @@ from andon.packet import load_packets
 from andon.review.contract import SCHEMA, decide, validate
 from andon.runner import EXIT_HALTED, EXIT_OK
 
-from helpers import (MUL_CODE, andon, config_toml, git, honest_mul, make_project, mul_packet,
-                     packet_md, review_document, runner_for, write)
+from helpers import (
+    MUL_CODE,
+    andon,
+    config_toml,
+    git,
+    honest_mul,
+    make_project,
+    mul_packet,
+    packet_md,
+    review_document,
+    runner_for,
+    write,
+)
 
 FAST = config_toml(red_runs=2, hermetic_runs=1, hermetic_random_order=False)
 
@@ -475,7 +486,8 @@ def test_every_downgrade_reason_is_kept_and_non_critical_problems_do_not_downgra
     blocker: all three reasons are stored, in that order. P2's reviewer accepts with only a
     non-critical invariant violated and a ``major`` finding: no downgrade, merged."""
     # P0 sorts first, so it runs before P1 blocks and halts the line.
-    sub_md = with_invariants(sub_packet("P0", tests="none", gate="auto")[0], [("SUB-1", True, "sub(a, b) == a - b"),
+    sub_md = with_invariants(sub_packet("P0", tests="none", gate="auto")[0],
+                                                  [("SUB-1", True, "sub(a, b) == a - b"),
                                                    ("SUB-2", False, "sub is pure"),
                                                    ("SUB-3", True, "ints stay ints")])
     mul_md = with_invariants(mul_packet("P1", max_attempts=1, tests="none", gate="auto")[0], [
@@ -869,7 +881,8 @@ def test_a_tier_runs_its_stages_in_order(critical_run):
     assert [(g["gate"], g["status"]) for g in gate_rows(runner, "P1")] == [
         ("red", "pass"), ("atdd-scope", "pass"), ("red", "pass"), ("scope", "pass"),
         ("patterns", "pass"), ("suite", "pass"), ("hermetic", "pass"),
-        ("static", "skipped"), ("flaky", "skipped"), ("mutation", "skipped"), ("review-tests", "pass"),
+        ("static", "skipped"), ("flaky", "skipped"), ("mutation", "skipped"),
+        ("review-tests", "pass"),
         ("review-correctness", "pass")]
     assert [(r["stage"], r["effective_decision"]) for r in reviews(runner, "P1")] == [
         ("review-tests", "accept"), ("review-correctness", "accept")]
@@ -882,7 +895,7 @@ def test_review_correctness_never_sees_the_tests(critical_run):
     (tests/, the atdd stage's src/calc/mul_test.py) and no planted file — neither where it was
     planted nor its source in the packets folder; its prompt's diff has the code change and
     no test file. (review-tests, for contrast, has them all.)"""
-    root, runner, report, seen = critical_run
+    *_, seen = critical_run
     assert seen["review-correctness"]["files"] == [
         ".gitignore", "andon.toml", "packets/P1/packet.md", "src/calc/__init__.py",
         "src/calc/ops.py"]
@@ -933,8 +946,8 @@ def test_an_undefined_tier_is_a_clear_error(tmp_path):
 # -- 12. the schema is published ----------------------------------------------------------
 
 def test_the_schema_is_published_in_the_docs():
-    """docs/review.md's first ```json block is exactly the JSON Schema ``andon.review.contract.SCHEMA``
-    produces (so the docs cannot drift from the validator)."""
+    """docs/review.md's first ```json block is exactly the JSON Schema
+    ``andon.review.contract.SCHEMA`` produces (so the docs cannot drift from the validator)."""
     text = (Path(__file__).parents[1] / "docs" / "review.md").read_text(encoding="utf-8")
     block = re.search(r"^```json\n(.*?)^```$", text, flags=re.M | re.S)
     assert block, "docs/review.md has no ```json block"

@@ -17,6 +17,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+
 from helpers import _in_process  # click's CliRunner with the CLI's consoles swapped
 
 # the same hand-computed table as test_experiments_compare.py, condensed

@@ -140,7 +140,7 @@ def test_holm_hand_computed():
 
 def test_unknown_or_identical_conditions(tmp_path):
     t = table(tmp_path, HAND)
-    with pytest.raises(ComparisonError, match="no condition 'AA'.*the baseline.*did you mean"):
+    with pytest.raises(ComparisonError, match=r"no condition 'AA'.*the baseline.*did you mean"):
         compare(t, "AA", "B")
     with pytest.raises(ComparisonError, match="no condition 'Z' \\(the candidate\\); "
                                               "the conditions are: A, B"):

@@ -18,7 +18,8 @@ from andon.experiments import stats
 
 
 @pytest.mark.parametrize(("k", "n", "low", "high"), [
-    # by hand: z = 1.959964, centre (p + z²/2n)/(1 + z²/n), half-width z/(1 + z²/n)·√(p(1-p)/n + z²/4n²)
+    # by hand: z = 1.959964, centre (p + z²/2n)/(1 + z²/n),
+    # half-width z/(1 + z²/n)·√(p(1-p)/n + z²/4n²)
     (8, 10, 0.490162, 0.943318),
     (0, 10, 0.0, 0.277533),
     (10, 10, 0.722467, 1.0),

@@ -22,7 +22,8 @@ def counter_test(counter: Path, fail_when: str) -> str:
 
 
 def gate_rows(runner, pid="P1", n=1):
-    return {g["gate"]: g for g in runner.store.gate_results(runner.store.attempts(pid)[n - 1]["id"])}
+    attempt = runner.store.attempts(pid)[n - 1]
+    return {g["gate"]: g for g in runner.store.gate_results(attempt["id"])}
 
 
 def test_a_test_flaky_on_the_base_does_not_block_an_honest_agent(tmp_path):

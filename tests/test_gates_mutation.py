@@ -63,8 +63,8 @@ needs_mutmut = pytest.mark.skipif(not HAS_MUTMUT, reason="mutmut is not installe
 
 
 def discount_project(tmp_path: Path, planted: str, settings: str = "enabled = true") -> Path:
-    md = packet_md("P1", "discount", "calc.ops.discount takes a percentage off.", allowed_paths=["src/calc/**"],
-                   max_attempts=1)
+    md = packet_md("P1", "discount", "calc.ops.discount takes a percentage off.",
+                   allowed_paths=["src/calc/**"], max_attempts=1)
     config = FAST.replace("keep_worktrees = false", "keep_worktrees = true\n"
                           f'worktree_root = "{tmp_path / "worktrees"}"')
     config += f"\n[gates.mutation]\n{settings}\n"
@@ -144,8 +144,8 @@ def test_a_well_tested_change_passes(tmp_path):
 def test_tier_switches_it_on_and_the_score_floor_is_configurable(tmp_path):
     """Not enabled, but the packet's tier is listed: it runs; min_score 0 lets weak tests
     through (the floor is the user's choice), and the survivors are still listed."""
-    md = packet_md("P1", "discount", "calc.ops.discount takes a percentage off.", allowed_paths=["src/calc/**"],
-                   tier="critical")
+    md = packet_md("P1", "discount", "calc.ops.discount takes a percentage off.",
+                   allowed_paths=["src/calc/**"], tier="critical")
     config = FAST + ('\n[stages.tiers]\ncritical = ["implement", "review"]\n'
                      '\n[gates.mutation]\ntiers = ["critical"]\nmin_score = 0.0\n')
     root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_discount.py": WEAK_TEST})},

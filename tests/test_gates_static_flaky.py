@@ -115,8 +115,8 @@ def test_unknown_output_is_one_finding_with_its_tail_and_a_missing_tool_is_an_er
 
 
 def test_parse_output_forms(tmp_path):
-    ruff = ('[{"filename": "%s/src/a.py", "location": {"row": 3, "column": 1}, '
-            '"code": "F401", "message": "`os` imported but unused"}]' % tmp_path)
+    ruff = (f'[{{"filename": "{tmp_path}/src/a.py", "location": {{"row": 3, "column": 1}}, '
+            '"code": "F401", "message": "`os` imported but unused"}]')
     assert parse_output(ruff, tmp_path) == [
         {"path": "src/a.py", "line": 3, "code": "F401", "message": "`os` imported but unused"}]
     mypy = ('src/a.py:7: error: Incompatible return value type (got "int", expected "str")  '
@@ -194,7 +194,8 @@ def test_gate_settings_are_validated_with_file_and_line(tmp_path):
     from andon.config import load_config
     from andon.errors import ConfigError
     for body, where, what in [
-            ("[gates.mutation]\nmin_score = 1.5\n", "gates.mutation.min_score", "less than or equal"),
+            ("[gates.mutation]\nmin_score = 1.5\n", "gates.mutation.min_score",
+             "less than or equal"),
             ("[gates.flaky]\nrnus = 3\n", "gates.flaky.rnus", "unknown key"),
             ("[gates.flaky]\nruns = 1\n", "gates.flaky.runs", "greater than or equal"),
             ("[gates.static]\ncommands = \"ruff\"\n", "gates.static.commands", "valid list")]:
@@ -204,6 +205,7 @@ def test_gate_settings_are_validated_with_file_and_line(tmp_path):
         line = len(DEFAULT_TOML.splitlines()) + 3
         assert f"andon.toml:{line}: {where}: " in str(err.value), str(err.value)
         assert what in str(err.value)
-    (tmp_path / "andon.toml").write_text(DEFAULT_TOML + '\n[gates.mutation]\ntiers = ["critical"]\n')
+    (tmp_path / "andon.toml").write_text(DEFAULT_TOML
+                                         + '\n[gates.mutation]\ntiers = ["critical"]\n')
     m = load_config(tmp_path).gates.mutation
     assert (m.runs_for("critical"), m.runs_for(None), m.runs_for("minor")) == (True, False, False)

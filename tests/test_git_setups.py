@@ -13,10 +13,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet
 
 from andon.errors import UsageError
 from andon.workspace import Repo
+
+from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 UNITS = "def km(m):\n    return m / 1000\n"

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import MUL_TEST, andon, make_project, packet_md, runner_for
-
 from andon.config import DEFAULT_TOML
 from andon.prompt import PreviousFailure, redacted_failure
+
+from helpers import MUL_TEST, andon, make_project, packet_md, runner_for
 
 FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 1")
         .replace("hermetic_runs = 3", "hermetic_runs = 1")

@@ -16,12 +16,10 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers import MUL_CODE, andon, make_project, mul_packet, process_alive
 
 from andon.agents import CommandAgent, StageContext
 from andon.agents.external import ExternalAgent, Parsed
 from andon.agents.process import run_process
-from andon.packet import load_packets
 from andon.contain.procgroup import (
     become_subreaper,
     kill_group,
@@ -30,6 +28,9 @@ from andon.contain.procgroup import (
     kill_working_under,
     start_time,
 )
+from andon.packet import load_packets
+
+from helpers import MUL_CODE, andon, make_project, mul_packet, process_alive
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="child subreaper and /proc are Linux only")

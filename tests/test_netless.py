@@ -189,8 +189,9 @@ def test_unprivileged_user_gets_a_user_namespace_with_its_own_ids(outside_server
     wrapper = where / "netless.py"
     shutil.copy(netless.WRAPPER, wrapper)
     os.chmod(wrapper, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
-    code = CONNECT + "import os; print(os.getuid(), os.getgid())\n" + \
-        "s = socket.create_server(('127.0.0.1', 0)); socket.create_connection(s.getsockname()); print('lo up')\n"
+    code = (CONNECT + "import os; print(os.getuid(), os.getgid())\n"
+            "s = socket.create_server(('127.0.0.1', 0)); "
+            "socket.create_connection(s.getsockname()); print('lo up')\n")
     p = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
                         py, "-I", "-S", str(wrapper), "--", py, "-c", code, str(outside_server)],
                        capture_output=True, text=True, timeout=60, cwd="/")

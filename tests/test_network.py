@@ -15,17 +15,18 @@ import sys
 from pathlib import Path
 
 import pytest
-from agent_ctx import stage_ctx
-from helpers import andon, config_toml, make_project, mul_packet
 
-from andon.contain import netless
 from andon.agents import make_agent
 from andon.config import DEFAULT_TOML, Config, load_config
+from andon.contain import netless
 from andon.errors import ConfigError
 from andon.gates.base import GateResult, run_project_suite
 from andon.runner import open_store
 from andon.runners.pytest import run_suite
 from andon.workspace import Repo
+
+from agent_ctx import stage_ctx
+from helpers import andon, config_toml, make_project, mul_packet
 
 AVAILABLE, WHY = netless.available()
 needs_netns = pytest.mark.skipif(not AVAILABLE, reason=f"network namespaces: {WHY}")

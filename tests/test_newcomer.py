@@ -9,10 +9,10 @@ import json
 import re
 from pathlib import Path
 
-from helpers import MUL_CODE, andon, git, make_project, mul_packet
-
 from andon.merge import squash_message
 from andon.packet import load_packets
+
+from helpers import MUL_CODE, andon, git, make_project, mul_packet
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 README = Path(__file__).resolve().parents[1] / "README.md"

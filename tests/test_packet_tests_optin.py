@@ -13,9 +13,9 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from helpers import MUL_CODE, andon, git, make_project, mul_packet, packet_md
-
 from andon.config import DEFAULT_TOML
+
+from helpers import MUL_CODE, andon, git, make_project, mul_packet, packet_md
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 COMMENT_ONLY = "printf '# fixed\\n' >> src/calc/ops.py"

@@ -51,10 +51,9 @@ def test_failed_transaction_leaves_no_trace(tmp_path):
     """A transition and its event commit together or not at all."""
     s = Store(tmp_path / "a.db")
     s.upsert_packet("P1", "x", "p.md", "sha1", {})
-    with pytest.raises(RuntimeError):
-        with s.tx():
-            s.transition("P1", "running", "claimed")
-            raise RuntimeError("crash")
+    with pytest.raises(RuntimeError), s.tx():
+        s.transition("P1", "running", "claimed")
+        raise RuntimeError("crash")
     assert s.packet("P1")["state"] == "ready"
     assert [e["kind"] for e in s.events("P1")] == ["registered"]
 

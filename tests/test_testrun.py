@@ -154,7 +154,8 @@ def test_same_id_twice_keeps_the_worse_outcome(tmp_path):
 def test_collection_error_is_an_error_result_pointing_at_the_file(tmp_path):
     r = run(
         tmp_path,
-        {"tests/test_ok.py": "def test_ok(): pass\n", "tests/test_loader.py": "import missing_mod\n"},
+        {"tests/test_ok.py": "def test_ok(): pass\n",
+         "tests/test_loader.py": "import missing_mod\n"},
     )
     broken = r.results["::tests.test_loader"]
     assert (broken.outcome, broken.file) == ("error", "tests/test_loader.py")
@@ -194,7 +195,8 @@ def test_select_runs_only_the_named_file_or_node(tmp_path):
     "config",
     [
         {"pytest.ini": "[pytest]\naddopts = -k nothing\n"},
-        {"pyproject.toml": '[tool.pytest.ini_options]\naddopts = "--deselect tests/test_a.py::test_one"\n'},
+        {"pyproject.toml":
+         '[tool.pytest.ini_options]\naddopts = "--deselect tests/test_a.py::test_one"\n'},
         {"tox.ini": "[pytest]\naddopts = --ignore=tests/test_a.py -p no:python\n"},
     ],
 )
@@ -332,7 +334,8 @@ def test_pythonpath_wins_over_the_outer_sys_path(tmp_path, monkeypatch):
         make_project(tmp_path / who, {"pkg/__init__.py": f"WHO = {who!r}\n"})
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "outer"))
     monkeypatch.syspath_prepend(tmp_path / "outer")  # the outer process would import "outer"
-    files = {"tests/test_who.py": "import pkg\ndef test_who():\n    assert pkg.WHO == 'wt/src', pkg.__file__\n"}
+    files = {"tests/test_who.py":
+             "import pkg\ndef test_who():\n    assert pkg.WHO == 'wt/src', pkg.__file__\n"}
     r = run(tmp_path, files, pythonpath=[tmp_path / "wt/src", tmp_path / "other"])
     assert r.ids_with("passed") == {"tests.test_who::test_who"}, r.output_tail
     r = run(tmp_path, files, name="reversed", pythonpath=[tmp_path / "other", tmp_path / "wt/src"])
@@ -347,7 +350,8 @@ def test_parse_junit_rejects_missing_empty_truncated_and_foreign_files(tmp_path)
     with pytest.raises(JUnitError, match="empty"):
         parse_junit(empty)
     truncated = tmp_path / "truncated.xml"
-    truncated.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest"><testcase classname="a" na')
+    truncated.write_text('<?xml version="1.0"?><testsuites><testsuite name="pytest">'
+                         '<testcase classname="a" na')
     with pytest.raises(JUnitError, match="truncated or malformed"):
         parse_junit(truncated)
     foreign = tmp_path / "foreign.xml"
@@ -361,7 +365,8 @@ def test_nothing_is_written_into_cwd(tmp_path):
     files = {
         "conftest.py": "import pytest\n",
         "src/pkg/__init__.py": "def f():\n    return 1\n",
-        "tests/test_a.py": "import pkg\ndef test_f():\n    assert pkg.f() == 1\ndef test_g():\n    assert 0\n",
+        "tests/test_a.py":
+            "import pkg\ndef test_f():\n    assert pkg.f() == 1\ndef test_g():\n    assert 0\n",
     }
     project = make_project(tmp_path / "proj", files)
     before = sorted(p.relative_to(project) for p in project.rglob("*"))

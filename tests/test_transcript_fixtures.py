@@ -14,9 +14,7 @@ import shutil
 from pathlib import Path
 from types import SimpleNamespace
 
-import fakes
 import pytest
-from agent_ctx import make
 
 from andon.agents import CodexAgent, GeminiAgent
 from andon.agents.aider import parse_run
@@ -27,6 +25,9 @@ from andon.agents.external import RunFiles
 from andon.agents.gemini import parse_json, parse_session, parse_stream_json
 from andon.config import AgentSettings
 from andon.usage import Usage, library_version, price
+
+import fakes
+from agent_ctx import make
 
 T = Path(__file__).parent / "fixtures" / "transcripts"
 LIB = f"genai-prices {library_version()}"

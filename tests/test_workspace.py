@@ -241,7 +241,8 @@ def attempt(user, tmp_path):
     """A worktree on andon/B01/1 with one planted test: (repo, user path, before, wt, planted)."""
     repo, path, before = user
     planted = repo.plant(repo.rev_parse("main"),
-                         blobs({"tests/test_b01.py": write(tmp_path / "p/t.py", "def test(): 1\n")}),
+                         blobs({"tests/test_b01.py":
+                                write(tmp_path / "p/t.py", "def test(): 1\n")}),
                          "plant")
     wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
     return repo, path, before, wt, planted
@@ -301,7 +302,7 @@ def test_snapshot_without_changes_is_still_a_new_commit(attempt):
 
 
 def test_snapshot_keeps_a_tracked_file_that_gitignore_matches(user, tmp_path):
-    repo, path, _ = user
+    repo, _, _ = user
     planted = repo.plant("main", blobs({"fixtures/in.log": write(tmp_path / "p/in.log", "x\n")}),
                          "p")
     wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", planted)
@@ -575,7 +576,7 @@ def test_snapshot_ignores_what_the_agent_did_to_its_own_repository(attempt):
 def test_diff_shows_text_whatever_attributes_and_config_say(user, tmp_path):
     """A ``-diff`` attribute (in .git/info/attributes or the checkout's .gitattributes), an
     external diff, a textconv, no prefixes or colour in config: the diff stays the text."""
-    repo, path, before = user
+    repo, path, _ = user
     base = repo.rev_parse("main")
     head = attempt_commit(repo, tmp_path, base, {"src/app.py": "if args == (3, 4):\n"})
     write(path / ".git/info/attributes", "*.py -diff\n*.py diff=conv\n")

@@ -65,11 +65,12 @@ def base_drift(repo: Repo, config: Config) -> dict | None:
     that is the user's decision, so it is only reported."""
     integration = config.andon.integration_branch
     base = config.andon.base_branch or repo.current_branch()
-    if not base or base == integration or not repo.rev_parse(integration) \
-            or not repo.rev_parse(base):
+    if not base or base == integration:
         return None
-    n = int(repo.git("rev-list", "--count", repo.rev_parse(base),
-                     "^" + repo.rev_parse(integration)).strip())
+    base_sha, integration_sha = repo.rev_parse(base), repo.rev_parse(integration)
+    if not base_sha or not integration_sha:
+        return None
+    n = int(repo.git("rev-list", "--count", base_sha, "^" + integration_sha).strip())
     return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
 
 

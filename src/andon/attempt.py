@@ -25,26 +25,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import budget
-from . import fault_injection
-from .contain import guard
+from . import budget, fault_injection
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
-from .contain import envprint
-from .errors import UsageError
+from .contain import envprint, guard
+from .errors import AndonError, UsageError
 from .gates import AFTER_IMPLEMENT, red, scope
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
-from .review.stage import Reviewer
-from .store import Store, now
+from .review.stage import Reviewer, ReviewInput
 from .runners.pytest import collectable
+from .store import Store, now
 from .workspace import Repo, SnapshotError
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
 
 
-class _WroteOutside(Exception):
+class _WroteOutside(AndonError):
     """An agent stage changed watched files in the user's checkout; ends the attempt."""
 
     def __init__(self, result: GateResult):
@@ -69,7 +67,7 @@ class Attempt:
     def __init__(self, repo: Repo, config: Config, store: Store, packet: Packet, row: dict,
                  agent_for: Callable[[str], Agent], baseline: set[str],
                  previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
-                 on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], None],
+                 on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], object],
                  say: Callable[[str], None] = lambda s: None,
                  run_started: str | None = None,
                  watch: Callable[[], dict[str, str]] | None = None,
@@ -168,7 +166,8 @@ class Attempt:
         attempt failed only because its reviewer broke): red is carried over from the attempt
         that ran it on the same plant commit; every gate after implement runs again."""
         prev = next(x for x in reversed(self.store.attempts(self.packet.id))
-                    if x["candidate_sha"] == self.row["candidate_sha"] and x["id"] != self.row["id"])
+                    if x["candidate_sha"] == self.row["candidate_sha"]
+                    and x["id"] != self.row["id"])
         red_row = [g for g in self.store.gate_results(prev["id"]) if g["gate"] == "red"][-1]
         ids = red_row["evidence"].get("red_ids", [])
         self.ctx.red_ids = self.out.red_ids = set(ids)
@@ -182,10 +181,7 @@ class Attempt:
         self.say(f"  implement: not run again — the candidate of attempt {prev['n']} is "
                  "verified again, since only its review broke")
         self.on_state("gating", "candidate-carried")
-        for name, fn in AFTER_IMPLEMENT:
-            if not self._gate(name, fn).ok:
-                return False
-        return True
+        return all(self._gate(name, fn).ok for name, fn in AFTER_IMPLEMENT)
 
     def _fail_at(self, stage: str) -> AttemptResult:
         self.out.route_stage = stage
@@ -224,10 +220,7 @@ class Attempt:
         self.on_state("gating", "agent-finished")
         if self.over_budget is not None:
             return False
-        for name, fn in AFTER_IMPLEMENT:
-            if not self._gate(name, fn).ok:
-                return False
-        return True
+        return all(self._gate(name, fn).ok for name, fn in AFTER_IMPLEMENT)
 
     # -- stages -------------------------------------------------------------------------
 
@@ -274,7 +267,8 @@ class Attempt:
                  f"(recorded, not used to decide); transcript {run.transcript_path}")
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
-        changed = guard.changes(before, self.watch()) if before is not None else []
+        changed = guard.changes(before, self.watch()) if before is not None and self.watch \
+            else []
         where = self.packet.dir or self.packet.source
         own = os.path.relpath(where, self.repo.root).replace(os.sep, "/") \
             + ("/" if self.packet.dir else "")
@@ -329,13 +323,20 @@ class Attempt:
         if stage == next(s for s in self.stages if s in REVIEW_STAGES):
             self.on_state("reviewing", "review-started")
         started, t0 = now(), time.monotonic()
-        result = Reviewer(self, stage).run()
+        result = Reviewer(self._review_input(), stage).run()
         self._record(result, started, time.monotonic() - t0)
         if not result.ok:
             # a broken reviewer says nothing about the candidate: only the review runs again
             self.out.route_stage = stage if result.layer == "verifier" else \
                 result.details.get("revise_stage", "implement")
         return result.ok
+
+    def _review_input(self) -> ReviewInput:
+        assert self.ctx.candidate_sha is not None  # reviews run after implement committed
+        return ReviewInput(self.repo, self.config, self.packet, self.store, self.row["id"],
+                           self.row["start_stage"], self.stages, self.ctx.plant_sha,
+                           self.ctx.candidate_sha, self.ev,
+                           [g.gate for g in self.out.gates if not g.ok], self._agent)
 
     # -- helpers ------------------------------------------------------------------------
 
@@ -366,7 +367,9 @@ class Attempt:
     def _env_changed(self, gate: str, when: str) -> GateResult | None:
         """A failing ``gate`` result with ``outside-worktree`` findings if the tests'
         interpreter environment differs from the run's start, else None."""
-        changed = self.env.changed() if self.env else []
+        if self.env is None:
+            return None
+        changed = self.env.changed()
         if not changed:
             return None
         text, cmds = envprint.describe(changed, self.env.where, when)

@@ -22,11 +22,12 @@ from __future__ import annotations
 from typing import Any
 
 from .config import Budget, Budgets
+from .errors import AndonError
 from .gates.base import GateResult
 from .store import Store
 
 
-class Exceeded(Exception):
+class Exceeded(AndonError):
     """Raised inside an attempt when a stage may not start: no budget left."""
 
     def __init__(self, result: GateResult):

@@ -11,8 +11,9 @@ import re
 import sys
 import tomllib
 import types
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Any, Literal, NoReturn, Union, cast, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -23,7 +24,7 @@ from pydantic import (
     field_validator,
 )
 
-from .errors import ConfigError, Problem
+from .errors import ConfigError, InvalidValue, Problem
 from .gate_settings import FlakyGate, MutationGate, StaticGate
 from .suggest import closest, hint
 
@@ -102,7 +103,7 @@ class PatternRule(_Strict):
         try:
             re.compile(v)
         except re.error as exc:
-            raise ValueError(f"not a valid regex: {exc}") from None
+            raise InvalidValue(f"not a valid regex: {exc}") from None
         return v
 
 
@@ -147,7 +148,7 @@ class Gates(_Strict):
             return v  # unset, or another key is already wrong (and reported)
         need = 1 + runs + int(random)
         if need > v:
-            raise ValueError(
+            raise InvalidValue(
                 f"cannot be met: an attempt runs the full suite {need} times (suite 1 + "
                 f"hermetic_runs {runs}" + (" + the random-order run 1" if random else "")
                 + f"), more than {v}; lower hermetic_runs, set hermetic_random_order = false "
@@ -176,9 +177,9 @@ class AgentSettings(StageAgentSettings):
     max_output_bytes: int | None = Field(None, gt=0, description="cap of the transcript")
     stages: dict[StageName, StageAgentSettings] = Field(default_factory=dict)
 
-    def for_stage(self, stage: str) -> "AgentSettings":
+    def for_stage(self, stage: str) -> AgentSettings:
         """These settings with ``stages.<stage>`` laid over them."""
-        over = self.stages.get(stage)
+        over = cast(dict[str, StageAgentSettings], self.stages).get(stage)
         if over is None:
             return self
         data = self.model_dump(exclude={"stages"})
@@ -234,7 +235,7 @@ StageName = Literal["atdd", "implement", "review", "review-tests", "review-corre
 
 class Stages(_Strict):
     default: list[StageName] = Field(
-        default_factory=lambda: ["implement", "review"],
+        default_factory=lambda: list[StageName](["implement", "review"]),
         description="stages of a packet that names neither `stages` nor a `tier`")
     tiers: dict[str, list[StageName]] = Field(
         default_factory=dict, description='stages per tier, e.g. critical = ["atdd", '
@@ -258,7 +259,7 @@ class Config(_Strict):
     agent: Agent = Field(default_factory=Agent)
     stages: Stages = Field(default_factory=Stages)
 
-    def stages_of(self, packet_stages: list[str] | None, tier: str | None) -> list[str]:
+    def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.
 
         Raises:
@@ -268,8 +269,9 @@ class Config(_Strict):
             return list(packet_stages)
         if tier:
             if tier not in self.stages.tiers:
+                defined = ", ".join(self.stages.tiers) or "none"
                 raise ConfigError(f"tier {tier!r} is not defined in [stages.tiers] of "
-                                  f"{CONFIG_NAME}; defined: {', '.join(self.stages.tiers) or 'none'}")
+                                  f"{CONFIG_NAME}; defined: {defined}")
             return list(self.stages.tiers[tier])
         return list(self.stages.default)
 
@@ -368,7 +370,7 @@ def _read(path: Path) -> tuple[str, dict[str, Any]]:
         raise  # unreachable
 
 
-def _raise(problems: list[Problem]) -> None:
+def _raise(problems: list[Problem]) -> NoReturn:
     raise ConfigError("\n".join(str(p) for p in problems), problems) from None
 
 
@@ -385,7 +387,7 @@ def packets_dir_despite_errors(repo_root: Path) -> str | None:
     return given if isinstance(given, str) and given else Andon().packets_dir
 
 
-def _describe(err: dict[str, Any], loc: list[str | int]) -> str:
+def _describe(err: Mapping[str, Any], loc: list[str | int]) -> str:
     """One validation error as ``where: what``, with the closest known name for a typo."""
     where = "".join(f" entry {p + 1}" if isinstance(p, int) else f".{p}" for p in loc)[1:]
     given = err["input"]

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .contain import netless
 from .agents import EXTERNAL
 from .agents.external import clean_env, tail_text
 from .agents.process import run_process
 from .config import Config
+from .contain import netless
 from .usage import PRICES_LIBRARY, library_version
 
 VERSION_TIMEOUT_S = 10.0

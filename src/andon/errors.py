@@ -1,12 +1,42 @@
-"""Every exception andon raises on purpose.
+"""Every exception andon raises on purpose, in one tree.
+
+Catch ``AndonError`` to catch them all; the CLI reports any of them as a one-line error
+(exit status 2 for a ``UsageError``). A name with a module (``workspace.RefMoved``) is
+defined in that module of ``andon``, beside the code that raises it; the rest are here.
+``tests/test_errors.py`` imports every module of the package and checks that this drawing
+names every exception class andon defines, under the parent it inherits from.
 
 AndonError
-├── UsageError         the user asked for something that cannot be done (exit status 2)
-│   ├── PacketError    one or more packet files are invalid; carries every Problem
-│   └── ConfigError    andon.toml is invalid or missing
-├── GitError           a git command failed; carries argv, exit status and stderr
-├── StoreError         the SQLite store is unusable (wrong schema version, locked by a runner)
-└── IllegalTransition  a lifecycle transition that DESIGN.md does not allow (a bug in andon)
+├── UsageError                  the request cannot be carried out as given (exit status 2)
+│   ├── PacketError             packet files are invalid; ``problems`` lists every one
+│   ├── ConfigError             andon.toml is missing or invalid; ``problems`` when known apart
+│   ├── experiments.runs.RunsError
+│   │                           a CSV of runs cannot be read; ``problems`` names row and column
+│   ├── experiments.compare.ComparisonError
+│   │                           the runs cannot be compared as asked (an unknown condition)
+│   └── InvalidValue            also a ValueError: a value andon was given is not one it
+│                               accepts (an agent name or command, a packet field, a setting)
+├── InvalidArgument             also a ValueError: a function was called outside its documented
+│                               arguments (a bug in the caller)
+├── agents.external.FormatError also a ValueError: an agent's output (stream, log, trajectory)
+│                               is not in the format its adapter reads
+├── runners.pytest.JUnitError   also a ValueError: a JUnit XML report that cannot be read
+├── review.contract.ReviewRejected
+│                               also a ValueError: a review document breaks the contract;
+│                               ``errors`` lists every reason
+├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
+├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
+├── workspace.SnapshotError     the worktree cannot be read into a commit (what the agent left)
+├── workspace.MergeConflict     a squash-merge conflicts; ``paths`` lists the conflicted files
+├── StoreError                  the store cannot be used (schema version, held by a runner)
+├── budget.Exceeded             a stage may not start: no budget left (``result``: the failed
+│                               budget gate); ends the attempt, never escapes it
+├── attempt._WroteOutside       an agent stage changed watched files in the user's checkout;
+│                               ends the attempt, never escapes it
+└── IllegalTransition           a lifecycle transition DESIGN.md does not allow (a bug in andon)
+
+Where callers or pydantic (whose validators must raise ValueError) rely on ``ValueError``,
+the class is one too, so ``except ValueError`` keeps working.
 """
 
 from __future__ import annotations
@@ -51,6 +81,16 @@ class ConfigError(UsageError):
     def __init__(self, message: str, problems: list[Problem] | None = None):
         self.problems = problems or []
         super().__init__(message)
+
+
+class InvalidValue(UsageError, ValueError):
+    """A value andon was given is not one it accepts: an agent name or command, a packet
+    field, a setting. A ValueError too, as pydantic validators must raise."""
+
+
+class InvalidArgument(AndonError, ValueError):
+    """A function of andon was called outside its documented arguments: a bug in the
+    caller, reported with the argument and the value received."""
 
 
 class GitError(AndonError):

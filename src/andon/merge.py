@@ -11,6 +11,7 @@ merge already happened, so it never happens twice.
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from .config import Config
 from .gates.base import Finding, GateResult, fresh_clone, planted_tests, run_project_suite
 from .gates.suite import judge, summarise
 from .packet import Packet
-from .workspace import MergeConflict, Repo, RefMoved, commit_message
+from .workspace import MergeConflict, RefMoved, Repo, commit_message
 
 
 @dataclass
@@ -31,7 +32,7 @@ class MergeOutcome:
 
 def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
                   red_ids: set[str], baseline_of, evidence_dir: Path,
-                  passed: list[str] = ()) -> MergeOutcome:
+                  passed: Sequence[str] = ()) -> MergeOutcome:
     """Merge ``attempt`` (a store row with base/candidate shas) and return what happened.
 
     ``baseline_of(tree_sha) -> set[str]`` gives PASS_TO_PASS ids for a tree; ``passed`` names
@@ -54,9 +55,9 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
             return MergeOutcome(None, GateResult(
                 "merge", "fail", f"conflicts with the integration branch: {exc}", "code",
                 [Finding("merge-conflict", str(exc))]), set())
-        check, passed = None, set()
+        check, kept = None, set[str]()
         if onto != attempt["base_sha"]:
-            check, passed = _check_merged(repo, config, packet, commit, onto, red_ids,
+            check, kept = _check_merged(repo, config, packet, commit, onto, red_ids,
                                           baseline_of, evidence_dir)
             if check.status != "pass":
                 return MergeOutcome(None, check, set())
@@ -66,10 +67,10 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
         except RefMoved:
             continue  # someone else merged first: merge again onto the new head
         crash.point("after-update-ref")
-        return MergeOutcome(commit, check, passed)
+        return MergeOutcome(commit, check, kept)
 
 
-def squash_message(packet: Packet, n: int, passed: list[str] = ()) -> str:
+def squash_message(packet: Packet, n: int, passed: Sequence[str] = ()) -> str:
     """The squash commit's message: the packet's ``title`` (else ``<id> <slug>``) as the
     subject — the goal describes the bug, which reads wrong as the name of its fix — then
     the goal, the attempt and the checks it passed, then the ``Andon-Packet`` and

@@ -275,7 +275,7 @@ def _show_usage(out: Console, u: dict[str, Any]) -> None:
     src = u.get("cost_source", "unknown")
     cost = ("cost unknown" if u.get("cost_usd") is None else
             f"${u['cost_usd']:.4f} ({src}" + (f", {u['price_source']}" if u.get("price_source")
-                                               else "") + _PRICING.get(u.get("pricing"), "")
+                                               else "") + _PRICING.get(u.get("pricing") or "", "")
             + ")")
     turns = f", {u['turns']} turns" if u.get("turns") is not None else ""
     out.print(f"    usage: model {u.get('model') or '?'}, {tokens}; {cost}{turns}",

@@ -18,22 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import lifecycle, submodules
-from . import fault_injection
-from .contain import guard
+from . import fault_injection, lifecycle, submodules
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .config import CONFIG_NAME, STATE_DIR, Config
-from .contain import envprint
+from .contain import envprint, guard
 from .contain.interpreter import python_of
+from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
-from .gates.cache import baseline_key
 from .gates.base import GateResult
+from .gates.cache import baseline_key
 from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
-from .contain.procgroup import kill_leftover_group, kill_working_under
 from .prompt import PreviousFailure, hidden_names, redacted_failure
 from .store import Store, now
 from .workspace import Repo
@@ -217,7 +215,7 @@ class Runner:
 
     def _lock(self):
         path = state_dir(self.repo) / "run.lock"
-        f = open(path, "a+")
+        f = open(path, "a+")  # noqa: SIM115 - held open (and locked) until the run ends
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -244,7 +242,7 @@ class Runner:
         return sha
 
     def _preflight(self, sha: str) -> GateResult:
-        tree = self.repo.rev_parse(f"{sha}^{{tree}}")
+        tree = self.repo.resolve(f"{sha}^{{tree}}")
         key = baseline_key(self.config, tree)  # the tree, the test settings, andon's version
         if self.store.baseline(key) is not None:
             return GateResult("preflight", "pass", f"cached for tree {tree[:10]}")
@@ -262,7 +260,7 @@ class Runner:
         key = baseline_key(self.config, tree)
         known = self.store.baseline(key)
         if known is None:
-            sha = self.repo.rev_parse(self.ref)
+            sha = self.repo.resolve(self.ref)
             if self._preflight(sha).status != "pass":
                 raise UsageError("the integration branch no longer passes its suite")
             known = self.store.baseline(key) or set()
@@ -273,6 +271,7 @@ class Runner:
             self.store.upsert_packet(p.id, p.slug, str(p.source), p.content_sha,
                                      p.model_dump(mode="json", by_alias=True))
             row = self.store.packet(p.id)
+            assert row is not None  # upserted just above
             stale = self._stale_reason(p)
             if stale and row["state"] in ("ready", "needs_work"):
                 self.store.transition(p.id, "stale", "spec-changed", data={"why": stale})
@@ -322,7 +321,7 @@ class Runner:
         ev = self.evidence_root / packet.id / str(n)
         ev.mkdir(parents=True, exist_ok=True)
         wt = self._worktree_path(packet.id, n)
-        base = carry.get("base_sha") or self.repo.rev_parse(self.ref)
+        base = carry.get("base_sha") or self.repo.resolve(self.ref)
         self.store.update_attempt(a["id"], **{**carry, "branch": f"andon/{packet.id}/{n}",
                                               "worktree": str(wt), "base_sha": base,
                                               "evidence_dir": str(ev)})
@@ -333,7 +332,7 @@ class Runner:
             result = Attempt(
                 self.repo, self.config, self.store, packet, a,
                 lambda stage: self.agent_for(packet, stage),
-                self._baseline(self.repo.rev_parse(f"{base}^{{tree}}")),
+                self._baseline(self.repo.resolve(f"{base}^{{tree}}")),
                 self._previous_failure(packet.id), wt, ev,
                 lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"),
                 lambda state, kind: self.store.transition(packet.id, state, kind, a["id"]),
@@ -448,12 +447,13 @@ class Runner:
             self.store.add_gate_result(a["id"], "merge", out.check.status, out.check.layer,
                                        out.check.summary, out.check.evidence(), now(), 0.0)
         if out.merged_sha is None:
+            assert out.check is not None  # merge_attempt: no merge comes with its failing check
             return self._fail(packet, a, out.check)
-        tree = self.repo.rev_parse(f"{out.merged_sha}^{{tree}}")
-        passed = out.passed_ids or self._hermetic_passed(a["id"])
+        tree = self.repo.resolve(f"{out.merged_sha}^{{tree}}")
+        kept = out.passed_ids or self._hermetic_passed(a["id"])
         key = baseline_key(self.config, tree)
-        if passed and self.store.baseline(key) is None:
-            self.store.set_baseline(key, passed, {"from": "merge", "attempt": a["id"]})
+        if kept and self.store.baseline(key) is None:
+            self.store.set_baseline(key, kept, {"from": "merge", "attempt": a["id"]})
         self.store.update_attempt(a["id"], state="merged", merge_sha=out.merged_sha,
                                   ended_at=now())
         self.store.transition(packet.id, "done", "merged", a["id"], {"sha": out.merged_sha})

@@ -17,12 +17,22 @@ from __future__ import annotations
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from .errors import UsageError
 
-if TYPE_CHECKING:  # workspace calls populate(); only the type is needed here
-    from .workspace import Repo
+
+class Repo(Protocol):
+    """What this module uses of a :class:`andon.workspace.Repo`, which calls it: named here,
+    so that the two modules do not import each other."""
+
+    root: Path
+    git_dir: Path
+
+    def git(self, *args: str, cwd: Path | None = None, input: bytes | None = None,
+            check: bool = True) -> str: ...
+
+    def succeeds(self, *args: str, cwd: Path | None = None) -> bool: ...
 
 _FILE_OK = ("-c", "protocol.file.allow=always")
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
@@ -103,7 +103,7 @@ class Usage:
         return d
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> "Usage":
+    def from_dict(cls, d: Mapping[str, Any]) -> Usage:
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
         return cls(**known)
 
@@ -212,8 +212,8 @@ def _own_price(usage: Usage, overrides: Mapping[str, Any]
     """andon's price of ``usage``: (USD or None, price sources, how it was priced, why-not)."""
     if usage.requests:
         if _requests_match(usage):
-            parts = [(r.get("model") or usage.model, r) for r in usage.requests]
-            if all(m for m, _ in parts):
+            parts = [(m, r) for r in usage.requests if (m := r.get("model") or usage.model)]
+            if len(parts) == len(usage.requests):  # every request's model is known
                 return _priced(parts, overrides, "per_request")
         elif "the requests do not add up" not in " ".join(usage.notes):
             usage.notes.append("the requests do not add up to the run's totals: the totals "
@@ -227,7 +227,7 @@ def _own_price(usage: Usage, overrides: Mapping[str, Any]
     return _priced(parts, overrides, "total")
 
 
-def _priced(parts: list[tuple[str, Mapping[str, Any]]], overrides: Mapping[str, Any],
+def _priced(parts: Sequence[tuple[str, Mapping[str, Any]]], overrides: Mapping[str, Any],
             pricing: Pricing) -> tuple[Decimal | None, set[str], Pricing, str]:
     total, sources, split = Decimal(0), set(), pricing == "total"
     for model, tokens in parts:
@@ -265,7 +265,7 @@ def _requests_match(usage: Usage) -> bool:
         vals = [r.get(f) for r in usage.requests]
         if f in ("input_tokens", "output_tokens") and (total is None or None in vals):
             return False
-        if total is not None and None not in vals and sum(vals) != total:
+        if total is not None and None not in vals and sum(v or 0 for v in vals) != total:
             return False
     return True
 
@@ -308,7 +308,8 @@ def price_tokens(model: str, tokens: Mapping[str, Any], overrides: Mapping[str, 
     version = library_version()
     if version is None:
         return None, "", f"{model}: the price library {PRICES_LIBRARY} is not installed"
-    from genai_prices import Usage as PriceUsage, calc_price
+    from genai_prices import Usage as PriceUsage
+    from genai_prices import calc_price
     counts = PriceUsage(input_tokens=inp, output_tokens=out, cache_read_tokens=cr,
                         cache_write_tokens=cw)
     for ref, provider, renamed in _lookups(model):

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from andon import submodules
-from andon.errors import AndonError, GitError, UsageError
+from andon.errors import AndonError, GitError, InvalidArgument, UsageError
 
 ZERO_SHA = "0" * 40
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
@@ -75,20 +75,21 @@ class Change:
 def commit_message(subject: str, body: str, trailers: Mapping[str, str]) -> str:
     """Subject line, optional body, then a ``Key: value`` trailer block git recognises.
 
-    Raises ValueError for an empty or multi-line subject, a malformed key or a multi-line value.
+    Raises InvalidArgument for an empty or multi-line subject, a malformed key or a multi-line
+    value.
     """
     subject = subject.strip()
     if not subject or "\n" in subject:
-        raise ValueError(f"subject must be one non-empty line, got {subject!r}")
+        raise InvalidArgument(f"subject must be one non-empty line, got {subject!r}")
     parts = [subject]
     if body.strip():
         parts.append(body.strip("\n"))
     lines = []
     for key, value in trailers.items():
         if not _TRAILER_KEY.match(key):
-            raise ValueError(f"trailer key must match {_TRAILER_KEY.pattern}, got {key!r}")
+            raise InvalidArgument(f"trailer key must match {_TRAILER_KEY.pattern}, got {key!r}")
         if "\n" in str(value) or not str(value).strip():
-            raise ValueError(f"trailer {key} must be one non-empty line, got {value!r}")
+            raise InvalidArgument(f"trailer {key} must be one non-empty line, got {value!r}")
         lines.append(f"{key}: {str(value).strip()}")
     if lines:
         parts.append("\n".join(lines))
@@ -137,7 +138,7 @@ class Repo:
         it) when git cannot update refs here — a lock left by a crashed git process, a
         read-only ``.git``. Writes nothing: deleting a ref that does not exist takes the
         packed-refs lock, and ``ref`` (when it exists) is "moved" to where it already is."""
-        probes = [("update-ref", "-d", "refs/andon/lock-probe")]
+        probes: list[tuple[str, ...]] = [("update-ref", "-d", "refs/andon/lock-probe")]
         sha = self.rev_parse(ref)
         if sha is not None:
             probes.append(("update-ref", ref, sha, sha))
@@ -179,6 +180,10 @@ class Repo:
         if sha is None:
             raise GitError(["git", "rev-parse", rev], 128, f"unknown revision {rev!r}")
         return sha
+
+    def resolve(self, rev: str) -> str:
+        """Full sha of ``rev``; GitError if it does not resolve."""
+        return self._sha(rev)
 
     def rev_parse(self, rev: str) -> str | None:
         """Full sha of ``rev``, or None if it does not resolve."""
@@ -310,7 +315,8 @@ class Repo:
 
     def plant(self, base: str, files: Mapping[str, tuple[bytes, bool]], message: str) -> str:
         """A commit, child of ``base``, adding each file (relative path → (bytes, executable))
-        even if .gitignore matches it, made with plumbing: no worktree, no ref moves. Returns its sha, or ``base`` when every file is already there identically.
+        even if .gitignore matches it, made with plumbing: no worktree, no ref moves. Returns
+        its sha, or ``base`` when every file is already there identically.
         UsageError for a path that is absolute, has '..' or '.git', or runs through a file or
         symlink of ``base``."""
         base = self._sha(base)
@@ -405,7 +411,7 @@ class Repo:
         fields = out.split("\0")
         result = []
         # -z output is ":<old mode> <new mode> <old sha> <new sha> <status>" NUL "<path>" NUL ...
-        for meta, path in zip(fields[0::2], fields[1::2]):
+        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
             old_mode, new_mode, _, _, status = meta.lstrip(":").split(" ")
             result.append(Change(path=path, status=status, old_mode=old_mode, new_mode=new_mode))
         return result

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import edit, flood, hang, record, scenario  # noqa: E402
+from _common import edit, flood, hang, record, scenario
 
 MODEL = "anthropic/claude-sonnet-4-20250514"
 REQUESTS = [  # litellm prompt_tokens (cache included), cache write, cache hit, completion, cost

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import edit, emit, flood, hang, record, scenario  # noqa: E402
+from _common import edit, emit, flood, hang, record, scenario
 
 SESSION = "1af7fc5e-8455-4414-9ccd-011d40f70b2a"
 MSG1 = {"id": "msg_01TqDZoU6FcpxB4u2AmpgWfZ", "usage": {

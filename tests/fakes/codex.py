@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import edit, emit, flood, hang, record, scenario  # noqa: E402
+from _common import edit, emit, flood, hang, record, scenario
 
 THREAD = "0199a213-81c0-7800-8aa1-bbab2a035a53"
 FINAL = "Added `mul` to src/calc/ops.py; the tests pass."

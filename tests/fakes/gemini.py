@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _common import edit, hang, record, scenario  # noqa: E402
+from _common import edit, hang, record, scenario
 
 FINAL = "I added mul(a, b) to src/calc/ops.py."
 

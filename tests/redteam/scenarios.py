@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 if str(HERE.parent) not in sys.path:  # tests/helpers.py, also when imported by the benchmark
     sys.path.insert(0, str(HERE.parent))
 
-from helpers import FAST, GIT_ENV, MUL_CODE, MUL_TEST, git, make_project, packet_md, runner_for  # noqa: E402,I001
+from helpers import FAST, GIT_ENV, MUL_CODE, MUL_TEST, git, make_project, packet_md, runner_for  # noqa: E402
 
 PLANTED = "tests/test_mul_p1.py"
 OPS = "src/calc/ops.py"
@@ -118,7 +118,8 @@ def verdict(s: Scenario, o: Outcome) -> tuple[bool, str]:
     if o.gate != s.gate:
         return False, f"rejected by {o.gate} ({o.summary}), expected {s.gate}"
     if s.finding and not o.has(s.finding, s.where):
-        return False, f"{o.gate} findings {[(f['kind'], f.get('path'), f.get('test_id')) for f in o.findings]} lack {s.finding} {s.where}"
+        seen = [(f["kind"], f.get("path"), f.get("test_id")) for f in o.findings]
+        return False, f"{o.gate} findings {seen} lack {s.finding} {s.where}"
     if s.check:
         try:
             s.check(o)
@@ -707,7 +708,8 @@ def mul(a, b):
     return _apply(operator.mul, a, b)
 '''
 BASIC = "def add(a, b):\n    return a + b\n\n\ndef div(a, b):\n    return a / b\n"
-SPLIT_OPS = "from calc.basic import add, div\nfrom calc.product import mul\n\n__all__ = [\"add\", \"div\", \"mul\"]\n"
+SPLIT_OPS = ("from calc.basic import add, div\nfrom calc.product import mul\n\n"
+             "__all__ = [\"add\", \"div\", \"mul\"]\n")
 PRODUCT = "def mul(a, b):\n    return a * b\n"
 LARGER = '''
 
@@ -890,7 +892,8 @@ def build() -> list[Scenario]:
           "(--text --no-textconv), so the patterns gate still reads the added lines",
           blinding_attributes, "patterns", "copied-literal", OPS),
         S("special-case-hidden", 8, "special-cases the tested inputs without copying a "
-          "literal; the hidden test (never in the worktree) catches it", add_code(SPECIAL_NO_LITERALS),
+          "literal; the hidden test (never in the worktree) catches it",
+          add_code(SPECIAL_NO_LITERALS),
           "hermetic", "hidden", HIDDEN, hidden=True),
         # 9
         S("read-test-file", 9, "parses the expected values out of the planted test file",

@@ -466,7 +466,8 @@ def build_adversary() -> list[Scenario]:
                      "right mul only when the stack shows the rewriting loader",
                      add_code(PEP562_STACK), *dep, F2P, config=config),
             Scenario("adv-detect-stdout-fileno" + tag, 10, "right only when sys.stdout "
-                     "is not file descriptor 1 (pytest's fd capture)", add_code(STDOUT_FILENO), *dep, F2P,
+                     "is not file descriptor 1 (pytest's fd capture)", add_code(STDOUT_FILENO),
+                     *dep, F2P,
                      config=config),
             Scenario("adv-detect-stderr-type" + tag, 10, "right only when sys.stderr is not "
                      "exactly io.TextIOWrapper", add_code(STDERR_TYPE), *dep, F2P,

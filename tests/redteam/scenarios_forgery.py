@@ -158,7 +158,7 @@ NO_STATIC_NET = FAST + "\n[gates.patterns]\nenabled = false\n"
 
 
 def build_forgery() -> list[Scenario]:
-    def S(*args, **kw) -> Scenario:  # noqa: N802 - reads like the Scenario it builds
+    def S(*args, **kw) -> Scenario:  # capital S: reads like the Scenario it builds
         kw.setdefault("config", NO_STATIC_NET)
         return Scenario(*args, **kw)
     forged, f2p = ("suite", "forged-report"), ("suite", "fail-to-pass")

@@ -7,10 +7,11 @@ is removed with the fix."""
 from __future__ import annotations
 
 import pytest
-from scenarios import WRONG_MUL, Scenario, add_code, honest_mul, play, verdict
-from scenarios_adversary import F2P, build_adversary
 
 from andon.gates.suite import NOT_RUN
+
+from scenarios import WRONG_MUL, Scenario, add_code, honest_mul, play, verdict
+from scenarios_adversary import F2P, build_adversary
 
 # closed: faulthandler, captured stdout and the rewriting loader (the plain-profile run of the
 # planted and hidden tests, gates/suite.py "Plain first")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from andon.contain import netless
+
 from scenarios import build, play, verdict
 
 CASES = [s for s in build() if s.kind is not None]

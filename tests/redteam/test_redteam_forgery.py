@@ -6,6 +6,7 @@ pytest subprocesses (see scenarios_forgery.py)."""
 from __future__ import annotations
 
 import pytest
+
 from scenarios import play, verdict
 from scenarios_forgery import build_forgery
 

@@ -9,10 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from andon.gates.scope import named_explicitly
 from andon.runners.pytest import run_suite
-
-import pytest
 
 from helpers import andon, config_toml, make_project, mul_packet
 from scenarios import FAST, HIDDEN, HIDDEN_TEST, Scenario, git, honest_mul, play, verdict
@@ -57,7 +57,7 @@ def test_entry_point_plugins_do_not_load_but_named_ones_do(tmp_path):
     # a plugin the project names in [test] plugins is loaded with -p
     named = run_suite(argv, root, tmp_path / "ev", "named", pythonpath=[root / "site"],
                       plugins=["evil_plugin"])
-    assert ["-p", "evil_plugin"] == named.argv[named.argv.index("evil_plugin") - 1:][:2]
+    assert named.argv[named.argv.index("evil_plugin") - 1:][:2] == ["-p", "evil_plugin"]
     assert named.results["tests.test_x::test_x"].outcome == "passed"
 
 

@@ -15,6 +15,7 @@ from dataclasses import replace
 import pytest
 
 from andon.contain import netless
+
 from scenarios import build, play, verdict
 
 BY_NAME = {s.name: s for s in build()}

@@ -10,6 +10,9 @@ it, so the cases can run beside any other test (pytest-xdist)."""
 from __future__ import annotations
 
 import pytest
+
+from andon.advice import halt_message
+
 from scenarios import play, verdict
 from scenarios_reach import (
     HONEST_NAMES,
@@ -18,8 +21,6 @@ from scenarios_reach import (
     hidden_leak,
     honest_reach,
 )
-
-from andon.advice import halt_message
 
 
 @pytest.mark.parametrize("name", REACH_NAMES)

@@ -6,6 +6,7 @@ passing."""
 from __future__ import annotations
 
 import pytest
+
 from scenarios import play, verdict
 from scenarios_static import build
 

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import difflib
-
 from typing import TYPE_CHECKING
 
 from ..contain import netless
-
+from ..errors import InvalidValue
 from .aider import AiderAgent
 from .base import Agent, AgentRun, StageContext
 from .claude_code import ClaudeCodeAgent
@@ -27,25 +26,26 @@ EXTERNAL: dict[str, type[ExternalAgent]] = {
 ADAPTERS = ("command", "scripted", *EXTERNAL)
 
 
-def make_agent(spec: str, command: str | None = None, config: "Config | None" = None) -> Agent:
+def make_agent(spec: str, command: str | None = None, config: Config | None = None) -> Agent:
     """Build an adapter from ``--agent``: ``command``, ``scripted:module:function``, or one
     of the agent CLIs (``claude-code``, ``codex``, ``aider``, ``gemini``) with its
     ``[agents.<name>]`` settings and the ``[prices]`` of ``config``.
 
     Raises:
-        ValueError: unknown adapter name (the message lists the known ones), an
-            ``[agents.<name>]`` table for an adapter that does not exist, an agent CLI that is
-            not installed, bad settings, or ``[agent] network = "off"`` where this machine
-            cannot run a process without network (or for the in-process scripted adapter).
+        InvalidValue: (a UsageError and a ValueError) unknown adapter name (the message lists
+            the known ones), an ``[agents.<name>]`` table for an adapter that does not exist,
+            an agent CLI that is not installed, bad settings, or ``[agent] network = "off"``
+            where this machine cannot run a process without network (or for the in-process
+            scripted adapter).
     """
     agent = _make(spec, command, config)
     if config is not None and config.agent.network == "off":
         if isinstance(agent, ScriptedAgent):
-            raise ValueError('[agent] network = "off" cannot contain the scripted adapter: it '
+            raise InvalidValue('[agent] network = "off" cannot contain the scripted adapter: it '
                              'runs inside andon; use a command agent, or network = "on"')
         cut, why = netless.available()
         if not cut:
-            raise ValueError(f'[agent] network = "off" in andon.toml, but this machine cannot '
+            raise InvalidValue(f'[agent] network = "off" in andon.toml, but this machine cannot '
                              f'run the agent without network: {why}. Set [agent] network = '
                              f'"on" (or run andon where user namespaces are allowed; see '
                              f'`andon doctor`)')
@@ -53,12 +53,12 @@ def make_agent(spec: str, command: str | None = None, config: "Config | None" = 
     return agent
 
 
-def _make(spec: str, command: str | None, config: "Config | None") -> Agent:
+def _make(spec: str, command: str | None, config: Config | None) -> Agent:
     name, _, rest = spec.partition(":")
     if config is not None:
         unknown = sorted(set(config.agents) - set(EXTERNAL))
         if unknown:
-            raise ValueError(f"andon.toml has [agents.{unknown[0]}], but the adapters with "
+            raise InvalidValue(f"andon.toml has [agents.{unknown[0]}], but the adapters with "
                              f"settings are: {', '.join(EXTERNAL)}")
     prices = config.prices if config is not None else {}
     if name == "command":
@@ -71,8 +71,8 @@ def _make(spec: str, command: str | None, config: "Config | None") -> Agent:
         return EXTERNAL[name](settings, prices)
     close = difflib.get_close_matches(name, ADAPTERS, n=1)
     hint = f"did you mean {close[0]!r}? " if close else ""
-    raise ValueError(f"unknown agent {spec!r}; {hint}known agents: "
-                     f"{', '.join(a if a != 'scripted' else 'scripted:module:function' for a in ADAPTERS)}")
+    known = (a if a != "scripted" else "scripted:module:function" for a in ADAPTERS)
+    raise InvalidValue(f"unknown agent {spec!r}; {hint}known agents: {', '.join(known)}")
 
 
 __all__ = ["Agent", "AgentRun", "StageContext", "CommandAgent", "ScriptedAgent", "make_agent",

@@ -80,7 +80,7 @@ def _exact_cache(model: str | None, sent: int, write: int, read: int, out: int, 
     a, b = at(lo), at(hi)
     if a is None or b is None or a == b:
         return None
-    n = lo + (cost - a) * (hi - lo) / (b - a)
+    n: float | None = lo + (cost - a) * (hi - lo) / (b - a)
     if which == "w" and not _is_count(n, lo, hi):
         n = _fallback_write(model, sent, read, out, cost, overrides)
     if n is None or not _is_count(n, lo, hi):
@@ -154,7 +154,7 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
     u.turns = len(sends)
     fixes: set[str] = set()
     approximate = unpaired = False
-    for p_, s_, o, c in zip(_pair(sends, reports), sent, got, costs):
+    for p_, s_, o, c in zip(_pair(sends, reports), sent, got, costs, strict=True):
         if s_ is None or o is None:
             u.requests = []
             break
@@ -187,7 +187,7 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
     if unpaired:
         u.notes.append("a message_send without its Tokens: line: its cache tokens are "
                        "unknown and its input may count cache writes twice")
-    total = None if None in costs else sum(costs)   # type: ignore[arg-type]
+    total = None if None in costs else sum(c or 0.0 for c in costs)
     if total is None:
         total = as_cost(sends[-1].get("total_cost"))
     if total is not None and total == 0 and u.has_tokens:
@@ -202,7 +202,7 @@ def from_reports(u: Usage, reports: list[dict[str, Any]]) -> float:
     sent = [_part(r["body"], "sent") for r in reports]
     got = [_part(r["body"], "received") for r in reports]
     u.turns = len(reports)
-    for s_, o, r in zip(sent, got, reports):
+    for s_, o, r in zip(sent, got, reports, strict=True):
         if s_ is None or o is None:
             u.requests = []
             break
@@ -232,7 +232,7 @@ def _printed_cost(reports: list[dict[str, Any]]) -> tuple[float | None, float]:
     session = reports[-1].get("session") if reports else None
     msgs = [r.get("msg") for r in reports]
     if all(msgs):
-        bound = sum(_half_unit(m) for m in msgs)  # type: ignore[arg-type]
+        bound = sum(_half_unit(m) for m in msgs if m)
         if session is None or bound < _half_unit(session):
             return sum(float(m.replace(",", "")) for m in msgs), bound  # type: ignore
     if not session:

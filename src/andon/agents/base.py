@@ -48,5 +48,6 @@ class AgentRun:
 
 class Agent(Protocol):
     name: str
+    network: str  # "on", or "off": the agent runs without network (make_agent sets it)
 
     def run(self, ctx: StageContext) -> AgentRun: ...

@@ -119,7 +119,7 @@ def parse_events(path: Path) -> Parsed:
         if kind == "thread.started":
             out.meta["thread_id"] = ev.get("thread_id")
         elif kind == "turn.completed":
-            turns.append(ev.get("usage") if isinstance(ev.get("usage"), dict) else {})
+            turns.append(t if isinstance(t := ev.get("usage"), dict) else {})
         elif kind in ("turn.failed", "error"):
             err = ev.get("error") if kind == "turn.failed" else ev
             msg = err.get("message") if isinstance(err, dict) else None
@@ -144,10 +144,10 @@ def parse_events(path: Path) -> Parsed:
     elif any(c[0] is None or c[1] is None for c in counts):
         u.notes.append("a turn.completed event has no usage: tokens unknown")
     else:
-        u.input_tokens = sum(c[0] for c in counts)
-        u.output_tokens = sum(c[1] for c in counts)
+        u.input_tokens = sum(c[0] or 0 for c in counts)  # none is None here
+        u.output_tokens = sum(c[1] or 0 for c in counts)
         cached = [c[2] for c in counts]
-        u.cache_read_tokens = None if None in cached else sum(cached)
+        u.cache_read_tokens = None if None in cached else sum(c or 0 for c in cached)
         if len(turns) > 1:
             u.notes.append(f"usage summed over {len(turns)} turn.completed events")
     return out

@@ -45,9 +45,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvalidValue
 from ..usage import TOKEN_FIELDS, Usage, as_cost, as_count, price, sum_counts
 from .base import AgentRun, StageContext
-from .external import clean_env
+from .external import FormatError, clean_env
 from .process import leftover_note, run_process
 
 CLAIM_BYTES = 2000
@@ -61,7 +62,7 @@ class CommandAgent:
     def __init__(self, command: str, prices: Mapping[str, Any] | None = None,
                  env_passthrough: tuple[str, ...] | list[str] = ()):
         if not command.strip():
-            raise ValueError("the command agent needs a command: --command '...' or "
+            raise InvalidValue("the command agent needs a command: --command '...' or "
                              "[agent] command = '...' in andon.toml")
         self.command = command
         self.prices = dict(prices or {})
@@ -115,14 +116,12 @@ def read_usage_file(path: Path) -> Usage:
     bad = [k for k in (*TOKEN_FIELDS, "turns")
            if doc.get(k) is not None and as_count(doc[k]) is None]
     requests = doc.get("requests")
-    if requests is not None:
-        if not isinstance(requests, list) or not all(
-                isinstance(r, dict) and r.get("input_tokens") is not None
-                and r.get("output_tokens") is not None
-                and all(r.get(k) is None or as_count(r[k]) is not None for k in TOKEN_FIELDS)
-                for r in requests):
-            bad.append("requests (a list of objects with whole input_tokens and "
-                       "output_tokens)")
+    if requests is not None and (not isinstance(requests, list) or not all(
+            isinstance(r, dict) and r.get("input_tokens") is not None
+            and r.get("output_tokens") is not None
+            and all(r.get(k) is None or as_count(r[k]) is not None for k in TOKEN_FIELDS)
+            for r in requests)):
+        bad.append("requests (a list of objects with whole input_tokens and output_tokens)")
     bad += ["cost_usd"] if doc.get("cost_usd") is not None and as_cost(doc["cost_usd"]) is None \
         else []
     if bad:
@@ -159,14 +158,15 @@ def usage_from_mini_swe_agent(traj: Path) -> dict[str, Any]:
     ``info.model_stats.instance_cost`` as mini-swe-agent reported it.
 
     Raises:
-        ValueError: the file is not such a trajectory (the message says what is missing).
+        FormatError: (a ValueError) the file is not such a trajectory (the message says what
+            is missing).
     """
     try:
         doc = json.loads(traj.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{traj}: not a readable JSON trajectory: {exc}") from exc
+        raise FormatError(f"{traj}: not a readable JSON trajectory: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
-        raise ValueError(f"{traj}: a mini-swe-agent trajectory has a `messages` list")
+        raise FormatError(f"{traj}: a mini-swe-agent trajectory has a `messages` list")
     requests, model = [], None
     for m in doc["messages"]:
         resp = (m.get("extra") or {}).get("response") if isinstance(m, dict) else None
@@ -179,8 +179,8 @@ def usage_from_mini_swe_agent(traj: Path) -> dict[str, Any]:
                          "cache_read_tokens": as_count(details.get("cached_tokens")),
                          "cache_write_tokens": as_count(details.get("cache_write_tokens"))})
         model = model or resp.get("model")
-    info = doc.get("info") if isinstance(doc.get("info"), dict) else {}
-    stats = info.get("model_stats") if isinstance(info.get("model_stats"), dict) else {}
+    info = i if isinstance(i := doc.get("info"), dict) else {}
+    stats = s if isinstance(s := info.get("model_stats"), dict) else {}
     config = (info.get("config") or {}).get("model") or {}
     out: dict[str, Any] = {"model": model or config.get("model_name"),
                            "requests": requests, "turns": len(requests)}

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import AgentSettings
+from ..errors import AndonError, InvalidValue
 from ..usage import Usage, price
 from .base import AgentRun, StageContext
 from .process import DEFAULT_MAX_BYTES, leftover_note, run_process
@@ -45,7 +46,7 @@ CLAIM_BYTES = 2000
 DEVNULL = Path(os.devnull)
 
 
-class FormatError(ValueError):
+class FormatError(AndonError, ValueError):
     """The agent printed output in a format (or format version) this adapter cannot read."""
 
 
@@ -129,7 +130,7 @@ class ExternalAgent:
         environ: where the clean environment is taken from (default ``os.environ``).
 
     Raises:
-        ValueError: the executable is not on PATH (the message says how to check).
+        InvalidValue: the executable is not on PATH (the message says how to check).
     """
 
     name = ""
@@ -147,7 +148,7 @@ class ExternalAgent:
         self.prices = dict(prices or {})
         self.environ = dict(os.environ if environ is None else environ)
         if self.find() is None:
-            raise ValueError(f"the {self.name} agent needs `{self.executable}` on PATH, and it "
+            raise InvalidValue(f"the {self.name} agent needs `{self.executable}` on PATH, and it "
                              f"is not there; install it or run `andon doctor` (see {self.docs})")
 
     def find(self) -> str | None:

@@ -248,7 +248,7 @@ def parse_stream_json(path: Path, configured_model: str | None = None) -> Parsed
             out.meta["session_id"] = ev.get("session_id")
             reply = ""
         elif kind == "message" and ev.get("role") == "assistant":
-            reply += ev.get("content") if isinstance(ev.get("content"), str) else ""
+            reply += c if isinstance(c := ev.get("content"), str) else ""
         elif kind == "result" and isinstance(ev.get("stats"), dict):
             results.append(ev["stats"])
     out.claim = reply

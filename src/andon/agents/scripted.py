@@ -11,6 +11,7 @@ import importlib
 import time
 from collections.abc import Callable
 
+from ..errors import InvalidValue
 from .base import AgentRun, StageContext
 
 Behaviour = Callable[[StageContext], str | None]
@@ -18,20 +19,21 @@ Behaviour = Callable[[StageContext], str | None]
 
 class ScriptedAgent:
     name = "scripted"
+    network = "on"  # it runs inside andon, so never without network (make_agent refuses "off")
 
     def __init__(self, behaviour: Behaviour):
         self.behaviour = behaviour
 
     @classmethod
-    def from_spec(cls, spec: str) -> "ScriptedAgent":
-        """``module:function`` → the agent. Raises ValueError naming what was not found."""
+    def from_spec(cls, spec: str) -> ScriptedAgent:
+        """``module:function`` → the agent. Raises InvalidValue naming what was not found."""
         module_name, _, func_name = spec.partition(":")
         if not func_name:
-            raise ValueError(f"scripted agent must be 'scripted:module:function', got {spec!r}")
+            raise InvalidValue(f"scripted agent must be 'scripted:module:function', got {spec!r}")
         try:
             func = getattr(importlib.import_module(module_name), func_name)
         except (ImportError, AttributeError) as exc:
-            raise ValueError(f"cannot load scripted agent {spec!r}: {exc}") from None
+            raise InvalidValue(f"cannot load scripted agent {spec!r}: {exc}") from None
         return cls(func)
 
     def run(self, ctx: StageContext) -> AgentRun:
@@ -40,7 +42,7 @@ class ScriptedAgent:
         status, claim = 0, ""
         try:
             claim = self.behaviour(ctx) or ""
-        except Exception as exc:  # an agent crashing is evidence, not a harness failure
+        except Exception as exc:  # noqa: BLE001 - an agent crashing is evidence, not a harness failure
             status, claim = 1, f"{type(exc).__name__}: {exc}"
         transcript.write_text(claim, encoding="utf-8")
         return AgentRun(agent=self.name, exit_status=status, timed_out=False,

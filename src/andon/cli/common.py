@@ -7,6 +7,7 @@ from __future__ import annotations
 import shlex
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 from rich.console import Console
@@ -32,7 +33,7 @@ def open_repo(ctx: click.Context, require_commit: bool = True) -> Repo:
     return Repo(Path(ctx.obj["repo"]), require_commit)
 
 
-def fail(message: str, status: int = EXIT_USAGE) -> None:
+def fail(message: str, status: int = EXIT_USAGE) -> NoReturn:
     err.print(f"[red]error:[/red] {escape(message)}", markup=True, soft_wrap=True)
     sys.exit(status)
 
@@ -102,7 +103,7 @@ def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str 
             reviewer = make_agent("command", rcommand, config)
         else:
             reviewer = agent
-    except ValueError as exc:
+    except AndonError as exc:
         fail(str(exc))
     return Runner(repo, config, open_store(repo),
                   lambda p, stage: reviewer if stage.startswith("review") else agent,

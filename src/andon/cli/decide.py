@@ -76,8 +76,8 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
         packets = {p.id: p for p in load_packets(repo.root / config.andon.packets_dir,
                                                  repo.root)}
     except PacketError as exc:
-        for p in exc.problems:
-            common.err.print(str(p), soft_wrap=True, markup=False)
+        for problem in exc.problems:
+            common.err.print(str(problem), soft_wrap=True, markup=False)
         fail("fix the packets first; the packet stays blocked")
     p = packets.get(packet_id)
     if p is None:

@@ -14,7 +14,8 @@ from .common import fail
 
 @click.command()
 @click.argument("runs", metavar="RUNS.csv")
-@click.option("--baseline", "-a", required=True, metavar="A", help="The condition to compare against.")
+@click.option("--baseline", "-a", required=True, metavar="A",
+              help="The condition to compare against.")
 @click.option("--candidate", "-b", metavar="B",
               help="The condition to compare; every other condition when omitted.")
 @click.option("--json", "as_json", is_flag=True, help="The comparison as JSON on stdout.")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from .. import detect
+from ..agents import Agent
 from ..config import (
     CONFIG_NAME,
     DEFAULT_TOML,
@@ -17,7 +18,7 @@ from ..config import (
     load_config,
     packets_dir_despite_errors,
 )
-from ..errors import AndonError, ConfigError, Problem
+from ..errors import AndonError, ConfigError, Problem, UsageError
 from ..gates import clash
 from ..packet import check_packets, planted_test_files, tests_problem
 from ..runner import EXIT_USAGE, Runner, open_store
@@ -103,9 +104,9 @@ def check(ctx: click.Context, as_json: bool) -> None:
         packets_dir = config.andon.packets_dir
     except ConfigError as exc:
         config_problems = exc.problems or [Problem(repo.root / CONFIG_NAME, None, str(exc))]
-        packets_dir = packets_dir_despite_errors(repo.root)
-        if packets_dir is None:
-            packets_dir = Andon().packets_dir
+        found = packets_dir_despite_errors(repo.root)
+        packets_dir = found if found is not None else Andon().packets_dir
+        if found is None:
             common.err.print(f"note: {CONFIG_NAME} could not be read; checked the packets in the "
                              f"default folder {packets_dir}/", markup=False, soft_wrap=True)
         else:
@@ -144,12 +145,17 @@ def _clash_problems(repo: Repo, config, packets) -> list[Problem]:
     return problems
 
 
+def _no_agent(packet, stage: str) -> Agent:
+    raise UsageError("`andon check` runs no agent")
+
+
 def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[Problem]:
     """Packets whose spec changed since their ``spec_commit``: `andon run` refuses them as
     stale. The same test as the runner's (git only; the store is not opened). Also a tier
     andon.toml lacks, and (for a packet with no other problem in ``found``: its fields
     decide it) a packet without tests or an opt-in."""
-    runner = Runner(repo, config, None, lambda p, stage: None)  # type: ignore[arg-type]
+    # no store: only the runner's git test for stale specs is used
+    runner = Runner(repo, config, None, _no_agent)  # type: ignore[arg-type]
     problems = []
     for p in packets:
         try:
@@ -161,14 +167,14 @@ def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[P
             if why and not any(f.path == p.source for f in found):
                 problems.append(why)
         try:
-            why = runner._stale_reason(p)
+            stale = runner._stale_reason(p)
         except AndonError as exc:  # git could not answer: say so, and check the rest
             problems.append(Problem(p.source, p.line_of("spec_commit"), str(exc)))
-            why = None
-        if why:
+            stale = None
+        if stale:
             problems.append(Problem(p.source, p.line_of("spec_commit"),
                                     f"stale (`andon run` refuses it until spec_commit names "
-                                    f"the spec you read): {why.rstrip()}"))
+                                    f"the spec you read): {stale.rstrip()}"))
         for src in p.hidden_files.values():
             # a committed hidden test is in every agent's worktree: the hermetic gate refuses it
             try:

@@ -30,7 +30,6 @@ import hashlib
 import json
 import os
 import shlex
-import shutil
 import subprocess
 import sys
 import sysconfig
@@ -38,7 +37,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
-from .interpreter import python_of
 
 _HASHED_SUFFIXES = (".pth", "customize.py")
 

@@ -30,7 +30,7 @@ import types
 
 def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks):
     """Add the hook; it writes authenticated lines to ``wfd`` (see boot.py for the format)."""
-    state = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
+    state: dict = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
              "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {}}
     miss = object()
 
@@ -137,7 +137,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     def _late_ok(plugin, _type=type, _str=str, _sw=str.startswith, _ew=str.endswith,
                  _mdict=types.ModuleType.__dict__["__dict__"].__get__,
                  _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType,
-                 _modules=sys.modules, _root=os.path.join(os.getcwd(), ""),
+                 _modules=sys.modules, _root=os.path.join(os.getcwd(), ""),  # noqa: B008 - bound once, at arming: code under test cannot swap them
                  _rfind=str.rfind, _isinst=isinstance):
         """A plugin registered after arming is fine when it is a conftest module (the scope gate
         owns conftest changes), an object of a class a conftest module defines, an object of one

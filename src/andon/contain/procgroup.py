@@ -102,8 +102,9 @@ def kill_leftover_group(pgid: int, cwd_prefix: str) -> bool:
 def kill_working_under(cwd_prefix: str, spare: frozenset[int] = frozenset()) -> list[int]:
     """After a crash of the runner: SIGKILL the process group of every process (not this one,
     nor in its own group) whose working folder is ``cwd_prefix`` or inside it, and return those
-    group ids; groups in ``spare`` (already killed) are left out. It ends an agent the killed runner started but had no time to record (the pid
-    file is written just after the agent starts). Linux only; elsewhere returns []."""
+    group ids; groups in ``spare`` (already killed) are left out. It ends an agent the killed
+    runner started but had no time to record (the pid file is written just after the agent
+    starts). Linux only; elsewhere returns []."""
     mine = os.getpgrp()
     killed: list[int] = []
     for _pid, pgrp, cwd in _processes():

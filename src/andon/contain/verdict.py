@@ -13,6 +13,7 @@ in the evidence only: honest projects use them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,7 +60,7 @@ def _phase_outcomes(rec: Record) -> tuple[dict[str, set[str]], dict[str, tuple[s
 
 
 def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | None,
-          own_files: list[str] = ()) -> Integrity:
+          own_files: Sequence[str] = ()) -> Integrity:
     """The integrity of one run. ``results``: the JUnit results by id (canaries still in);
     ``rec``: the channel's record, None when the channel was not used (``why_not`` says why);
     ``own_files``: repo-relative test files whose test functions must be defined in them

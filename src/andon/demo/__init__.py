@@ -91,7 +91,7 @@ def run_demo(out: Console, where: Path | None = None) -> int:
             out.print(f"evidence: {r.log_path}\n{r.output_tail}", markup=False, soft_wrap=True)
         out.print("[red]demo: the example project's own suite does not pass here[/]")
         return 1
-    if store.packet("B06")["state"] == "awaiting_human":
+    if (store.packet("B06") or {}).get("state") == "awaiting_human":
         out.print("B06 is awaiting a person; the demo approves it (`andon approve B06`)")
         runner.approve("B06", who="the demo")
     out.print()

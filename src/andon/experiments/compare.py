@@ -217,7 +217,7 @@ def _drop_reason(a: str, b: str, ca: Cell | None, cb: Cell | None) -> str | None
 
 def _ratio(metric: str, rows: list[TaskRow], resamples: int, seed: int,
            confidence: float) -> Ratio:
-    values = [r.ratios[metric] for r in rows if r.ratios[metric] is not None]
+    values = [v for r in rows if (v := r.ratios[metric]) is not None]
     out = Ratio(metric, len(values), len(rows) - len(values), sum(v > 1 for v in values))
     if values:
         spread = stats.median_iqr(values)
@@ -250,8 +250,8 @@ def _pair(a: str, b: str, cells: dict[str, dict[str, Cell]], resamples: int, see
     for task in tasks:
         ca, cb = cells[a].get(task), cells[b].get(task)
         reason = _drop_reason(a, b, ca, cb)
-        if reason:
-            dropped.append((task, reason))
+        if reason or ca is None or cb is None:
+            dropped.append((task, reason or "no run"))
             continue
         ratios = {}
         for metric in RATIO_METRICS:
@@ -259,7 +259,7 @@ def _pair(a: str, b: str, cells: dict[str, dict[str, Cell]], resamples: int, see
             ratios[metric] = vb / va if va is not None and vb is not None and va > 0 \
                 and vb > 0 else None
         rows.append(TaskRow(task, ca, cb, ratios))
-    first = [(r.a.first_resolved, r.b.first_resolved) for r in rows]
+    first = [(bool(r.a.first_resolved), bool(r.b.first_resolved)) for r in rows]
     only_a = sum(x and not y for x, y in first)
     only_b = sum(y and not x for x, y in first)
     table = PairedTable(both=sum(x and y for x, y in first), only_a=only_a, only_b=only_b,
@@ -268,12 +268,14 @@ def _pair(a: str, b: str, cells: dict[str, dict[str, Cell]], resamples: int, see
     with_repeats = any(r.a.valid > 1 or r.b.valid > 1 for r in rows)
     repeats = [_repeats(a, [r.a for r in rows]), _repeats(b, [r.b for r in rows])] \
         if with_repeats else None
-    worse = sorted((r for r in rows if r.b.fraction < r.a.fraction),
-                   key=lambda r: (r.b.fraction - r.a.fraction, r.task))
+    # a kept task has a valid run in each condition, so both fractions are numbers
+    worse = sorted((r for r in rows if (r.b.fraction or 0.0) < (r.a.fraction or 0.0)),
+                   key=lambda r: ((r.b.fraction or 0.0) - (r.a.fraction or 0.0), r.task))
     dearer = sorted((r for r in rows if (r.ratios["cost_usd"] or 0) > 1),
-                    key=lambda r: (-r.ratios["cost_usd"], r.task))
+                    key=lambda r: (-(r.ratios["cost_usd"] or 0.0), r.task))
     return Pair(a, b, len(rows), dropped,
-                _rate(a, [r.a for r in rows], confidence), _rate(b, [r.b for r in rows], confidence),
+                _rate(a, [r.a for r in rows], confidence),
+                _rate(b, [r.b for r in rows], confidence),
                 table, [_ratio(m, rows, resamples, seed, confidence) for m in RATIO_METRICS],
                 repeats, rows, [r.task for r in worse[:top]], [r.task for r in dearer[:top]])
 

@@ -121,13 +121,15 @@ def _change(row) -> int:
 def _section(pair: Pair) -> dict:
     ratio_svgs = []
     for r in pair.ratios:
-        values = [row.ratios[r.metric] for row in pair.rows if row.ratios[r.metric] is not None]
+        values = [v for row in pair.rows if (v := row.ratios[r.metric]) is not None]
         if values:
-            ci = (r.ci_low, r.ci_high) if r.ci_low is not None else None
+            ci = (r.ci_low, r.ci_high) if r.ci_low is not None and r.ci_high is not None \
+                else None
             ratio_svgs.append(Markup(plots.ratio_plot(
                 values, r.median, ci, f"{METRIC_LABELS[r.metric]} {pair.b}/{pair.a}")))
-    points = [(row.task, row.a.metrics["cost_usd"], row.b.metrics["cost_usd"], _change(row))
-              for row in pair.rows if row.ratios["cost_usd"] is not None]
+    points = [(row.task, a, b, _change(row)) for row in pair.rows
+              if row.ratios["cost_usd"] is not None and (a := row.a.metrics["cost_usd"]) is not None
+              and (b := row.b.metrics["cost_usd"]) is not None]
     by_task = {row.task: row for row in pair.rows}
     pass_rows = []
     if pair.repeats:

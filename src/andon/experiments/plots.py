@@ -145,7 +145,7 @@ def rates_plot(rates: list[Rate]) -> str:
         y = TOP + row * i + row / 2
         body.append(f'<text x="{label_w - 8}" y="{y + 4:.1f}" text-anchor="end">'
                     f'{escape(r.condition)}</text>')
-        if r.runs:
+        if r.runs and r.low is not None and r.high is not None and r.rate is not None:
             body.append(f'<line class="interval" x1="{x(r.low):.1f}" y1="{y:.1f}" '
                         f'x2="{x(r.high):.1f}" y2="{y:.1f}"/><circle class="rate" '
                         f'cx="{x(r.rate):.1f}" cy="{y:.1f}" r="4"><title>'

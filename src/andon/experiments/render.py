@@ -132,6 +132,7 @@ def _pair(pair: Pair, console: Console, task_rows: int) -> None:
 
 
 def _repeats(pair: Pair, console: Console) -> None:
+    assert pair.repeats is not None  # called only for a pair with repeats
     ra, rb = pair.repeats
     table = Table(title="With repeats (mean over tasks with ≥ k valid runs)",
                   box=box.SIMPLE_HEAD, title_justify="left")

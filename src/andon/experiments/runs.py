@@ -205,9 +205,9 @@ def _row(values: dict[str, str], col: dict[str, int], line: int, problems: _Prob
     if "repeat" in col:
         try:
             repeat = int(values["repeat"])
-            if repeat < 0:
-                raise ValueError
         except ValueError:
+            repeat = -1
+        if repeat < 0:
             bad("repeat", "an integer >= 0")
     metrics: dict[str, float | None] = dict.fromkeys(METRICS)
     for name in METRICS:

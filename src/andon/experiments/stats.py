@@ -34,6 +34,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as _sps
 
+from ..errors import InvalidArgument
+
 
 @dataclass(frozen=True)
 class Interval:
@@ -67,7 +69,7 @@ class Spread:
 
 def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
-        raise ValueError(f"confidence: expected a number strictly between 0 and 1, "
+        raise InvalidArgument(f"confidence: expected a number strictly between 0 and 1, "
                          f"got {confidence!r}")
 
 
@@ -84,8 +86,8 @@ def wilson_interval(successes: int, trials: int, confidence: float = 0.95) -> In
     """
     _check_confidence(confidence)
     if trials < 1 or not 0 <= successes <= trials:
-        raise ValueError(f"Wilson interval: expected 0 <= successes <= trials and trials >= 1, "
-                         f"got successes={successes}, trials={trials}")
+        raise InvalidArgument("Wilson interval: expected 0 <= successes <= trials and "
+                              f"trials >= 1, got successes={successes}, trials={trials}")
     z = float(_sps.norm.ppf(0.5 + confidence / 2))
     n = float(trials)
     p = successes / n
@@ -106,7 +108,7 @@ def mcnemar_exact(only_a: int, only_b: int) -> McNemar:
     gives p = 1.0. Counts must be >= 0.
     """
     if only_a < 0 or only_b < 0:
-        raise ValueError(f"McNemar: expected discordant counts >= 0, got {only_a}, {only_b}")
+        raise InvalidArgument(f"McNemar: expected discordant counts >= 0, got {only_a}, {only_b}")
     n = only_a + only_b
     if n == 0:
         return McNemar(only_a, only_b, 1.0)
@@ -119,7 +121,7 @@ def median_iqr(values: Sequence[float]) -> Spread:
     between order statistics (Hyndman & Fan 1996, definition 7; numpy's default)."""
     arr = np.asarray(values, dtype=float)
     if arr.size == 0:
-        raise ValueError("median/IQR: expected at least one value, got none")
+        raise InvalidArgument("median/IQR: expected at least one value, got none")
     q1, med, q3 = np.percentile(arr, [25, 50, 75])
     return Spread(float(med), float(q1), float(q3), int(arr.size))
 
@@ -145,9 +147,9 @@ def bootstrap_medians(values: Sequence[float], *, resamples: int = 10_000,
     """
     arr = np.sort(np.asarray(values, dtype=float))
     if arr.size == 0:
-        raise ValueError("bootstrap: expected at least one value, got none")
+        raise InvalidArgument("bootstrap: expected at least one value, got none")
     if resamples < 1:
-        raise ValueError(f"bootstrap: expected resamples >= 1, got {resamples}")
+        raise InvalidArgument(f"bootstrap: expected resamples >= 1, got {resamples}")
     n = arr.size
     rng = np.random.default_rng(seed)
     m = (n + 1) // 2
@@ -178,7 +180,7 @@ def bootstrap_median_ci(values: Sequence[float], *, resamples: int = 10_000, see
 
 def _check_nck(n: int, c: int, k: int) -> None:
     if not (n >= 1 and 0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"pass@k: expected n >= 1, 0 <= c <= n, 1 <= k <= n, "
+        raise InvalidArgument(f"pass@k: expected n >= 1, 0 <= c <= n, 1 <= k <= n, "
                          f"got n={n}, c={c}, k={k}")
 
 

@@ -13,7 +13,7 @@ import hashlib
 import re
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,9 +60,8 @@ class GateResult:
     def __post_init__(self) -> None:
         # Never silently: a run that should have been cut off the network but was not says
         # so in the summary, not only in its evidence.
-        if note := network_note(self.runs):
-            if note not in self.summary:
-                self.summary += f" ({note})"
+        if (note := network_note(self.runs)) and note not in self.summary:
+            self.summary += f" ({note})"
 
     @property
     def ok(self) -> bool:
@@ -110,7 +109,7 @@ class GateContext:
 
     def suite(self, cwd: Path, name: str, select: list[str] | None = None,
               seed: int | None = None, agent_code: bool = False,
-              own_files: list[str] = (), profile: str = "normal") -> SuiteRun:
+              own_files: Sequence[str] = (), profile: str = "normal") -> SuiteRun:
         """Run the project's test command in ``cwd`` the harness's way, with a fresh HOME.
         ``agent_code``: the run judges the agent's code, so canary tests go beside the planted
         ones and the planted tests (and ``own_files``) must be defined where they stand.
@@ -167,7 +166,7 @@ def planted_tests(packet: Packet) -> list[str]:
 def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None,
                       canaries: list[str] | None = None,
-                      own_files: list[str] = (), profile: str = "normal") -> SuiteRun:
+                      own_files: Sequence[str] = (), profile: str = "normal") -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
@@ -183,7 +182,8 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     if setup is not None and setup.problem:
         return SuiteRun(name=name, argv=setup.argv, cwd=str(cwd),
                         exit_status=setup.exit_status, timed_out=False,
-                        duration_s=setup.duration_s, log_path=setup.log_path,
+                        duration_s=setup.duration_s,
+                        log_path=setup.log_path or evidence_dir / f"{name}.setup.log",
                         junit_path=evidence_dir / f"{name}.junit.xml",
                         output_tail=setup.output_tail, results={},
                         report_problem=setup.problem, seed=seed,

@@ -58,7 +58,7 @@ def changed_functions(source: str, lines: set[int]) -> list[str]:
         return []
     names = []
 
-    def touches(node: ast.AST) -> bool:
+    def touches(node: ast.stmt) -> bool:
         first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
         return any(first <= n <= (node.end_lineno or node.lineno) for n in lines)
 

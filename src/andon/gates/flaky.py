@@ -94,7 +94,7 @@ def run(ctx: GateContext) -> GateResult:
         return GateResult(GATE, "skipped", "not run: no planted test and no test near the "
                           "change", details=details)
     rng = random.SystemRandom()
-    seeds = []
+    seeds: list[int] = []
     while len(seeds) < settings.runs:
         s = rng.randrange(1, 2**31)
         if s not in seeds:

@@ -42,7 +42,8 @@ def excuse(ctx: GateContext, findings: list[Finding], results: dict) -> tuple[li
     candidates = {}
     for f in findings:
         r = results.get(f.test_id or "")
-        if f.kind == KIND and r is not None and r.outcome in ("failed", "error") and r.file:
+        if (f.test_id and f.kind == KIND and r is not None and r.outcome in ("failed", "error")
+                and r.file):
             candidates[f.test_id] = r
     if not candidates:
         return findings, []
@@ -59,8 +60,7 @@ def excuse(ctx: GateContext, findings: list[Finding], results: dict) -> tuple[li
     for f in findings:
         if f.test_id in flaky:
             continue
-        if f.test_id in candidates and ctx.steady_on_base.get(f.test_id):
-            n = ctx.steady_on_base[f.test_id]
+        if f.test_id in candidates and (n := ctx.steady_on_base.get(f.test_id, 0)):
             f = replace(f, message=f"{f.message} [passed {n} of {n} re-runs on the base: "
                                    "the failure is the change's]")
         kept.append(f)

@@ -65,8 +65,8 @@ def judge_hidden(run: SuiteRun, hidden: list[str]) -> list[Finding]:
     if run.report_problem:
         return []
     found = []
-    tests = [h for h in hidden if h.endswith(".py")
-             and os.path.basename(h).startswith("test_") or h.endswith("_test.py")]
+    tests = [h for h in hidden if (h.endswith(".py")
+             and os.path.basename(h).startswith("test_")) or h.endswith("_test.py")]
     for f in tests:
         in_file = [r for r in run.results.values() if r.file == f]
         if not in_file:

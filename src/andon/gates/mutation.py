@@ -44,8 +44,10 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
+from ..errors import InvalidValue
 from .base import Finding, GateContext, GateResult, fresh_clone, network_note
 from .changed import changed_code_files, changed_functions, changed_lines
 from .tools import ToolRun, run_tool
@@ -53,7 +55,7 @@ from .tools import ToolRun, run_tool
 GATE = "mutation"
 SUPPORTED_MAJOR = 3
 
-KILLED_CODES = {1: "killed", 3: "killed", 37: "caught by type check"}
+KILLED_CODES: dict[int | None, str] = {1: "killed", 3: "killed", 37: "caught by type check"}
 # mutmut.stats.status_by_exit_code, for the evidence; unknown codes are "suspicious".
 STATUS = {0: "survived", 2: "interrupted", 5: "no tests", 33: "no tests", 34: "skipped",
           35: "suspicious", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout",
@@ -102,8 +104,9 @@ def run(ctx: GateContext) -> GateResult:
     details: dict = {"mutmut": version, "python": python, "targets": targets,
                      "min_score": settings.min_score, "note": EQUIVALENT_NOTE}
     if not targets:
+        changed = ", ".join(files) or "none"
         return GateResult(GATE, "skipped", "not run: the candidate changed no Python function "
-                          f"or method outside the tests (changed files: {', '.join(files) or 'none'})",
+                          f"or method outside the tests (changed files: {changed})",
                           details=details)
     with fresh_clone(ctx.repo, ctx.candidate_sha, f"mutation-{ctx.packet.id}") as cwd:
         result = _mutate(ctx, cwd, python, targets, details)
@@ -186,7 +189,7 @@ def changed_text(diff: str) -> str:
     return f"{' / '.join(minus)} → {' / '.join(plus)}"
 
 
-def _broken(run: ToolRun, details: dict, unchecked: list[str] = ()) -> GateResult:
+def _broken(run: ToolRun, details: dict, unchecked: Sequence[str] = ()) -> GateResult:
     tail = run.output_tail.strip().splitlines()[-5:]
     extra = f"; {len(unchecked)} mutants left unchecked" if unchecked else ""
     return GateResult(GATE, "error", f"mutmut run did not complete (exit status "
@@ -236,9 +239,9 @@ def write_mutmut_config(cwd: Path, sources: list[str], files: list[str],
     try:
         data = tomllib.loads(new)
     except tomllib.TOMLDecodeError as exc:
-        raise ValueError(f"pyproject.toml is not valid TOML after the edit: {exc}") from None
+        raise InvalidValue(f"pyproject.toml is not valid TOML after the edit: {exc}") from None
     if data.get("tool", {}).get("mutmut") != ours:
-        raise ValueError("pyproject.toml defines tool.mutmut in a form andon cannot replace")
+        raise InvalidValue("pyproject.toml defines tool.mutmut in a form andon cannot replace")
     path.write_text(new, encoding="utf-8")
 
 
@@ -287,7 +290,8 @@ def mutant_diffs(cwd: Path, path: str, names: list[str]) -> dict[str, tuple[str,
         a, b = (textwrap.dedent(ast.get_source_segment(source, d, padded=True) or "")
                 .replace(f"def {d.name}(", f"def {plain}(", 1).splitlines()
                 for d in (orig, mutant))
-        first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        first = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                     min(len(a), len(b)))
         line = starts[base] + first if base in starts else None
         out[name] = ("\n".join(difflib.unified_diff(a, b, path, path, lineterm="")), line)
     return out

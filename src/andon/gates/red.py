@@ -10,6 +10,7 @@ are then judged one by one in the ``suite`` gate.
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 from . import clash
 from .base import Finding, GateContext, GateResult, planted_tests
@@ -19,7 +20,7 @@ RED = ("failed", "error")
 
 
 def run(ctx: GateContext, tests: list[str] | None = None,
-        written_by_atdd: list[str] = (), cacheable: bool = True) -> GateResult:
+        written_by_atdd: Sequence[str] = (), cacheable: bool = True) -> GateResult:
     """``tests``: the files that must be red (default: the planted test files). Files in
     ``written_by_atdd`` must also cover each invariant they name with more than one test.
 
@@ -100,12 +101,13 @@ def run(ctx: GateContext, tests: list[str] | None = None,
     return result
 
 
-def _invariant_coverage(ctx: GateContext, files: list[str],
+def _invariant_coverage(ctx: GateContext, files: Sequence[str],
                         ids: dict[str, str | None]) -> list[Finding]:
     """Each invariant the atdd tests name (in a test's name, docstring or body) must be named
     by more than one test: an ordinary case, a boundary, a rejected input. ``ids`` maps the
     atdd tests' ids on the base to their files."""
     functions: dict[str, dict[str, str]] = {}  # file -> function name -> source
+    f: str | None
     for f in files:
         text = (ctx.worktree / f).read_text(encoding="utf-8", errors="replace")
         try:

@@ -34,9 +34,9 @@ from dataclasses import replace
 from typing import Any
 
 from ..config import CONFIG_NAME
+from ..contain.interpreter import python_of
 from ..packet import path_matches
 from .base import Finding, GateContext, GateResult
-from ..contain.interpreter import python_of
 from .shadowing import installed_names, own_modules, shadowed, top_level
 
 
@@ -230,7 +230,7 @@ def _first_changed_line(ctx: GateContext, base: str, head: str, path: str) -> in
     if before is None or after is None or b"\0" in before or b"\0" in after:
         return None
     old, new = before.splitlines(keepends=True), after.splitlines(keepends=True)
-    for i, (a, b) in enumerate(zip(old, new), start=1):
+    for i, (a, b) in enumerate(zip(old, new, strict=False), start=1):
         if a != b:
             return i
     if len(old) == len(new):

@@ -22,8 +22,10 @@ full runs (``plain_first``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from ..runners.pytest import SuiteRun, collectable
 from . import flaky_base
@@ -82,7 +84,7 @@ def _outcomes(run: SuiteRun, files: list[str], ids: set[str]) -> dict[str, str]:
 
 
 def differ(plain: SuiteRun, normal: SuiteRun, files: list[str], ids: set[str],
-           hidden: list[str] = ()) -> list[Finding]:
+           hidden: Sequence[str] = ()) -> list[Finding]:
     """``profile-dependent`` findings: tests of ``files`` (or ids in ``ids``) that passed in one
     run and not in the other, naming both outcomes. A test id of a ``hidden`` file carries the
     file as its path, so that what reaches an agent says only that a hidden test failed."""
@@ -131,7 +133,7 @@ def agent_test_files(ctx: GateContext) -> list[str]:
 
 
 def plain_first(ctx: GateContext, cwd: Path, gate: str,
-                hidden: list[str] = ()) -> tuple[GateResult | None, SuiteRun]:
+                hidden: Sequence[str] = ()) -> tuple[GateResult | None, SuiteRun]:
     """Run the planted tests (and the ``hidden`` files, already in ``cwd``) under the plain
     profile. Returns (None, the plain run) when they all pass; else (the failing result of
     ``gate``, the plain run): forged, ``profile-dependent`` (they pass under the normal profile,
@@ -170,7 +172,7 @@ def run(ctx: GateContext) -> GateResult:
     r = ctx.suite(ctx.worktree, "suite", agent_code=True)
     # ``runs`` holds the full suite (its output is what a retry prompt shows); the plain run
     # that passed before it is kept beside it in the evidence
-    details = {"plain_run": plain.to_evidence()}
+    details: dict[str, Any] = {"plain_run": plain.to_evidence()}
     if forged := forged_result("suite", r, [r], details):
         return forged
     planted = ctx.planted_tests()

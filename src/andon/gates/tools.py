@@ -48,7 +48,7 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
     ``<name>.stderr.log``) to ``<evidence_dir>/<name>.log``. Never raises for what the tool
     does; a missing executable is exit status 127. ``network="off"``: as in ``run_suite``,
     through ``netless.wrap`` where the machine allows it (``ToolRun.network`` says)."""
-    state, wrapper = "on", []
+    state, wrapper = "on", list[str]()
     if network == "off":
         cut, why = netless.available()
         state = "cut" if cut else f"not cut: {why}"
@@ -63,7 +63,8 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
             err = (evidence_dir / f"{name}.stderr.log").open("wb") if stderr_apart else None
             known = before_child()
             try:
-                proc = subprocess.Popen([*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                proc = subprocess.Popen([*wrapper, *argv], cwd=cwd, env=env,
+                                        stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=err or subprocess.STDOUT,
                                         start_new_session=True)
             except OSError as exc:

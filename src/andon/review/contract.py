@@ -35,6 +35,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from ..errors import AndonError
 from ..packet import Packet
 
 LOCATION = re.compile(r"^(?P<path>[^:\s][^:]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -78,7 +79,7 @@ class ReviewOutcome:
     downgraded_because: list[str] = field(default_factory=list)
 
 
-class ReviewRejected(ValueError):
+class ReviewRejected(AndonError, ValueError):
     """The document breaks the contract; ``errors`` says exactly how (one line each)."""
 
     def __init__(self, errors: list[str]):
@@ -165,7 +166,8 @@ def decide(doc: ReviewDocument, packet: Packet, red_gates: Iterable[str] = ()) -
                 for v in doc.verdicts if v.invariant in critical and v.verdict != "held"]
     reasons += [f"blocker finding at {f.location}: {f.message}" for f in doc.findings
                 if f.severity == "blocker"]
-    decision = "revise" if (reasons or doc.decision == "revise") else "accept"
+    decision: Literal["accept", "revise"] = (
+        "revise" if (reasons or doc.decision == "revise") else "accept")
     downgraded = reasons if doc.decision == "accept" else []
     return ReviewOutcome(doc, decision, doc.revise_stage or "implement", downgraded)
 

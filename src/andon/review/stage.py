@@ -8,28 +8,53 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
-from ..gates.base import Finding, GateResult
-from ..packet import path_matches
-from .contract import SCHEMA, ReviewRejected, decide, extract_json, validate
-from ..workspace import manifest
+from ..agents.base import AgentRun
+from ..config import Config
+from ..gates.base import Finding, GateResult, Layer
+from ..packet import Packet, path_matches
+from ..store import Store
+from ..workspace import Repo, manifest
+from .contract import SCHEMA, ReviewOutcome, ReviewRejected, decide, extract_json, validate
 
-if TYPE_CHECKING:  # the attempt drives its reviewer; only the type is needed here
-    from ..attempt import Attempt
+
+@dataclass(frozen=True)
+class ReviewInput:
+    """What a review stage needs from its attempt, and no more: the stage knows nothing of
+    :mod:`andon.attempt` (which builds this), so the two do not import each other.
+
+    ``run_agent(stage, worktree=, review_file=, evidence_dir=, prompt_vars=)`` runs the
+    reviewer agent the attempt's way (prompt, budget, guard) and returns its run.
+    """
+
+    repo: Repo
+    config: Config
+    packet: Packet
+    store: Store
+    attempt_id: int
+    start_stage: str | None      # where the attempt started; a broken review sends it back there
+    stages: list[str]            # the packet's stages, in order
+    plant_sha: str
+    candidate_sha: str
+    evidence_dir: Path
+    red_gates: list[str]         # the attempt's gates that are not green, by name
+    run_agent: Callable[..., AgentRun]
 
 
 class Reviewer:
     """One review stage: a fresh export of the candidate's files, the reviewer agent,
     validation of its document (asked again on a broken one), and the decision."""
 
-    def __init__(self, attempt: Attempt, stage: str):
-        self.a, self.stage = attempt, stage
+    def __init__(self, given: ReviewInput, stage: str):
+        self.a, self.stage = given, stage
 
     def run(self) -> GateResult:
         a, stage = self.a, self.stage
-        repo, cand = a.repo, a.ctx.candidate_sha
+        repo, cand = a.repo, a.candidate_sha
         # A plain export, not a worktree: no .git inside, so review-correctness cannot
         # `git show` the tests it must not see, and no reviewer can commit anything.
         tmp = Path(tempfile.mkdtemp(prefix=f"andon-{a.packet.id}-{stage}-"))
@@ -38,9 +63,12 @@ class Reviewer:
             # the packets folder holds every packet's planted (and hidden) files, too
             packets = a.config.andon.packets_dir.strip("/")
             planted = [f"{packets}/**/plant/**", f"{packets}/**/hidden/**"]
-            test_like = lambda p: (p in a.packet.plant_files
-                                   or path_matches(p, a.config.stages.test_paths)
-                                   or path_matches(p, planted))
+
+            def test_like(p: str) -> bool:
+                return (p in a.packet.plant_files
+                        or path_matches(p, a.config.stages.test_paths)
+                        or path_matches(p, planted))
+
             hide = stage == "review-correctness"
             expected = repo.export(cand, wt, keep=lambda p: not (hide and test_like(p)))
             diff = self._diff(test_like, with_tests=not hide)
@@ -50,9 +78,10 @@ class Reviewer:
                 # beside the export, outside the checkout; kept in the evidence afterwards
                 review_file = tmp / f"{stage}.review.json"
                 review_file.unlink(missing_ok=True)
-                run = a._agent(stage, worktree=wt, review_file=review_file,
-                               evidence_dir=a.ev if ask == 1 else a.ev / f"{stage}-ask{ask}",
-                               prompt_vars={
+                run = a.run_agent(stage, worktree=wt, review_file=review_file,
+                                  evidence_dir=a.evidence_dir if ask == 1
+                                  else a.evidence_dir / f"{stage}-ask{ask}",
+                                  prompt_vars={
                     "diff": diff, "schema": json.dumps(SCHEMA, indent=2),
                     "review_file": str(review_file), "revise_stages": stages,
                     "retry_errors": errors})
@@ -67,32 +96,31 @@ class Reviewer:
                 raw = (review_file.read_text(encoding="utf-8", errors="replace")
                        if review_file.exists() else extract_json(run.claim or ""))
                 if review_file.exists():
-                    kept = a.ev if ask == 1 else a.ev / f"{stage}-ask{ask}"
+                    kept = a.evidence_dir if ask == 1 else a.evidence_dir / f"{stage}-ask{ask}"
                     kept.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(review_file, kept / review_file.name)
                 try:
                     doc = validate(raw, a.packet, self._line_count, stages)
                 except ReviewRejected as exc:
                     errors = exc.errors
-                    a.store.add_review(a.row["id"], stage, ask, raw, errors)
+                    a.store.add_review(a.attempt_id, stage, ask, raw, errors)
                     continue
-                red_gates = [g.gate for g in a.out.gates if not g.ok]
-                out = decide(doc, a.packet, red_gates)
-                a.store.add_review(a.row["id"], stage, ask, raw, [], doc.model_dump(),
+                out = decide(doc, a.packet, a.red_gates)
+                a.store.add_review(a.attempt_id, stage, ask, raw, [], doc.model_dump(),
                                    doc.decision, out.decision, out.revise_stage,
                                    out.downgraded_because)
                 return self._result(out)
             return GateResult(stage, "fail", f"no valid review after {ask} asks: "
                               f"{'; '.join(errors)}", "verifier",
                               [Finding("invalid-review", e) for e in errors],
-                              details={"revise_stage": a.row["start_stage"] or "implement"})
+                              details={"revise_stage": a.start_stage or "implement"})
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 
-    def _result(self, out) -> GateResult:
+    def _result(self, out: ReviewOutcome) -> GateResult:
         doc = out.document
         verdicts = {v.invariant: v.verdict for v in doc.verdicts}
-        details = {"revise_stage": out.revise_stage, "verdicts": verdicts,
+        details: dict[str, Any] = {"revise_stage": out.revise_stage, "verdicts": verdicts,
                    "downgraded_because": out.downgraded_because}
         if out.decision == "accept":
             return GateResult(self.stage, "pass", f"accepted; verdicts: "
@@ -103,28 +131,28 @@ class Reviewer:
         findings += [Finding(f.severity, f.message, path=f.location) for f in doc.findings
                      if f.severity in ("blocker", "major")]
         why = "; ".join(out.downgraded_because) or doc.summary or "the reviewer asks for a revision"
-        layer = "test" if out.revise_stage == "atdd" else "code"
+        layer: Layer = "test" if out.revise_stage == "atdd" else "code"
         return GateResult(self.stage, "fail", f"revise → {out.revise_stage}: {why}", layer,
                           findings, details=details)
 
-    def _diff(self, test_like, with_tests: bool) -> str:
+    def _diff(self, test_like: Callable[[str], bool], with_tests: bool) -> str:
         a = self.a
-        base = a.ctx.plant_sha
-        paths = [c.path for c in a.repo.changes(base, a.ctx.candidate_sha)]
+        base = a.plant_sha
+        paths = [c.path for c in a.repo.changes(base, a.candidate_sha)]
         code = [p for p in paths if not test_like(p)]
         tests = [p for p in paths if test_like(p)] if with_tests else []
         parts = []
         for group in (code, tests):  # the code first, the tests last
             if group:
-                parts.append(a.repo.diff(base, a.ctx.candidate_sha, group))
+                parts.append(a.repo.diff(base, a.candidate_sha, group))
         return "\n".join(parts).strip() or "(no change)"
 
     def _line_count(self, path: str) -> int | None:
-        data = self.a.repo.file_bytes(self.a.ctx.candidate_sha, path)
+        data = self.a.repo.file_bytes(self.a.candidate_sha, path)
         if data is None:
             return None
         return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
 
 
-def _verdict_summary(verdicts: dict[str, str]) -> str:
+def _verdict_summary(verdicts: Mapping[str, str]) -> str:
     return ", ".join(f"{k} {v}" for k, v in verdicts.items()) or "no invariants"

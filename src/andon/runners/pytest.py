@@ -34,13 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from ..contain import netless
 from ..contain import canary as canary_mod
+from ..contain import netless
 from ..contain.channel import Channel, Record
 from ..contain.channel import plan as plan_start
+from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..contain.verdict import Integrity
 from ..contain.verdict import judge as judge_integrity
-from ..contain.procgroup import before_child, end_child, wait_unreaped
+from ..errors import AndonError, InvalidArgument
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
@@ -74,7 +75,7 @@ PLAIN_PROFILE = ("-p", "no:faulthandler", "--capture=no", "--assert=plain",
 PROFILES = ("normal", "plain")
 
 
-class JUnitError(ValueError):
+class JUnitError(AndonError, ValueError):
     """The JUnit report is missing, empty, malformed or truncated."""
 
 
@@ -201,7 +202,8 @@ def parse_junit(path: Path) -> dict[str, TestResult]:
     except ET.ParseError as exc:
         raise JUnitError(f"JUnit report truncated or malformed: {exc}") from exc
     if root.tag not in ("testsuites", "testsuite"):
-        raise JUnitError(f"not a JUnit report: root must be testsuites or testsuite, got {root.tag}")
+        raise JUnitError("not a JUnit report: root must be testsuites or testsuite, "
+                         f"got {root.tag}")
     results: dict[str, TestResult] = {}
     for tc in root.iter("testcase"):
         new = _testcase(tc)
@@ -223,11 +225,13 @@ def harness_env(
     holds ``pythonpath`` made absolute, in order. ``flags_in_env`` adds the variables a process
     not started through contain/boot.py needs (no bytecode, no plugin autoload);
     a boot.py run gets none of them, so it looks like an ordinary run. ``extra`` is applied
-    last; a key of FORBIDDEN_ENV in it raises ValueError. No ``PYTHONHASHSEED``: the hash seed
+    last; a key of FORBIDDEN_ENV in it raises InvalidArgument (a ValueError). No
+    ``PYTHONHASHSEED``: the hash seed
     is random, as in production (a fixed seed only the harness sets is a tell, issue 19).
     """
     if bad := sorted(set(extra or {}) & set(FORBIDDEN_ENV)):
-        raise ValueError(f"extra must not set {', '.join(FORBIDDEN_ENV)}; got {', '.join(bad)}")
+        raise InvalidArgument(f"extra must not set {', '.join(FORBIDDEN_ENV)}; "
+                              f"got {', '.join(bad)}")
     home = Path(home).absolute()
     (home / "tmp").mkdir(parents=True, exist_ok=True)
     env = {
@@ -291,20 +295,20 @@ def run_suite(
     for this run only and taken out of ``results``. ``own_files``: test files whose test
     functions must be defined in them. ``SuiteRun.integrity`` holds what was found.
     ``profile="plain"`` adds PLAIN_PROFILE (the process then looks like ordinary Python use; see
-    gates/suite.py for the differential run). Raises ValueError for a bad ``name``,
+    gates/suite.py for the differential run). Raises InvalidArgument for a bad ``name``,
     ``evidence_dir``, ``network`` or ``profile``; everything the suite does is recorded, not
     raised.
     """
     if network not in ("on", "off"):
-        raise ValueError(f'network must be "on" or "off", got {network!r}')
+        raise InvalidArgument(f'network must be "on" or "off", got {network!r}')
     if profile not in PROFILES:
-        raise ValueError(f'profile must be "normal" or "plain", got {profile!r}')
+        raise InvalidArgument(f'profile must be "normal" or "plain", got {profile!r}')
     if not name or "/" in name or name.startswith("."):
-        raise ValueError(f"name must be a plain file name stem, got {name!r}")
+        raise InvalidArgument(f"name must be a plain file name stem, got {name!r}")
     cwd = Path(cwd).absolute()
     evidence_dir = Path(evidence_dir).absolute()
     if evidence_dir.resolve().is_relative_to(cwd.resolve()):
-        raise ValueError(f"evidence_dir must be outside cwd {cwd}, got {evidence_dir}")
+        raise InvalidArgument(f"evidence_dir must be outside cwd {cwd}, got {evidence_dir}")
     evidence_dir.mkdir(parents=True, exist_ok=True)
     log_path = evidence_dir / f"{name}.log"
     junit_path = evidence_dir / f"{name}.junit.xml"
@@ -347,14 +351,14 @@ def run_suite(
     channel = Channel() if start.interpreter else None
     try:
         home = scratch / "home"
-        if channel is not None:
+        if channel is not None and start.interpreter is not None:
             env = harness_env(home, (), extra_env, flags_in_env=False)
             argv = channel.boot_argv(start.interpreter, start.mode,
                                      [os.path.abspath(p) for p in paths], [*start.args, *args])
         else:
             env = harness_env(home, paths, extra_env)
             argv = [*command, *args]
-        state, wrapper = "on", []
+        state, wrapper = "on", list[str]()
         if network == "off":
             cut, why = netless.available()
             state = "cut" if cut else f"not cut: {why}"

@@ -7,12 +7,12 @@ pytest-dev/pytest#11107): ``pytest pkg/tests/test_x.py`` in a monorepo whose ``p
 run roots at the repository and says ``pkg/tests/test_x.py``. Test ids then differ between the red
 gate (planted files selected) and the suite gates (nothing selected), and a valid packet is blocked.
 
-``pinned_args(cwd, pytest_args)`` resolves, once per run and from the *configured* command only (never
-the selection), the config file pytest would pick for the full-suite run in ``cwd``, and returns the
-flags that make every run use exactly that: ``--rootdir=<cwd>``, ``-c <file>``
+``pinned_args(cwd, pytest_args)`` resolves, once per run and from the *configured* command only
+(never the selection), the config file pytest would pick for the full-suite run in ``cwd``, and
+returns the flags that make every run use exactly that: ``--rootdir=<cwd>``, ``-c <file>``
 (``/dev/null`` when there is none: pytest's documented way to ask for no configuration) and
-``--confcutdir`` (the config file's directory inside ``cwd``, else ``cwd``: no conftest.py above the
-clone is ever loaded). Flags the project's command already sets are left to it.
+``--confcutdir`` (the config file's directory inside ``cwd``, else ``cwd``: no conftest.py above
+the clone is ever loaded). Flags the project's command already sets are left to it.
 
 ``ini_values(path)`` reads the few pytest settings other checks need (``testpaths``,
 ``python_files``), from the same file.
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import configparser
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 
 # The names pytest looks for in each directory, in its order of precedence (pytest 9; the
@@ -81,7 +82,7 @@ def _paths_in(cwd: Path, args: list[str]) -> list[Path]:
     return out
 
 
-def locate(cwd: Path, args: list[str] = ()) -> Path | None:
+def locate(cwd: Path, args: Sequence[str] = ()) -> Path | None:
     """The config file pytest would use when run in ``cwd`` with ``args`` (the project's own
     test command arguments), or None. Searches from the common ancestor of the path
     arguments (``cwd`` when there are none) upwards, but never above ``cwd``: a file outside
@@ -117,7 +118,7 @@ def _given(args: list[str], *names: str) -> bool:
     return False
 
 
-def pinned_args(cwd: Path, args: list[str] = ()) -> list[str]:
+def pinned_args(cwd: Path, args: Sequence[str] = ()) -> list[str]:
     """``--rootdir``, ``-c`` and ``--confcutdir`` for a pytest run in ``cwd`` (see
     the module docstring); an option already in ``args`` (the project's pytest arguments)
     is not repeated."""

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 
 from ...packet import path_matches
 from ..base import Finding, GateContext, GateResult
@@ -57,9 +59,10 @@ def added_lines(diff: str) -> set[int]:
 
 
 def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
-              test_strings: set[str] = frozenset(), test_globs: list[str] = (),
-              copied: set[object] = frozenset(), own: set[str] = frozenset(),
-              visible: set[object] | None = None) -> list[Hit]:
+              test_strings: AbstractSet[str] = frozenset(), test_globs: Sequence[str] = (),
+              copied: AbstractSet[tuple[str, object]] = frozenset(),
+              own: AbstractSet[str] = frozenset(),
+              visible: AbstractSet[tuple[str, object]] | None = None) -> list[Hit]:
     """Every built-in hit on an added line of one Python file. ``is_test``: the file is a
     test the agent wrote (only the rules that hold in tests); ``own``: the project's own
     top-level module names (``andon`` is not an internal when it is the project);
@@ -80,7 +83,8 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
     return hits
 
 
-def _copied(ctx: GateContext, base: str, head: str) -> tuple[set[object], set[object]]:
+def _copied(ctx: GateContext, base: str, head: str
+            ) -> tuple[set[tuple[str, object]], set[tuple[str, object]]]:
     """(every value the packet's tests keep, the ones the agent could see): planted, atdd
     and hidden test files, and data files under the planted and hidden paths (literals.py).
     Values only hidden files keep are never repeated in a message."""
@@ -89,7 +93,7 @@ def _copied(ctx: GateContext, base: str, head: str) -> tuple[set[object], set[ob
         data = ctx.repo.file_bytes(head, p) or ctx.repo.file_bytes(base, p)
         if data is not None:
             sources.append(data.decode("utf-8", errors="replace"))
-    visible: set[object] = set(planted_literals(sources))
+    visible = set(planted_literals(sources))
     for p, (data, _) in ctx.packet.plant_blobs().items():
         visible |= data_file_literals(p, data)
     hidden = ctx.packet.hidden_blobs()
@@ -121,7 +125,7 @@ def run(ctx: GateContext) -> GateResult:
     scanned = []
     for c in ctx.repo.changes(base, head):
         p = c.path
-        if c.status == "D" or c.new_mode != "100644" and c.new_mode != "100755":
+        if c.status == "D" or (c.new_mode != "100644" and c.new_mode != "100755"):
             continue
         if p in ctx.packet.plant_files or p == packets or p.startswith(packets + "/"):
             continue

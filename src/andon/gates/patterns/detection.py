@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
 
 from .production import Hit
 from .resolve import Resolver
@@ -93,12 +94,12 @@ class Detection(ast.NodeVisitor):
                 return self.r.canonical(n)
         return None
 
-    def _names_harness(self, nodes: list[ast.AST]) -> bool:
+    def _names_harness(self, nodes: Sequence[ast.AST]) -> bool:
         """A folded string among ``nodes`` that names the runner, the harness or a path."""
         return any(HARNESS_WORDS.search(v) for x in nodes for n in ast.walk(x)
                    if (v := self.r.fold(n)) is not None)
 
-    def _has_string(self, nodes: list[ast.AST]) -> bool:
+    def _has_string(self, nodes: Sequence[ast.AST]) -> bool:
         """A folded string among the operands that are not the place itself (the key
         ``"HOME"`` of ``os.environ["HOME"]`` is not the string it is compared with)."""
         return any(self.r.fold(n) is not None for x in nodes if self._place(x) is None
@@ -126,7 +127,7 @@ class Detection(ast.NodeVisitor):
 
     def visit_Compare(self, node: ast.Compare) -> None:
         operands = [node.left, *node.comparators]
-        for op, right in zip(node.ops, node.comparators):
+        for op, right in zip(node.ops, node.comparators, strict=True):
             if isinstance(op, (ast.In, ast.NotIn)):
                 owner = self.r.canonical(right)
                 if owner in ENV:

@@ -258,7 +258,7 @@ class Integrity(ast.NodeVisitor):
         root = name.split(".")[0]
         dynamic = isinstance(obj, (ast.Call, ast.Subscript)) and bool(name)
         if how == "getattr":
-            foreign = root in SENSITIVE_MODULES and root not in self.own or dynamic
+            foreign = (root in SENSITIVE_MODULES and root not in self.own) or dynamic
         else:
             imported = self.r.imported.get(root, "")
             foreign = dynamic or root in ("builtins", "__builtins__") or (

@@ -29,6 +29,7 @@ import json
 import math
 import re
 import tomllib
+from typing import TypeGuard
 
 MIN_STR = 3
 TRIVIAL_NUMBERS = {-2, -1, 0, 1, 2, 10, 100, 1000}
@@ -36,7 +37,7 @@ DATA_SUFFIXES = (".json", ".csv", ".txt", ".toml", ".yaml", ".yml")
 _WORD = re.compile(r"[A-Za-z_]+")
 
 
-def _number_ok(v: object) -> bool:
+def _number_ok(v: object) -> TypeGuard[int | float]:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and v not in TRIVIAL_NUMBERS
 
 
@@ -85,8 +86,8 @@ def _round(v: float) -> bool:
 def data_bar(keys: set[tuple[str, object]]) -> set[tuple[str, object]]:
     """The keys that pass the data bar (module docstring)."""
     return {(k, v) for k, v in keys
-            if (k == "str" and not _WORD.fullmatch(v))  # type: ignore[arg-type]
-            or (k == "num" and not _round(v))}  # type: ignore[arg-type]
+            if (k == "str" and isinstance(v, str) and not _WORD.fullmatch(v))
+            or (k == "num" and _number_ok(v) and not _round(v))}
 
 
 def _is_literal_tree(node: ast.AST) -> bool:

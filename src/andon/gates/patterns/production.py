@@ -8,7 +8,8 @@ Rule id → what it flags (all ``block`` by default; docs/gates.md has the table
 - non-test code only — tests use these legitimately:
   ``skip-call`` (``pytest.skip/xfail/importorskip/exit``, ``unittest.SkipTest``),
   ``monkeypatch`` (assignment, ``setattr``/``delattr`` on an imported module or ``builtins``),
-  ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__``/``__ne__`` that returns only constants),
+  ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__``/``__ne__`` that returns
+  only constants),
   ``broad-except`` (an ``except Exception`` that swallows and returns), ``test-path`` (a
   string naming a test path), ``pragma`` (``# pragma: no cover`` / ``no mutate``),
   ``copied-literal`` (a value the packet's tests keep, used as a value in a comparison, a
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ...packet import path_matches
@@ -69,9 +72,10 @@ def pragma_hits(path: str, text: str, added: set[int]) -> list[Hit]:
 class Scanner(ast.NodeVisitor):
     """Walk one file's AST and report hits on added lines."""
 
-    def __init__(self, path: str, added: set[int], test_strings: set[str],
-                 test_globs: list[str], copied: set[object], resolver: Resolver,
-                 is_test: bool = False, visible: set[object] | None = None):
+    def __init__(self, path: str, added: set[int], test_strings: AbstractSet[str],
+                 test_globs: Sequence[str], copied: AbstractSet[tuple[str, object]],
+                 resolver: Resolver, is_test: bool = False,
+                 visible: AbstractSet[tuple[str, object]] | None = None):
         self.path, self.added, self.is_test, self.resolver = path, added, is_test, resolver
         self.visible = visible  # copied values the agent could see; None: all of them
         self.test_strings, self.test_globs, self.copied = test_strings, test_globs, copied
@@ -167,7 +171,7 @@ class Scanner(ast.NodeVisitor):
         self._copied(direct_literals(node), node, "holds")
         self.generic_visit(node)
 
-    def _copied(self, found: set[object], node: ast.AST, verb: str) -> None:
+    def _copied(self, found: set[tuple[str, object]], node: ast.AST, verb: str) -> None:
         same = found & self.copied
         if same:
             # a value only a hidden test keeps is not repeated: the message reaches the agent
@@ -201,8 +205,8 @@ class Scanner(ast.NodeVisitor):
         if "patch" not in parts:
             return False
         i = parts.index("patch")
-        return i == 0 and "patch" in self.mock_names or i > 0 and parts[i - 1] in (
-            "mock", *self.mock_names)
+        return (i == 0 and "patch" in self.mock_names) or (i > 0 and parts[i - 1] in (
+            "mock", *self.mock_names))
 
     def visit_Raise(self, node: ast.Raise) -> None:
         if node.exc is not None and _dotted(node.exc).split("(")[0].split(".")[-1] == "SkipTest":
@@ -242,7 +246,8 @@ class Scanner(ast.NodeVisitor):
             # any constant, not only True: `return 1` is truthy to `==` and `assert` alike
             returns = [n for n in ast.walk(node) if isinstance(n, ast.Return)]
             if returns and all(isinstance(r.value, ast.Constant) for r in returns):
-                said = sorted({repr(r.value.value) for r in returns if r.value is not None})
+                said = sorted({repr(r.value.value) for r in returns
+                               if isinstance(r.value, ast.Constant)})
                 self.hit("constant-eq", node, f"{node.name} always returns "
                          f"{' or '.join(said)}: an object that equals everything (or nothing)")
         self.generic_visit(node)

@@ -41,8 +41,8 @@ def dotted(node: ast.AST) -> str:
 
 
 def _seq(node: ast.AST, names: dict[str, object]) -> list[str] | None:
-    if isinstance(node, ast.Name) and isinstance(names.get(node.id), tuple):
-        return list(names[node.id])  # type: ignore[arg-type]
+    if isinstance(node, ast.Name) and isinstance(seq := names.get(node.id), tuple):
+        return list(seq)
     if isinstance(node, (ast.List, ast.Tuple)):
         out = [fold(e, names) for e in node.elts]
         return None if any(x is None for x in out) else out  # type: ignore[return-value]
@@ -105,7 +105,7 @@ def _fold(node: ast.AST | None, names: dict[str, object]) -> str | None:
                 return None
             return base[slice(*parts)]
         i = _int(sl)
-        return None if i is False else base[i]  # type: ignore[index]
+        return None if i is False else base[i]
     if isinstance(node, ast.Call):
         return _fold_call(node, names)
     return None
@@ -135,7 +135,7 @@ def _fold_call(node: ast.Call, names: dict[str, object]) -> str | None:
     if isinstance(f, ast.Name) and len(node.args) == 1 and not node.keywords:
         if f.id == "chr":
             i = _int(node.args[0])
-            return None if i is False else chr(i)  # type: ignore[arg-type]
+            return None if i is False else chr(i)
         if f.id == "str":
             s = _scalar(node.args[0], names)
             return None if s is None else str(s)
@@ -179,7 +179,7 @@ def _chr_comp(node: ast.GeneratorExp | ast.ListComp, names: dict[str, object]) -
     codes = [_int(e) for e in gen.iter.elts]
     if any(c is False for c in codes):
         return None
-    return [chr(c) for c in codes]  # type: ignore[arg-type]
+    return [chr(c) for c in codes]
 
 
 def bindings(tree: ast.AST, nodes: list[ast.AST] | None = None) -> dict[str, object]:
@@ -201,14 +201,14 @@ def bindings(tree: ast.AST, nodes: list[ast.AST] | None = None) -> dict[str, obj
             values[n.target.id] = n.value
     out: dict[str, object] = {}
     for _ in range(3):  # chains of single assignments, a few deep
-        for name, value in values.items():
-            if counts.get(name) != 1 or name in out:
+        for var, value in values.items():
+            if counts.get(var) != 1 or var in out:
                 continue
             s = fold(value, out)
             if s is not None:
-                out[name] = s
+                out[var] = s
             elif (seq := _seq(value, out)) is not None:
-                out[name] = tuple(seq)
+                out[var] = tuple(seq)
     return out
 
 
