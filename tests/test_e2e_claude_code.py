@@ -10,6 +10,7 @@ the cost the CLI's result event reported; 401, 500 for ever and no answer end as
 `environment` (the agent could not work) with the CLI's message; 429 then 200 is merged."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -27,21 +28,24 @@ def claude():
     return binary("claude")
 
 
-def project(tmp_path: Path, timeout_s: int = 120, **packet) -> tuple[Path, Path]:
+def project(tmp_path: Path, timeout_s: int = 120, settings: str = "", **packet
+            ) -> tuple[Path, Path]:
     wt = tmp_path / "wt"
     config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
                          worktree_root=wt)
     config += ("\n[agents.claude-code]\n"
-               f"env_passthrough = {json.dumps(PASSTHROUGH)}\ntimeout_s = {timeout_s}\n")
+               f"env_passthrough = {json.dumps(PASSTHROUGH)}\ntimeout_s = {timeout_s}\n"
+               + settings)
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", **packet)}, config=config)
     return root, wt / "P1-1"
 
 
-def run(tmp_path: Path, claude: Path, root: Path, server: ModelServer):
+def run(tmp_path: Path, claude: Path, root: Path, server: ModelServer,
+        key: str = "sk-ant-dummy"):
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
     env = {"PATH": f"{claude.parent}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
-           "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": "sk-ant-dummy",
+           "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": key,
            "CLAUDE_CODE_MAX_RETRIES": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
            "DISABLE_AUTOUPDATER": "1"}
     r = andon(root, "run", "--agent", "claude-code", env=env)
@@ -167,3 +171,31 @@ def test_rate_limited_once_then_answered_is_merged(tmp_path, claude):
     assert r.returncode == 0, r.stdout + r.stderr
     assert show["packet"]["state"] == "done"
     assert [x["status"] for x in s.log if x["path"] == "/v1/messages"][:2] == [429, 200]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="Claude Code refuses its bypass flag only as root")
+def test_the_bypass_flag_refused_as_root_is_environment_with_the_setting_to_fix(tmp_path, claude):
+    """Issue 16's first run: `--dangerously-skip-permissions` as root, one line on stderr, exit
+    1. Not "the agent changed nothing", not retried into "no new evidence"."""
+    root, wt = project(tmp_path, max_attempts=3,
+                       settings='permission_args = ["--dangerously-skip-permissions"]\n')
+    with ModelServer(Script(honest(wt))) as s:
+        r, show = run(tmp_path, claude, root, s)
+    attempt, = show["attempts"]
+    assert show["packet"]["state"] == "blocked"
+    assert attempt["failure_layer"] == "environment"
+    assert "cannot be used with root/sudo privileges" in attempt["reason"]
+    assert implement(show)["exit_status"] == 1
+    out = r.stdout + r.stderr
+    assert "permission_args" in out and "IS_SANDBOX" in out and "sharpen" not in out
+    assert not [x for x in s.log if x["path"] == "/v1/messages"]   # it asked nothing
+
+
+def test_no_credentials_is_environment_with_the_credentials_advice(tmp_path, claude):
+    root, wt = project(tmp_path, max_attempts=3)
+    with ModelServer(Script(honest(wt))) as s:
+        r, show = run(tmp_path, claude, root, s, key="")
+    attempt, = show["attempts"]
+    assert show["packet"]["state"] == "blocked"
+    assert attempt["failure_layer"] == "environment", attempt["reason"]
+    assert "credentials" in r.stdout + r.stderr
