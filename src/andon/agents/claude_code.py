@@ -94,6 +94,7 @@ class ClaudeCodeAgent(ExternalAgent):
     credential_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
     default_permission_args = BYPASS_ARGS
     docs = "docs/agents/claude-code.md"
+    tested_version = "2.1.332"   # end to end against the real binary (tests/agent-clis.txt)
 
     def permission_args(self, s: AgentSettings) -> list[str]:
         if s.permission_args is not None:
