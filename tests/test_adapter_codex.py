@@ -1,15 +1,14 @@
 """The codex adapter against a fake `codex` printing the real `codex exec --json` events."""
 
+import fakes
 import pytest
+from agent_ctx import MUL_EDIT, make, stage_ctx
+from helpers import MUL_CODE
 
 from andon.agents import CodexAgent
 from andon.agents.codex import parse_events, rollout_model
 from andon.agents.external import FormatError
 from andon.usage import library_version
-
-import fakes
-from agent_ctx import MUL_EDIT, make, stage_ctx
-from helpers import MUL_CODE
 
 
 @pytest.fixture
@@ -28,7 +27,8 @@ def test_prompt_on_stdin_edit_made_usage_priced(tmp_path, bin_dir):
     call, = fakes.calls(bin_dir, "codex")
     assert call["prompt"] == "Add mul to calc.ops." and call["cwd"] == str(ctx.worktree)
     assert call["argv"][:3] == ["exec", "--json", "--output-last-message"]
-    assert call["argv"][4:] == ["--model", "gpt-5-codex", "--full-auto", "-"]
+    assert call["argv"][4:] == ["--model", "gpt-5-codex", "--sandbox", "workspace-write",
+                                "-"]
     assert (ctx.worktree / "src/calc/ops.py").read_text().endswith(MUL_CODE)
     assert r.exit_status == 0 and r.claim == "Added `mul` to src/calc/ops.py; the tests pass."
     u = r.usage

@@ -118,3 +118,35 @@ def test_hang_never_answers_and_the_server_still_stops():
 def test_bad_scripts_are_refused_naming_the_turn(turns, fail, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace("`", "`")):
         Script(turns, fail)
+
+
+def test_openai_responses_streamed_and_not_with_usage_in_openais_terms():
+    script = Script([{"tool": "exec", "input": "text('x');", "usage": USAGE},
+                     {"tool": "shell", "input": {"cmd": "ls"}}, {"text": "bye"}])
+    with ModelServer(script) as s:
+        status, headers, text = post(s.url + "/v1/responses", {"model": "gpt-x",
+                                                               "stream": True})
+        events = sse(text)
+        _, _, plain = post(s.url + "/v1/responses", {"model": "gpt-x"})
+        _, _, last = post(s.url + "/v1/responses", {"model": "gpt-x", "stream": True})
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    assert [e for e, _ in events] == ["response.created", "response.in_progress",
+                                      "response.output_item.added",
+                                      "response.output_item.done", "response.completed"]
+    item = events[3][1]["item"]
+    assert (item["type"], item["name"], item["input"]) == ("custom_tool_call", "exec",
+                                                           "text('x');")
+    usage = events[4][1]["response"]["usage"]
+    assert usage["input_tokens"] == 321 + 6 + 7 and usage["output_tokens"] == 45
+    assert usage["input_tokens_details"]["cached_tokens"] == 6
+    call = json.loads(plain)["output"][0]
+    assert call["type"] == "function_call" and json.loads(call["arguments"]) == {"cmd": "ls"}
+    msg = sse(last)[3][1]["item"]
+    assert msg["type"] == "message" and msg["content"][0]["text"] == "bye"
+    assert s.sent_usage()["gpt-x"]["input_tokens"] == 321 + 100 + 100
+
+
+def test_openai_responses_errors_carry_openais_error_body():
+    with ModelServer(Script([], fail="401")) as s:
+        status, _, text = post(s.url + "/v1/responses", {"model": "m"})
+    assert status == 401 and json.loads(text)["error"]["code"] == "invalid_api_key"

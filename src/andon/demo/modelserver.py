@@ -48,6 +48,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from . import responses_api
+
 FAILS = ("401", "500", "429-then-200", "hang")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
               "cache_creation_input_tokens")
@@ -79,8 +81,9 @@ class Script:
             if ("tool" in t) == ("text" in t):
                 raise ValueError(f"turn {i}: expected exactly one of `tool` or `text`, got "
                                  f"{sorted(t)}")
-            if "tool" in t and not isinstance(t.get("input", {}), dict):
-                raise ValueError(f"turn {i}: `input` must be an object, got {t['input']!r}")
+            if "tool" in t and not isinstance(t.get("input", {}), (dict, str)):
+                raise ValueError(f"turn {i}: `input` must be an object (or the text of a "
+                                 f"freeform tool), got {t['input']!r}")
             for k, v in (t.get("usage") or {}).items():
                 if k not in USAGE_KEYS or not isinstance(v, int) or v < 0:
                     raise ValueError(f"turn {i}: usage {k}={v!r}: expected one of "
@@ -128,6 +131,7 @@ class ModelServer:
             Route("/v1/messages", self._messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
+            Route("/v1/responses", self._responses, methods=["POST"]),
             Route("/{path:path}", self._other, methods=["GET", "POST", "PUT", "DELETE"]),
         ])
         config = uvicorn.Config(app, log_level="error", lifespan="off",
@@ -181,26 +185,34 @@ class ModelServer:
             self.log.append(entry)
         return entry, body
 
-    async def _messages(self, request: Request) -> Response:
-        entry, body = await self._entry(request)
-        if not isinstance(body, dict):
-            return self._error(entry, 400, "invalid_request_error", "body is not JSON")
+    async def _failure(self, entry: dict[str, Any]) -> tuple[int, str, str] | None:
+        """What the failure script answers this request: (status, error type, message), or
+        None for a normal answer. ``hang`` never returns."""
         fail = self.script.fail
         if fail == "hang":
             entry["status"] = "hang"
             await asyncio.Event().wait()   # until the server is stopped
         if fail == "401":
-            return self._error(entry, 401, "authentication_error", "invalid x-api-key")
+            return 401, "authentication_error", "invalid x-api-key"
         if fail == "500":
-            return self._error(entry, 500, "api_error", "Internal server error")
+            return 500, "api_error", "Internal server error"
         if fail == "429-then-200":
             with self._lock:
                 first = self._failed == 0
                 self._failed += 1
             if first:
-                return self._error(entry, 429, "rate_limit_error", "Number of requests has "
-                                   "exceeded your rate limit", {"retry-after": "0"})
-        turn = self._take(body)
+                return 429, "rate_limit_error", "Number of requests has exceeded your rate limit"
+        return None
+
+    async def _messages(self, request: Request) -> Response:
+        entry, body = await self._entry(request)
+        if not isinstance(body, dict):
+            return self._error(entry, 400, "invalid_request_error", "body is not JSON")
+        failure = await self._failure(entry)
+        if failure is not None:
+            return self._error(entry, *failure, headers={"retry-after": "0"}
+                               if failure[0] == 429 else None)
+        turn = self._take(body, side=not body.get("tools"))
         model = turn.get("model") or body.get("model") or "claude-scripted"
         usage = SIDE_USAGE if turn.get("side") else usage_of(turn)
         entry.update(status=200, usage=dict(usage), model=model)
@@ -219,8 +231,31 @@ class ModelServer:
                              "model": model, "content": [block], "stop_reason": stop,
                              "stop_sequence": None, "usage": dict(usage)})
 
-    def _take(self, body: dict[str, Any]) -> dict[str, Any]:
-        if not body.get("tools"):
+    async def _responses(self, request: Request) -> Response:
+        """OpenAI Responses API (Codex): every request is a turn of the agent's loop."""
+        entry, body = await self._entry(request)
+        if not isinstance(body, dict):
+            return self._json_error(entry, 400, "body is not JSON")
+        failure = await self._failure(entry)
+        if failure is not None:
+            return self._json_error(entry, failure[0], failure[2])
+        turn = self._take(body, side=False)
+        model = turn.get("model") or body.get("model") or "gpt-scripted"
+        usage = usage_of(turn)
+        entry.update(status=200, usage=dict(usage), model=model)
+        n = next(self._ids)
+        if body.get("stream"):
+            return StreamingResponse(responses_api.sse(turn, model, usage, n),
+                                     media_type="text/event-stream")
+        return JSONResponse(responses_api.response(turn, model, usage, n))
+
+    def _json_error(self, entry: dict, status: int, message: str) -> Response:
+        entry["status"] = status
+        return JSONResponse(responses_api.error_body(status, message), status_code=status,
+                            headers={"retry-after": "0"} if status == 429 else None)
+
+    def _take(self, body: dict[str, Any], side: bool) -> dict[str, Any]:
+        if side:
             return {"text": "ok", "side": True}
         with self._lock:
             i = self._next

@@ -46,7 +46,7 @@ _ADVICE = (
      ("the model API could not be reached: check the network and the base URL the agent "
      "uses (pass e.g. ANTHROPIC_BASE_URL through `[agents.{a}] env_passthrough`); "
      "`[agent] network = \"off\"` cuts agents off")),
-    (r"\b5\d\d\b|api error|internal server error",
+    (r"\b5\d\d\b|api error|internal server error|high demand|temporary errors",
      "the model API failed: look at the agent's message above, retry later, then unblock"),
 )
 
