@@ -150,3 +150,29 @@ def test_openai_responses_errors_carry_openais_error_body():
     with ModelServer(Script([], fail="401")) as s:
         status, _, text = post(s.url + "/v1/responses", {"model": "m"})
     assert status == 401 and json.loads(text)["error"]["code"] == "invalid_api_key"
+
+
+def test_gemini_generate_content_streamed_and_not_and_side_requests_get_schema_json():
+    script = Script([{"tool": "write_file", "input": {"file_path": "a"}, "usage": USAGE},
+                     {"text": "bye"}])
+    with ModelServer(script) as s:
+        url = s.url + "/v1beta/models/gemini-x:"
+        status, _, text = post(url + "streamGenerateContent?alt=sse",
+                               {"contents": [], "tools": [{"functionDeclarations": []}]})
+        chunk = json.loads(text.strip().removeprefix("data: "))
+        _, _, plain = post(url + "generateContent", {"tools": [{}], "contents": []})
+        schema = {"type": "OBJECT", "properties": {"score": {"type": "INTEGER"},
+                                                   "why": {"type": "STRING"}}}
+        _, _, side = post(url + "generateContent",
+                          {"contents": [], "generationConfig": {"responseJsonSchema": schema}})
+        missing, _, _ = post(url + "embedContent", {})
+    assert status == 200
+    call = chunk["candidates"][0]["content"]["parts"][0]["functionCall"]
+    assert call == {"name": "write_file", "args": {"file_path": "a"}}
+    meta = chunk["usageMetadata"]
+    assert meta["promptTokenCount"] == 321 + 6 + 7 and meta["cachedContentTokenCount"] == 6
+    assert meta["candidatesTokenCount"] == 45 and chunk["modelVersion"] == "gemini-x"
+    assert json.loads(plain)["candidates"][0]["content"]["parts"] == [{"text": "bye"}]
+    side_text = json.loads(side)["candidates"][0]["content"]["parts"][0]["text"]
+    assert json.loads(side_text) == {"score": 1, "why": "scripted"}
+    assert missing == 404

@@ -48,7 +48,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from . import responses_api
+from . import gemini_api, responses_api
 
 FAILS = ("401", "500", "429-then-200", "hang")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
@@ -132,6 +132,7 @@ class ModelServer:
             Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/responses", self._responses, methods=["POST"]),
+            Route("/v1beta/models/{target}", self._gemini, methods=["POST"]),
             Route("/{path:path}", self._other, methods=["GET", "POST", "PUT", "DELETE"]),
         ])
         config = uvicorn.Config(app, log_level="error", lifespan="off",
@@ -248,6 +249,30 @@ class ModelServer:
             return StreamingResponse(responses_api.sse(turn, model, usage, n),
                                      media_type="text/event-stream")
         return JSONResponse(responses_api.response(turn, model, usage, n))
+
+    async def _gemini(self, request: Request) -> Response:
+        """Gemini API (Gemini CLI): requests that offer tools take a turn; the others (its
+        model router's classifier, ...) get the side answer."""
+        entry, body = await self._entry(request)
+        model, _, method = request.path_params["target"].partition(":")
+        if method not in ("generateContent", "streamGenerateContent") \
+                or not isinstance(body, dict):
+            entry["status"] = 404
+            return JSONResponse(gemini_api.error_body(404, f"no {method!r} here"), 404)
+        failure = await self._failure(entry)
+        if failure is not None:
+            entry["status"] = failure[0]
+            return JSONResponse(gemini_api.error_body(failure[0], failure[2]), failure[0])
+        turn = self._take(body, side=not body.get("tools"))
+        if turn.get("side"):
+            turn = {**turn, "text": gemini_api.side_text(body)}
+        model = turn.get("model") or model
+        usage = SIDE_USAGE if turn.get("side") else usage_of(turn)
+        entry.update(status=200, usage=dict(usage), model=model)
+        answer = gemini_api.response(turn, model, usage, next(self._ids))
+        if method == "streamGenerateContent":
+            return StreamingResponse(gemini_api.sse(answer), media_type="text/event-stream")
+        return JSONResponse(answer)
 
     def _json_error(self, entry: dict, status: int, message: str) -> Response:
         entry["status"] = status
