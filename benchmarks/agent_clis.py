@@ -2,21 +2,22 @@
 
     .venv/bin/python benchmarks/agent_clis.py [--runs 5] [--keep]
 
-For each installed CLI of tests/agent-clis.txt (found in ``.tools/node_modules/.bin``, put
-there by scripts/test; only Claude Code so far), with the scripted model server
+For each CLI of tests/agent-clis.txt installed in ``.tools/node_modules/.bin`` (put there by
+scripts/test: Claude Code, Codex, Gemini CLI), with the scripted model server
 (``andon.demo.modelserver``) answering every request at once with the text "done":
 
-1. **start-up of one stage**: the CLI alone (``claude -p --output-format stream-json
-   --verbose`` + andon's permission args, the prompt on stdin) from spawn to exit — one model
-   request, so this is almost all start-up — median of ``--runs``;
+1. **start-up of one stage**: the CLI alone — exactly the argv and environment andon's
+   adapter would give it, in a fresh git folder — from spawn to exit; one model request (plus
+   the side requests the CLI makes for itself), so this is almost all start-up; median of
+   ``--runs``;
 2. **andon's overhead around it**: the same stage through andon's adapter
-   (``ClaudeCodeAgent.run``: clean environment, process group, transcript and stderr to disk,
+   (``<Adapter>.run``: clean environment, process group, transcript and stderr to disk,
    parsing, pricing): its wall time minus the agent process's own (``duration_s``, timed by
    andon around the process), median of ``--runs`` — measured within each run, so the CLI's
    own variance (large on a busy machine) does not enter it;
-3. **one whole packet**: ``andon run --agent claude-code`` on a small project whose packet the
-   CLI fixes with its own Read and Edit tools (4 requests); the wall time, the agent stage's
-   share, and the rest (worktree, red, gates, merge).
+3. **one whole packet** (Claude Code only): ``andon run --agent claude-code`` on a small
+   project whose packet the CLI fixes with its own Read and Edit tools (4 requests); the wall
+   time, the agent stage's share, and the rest (worktree, red, gates, merge).
 
 The closing note prints the figures per CLI. Nothing is left behind unless ``--keep``.
 """
@@ -33,9 +34,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
-from andon.agents import ClaudeCodeAgent, StageContext
-from andon.agents.claude_code import default_permission_args
+from andon.agents import ClaudeCodeAgent, CodexAgent, GeminiAgent, StageContext
+from andon.agents.external import RunFiles
 from andon.config import DEFAULT_TOML, AgentSettings
 from andon.demo.modelserver import ModelServer, Script
 from andon.packet import load_packets
@@ -79,35 +81,62 @@ def project(root: Path, worktrees: Path) -> Path:
     return root
 
 
-def raw_stage(claude: Path, url: str, tmp: Path) -> float:
-    cwd = tmp / "raw"
-    cwd.mkdir(exist_ok=True)
-    argv = [str(claude), "-p", "--output-format", "stream-json", "--verbose",
-            *default_permission_args(os.geteuid())]
-    t0 = time.perf_counter()
-    p = subprocess.run(argv, input=b"Say done.", cwd=cwd, env=env_for(url, tmp / "home"),
-                       capture_output=True, timeout=120, check=False)
-    took = time.perf_counter() - t0
+def adapters(url: str, home: Path) -> dict[str, tuple[Any, dict[str, str]]]:
+    """Per CLI: its adapter (as andon builds it for a user) and that user's environment."""
+    base = {"PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
+            "LANG": "C.UTF-8"}
+    provider = (f'model_providers.scripted={{name="scripted",base_url="{url}/v1",'
+                'wire_api="responses",env_key="OPENAI_API_KEY"}')
+    claude_env = {k: v for k, v in env_for(url, home).items() if k not in base}
+    return {
+        "claude-code": (ClaudeCodeAgent(AgentSettings(env_passthrough=PASS), None,
+                                        {**base, **claude_env}), {}),
+        "codex": (CodexAgent(AgentSettings(extra_args=["-c", 'model_provider="scripted"',
+                                                       "-c", provider]), None,
+                             {**base, "OPENAI_API_KEY": "sk-bench"}), {}),
+        "gemini": (GeminiAgent(AgentSettings(env_passthrough=["GOOGLE_GEMINI_BASE_URL"]),
+                               None, {**base, "GEMINI_API_KEY": "bench",
+                                      "GOOGLE_GEMINI_BASE_URL": url}), {}),
+    }
+
+
+def stage_ctx(tmp: Path, root: Path, name: str) -> StageContext:
+    packet = load_packets(root / "packets", root)[0]
+    wt, ev = tmp / f"wt-{name}", tmp / f"ev-{name}"
+    for d in (wt, ev):
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir()
+    subprocess.run(["git", "init", "-q"], cwd=wt, check=True)
+    (ev / "implement.prompt.md").write_text("Say done.")
+    return StageContext(packet, "implement", 1, wt, "Say done.", ev / "implement.prompt.md",
+                        ev, 120)
+
+
+def raw_stage(agent: Any, ctx: StageContext) -> float:
+    """The CLI alone: the adapter's argv and environment, nothing of andon around it."""
+    s = agent.settings.for_stage(ctx.stage)
+    files = RunFiles(ctx.evidence_dir / "raw.out", ctx.evidence_dir / "raw.err",
+                     ctx.evidence_dir / "raw")
+    argv, env = agent.argv(ctx, s, files), agent.env(ctx, s)
+    argv[0] = str(BIN / argv[0])
+    with open(agent.stdin(ctx), "rb") as stdin:
+        t0 = time.perf_counter()
+        p = subprocess.run(argv, stdin=stdin, cwd=ctx.worktree, env=env,
+                           capture_output=True, timeout=120, check=False)
+        took = time.perf_counter() - t0
     if p.returncode != 0:
-        raise SystemExit(f"claude exited {p.returncode}: {p.stderr.decode()[-500:]}")
+        raise SystemExit(f"{argv[0]} exited {p.returncode}: {p.stderr.decode()[-500:]}"
+                         f"{p.stdout.decode()[-500:]}")
     return took
 
 
-def adapter_stage(url: str, tmp: Path, root: Path, n: int) -> tuple[float, float]:
-    packet = load_packets(root / "packets", root)[0]
-    wt, ev = tmp / f"wt{n}", tmp / f"ev{n}"
-    wt.mkdir()
-    ev.mkdir()
-    (ev / "implement.prompt.md").write_text("Say done.")
-    agent = ClaudeCodeAgent(AgentSettings(env_passthrough=PASS), None,
-                            env_for(url, tmp / "home"))
-    ctx = StageContext(packet, "implement", 1, wt, "Say done.", ev / "implement.prompt.md",
-                       ev, 120)
+def adapter_stage(agent: Any, ctx: StageContext) -> tuple[float, float]:
     t0 = time.perf_counter()
     run = agent.run(ctx)
     took = time.perf_counter() - t0
     if run.exit_status != 0:
-        raise SystemExit(f"the adapter's claude exited {run.exit_status}: {run.claim[-500:]}")
+        raise SystemExit(f"the {agent.name} adapter's CLI exited {run.exit_status}: "
+                         f"{run.claim[-500:]}")
     return took, took - run.duration_s
 
 
@@ -141,47 +170,63 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
-    claude = BIN / "claude"
-    if not claude.exists():
-        print(f"{claude} is not installed: run scripts/test first", file=sys.stderr)
+    names = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}
+    installed = [n for n, exe in names.items() if (BIN / exe).exists()]
+    if not installed:
+        print(f"no agent CLI in {BIN}: run scripts/test first", file=sys.stderr)
         return 2
-    version = subprocess.run([str(claude), "--version"], capture_output=True, text=True,
-                             check=True).stdout.strip()
     tmp = Path(tempfile.mkdtemp(prefix="andon-bench-clis-"))
+    results: dict[str, dict[str, Any]] = {}
     try:
-        (tmp / "home").mkdir()
+        home = tmp / "home"
+        (home / ".gemini").mkdir(parents=True)
+        (home / ".gemini" / "settings.json").write_text(    # the user's own Gemini set-up
+            json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
         root = project(tmp / "ctxproj", tmp / "unused")
-        raw, adapted, overhead = [], [], []
         with ModelServer(Script([])) as s:
-            raw_stage(claude, s.url, tmp)   # warm the file cache; not counted
-            for n in range(a.runs):
-                raw.append(raw_stage(claude, s.url, tmp))
-                took, extra = adapter_stage(s.url, tmp, root, n)
-                adapted.append(took)
-                overhead.append(extra)
-                print(f"run {n + 1}: CLI alone {raw[-1]:.2f} s, through andon's adapter "
-                      f"{took:.2f} s of which andon {extra * 1000:.0f} ms", flush=True)
-        packet = whole_packet(ModelServer, tmp)
+            table = adapters(s.url, home)
+            for name in installed:
+                agent, _ = table[name]
+                version = subprocess.run([str(BIN / names[name]), "--version"],
+                                         capture_output=True, text=True,
+                                         check=True).stdout.strip()
+                raw_stage(agent, stage_ctx(tmp, root, name))   # warm the caches; not counted
+                raw, adapted, overhead = [], [], []
+                for n in range(a.runs):
+                    raw.append(raw_stage(agent, stage_ctx(tmp, root, name)))
+                    took, extra = adapter_stage(agent, stage_ctx(tmp, root, name))
+                    adapted.append(took)
+                    overhead.append(extra)
+                    print(f"{name} run {n + 1}: CLI alone {raw[-1]:.2f} s, through andon's "
+                          f"adapter {took:.2f} s of which andon {extra * 1000:.0f} ms",
+                          flush=True)
+                results[name] = {"version": version, "raw": raw, "adapted": adapted,
+                                 "overhead": overhead}
+        packet = whole_packet(ModelServer, tmp) if "claude-code" in installed else None
     finally:
         if a.keep:
             print(f"kept: {tmp}")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    r, s_, o = (statistics.median(raw), statistics.median(adapted),
-                statistics.median(overhead))
-    print(f"\nclaude-code ({version}), {a.runs} runs each, median:")
-    print(f"  start-up of one stage (one request, CLI alone): {r:.2f} s "
-          f"(min {min(raw):.2f}, max {max(raw):.2f})")
-    print(f"  the same stage through andon's adapter:          {s_:.2f} s, of which andon "
-          f"(around the process) {o * 1000:.0f} ms")
-    print(f"  one whole packet (andon run, 4 requests): {packet['wall']:.1f} s, of which the "
-          f"agent stage {packet['agent']:.1f} s and andon (worktree, red, gates, merge, "
-          f"review command) {packet['wall'] - packet['agent']:.1f} s")
-    print("\nClosing note: Claude Code's start-up dominates a stage that does little "
-          f"({r:.1f} s before and around one model request); andon's adapter adds "
-          f"{o * 1000:.0f} ms to it (clean environment, transcript on disk, parsing, "
-          "pricing). Codex, Gemini CLI and Aider are not measured "
-          "yet: their end-to-end set-up is not built.")
+    print()
+    for name, r in results.items():
+        raw, o = statistics.median(r["raw"]), statistics.median(r["overhead"])
+        print(f"{name} ({r['version']}), {a.runs} runs each, median: one stage {raw:.2f} s "
+              f"(min {min(r['raw']):.2f}, max {max(r['raw']):.2f}); through the adapter "
+              f"{statistics.median(r['adapted']):.2f} s, of which andon around the process "
+              f"{o * 1000:.0f} ms")
+    if packet:
+        print(f"claude-code, one whole packet (andon run, 4 requests): {packet['wall']:.1f} s, "
+              f"of which the agent stage {packet['agent']:.1f} s and andon (worktree, red, "
+              f"gates, merge, review command) {packet['wall'] - packet['agent']:.1f} s")
+    notes = "; ".join(f"{n} {statistics.median(r['raw']):.1f} s per stage, andon "
+                      f"{statistics.median(r['overhead']) * 1000:.0f} ms around it"
+                      for n, r in results.items())
+    missing = [n for n in names if n not in installed]
+    print(f"\nClosing note: start-up dominates a stage that does little — {notes}. "
+          "andon's share is its clean environment, transcript on disk, parsing and pricing."
+          + (f" Not installed, not measured: {', '.join(missing)}." if missing else "")
+          + " Aider is not measured (its end-to-end set-up is not built).")
     return 0
 
 
