@@ -126,3 +126,21 @@ def test_a_base_url_that_would_not_reach_the_agent_is_warned_and_shown(tmp_path)
     if os.geteuid() == 0:
         assert "Claude Code refuses as root" in r.stdout
     assert json.loads(andon(root, "doctor", "--json", env=env).stdout)["agents"][0]["warnings"]
+
+
+def test_gemini_with_a_key_but_no_auth_method_chosen_is_warned(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gemini").write_text("#!/bin/sh\necho 0.61.0\n")
+    (bin_dir / "gemini").chmod(0o755)
+    home = tmp_path / "home"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home), "GEMINI_API_KEY": "k"}
+
+    def gemini():
+        return {c.adapter: c for c in check_agents(None, env, euid=1000)}["gemini"].warnings
+    w, = gemini()
+    assert "selectedType" in w and "exits 41" in w
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(
+        '{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
+    assert gemini() == []

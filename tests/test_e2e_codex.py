@@ -129,3 +129,13 @@ def test_a_model_api_that_fails_ends_as_environment(tmp_path, codex, fail, said)
     else:
         assert implement(show)["timed_out"]
     assert "sharpen the packet" not in r.stdout + r.stderr
+
+
+def test_rate_limited_once_then_answered_is_merged(tmp_path, codex):
+    script = [patch_turn("src/calc/ops.py", MUL_PATCH), {"text": "I added mul."}]
+    with ModelServer(Script(script, fail="429-then-200")) as s:
+        root = project(tmp_path, s.url)
+        r, show = run(tmp_path, codex, root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert show["packet"]["state"] == "done"
+    assert [x["status"] for x in s.log if x["path"] == "/v1/responses"][:2] == [429, 200]

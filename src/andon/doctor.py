@@ -112,6 +112,11 @@ def _warnings(name: str, cls, settings, env: dict[str, str], environ: dict[str, 
             where = f" and there is no login file ({login})" if login else ""
             out.append(f"no credentials: none of {', '.join(cls.credential_env)} is set{where}"
                        " — the agent would stop at its first request")
+    if name == "gemini" and environ.get("GEMINI_API_KEY") and not _gemini_auth(environ):
+        out.append("GEMINI_API_KEY is set but no auth method is chosen in "
+                   "$HOME/.gemini/settings.json (security.auth.selectedType, e.g. "
+                   '"gemini-api-key"): Gemini CLI 0.61 exits 41, "Invalid auth method '
+                   'selected.", before doing anything')
     known = getattr(cls, "tested_version", None)
     have = _version_tuple(c.version or "")
     if known and have and have < _version_tuple(known):
@@ -123,6 +128,23 @@ def _warnings(name: str, cls, settings, env: dict[str, str], environ: dict[str, 
             out.append(f"{var} is set here but andon does not pass it to the agent: add it to "
                        f"[agents.{name}] env_passthrough")
     return out
+
+
+def _gemini_auth(environ: dict[str, str]) -> str | None:
+    """The auth method the Gemini CLI's user settings choose (``security.auth.selectedType``,
+    older: ``selectedAuthType``), or None."""
+    import json
+    path = os.path.join(environ.get("HOME", ""), ".gemini", "settings.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    auth = (data.get("security") or {}).get("auth") or {}
+    return (auth.get("selectedType") if isinstance(auth, dict) else None) \
+        or data.get("selectedAuthType")
 
 
 def _version_tuple(text: str) -> tuple[int, ...] | None:
