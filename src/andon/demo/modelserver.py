@@ -38,6 +38,7 @@ import itertools
 import json
 import socket
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self
@@ -73,6 +74,10 @@ class Script:
 
     turns: list[dict[str, Any]] = field(default_factory=list)
     fail: str | None = None
+    # Instead of one list for the whole server: the turns of the conversation a request
+    # belongs to, chosen from the request itself (Anthropic only); the turn to answer is the
+    # number of assistant messages the request already holds. Used by the demo.
+    chooser: Callable[[dict[str, Any]], list[dict[str, Any]]] | None = None
 
     def __post_init__(self) -> None:
         if self.fail is not None and self.fail not in FAILS:
@@ -282,6 +287,11 @@ class ModelServer:
     def _take(self, body: dict[str, Any], side: bool) -> dict[str, Any]:
         if side:
             return {"text": "ok", "side": True}
+        if self.script.chooser is not None:
+            turns = self.script.chooser(body)
+            i = sum(1 for m in body.get("messages") or [] if isinstance(m, dict)
+                    and m.get("role") == "assistant")
+            return turns[i] if i < len(turns) else {"text": "done"}
         with self._lock:
             i = self._next
             self._next += 1
