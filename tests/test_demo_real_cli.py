@@ -4,8 +4,8 @@ packet ends the way the demo expects (honest merged, tamper and forbidden path c
 reviewer's revise, the human gate, the halt)."""
 
 import subprocess
-import sys
 
+from helpers import andon
 from realcli import binary
 
 from andon.demo.real_cli import DemoModel
@@ -14,10 +14,8 @@ from andon.demo.real_cli import DemoModel
 def test_demo_with_the_real_claude_code_has_every_expected_outcome(tmp_path):
     claude = binary("claude")
     env = {"PATH": f"{claude.parent}:/usr/local/bin:/usr/bin:/bin"}
-    r = subprocess.run([sys.executable, "-m", "andon", "demo", "--agent", "claude-code",
-                        "--dir", str(tmp_path / "ledger")], capture_output=True, text=True,
-                       timeout=900, check=False, env={**__import__("os").environ, **env,
-                                                      "COLUMNS": "200"})
+    r = andon(tmp_path, "demo", "--agent", "claude-code", "--dir", str(tmp_path / "ledger"),
+              env=env, timeout=900)
     out = r.stdout + r.stderr
     assert r.returncode == 0, out[-4000:]
     assert "demo: every outcome as expected" in out
