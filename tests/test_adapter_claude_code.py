@@ -1,11 +1,16 @@
 """The claude-code adapter against a fake `claude` that prints the real stream-json format."""
 
 import json
+import os
 
 import pytest
 
 from andon.agents import ClaudeCodeAgent, make_agent
-from andon.agents.claude_code import parse_stream
+from andon.agents.claude_code import (
+    default_permission_args,
+    parse_stream,
+    refused_as_root,
+)
 from andon.agents.external import FormatError
 from andon.usage import library_version
 
@@ -35,8 +40,8 @@ def test_prompt_in_worktree_argv_and_reported_usage(tmp_path, bin_dir):
     call, = fakes.calls(bin_dir, "claude")
     assert call["prompt"] == "Add mul to calc.ops." and call["cwd"] == str(ctx.worktree)
     assert call["argv"] == ["-p", "--output-format", "stream-json", "--verbose", "--model",
-                            "claude-sonnet-4-20250514", "--dangerously-skip-permissions",
-                            "--max-turns", "30"]
+                            "claude-sonnet-4-20250514",
+                            *default_permission_args(os.geteuid()), "--max-turns", "30"]
     assert (ctx.worktree / "src/calc/ops.py").read_text().endswith(MUL_CODE)
     assert run_.exit_status == 0 and not run_.timed_out
     assert run_.claim == "I added `mul` to src/calc/ops.py. All tests pass."
@@ -110,6 +115,17 @@ def test_permission_args_can_be_replaced(tmp_path, bin_dir):
     argv = fakes.calls(bin_dir, "claude")[0]["argv"]
     assert "--dangerously-skip-permissions" not in argv
     assert argv[-2:] == ["--permission-mode", "acceptEdits"]
+
+
+def test_root_gets_the_documented_allowlist_not_the_flag_claude_refuses_as_root():
+    assert default_permission_args(1000) == ("--dangerously-skip-permissions",)
+    root = default_permission_args(0)
+    assert root == ("--permission-mode", "acceptEdits", "--allowedTools=Bash")
+    assert not refused_as_root(root, 0, {})
+    for bypass in (["--dangerously-skip-permissions"], ["--permission-mode", "bypassPermissions"]):
+        assert refused_as_root(bypass, 0, {})
+        assert not refused_as_root(bypass, 0, {"IS_SANDBOX": "1"})   # the CLI's own way out
+        assert not refused_as_root(bypass, 1000, {})
 
 
 def test_cli_error_on_stderr_becomes_the_claim(tmp_path, bin_dir):

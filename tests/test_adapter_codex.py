@@ -28,7 +28,8 @@ def test_prompt_on_stdin_edit_made_usage_priced(tmp_path, bin_dir):
     call, = fakes.calls(bin_dir, "codex")
     assert call["prompt"] == "Add mul to calc.ops." and call["cwd"] == str(ctx.worktree)
     assert call["argv"][:3] == ["exec", "--json", "--output-last-message"]
-    assert call["argv"][4:] == ["--model", "gpt-5-codex", "--full-auto", "-"]
+    assert call["argv"][4:] == ["--model", "gpt-5-codex", "--sandbox", "workspace-write",
+                                "-"]
     assert (ctx.worktree / "src/calc/ops.py").read_text().endswith(MUL_CODE)
     assert r.exit_status == 0 and r.claim == "Added `mul` to src/calc/ops.py; the tests pass."
     u = r.usage

@@ -55,3 +55,92 @@ def test_a_version_that_hangs_or_fails_is_reported(tmp_path):
     assert checks["claude-code"].problem == "`--version` did not answer within 5 s"
     assert checks["codex"].problem == "`--version` exited 3: bad flag"
     assert checks["aider"].path is None
+
+
+# -- what would stop an agent before it does anything (issue 16) ----------------------------
+
+def _claude(bin_dir, version="2.1.332 (Claude Code)"):
+    bin_dir.mkdir(exist_ok=True)
+    (bin_dir / "claude").write_text(f"#!/bin/sh\necho '{version}'\n")
+    (bin_dir / "claude").chmod(0o755)
+
+
+def _check(tmp_path, environ, config_text=None, euid=0):
+    from andon.config import load_config
+    config = None
+    if config_text is not None:
+        root = tmp_path / "cfg"
+        root.mkdir(exist_ok=True)
+        (root / "andon.toml").write_text(config_text)
+        config = load_config(root)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
+           "ANTHROPIC_API_KEY": "sk-x", **environ}
+    return {c.adapter: c for c in check_agents(config, env, euid=euid)}["claude-code"]
+
+
+BYPASS = '[agents.claude-code]\npermission_args = ["--dangerously-skip-permissions"]\n'
+
+
+def test_root_with_the_bypass_flag_is_warned_with_the_way_out(tmp_path):
+    _claude(tmp_path / "bin")
+    c = _check(tmp_path, {}, BYPASS, euid=0)
+    w, = c.warnings
+    assert "root" in w and "acceptEdits" in w and "IS_SANDBOX" in w
+    assert _check(tmp_path, {}, BYPASS, euid=1000).warnings == []       # not root
+    assert _check(tmp_path, {}, None, euid=0).warnings == []            # andon's default
+    sandboxed = BYPASS + 'env_passthrough = ["IS_SANDBOX"]\n'
+    assert _check(tmp_path, {"IS_SANDBOX": "1"}, sandboxed, euid=0).warnings == []
+
+
+def test_missing_credentials_are_warned_unless_a_login_file_exists(tmp_path):
+    _claude(tmp_path / "bin")
+    c = _check(tmp_path, {"ANTHROPIC_API_KEY": ""})
+    w, = c.warnings
+    assert "no credentials" in w and "ANTHROPIC_API_KEY" in w and ".credentials.json" in w
+    login = tmp_path / "home" / ".claude" / ".credentials.json"
+    login.parent.mkdir(parents=True)
+    login.write_text("{}")
+    assert _check(tmp_path, {"ANTHROPIC_API_KEY": ""}).warnings == []
+
+
+def test_a_cli_older_than_the_tested_version_is_warned(tmp_path):
+    _claude(tmp_path / "bin", "2.0.37 (Claude Code)")
+    w, = _check(tmp_path, {}).warnings
+    assert "2.0.37 is older than 2.1.332" in w
+    _claude(tmp_path / "bin", "2.1.400 (Claude Code)")
+    assert _check(tmp_path, {}).warnings == []
+
+
+def test_a_base_url_that_would_not_reach_the_agent_is_warned_and_shown(tmp_path):
+    _claude(tmp_path / "bin")
+    w, = _check(tmp_path, {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}).warnings
+    assert "ANTHROPIC_BASE_URL" in w and "env_passthrough" in w
+    passed = '[agents.claude-code]\nenv_passthrough = ["ANTHROPIC_BASE_URL"]\n'
+    assert _check(tmp_path, {"ANTHROPIC_BASE_URL": "http://x"}, passed).warnings == []
+    root = make_project(tmp_path / "p", config=BYPASS)
+    env = {"PATH": f"{tmp_path / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
+           "ANTHROPIC_API_KEY": "", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9"}
+    r = andon(root, "doctor", env=env)
+    assert r.returncode == 0
+    assert "warning: no credentials" in r.stdout and "warning: ANTHROPIC_BASE_URL" in r.stdout
+    if os.geteuid() == 0:
+        assert "Claude Code refuses as root" in r.stdout
+    assert json.loads(andon(root, "doctor", "--json", env=env).stdout)["agents"][0]["warnings"]
+
+
+def test_gemini_with_a_key_but_no_auth_method_chosen_is_warned(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "gemini").write_text("#!/bin/sh\necho 0.61.0\n")
+    (bin_dir / "gemini").chmod(0o755)
+    home = tmp_path / "home"
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(home), "GEMINI_API_KEY": "k"}
+
+    def gemini():
+        return {c.adapter: c for c in check_agents(None, env, euid=1000)}["gemini"].warnings
+    w, = gemini()
+    assert "selectedType" in w and "exits 41" in w
+    (home / ".gemini").mkdir(parents=True)
+    (home / ".gemini" / "settings.json").write_text(
+        '{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
+    assert gemini() == []

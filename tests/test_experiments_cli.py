@@ -217,9 +217,15 @@ document.body.setAttribute("data-plots", JSON.stringify(plots));
 </script>"""
 
 
-@pytest.mark.skipif(shutil.which("chromium") is None, reason="Debian's chromium is not installed")
 def test_headless_chromium_without_network_lays_out_every_plot(tmp_path):
+    """The page, opened offline in headless Chromium, lays out every plot. scripts/test
+    installs Debian's chromium; missing, the test skips — except with CI=true, where it fails."""
     from andon.contain import netless
+    if shutil.which("chromium") is None:
+        why = "Debian's chromium is not installed (scripts/test installs it as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
     ok, why = netless.available()
     if not ok:
         pytest.skip(f"cannot cut the network here: {why}")

@@ -41,6 +41,9 @@ def advice(store: Store, last: dict | None) -> str:
         return ("the agent wrote into your checkout (listed above): look at `git status` "
                 "and `git diff` there and undo what it changed; run agents in a container "
                 "or VM to stop this")
+    stuck = [g for g in gates if g["gate"] == "agent" and g["evidence"].get("advice")]
+    if stuck:  # gates/agent.py: the agent could not work; its set-up, not the packet
+        return stuck[-1]["evidence"]["advice"]
     if any(r["exit_status"] == 127 for r in store.stage_runs(last["id"])):
         return ("the agent's command was not found (exit 127): it runs in the attempt's "
                 "worktree, where untracked scripts do not exist — give an absolute path")

@@ -11,7 +11,9 @@ Stages run in order, each a fresh agent run with only its own inputs:
   JSON documents are validated and decided by :mod:`andon.review.contract`.
 
 The result lists every gate result in order and, on failure, the stage the next attempt
-starts from. The agents' exit statuses and claims are recorded and never consulted.
+starts from. The agents' exit statuses and claims are recorded and never make anything pass;
+an agent that changed nothing and exited non-zero (or timed out) without output is judged by
+the ``agent`` gate (layer ``environment``: it could not work) instead of ``no-change``.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
 from .errors import AndonError, UsageError
 from .gates import AFTER_IMPLEMENT, red, scope
+from .gates.agent import could_not_work
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
@@ -195,9 +198,10 @@ class Attempt:
         return r.ok
 
     def _atdd(self) -> bool:
-        self._agent("atdd")
+        run = self._agent("atdd")
         self.ctx.atdd_sha = self._snapshot("atdd")
-        if self.ctx.atdd_sha is None:
+        if self.ctx.atdd_sha is None or self._could_not_work(run, "atdd", self.ctx.plant_sha,
+                                                              self.ctx.atdd_sha):
             return False
         self.store.update_attempt(self.row["id"], atdd_sha=self.ctx.atdd_sha)
         if not self._gate("atdd-scope", scope.run_atdd).ok:
@@ -211,12 +215,15 @@ class Attempt:
         return r.ok
 
     def _implement(self) -> bool:
-        self._agent("implement")
+        run = self._agent("implement")
         fault_injection.point("after-agent")
         self.ctx.candidate_sha = self.out.candidate_sha = self._snapshot("implement")
         if self.ctx.candidate_sha is None:
             return False
         self.store.update_attempt(self.row["id"], candidate_sha=self.ctx.candidate_sha)
+        if self._could_not_work(run, "implement", self.ctx.atdd_sha or self.ctx.plant_sha,
+                                self.ctx.candidate_sha):
+            return False
         self.on_state("gating", "agent-finished")
         if self.over_budget is not None:
             return False
@@ -339,6 +346,14 @@ class Attempt:
                            [g.gate for g in self.out.gates if not g.ok], self._agent)
 
     # -- helpers ------------------------------------------------------------------------
+
+    def _could_not_work(self, run, stage: str, start: str, sha: str) -> bool:
+        """Record the ``agent`` gate's failure if the stage's agent could not work at all
+        (gates/agent.py); True then."""
+        result = could_not_work(run, stage, bool(self.repo.changes(start, sha)))
+        if result is not None:
+            self._record(result, now(), 0.0)
+        return result is not None
 
     def _changed_tests(self, base: str, head: str) -> list[str]:
         return sorted(c.path for c in self.repo.changes(base, head) if c.status != "D"

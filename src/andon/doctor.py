@@ -4,7 +4,11 @@ For each adapter of an agent CLI (claude-code, codex, aider, gemini): whether it
 is on PATH (the PATH the adapter would give the agent), what ``<executable> --version``
 prints (in its own process group, 10 s at most, with the adapter's clean environment),
 and which of its credential variables and ``env_passthrough`` names are set. Values are
-never read out, only whether a variable is set and non-empty. Also the price library
+never read out, only whether a variable is set and non-empty. Warnings (``AgentCheck.warnings``)
+for what would stop the agent before it does anything: running as root with permission args
+the CLI refuses as root (Claude Code's bypass flag), no credentials (no variable set and no
+login file), a version older than the one the adapter is tested with, a base-URL variable
+set here that andon would not pass to the agent. Also the price library
 andon uses when an agent reports no cost, and whether this machine can run a process without
 network (``netless.available()``: test runs with ``[test] network = "off"``, agents with
 ``[agent] network = "off"``). Reads only; changes nothing.
@@ -13,6 +17,7 @@ network (``netless.available()``: test runs with ``[test] network = "off"``, age
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -20,8 +25,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from .agents import EXTERNAL
+from .agents.claude_code import ROOT_BYPASS_ENV, refused_as_root
 from .agents.external import clean_env, tail_text
 from .agents.process import run_process
 from .config import Config
@@ -31,6 +38,16 @@ from .usage import PRICES_LIBRARY, library_version
 VERSION_TIMEOUT_S = 10.0
 LOGINS = {"claude-code": "$HOME/.claude", "codex": "$CODEX_HOME (default $HOME/.codex)",
           "gemini": "$HOME/.gemini"}
+# The file a CLI's own login leaves: with none of them and no credential variable, the agent
+# stops at its first request.
+LOGIN_FILES = {"claude-code": "$HOME/.claude/.credentials.json",
+               "codex": "$CODEX_HOME/auth.json",
+               "gemini": "$HOME/.gemini/oauth_creds.json"}
+# Variables that point a CLI at another API endpoint: set here, they only reach the agent
+# through env_passthrough.
+BASE_URLS = {"claude-code": ("ANTHROPIC_BASE_URL",), "codex": ("OPENAI_BASE_URL",),
+             "gemini": ("GOOGLE_GEMINI_BASE_URL",),
+             "aider": ("OPENAI_API_BASE", "ANTHROPIC_BASE_URL")}
 
 
 @dataclass
@@ -47,11 +64,16 @@ class AgentCheck:
     credentials: dict[str, bool] = field(default_factory=dict)
     passthrough: dict[str, bool] = field(default_factory=dict)
     docs: str = ""
+    warnings: list[str] = field(default_factory=list)
 
 
 def check_agents(config: Config | None = None, environ: Mapping[str, str] | None = None,
-                 timeout_s: float = VERSION_TIMEOUT_S) -> list[AgentCheck]:
+                 timeout_s: float = VERSION_TIMEOUT_S, euid: int | None = None
+                 ) -> list[AgentCheck]:
+    """One :class:`AgentCheck` per CLI adapter. ``euid``: the user id to judge root by
+    (default this process's effective id)."""
     environ = dict(os.environ if environ is None else environ)
+    euid = os.geteuid() if euid is None else euid
     checks = []
     for name, cls in EXTERNAL.items():
         settings = config.agents.get(name) if config is not None else None
@@ -63,8 +85,72 @@ def check_agents(config: Config | None = None, environ: Mapping[str, str] | None
                        passthrough={k: bool(environ.get(k)) for k in passthrough})
         if path:
             c.version, c.problem = _version(path, env, timeout_s)
+            c.warnings = _warnings(name, cls, settings, env, environ, c, euid)
         checks.append(c)
     return checks
+
+
+def _warnings(name: str, cls, settings, env: dict[str, str], environ: dict[str, str],
+              c: AgentCheck, euid: int) -> list[str]:
+    out = []
+    if name == "claude-code":
+        args = (settings.permission_args if settings and settings.permission_args is not None
+                else None)
+        if args is not None and refused_as_root(args, euid, env):
+            out.append(f"you are root and permission_args {args} ask for bypass mode, which "
+                       "Claude Code refuses as root (it exits 1 before doing anything): drop "
+                       "the setting (andon's default as root is `--permission-mode acceptEdits "
+                       f"--allowedTools=Bash`), or in a disposable container pass "
+                       f"{' or '.join(ROOT_BYPASS_ENV)}=1 through env_passthrough")
+    if cls.credential_env and not any(environ.get(k) for k in cls.credential_env):
+        login = LOGIN_FILES.get(name)
+        home = environ.get("HOME", "")
+        dirs = {"$HOME": home, "$CODEX_HOME": environ.get("CODEX_HOME") or f"{home}/.codex"}
+        file = login and next((login.replace(k, v, 1) for k, v in dirs.items()
+                               if login.startswith(k)), None)
+        if not (file and os.path.isfile(file)):
+            where = f" and there is no login file ({login})" if login else ""
+            out.append(f"no credentials: none of {', '.join(cls.credential_env)} is set{where}"
+                       " — the agent would stop at its first request")
+    if name == "gemini" and environ.get("GEMINI_API_KEY") and not _gemini_auth(environ):
+        out.append("GEMINI_API_KEY is set but no auth method is chosen in "
+                   "$HOME/.gemini/settings.json (security.auth.selectedType, e.g. "
+                   '"gemini-api-key"): Gemini CLI 0.61 exits 41, "Invalid auth method '
+                   'selected.", before doing anything')
+    known = getattr(cls, "tested_version", None)
+    have = _version_tuple(c.version or "")
+    tested = _version_tuple(known) if known else None
+    if have and tested and have < tested:
+        out.append(f"version {'.'.join(map(str, have))} is older than {known}, the version "
+                   f"andon's adapter is tested with ({cls.docs}): its flags or output may "
+                   "differ; upgrade it")
+    for var in BASE_URLS.get(name, ()):
+        if environ.get(var) and var not in env:
+            out.append(f"{var} is set here but andon does not pass it to the agent: add it to "
+                       f"[agents.{name}] env_passthrough")
+    return out
+
+
+def _gemini_auth(environ: dict[str, str]) -> str | None:
+    """The auth method the Gemini CLI's user settings choose (``security.auth.selectedType``,
+    older: ``selectedAuthType``), or None."""
+    import json
+    path = os.path.join(environ.get("HOME", ""), ".gemini", "settings.json")
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    auth = (data.get("security") or {}).get("auth") or {}
+    return (auth.get("selectedType") if isinstance(auth, dict) else None) \
+        or data.get("selectedAuthType")
+
+
+def _version_tuple(text: str) -> tuple[int, ...] | None:
+    m = re.search(r"\d+(?:\.\d+)+", text)
+    return tuple(int(x) for x in m.group().split(".")) if m else None
 
 
 def _which(exe: str, path: str) -> str | None:
@@ -114,6 +200,8 @@ def render(out: Console, checks: list[AgentCheck]) -> None:
         if c.passthrough:
             names = ", ".join(f"{k} {'set' if v else 'not set'}" for k, v in c.passthrough.items())
             out.print(f"  {'':<12} env_passthrough: {names}", soft_wrap=True, markup=False)
+        for w in c.warnings:
+            out.print(f"  {'':<12} [yellow]warning:[/] {escape(w)}", soft_wrap=True)
         out.print(f"  {'':<12} how andon runs it: {c.docs}", markup=False)
     version = library_version()
     out.print(f"price library: {PRICES_LIBRARY} {version}" if version else

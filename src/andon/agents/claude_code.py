@@ -3,10 +3,14 @@
 Invocation (the prompt on stdin, cwd the attempt's worktree)::
 
     claude -p --output-format stream-json --verbose [--model M] \\
-        --dangerously-skip-permissions [extra_args...]
+        <permission args> [extra_args...]
 
-(``permission_args`` in ``[agents.claude-code]`` replaces ``--dangerously-skip-permissions``,
-e.g. with ``["--permission-mode", "acceptEdits"]``.) Credentials: ``ANTHROPIC_API_KEY``,
+Permission args: ``--dangerously-skip-permissions``, except as root, where Claude Code refuses
+that flag (and ``--permission-mode bypassPermissions``): one line on stderr, exit 1, before
+any request. As root the default is ``--permission-mode acceptEdits --allowedTools=Bash``
+(documented flags: edits in the worktree accepted, every Bash command allowed, other tools
+that would ask are denied), see :func:`default_permission_args`. ``permission_args`` in
+``[agents.claude-code]`` replaces either. Credentials: ``ANTHROPIC_API_KEY``,
 ``ANTHROPIC_AUTH_TOKEN`` or ``CLAUDE_CODE_OAUTH_TOKEN`` when set, or the login kept under
 ``$HOME/.claude``.
 
@@ -42,6 +46,7 @@ https://docs.claude.com/en/api/agent-sdk/typescript ; ../shared/FORMATS.md (Clau
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -49,17 +54,52 @@ from typing import Any
 from ..config import AgentSettings
 from ..usage import Usage, from_anthropic, sum_counts
 from .base import StageContext
-from .external import ExternalAgent, FormatError, Parsed, RunFiles, json_lines, note_unknown
+from .external import (
+    ExternalAgent,
+    FormatError,
+    Parsed,
+    RunFiles,
+    json_lines,
+    note_unknown,
+)
 
 KNOWN = {"system", "assistant", "user", "result", "stream_event"}
+BYPASS_ARGS = ("--dangerously-skip-permissions",)
+ROOT_ARGS = ("--permission-mode", "acceptEdits", "--allowedTools=Bash")
+# Claude Code's own guard: as root, bypass mode is refused unless one of these is "1".
+ROOT_BYPASS_ENV = ("IS_SANDBOX", "CLAUDE_CODE_BUBBLEWRAP")
+
+
+def default_permission_args(euid: int) -> tuple[str, ...]:
+    """The permission args andon gives Claude Code when ``permission_args`` is not set:
+    bypass for a normal user, the documented allowlist for root (``euid`` 0)."""
+    return ROOT_ARGS if euid == 0 else BYPASS_ARGS
+
+
+def refused_as_root(args: list[str] | tuple[str, ...], euid: int,
+                    environ: dict[str, str]) -> bool:
+    """Whether Claude Code would refuse to start with these permission args: as root, bypass
+    mode (``--dangerously-skip-permissions``, ``--allow-dangerously-skip-permissions``,
+    ``--permission-mode bypassPermissions``) unless ``IS_SANDBOX=1`` or
+    ``CLAUDE_CODE_BUBBLEWRAP=1`` reach it."""
+    if euid != 0 or any(environ.get(k) == "1" for k in ROOT_BYPASS_ENV):
+        return False
+    joined = " ".join(args)
+    return "dangerously-skip-permissions" in joined or "bypassPermissions" in joined
 
 
 class ClaudeCodeAgent(ExternalAgent):
     name = "claude-code"
     executable = "claude"
     credential_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
-    default_permission_args = ("--dangerously-skip-permissions",)
+    default_permission_args = BYPASS_ARGS
     docs = "docs/agents/claude-code.md"
+    tested_version = "2.1.332"   # end to end against the real binary (tests/agent-clis.txt)
+
+    def permission_args(self, s: AgentSettings) -> list[str]:
+        if s.permission_args is not None:
+            return list(s.permission_args)
+        return list(default_permission_args(os.geteuid()))
 
     def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
         argv = [self.executable, "-p", "--output-format", "stream-json", "--verbose"]

@@ -3,10 +3,12 @@
 Invocation (the prompt on stdin, named by ``-``; cwd the attempt's worktree)::
 
     codex exec --json --output-last-message <evidence>/<stage>.last-message.txt \\
-        [--model M] --full-auto [extra_args...] -
+        [--model M] --sandbox workspace-write [extra_args...] -
 
-``--full-auto`` (workspace-write sandbox, no approval prompts) is the default
-``permission_args``; replace it, e.g. with ``["--sandbox", "danger-full-access"]``.
+``--sandbox workspace-write`` (edits and commands in the worktree; ``codex exec`` never asks
+for approval) is the default ``permission_args``; replace it, e.g. with ``["--sandbox",
+"danger-full-access"]``. (It was ``--full-auto``, which codex 0.171 refuses: "unexpected
+argument '--full-auto' found", exit 2.)
 Credentials: ``OPENAI_API_KEY`` or ``CODEX_API_KEY`` when set, or the login in
 ``$CODEX_HOME`` (default ``$HOME/.codex``); ``CODEX_HOME`` is passed through too.
 
@@ -46,7 +48,14 @@ from typing import Any
 from ..config import AgentSettings
 from ..usage import as_count
 from .base import StageContext
-from .external import ExternalAgent, FormatError, Parsed, RunFiles, json_lines, note_unknown
+from .external import (
+    ExternalAgent,
+    FormatError,
+    Parsed,
+    RunFiles,
+    json_lines,
+    note_unknown,
+)
 
 KNOWN = {"thread.started", "turn.started", "turn.completed", "turn.failed", "item.started",
          "item.updated", "item.completed", "item.plan.delta", "request_user_input", "error"}
@@ -56,7 +65,8 @@ class CodexAgent(ExternalAgent):
     name = "codex"
     executable = "codex"
     credential_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME")
-    default_permission_args = ("--full-auto",)
+    default_permission_args = ("--sandbox", "workspace-write")
+    tested_version = "0.171.0"   # end to end against the real binary (tests/agent-clis.txt)
     docs = "docs/agents/codex.md"
 
     def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
@@ -106,7 +116,7 @@ def parse_events(path: Path) -> Parsed:
         return out
     unknown: Counter = Counter()
     turns: list[dict[str, Any]] = []
-    last_message, seen, legacy = "", 0, 0
+    last_message, failed, seen, legacy = "", "", 0, 0
     for ev in json_lines(path, u):
         kind = ev.get("type")
         if kind is None and isinstance(ev.get("msg"), dict):
@@ -124,6 +134,8 @@ def parse_events(path: Path) -> Parsed:
             err = ev.get("error") if kind == "turn.failed" else ev
             msg = err.get("message") if isinstance(err, dict) else None
             u.notes.append(f"{kind}: {msg}")
+            if kind == "turn.failed" and msg:
+                failed = str(msg)
         elif kind == "item.completed" and isinstance(ev.get("item"), dict):
             item = ev["item"]
             if item.get("type") == "agent_message" and isinstance(item.get("text"), str):
@@ -135,7 +147,9 @@ def parse_events(path: Path) -> Parsed:
                           "current codex: upgrade codex")
     if not seen:
         raise FormatError("no codex exec --json event in the output")
-    out.claim = last_message
+    # a turn that failed before any answer: its error is what the agent said (the agent
+    # gate shows it as the reason; stderr holds only codex's log lines)
+    out.claim = last_message or (f"turn.failed: {failed}" if failed else "")
     u.turns = len(turns)
     counts = [(as_count(t.get("input_tokens")), as_count(t.get("output_tokens")),
                as_count(t.get("cached_input_tokens"))) for t in turns]
@@ -196,7 +210,7 @@ def _openai_counts(x: Any) -> dict[str, int | None] | None:
         return None
     return {"input_tokens": inp, "output_tokens": out,
             "cache_read_tokens": as_count(x.get("cached_input_tokens")),
-            "cache_write_tokens": None}
+            "cache_write_tokens": as_count(x.get("cache_write_input_tokens"))}
 
 
 def parse_rollout(path: Path, configured_model: str | None = None) -> Parsed:

@@ -138,6 +138,7 @@ class ExternalAgent:
     credential_env: tuple[str, ...] = ()      # passed through when set; `andon doctor` lists them
     default_permission_args: tuple[str, ...] = ()
     docs = ""
+    tested_version: str | None = None   # `andon doctor` warns about an older CLI
     network = "on"  # "off": the CLI runs without network (make_agent sets it)
     check_reported_cost = False  # True: a reported cost far from andon's price is replaced
 

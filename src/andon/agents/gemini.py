@@ -4,6 +4,12 @@ Invocation (cwd the attempt's worktree)::
 
     gemini --prompt <prompt text> --output-format json [--model M] --yolo [extra_args...]
 
+The environment gets ``GEMINI_CLI_TRUST_WORKSPACE=true`` (unless it is set already): the
+Gemini CLI's documented way, for headless runs, to trust the folder it runs in. The worktree
+is one andon just made; untrusted, the CLI overrides ``--yolo`` to its default approval mode
+("Approval mode overridden to \"default\" because the current folder is not trusted") and
+then refuses or exits 55 before doing anything (0.61.0 and its recent predecessors).
+
 A prompt longer than ``ARG_LIMIT`` bytes goes on stdin instead (the CLI reads stdin in
 headless mode and adds it to the prompt), with ``--prompt`` saying so. ``--yolo`` (approve
 every tool call) is the default ``permission_args``. Credentials: ``GEMINI_API_KEY``,
@@ -64,6 +70,13 @@ class GeminiAgent(ExternalAgent):
                       "GOOGLE_APPLICATION_CREDENTIALS")
     default_permission_args = ("--yolo",)
     docs = "docs/agents/gemini.md"
+    tested_version = "0.61.0"   # end to end against the real binary (tests/agent-clis.txt)
+
+    def env(self, ctx: StageContext, s: AgentSettings) -> dict[str, str]:
+        env = super().env(ctx, s)
+        env.setdefault("GEMINI_CLI_TRUST_WORKSPACE",
+                       self.environ.get("GEMINI_CLI_TRUST_WORKSPACE") or "true")
+        return env
 
     def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
         prompt = ctx.prompt if len(ctx.prompt.encode()) <= ARG_LIMIT else STDIN_NOTE

@@ -213,11 +213,14 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 @click.command()
 @click.option("--dir", "where", type=click.Path(path_type=Path), default=None,
               help="Build the demo here instead of a temporary directory (must not exist).")
-def demo(where: Path | None) -> None:
+@click.option("--agent", type=click.Choice(["scripted", "claude-code"]), default="scripted",
+              help="claude-code: the packets go through the real Claude Code, against a "
+                   "scripted model server on 127.0.0.1 (no account needed).")
+def demo(where: Path | None, agent: str) -> None:
     """Build a small example project with packets and run it with scripted agents:
     honest ones merged, cheats caught, a repeated failure halting the line.
 
     Exits 0 only if every outcome is the expected one.
     """
     from ..demo import run_demo
-    sys.exit(run_demo(common.out, where))
+    sys.exit(run_demo(common.out, where, agent))

@@ -9,6 +9,8 @@ packet ends the way the demo expects.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
@@ -44,14 +46,16 @@ GIT_ENV = {"GIT_AUTHOR_NAME": "Demo User", "GIT_AUTHOR_EMAIL": "demo@example.com
            "GIT_COMMITTER_NAME": "Demo User", "GIT_COMMITTER_EMAIL": "demo@example.com"}
 
 
-def build_project(root: Path) -> Path:
-    """Write the example repository at ``root`` (must not exist) and commit it on ``main``."""
-    import os
+def build_project(root: Path, worktree_root: Path | None = None) -> Path:
+    """Write the example repository at ``root`` (must not exist) and commit it on ``main``;
+    ``worktree_root`` goes into its andon.toml when given."""
     root.mkdir(parents=True)
     for rel, text in FILES.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(text)
-    (root / CONFIG_NAME).write_text(DEFAULT_TOML)
+    (root / CONFIG_NAME).write_text(DEFAULT_TOML if worktree_root is None else DEFAULT_TOML
+                                    .replace("[andon]\n", f"[andon]\nworktree_root = "
+                                             f"{json.dumps(str(worktree_root))}\n", 1))
     (root / "packets").mkdir()
     (root / "packets" / "conftest.py").write_text(PACKETS_CONFTEST)
     for folder, (packet_md, plant) in PACKETS.items():
@@ -68,21 +72,52 @@ def build_project(root: Path) -> Path:
     return root
 
 
-def demo_runner(root: Path, echo) -> Runner:
-    """A Runner on the demo project at ``root`` with its scripted agents and reviewer."""
+def demo_runner(root: Path, echo, agent=None) -> Runner:
+    """A Runner on the demo project at ``root`` with its scripted agents and reviewer; with
+    ``agent`` (e.g. the real Claude Code), that agent does every packet's work stages."""
     repo = Repo(root)
-    agents = {pid: ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
+    agents = {pid: agent or ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
     reviewer = ScriptedAgent(evaluating_reviewer)
     return Runner(repo, load_config(root), open_store(repo),
                   lambda p, stage: reviewer if stage.startswith("review") else agents[p.id],
                   echo=echo)
 
 
-def run_demo(out: Console, where: Path | None = None) -> int:
+def run_demo(out: Console, where: Path | None = None, agent: str | None = None) -> int:
+    """Build the demo and run it; ``agent`` ``"claude-code"`` runs its packets through the
+    real Claude Code against the scripted model server (:mod:`andon.demo.real_cli`)."""
+    if agent not in (None, "scripted", "claude-code"):
+        out.print(f"[red]andon demo --agent: expected scripted or claude-code, got {agent!r}[/]")
+        return 2
     root = where or Path(tempfile.mkdtemp(prefix="andon-demo-")) / "ledger"
-    out.print(f"[bold]andon demo[/] — building an example project in {root}")
-    build_project(root)
-    runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True))
+    if agent != "claude-code":
+        out.print(f"[bold]andon demo[/] — building an example project in {root}")
+        build_project(root)
+        runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True))
+        return _run(out, root, runner)
+    from . import real_cli
+    claude = real_cli.find_claude(dict(os.environ))
+    if claude is None:
+        out.print("[red]andon demo --agent claude-code: no `claude` on PATH (nor in andon's "
+                  ".tools/; scripts/test installs the pinned version there)[/]")
+        return 2
+    worktrees = (root.parent / "worktrees").resolve()
+    out.print(f"[bold]andon demo[/] — building an example project in {root}; its packets go "
+              f"through the real Claude Code ({claude}) against a scripted model server")
+    build_project(root, worktrees)
+    server = real_cli.start(root, worktrees)
+    try:
+        config = load_config(root)
+        cli_agent = real_cli.claude_agent(claude, server.url, root.parent / "home",
+                                          config.agents.get("claude-code"), config.prices)
+        runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True),
+                             cli_agent)
+        return _run(out, root, runner)
+    finally:
+        server.stop()
+
+
+def _run(out: Console, root: Path, runner: Runner) -> int:
     store, config = runner.store, runner.config
     report = runner.run()
     if report.preflight is not None:  # the example's own suite did not pass: say why, stop

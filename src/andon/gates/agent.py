@@ -1,0 +1,100 @@
+"""The ``agent`` gate: an agent stage that could not work is not the packet's fault.
+
+A CLI that stops before doing anything — a flag it refuses (Claude Code's bypass flag as
+root), no credentials, the model API unreachable, rate limited or failing, a crash, or no
+answer before the timeout — leaves the worktree as it was. Judged by the scope gate, that is
+"the agent changed nothing" (layer ``code``), which is retried and then blocks the packet as
+"no new evidence", with advice to sharpen the packet: wrong on every count. This gate runs
+first and names the failure for what it is: layer ``environment``, the agent's own message
+(its result text, else the tail of its stderr) as the reason, and advice naming the setting
+to fix (``details["advice"]``, read by :func:`andon.advice.advice`).
+
+The rule, from what the harness saw itself: nothing in the worktree changed, AND the process
+exited non-zero or was killed at the timeout, AND its usage holds no output token (``None``
+or 0: the model produced nothing). The exit status only names the layer of an attempt that
+fails anyway; it never lets anything pass. An agent that does nothing and exits 0 is still
+``no-change`` (layer ``code``); one that spent output tokens and changed nothing too.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..agents.base import AgentRun
+from .base import Finding, GateResult
+
+MESSAGE_CHARS = 400
+
+# (pattern in the agent's message, advice); the first that matches wins. {a}: adapter name.
+_ADVICE = (
+    (r"root/sudo|root privileges",
+     ("the agent CLI refuses its permission flag when run as root: remove "
+     "`--dangerously-skip-permissions` (or `bypassPermissions`) from `[agents.{a}] "
+     "permission_args` — andon's default as root is the allowlist `--permission-mode "
+     "acceptEdits --allowedTools=Bash` — or, in a disposable container, pass `IS_SANDBOX=1` "
+     "through `[agents.{a}] env_passthrough`; or run andon as a user other than root")),
+    (r"\b401\b|api[ _-]?key|authenticat|unauthori[sz]ed|/login|not logged in|credential",
+     ("the agent has no valid credentials: set its API key variable (`andon doctor` lists "
+     "the ones it reads) or log the CLI in; other variables it needs go in `[agents.{a}] "
+     "env_passthrough`")),
+    (r"\b429\b|rate[ _-]?limit|overloaded|\b529\b|quota",
+     ("the model API is rate limiting or over quota: wait, or use another model "
+     "(`[agents.{a}] model`), then unblock")),
+    ((r"ECONNREFUSED|ENOTFOUND|unreachable|connection (refused|error)|fetch failed|"
+     r"network|timed? ?out|ETIMEDOUT"),
+     ("the model API could not be reached: check the network and the base URL the agent "
+     "uses (pass e.g. ANTHROPIC_BASE_URL through `[agents.{a}] env_passthrough`); "
+     "`[agent] network = \"off\"` cuts agents off")),
+    (r"\b5\d\d\b|api error|internal server error|high demand|temporary errors",
+     "the model API failed: look at the agent's message above, retry later, then unblock"),
+)
+
+
+def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | None:
+    """A failing ``agent`` gate result (layer ``environment``) if the stage's agent could
+    not work (see the module docstring), else None.
+
+    Args:
+        run: the stage's agent run as recorded (exit status, timeout, claim, usage).
+        stage: ``atdd`` or ``implement``.
+        changed: whether the snapshot of the worktree differs from where the stage began.
+    """
+    if changed or not (run.timed_out or run.exit_status not in (0, None)):
+        return None
+    out = (run.usage or {}).get("output_tokens")
+    if out:
+        return None
+    message = agent_message(run)
+    a = run.agent
+    how = "was killed at the timeout" if run.timed_out else f"exited {run.exit_status}"
+    summary = (f"the {stage} agent ({a}) could not work: it {how} without changing a file "
+               f"or producing output — " + (message or "it printed no message"))
+    hint = next((h for p, h in _ADVICE if re.search(p, message, re.IGNORECASE)), None)
+    if hint is None and run.timed_out:
+        hint = ("the agent produced nothing before `[agents.{a}] timeout_s` (or `[agent] "
+                "timeout_s`): is its model API answering? raise the timeout if it is slow")
+    setting = "`[agent] command`" if a == "command" else f"`[agents.{a}]`"
+    advice = ((hint or "").format(a=a) or
+              f"fix the agent's set-up: {setting} in andon.toml (permission_args, "
+              "env_passthrough, extra_args) and its credentials")
+    advice += " — not the packet; `andon doctor` checks the agent CLIs (see docs/agents/)"
+    return GateResult("agent", "fail", summary, "environment",
+                      [Finding("agent-could-not-work", message or how)],
+                      details={"advice": advice, "exit_status": run.exit_status,
+                               "timed_out": run.timed_out})
+
+
+def agent_message(run: AgentRun) -> str:
+    """What the agent said about why it stopped: its claim (the CLI's result text, or the
+    tail of its stderr when it printed no result), else the tail of ``<stage>.stderr.log``
+    next to the transcript; the last ``MESSAGE_CHARS`` characters, whitespace folded."""
+    text = (run.claim or "").strip()
+    if not text:
+        stderr = Path(str(run.transcript_path).replace(".transcript.log", ".stderr.log"))
+        try:
+            text = stderr.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            text = ""
+    text = " ".join(text.split())
+    return text[-MESSAGE_CHARS:]

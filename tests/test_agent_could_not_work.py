@@ -1,0 +1,94 @@
+"""An agent that could not work is not the packet's fault (issue 16): a stage whose agent
+changed nothing and exited non-zero (or was killed at the timeout) without producing output
+fails the ``agent`` gate, layer ``environment``, with the agent's own message as the reason
+and advice naming the setting — not ``no-change`` (layer ``code``), not retried into "no new
+evidence". The exit status never lets anything pass."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from andon.agents.base import AgentRun
+from andon.gates.agent import could_not_work
+
+from helpers import MUL_CODE, andon, git, make_project, mul_packet
+
+ROOT_REFUSAL = ("--dangerously-skip-permissions cannot be used with root/sudo privileges for "
+                "security reasons")
+
+
+def run_(tmp_path, exit_status=1, timed_out=False, claim="", output_tokens=None, stderr=""):
+    t = tmp_path / "implement.transcript.log"
+    t.write_text("")
+    (tmp_path / "implement.stderr.log").write_text(stderr)
+    return AgentRun("claude-code", exit_status, timed_out, 1.0, t, claim,
+                    {"output_tokens": output_tokens})
+
+
+@pytest.mark.parametrize("kw,setting", [
+    ({"stderr": ROOT_REFUSAL + "\n"}, "permission_args"),
+    ({"claim": "Invalid API key · Fix external API key"}, "API key"),
+    ({"claim": "API Error: 429 rate_limit_error"}, "rate limiting"),
+    ({"claim": "API Error: 500 {\"type\":\"api_error\"}", "output_tokens": 0}, "model API failed"),
+    ({"exit_status": None, "timed_out": True}, "timeout_s"),
+    ({"exit_status": 3, "claim": "Segmentation fault"}, "[agents.claude-code]"),
+])
+def test_could_not_work_names_the_layer_the_message_and_the_setting(tmp_path, kw, setting):
+    r = could_not_work(run_(tmp_path, **kw), "implement", changed=False)
+    assert r is not None and (r.gate, r.status, r.layer) == ("agent", "fail", "environment")
+    said = kw.get("claim") or kw.get("stderr", "").strip()
+    assert said in r.summary and said in r.findings[0].message
+    assert setting in r.details["advice"] and "not the packet" in r.details["advice"]
+
+
+@pytest.mark.parametrize("kw,changed", [
+    ({}, True),                                  # it changed something: the gates judge it
+    ({"exit_status": 0}, False),                 # exited 0 having done nothing: no-change
+    ({"output_tokens": 250}, False),             # it worked (spent output) and failed
+    ({"exit_status": 0, "timed_out": False, "claim": ROOT_REFUSAL}, False),  # words alone
+])
+def test_an_agent_that_worked_or_changed_something_is_judged_as_before(tmp_path, kw, changed):
+    assert could_not_work(run_(tmp_path, **kw), "implement", changed) is None
+
+
+
+
+def test_a_refused_cli_blocks_at_once_as_environment_with_advice_not_as_no_new_evidence(
+        tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=3)})
+    cmd = f"echo '{ROOT_REFUSAL}' >&2; exit 1"
+    r = andon(root, "run", "--agent", "command", "--command", cmd)
+    show = json.loads(andon(root, "show", "P1", "--json").stdout)
+    attempt, = show["attempts"]                       # blocked at once: not retried
+    assert show["packet"]["state"] == "blocked"
+    assert attempt["failure_layer"] == "environment"
+    assert ROOT_REFUSAL in attempt["reason"]
+    assert "changed nothing" not in attempt["reason"] and "no new evidence" not in attempt["reason"]
+    gates = [g["gate"] for g in attempt["gates"]]
+    assert gates[-1] == "agent" and "scope" not in gates
+    out = r.stdout + r.stderr
+    assert "what to do:" in out and "permission_args" in out and "sharpen the packet" not in out
+
+
+def test_an_agent_that_exits_non_zero_after_honest_work_is_still_merged(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    cmd = f"printf '{MUL_CODE}' >> src/calc/ops.py; echo 'API Error: 500' >&2; exit 1"
+    r = andon(root, "run", "--agent", "command", "--command", cmd)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "def mul" in git(root, "show", "andon/integration:src/calc/ops.py")
+
+
+def test_a_cheat_that_exits_non_zero_to_dodge_no_change_gains_nothing(tmp_path):
+    """Exiting 1 having done nothing is blocked at once (environment) — never merged, never
+    an extra attempt; exiting 0 having done nothing stays `no-change` (code)."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=3)})
+    andon(root, "run", "--agent", "command", "--command", "echo done; exit 1")
+    show = json.loads(andon(root, "show", "P1", "--json").stdout)
+    assert show["packet"]["state"] == "blocked" and len(show["attempts"]) == 1
+    assert not Path(root / ".git" / "refs" / "heads" / "andon" / "integration").exists() or \
+        "def mul" not in git(root, "show", "andon/integration:src/calc/ops.py")
+    root2 = make_project(tmp_path / "repo2", {"P1": mul_packet("P1", max_attempts=1)})
+    andon(root2, "run", "--agent", "command", "--command", "echo done")
+    a, = json.loads(andon(root2, "show", "P1", "--json").stdout)["attempts"]
+    assert a["failure_layer"] == "code" and "changed nothing" in a["reason"]
