@@ -30,6 +30,7 @@ from .errors import AndonError, PacketError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .gates.cache import baseline_key
+from .gates.hermetic import committed_hidden, committed_hidden_problem
 from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
 from .prompt import PreviousFailure, hidden_names, redacted_failure
@@ -121,6 +122,14 @@ class Runner:
             report = RunReport()
             self.run_started = now()
             head = self._integration_head()
+            # a hidden test committed where agents work would be in every worktree: refuse
+            # before anything is claimed, as `andon check` does (the hermetic gate checks again)
+            leaked = [committed_hidden_problem(self.repo.root / rel, rel) for p in packets
+                      if (not only or p.id in only)
+                      and (self.store.packet(p.id) or {}).get("state") != "done"
+                      for rel in committed_hidden(self.repo, head, p)]
+            if leaked:
+                raise PacketError(leaked)
             # git problems the user can fix, said in git's words before anything is claimed
             self.repo.check_refs_writable(self.ref)
             submodules.check_available(self.repo, head)

@@ -4,6 +4,7 @@ stop the packet."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -86,19 +87,25 @@ def test_config_plugins_reach_the_argv(tmp_path):
     assert argv[argv.index("calc_plugin") - 1] == "-p"
 
 
-def test_a_committed_hidden_test_stops_the_packet(tmp_path):
-    """A hidden file tracked in git was in the agent's worktree: the hermetic gate refuses,
-    layer specification, naming the file."""
-    def commit_hidden(root):
-        h = root / "packets" / "P1" / "hidden" / HIDDEN
-        h.parent.mkdir(parents=True)
-        h.write_text(HIDDEN_TEST)
-        git(root, "add", "-f", str(h))
-        git(root, "commit", "-q", "-m", "hidden, by mistake")
-    o = play(Scenario("leaked-hidden", 9, "hidden test committed", honest_mul, "hermetic",
-                      setup=commit_hidden), tmp_path / "repo")
-    assert not o.merged and o.gate == "hermetic"
-    assert o.has("hidden-visible", f"packets/P1/hidden/{HIDDEN}")
+def test_a_committed_hidden_test_stops_the_run_before_any_agent(tmp_path):
+    """A hidden file tracked in git would be in every agent's worktree: `andon run` refuses
+    before anything is claimed (exit 2, naming the file, as `andon check` does) — no attempt,
+    no agent run. The hermetic gate would refuse it again at the attempt's base."""
+    md, plant = mul_packet("P1")
+    root = make_project(tmp_path / "repo", {"P1": (md, plant)})
+    hidden = root / "packets" / "P1" / "hidden" / HIDDEN
+    hidden.parent.mkdir(parents=True)
+    hidden.write_text(HIDDEN_TEST)
+    git(root, "add", "-f", str(hidden))
+    git(root, "commit", "-q", "-m", "hidden, by mistake")
+    spoke = tmp_path / "agent-ran"
+    r = andon(root, "run", "--agent", "command", "--command", f"touch {spoke}")
+    assert r.returncode == 2, r.stdout + r.stderr
+    text = " ".join((r.stdout + r.stderr).split())
+    assert f"hidden/{HIDDEN}: hidden test is committed" in text
+    assert not spoke.exists()
+    status = andon(root, "status", "--json")
+    assert all(p["attempts"] == 0 for p in json.loads(status.stdout)["packets"])
 
 
 def test_a_bare_tool_name_runs_by_absolute_path_from_the_fixed_path(tmp_path):

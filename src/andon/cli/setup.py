@@ -20,6 +20,7 @@ from ..config import (
 )
 from ..errors import AndonError, ConfigError, Problem, UsageError
 from ..gates import clash
+from ..gates.hermetic import committed_hidden, committed_hidden_problem
 from ..packet import check_packets, planted_test_files, tests_problem
 from ..runner import EXIT_USAGE, Runner, open_store
 from ..workspace import Repo
@@ -175,16 +176,9 @@ def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[P
             problems.append(Problem(p.source, p.line_of("spec_commit"),
                                     f"stale (`andon run` refuses it until spec_commit names "
                                     f"the spec you read): {stale.rstrip()}"))
-        for src in p.hidden_files.values():
-            # a committed hidden test is in every agent's worktree: the hermetic gate refuses it
-            try:
-                rel = Path(src).resolve().relative_to(repo.root.resolve()).as_posix()
-            except ValueError:
-                continue
-            if repo.file_bytes("HEAD", rel) is not None:
-                problems.append(Problem(Path(src), None, "hidden test is committed, so agents "
-                                        "can read it: add packets/*/hidden/ to .gitignore and "
-                                        f"`git rm --cached {rel}`"))
+        # a committed hidden test is in every agent's worktree: `andon run` refuses it too
+        problems += [committed_hidden_problem(repo.root / rel, rel)
+                     for rel in committed_hidden(repo, "HEAD", p)]
     return problems
 
 

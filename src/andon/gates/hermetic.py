@@ -23,26 +23,42 @@ import random
 from contextlib import ExitStack
 from pathlib import Path
 
+from ..errors import Problem
+from ..packet import Packet
 from ..runners.pytest import SuiteRun
+from ..workspace import Repo
 from . import flaky_base
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .lanes import Planned, deal, jobs, run_lanes
 from .suite import judge, plain_first, summarise
 
 
-def visible_hidden(ctx: GateContext) -> list[str]:
-    """Hidden files of the packet that are committed at the base (so the agent could read
-    them), as repo-relative paths of their copies in the packets folder."""
-    root = ctx.repo.root.resolve()
+def committed_hidden(repo: Repo, rev: str, packet: Packet) -> list[str]:
+    """Hidden files of ``packet`` that are committed at ``rev`` (so an agent working from it
+    could read them), as repo-relative paths of their copies in the packets folder. `andon
+    check` asks at HEAD, `andon run` at the integration head before anything is claimed, and
+    this gate at the attempt's base."""
+    root = repo.root.resolve()
     out = []
-    for src in ctx.packet.hidden_files.values():
+    for src in packet.hidden_files.values():
         try:
             rel = Path(src).resolve().relative_to(root).as_posix()
         except ValueError:
             continue
-        if ctx.repo.file_bytes(ctx.base_sha, rel) is not None:
+        if repo.file_bytes(rev, rel) is not None:
             out.append(rel)
     return sorted(out)
+
+
+def committed_hidden_problem(path: Path, rel: str) -> Problem:
+    """The problem `andon check` and `andon run` report for a committed hidden file."""
+    return Problem(path, None, "hidden test is committed, so agents can read it: add "
+                               f"packets/*/hidden/ to .gitignore and `git rm --cached {rel}`")
+
+
+def visible_hidden(ctx: GateContext) -> list[str]:
+    """Hidden files of the packet committed at the attempt's base (see ``committed_hidden``)."""
+    return committed_hidden(ctx.repo, ctx.base_sha, ctx.packet)
 
 
 def copy_hidden(ctx: GateContext, cwd: Path) -> list[str]:
