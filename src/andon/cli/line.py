@@ -30,7 +30,8 @@ from .common import (
                    "(default: [agent] default in andon.toml).")
 @click.option("--command", "command", default=None, metavar="SHELL",
               help="Shell command for the command agent; the prompt is on stdin and in "
-                   "$ANDON_PROMPT_FILE, cwd is the attempt's worktree.")
+                   "$ANDON_PROMPT_FILE, cwd is the attempt's worktree. It also runs the "
+                   "review stages ($ANDON_STAGE tells them apart) unless a reviewer is given.")
 @click.option("--reviewer", "reviewer_spec", default=None, metavar="NAME",
               help="Agent adapter for the review stages (default: [agent] reviewer, else the "
                    "same as --agent). A reviewer gets $ANDON_REVIEW_FILE for its JSON.")
