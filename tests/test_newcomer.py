@@ -117,3 +117,18 @@ def test_readme_use_it_on_your_repository_names_the_installed_command():
     text = README.read_text()
     section = text.split("## Use it on your repository", 1)[1].split("\n## ", 1)[0]
     assert ".venv/bin/andon" in section or "activate" in section
+
+
+def test_uncommitted_packets_and_config_are_not_counted_as_left_out(tmp_path):
+    """Before: a new user who wrote andon.toml and a packet without committing them was told
+    those files were 'not part of this run', yet the packet ran. They are read from the
+    checkout as they are, so the note counts only the other files."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    with (root / "andon.toml").open("a") as f:
+        f.write("# edited, not committed\n")
+    (root / "packets/P1/notes.txt").write_text("untracked, inside the packets folder\n")
+    (root / "notes.txt").write_text("untracked\n")
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if "uncommitted changes" in ln]
+    assert len(lines) == 1 and "1 file(s)" in lines[0], r.stdout + r.stderr

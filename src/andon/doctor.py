@@ -202,7 +202,7 @@ def render(out: Console, checks: list[AgentCheck]) -> None:
             out.print(f"  {'':<12} env_passthrough: {names}", soft_wrap=True, markup=False)
         for w in c.warnings:
             out.print(f"  {'':<12} [yellow]warning:[/] {escape(w)}", soft_wrap=True)
-        out.print(f"  {'':<12} how andon runs it: {c.docs}", markup=False)
+        out.print(f"  {'':<12} how andon runs it: {_docs_path(c.docs)}", markup=False)
     version = library_version()
     out.print(f"price library: {PRICES_LIBRARY} {version}" if version else
               f"price library: {PRICES_LIBRARY} is not installed: costs an agent does not "
@@ -221,3 +221,11 @@ def render(out: Console, checks: list[AgentCheck]) -> None:
         out.print(f"network namespaces: not available here ({why}) — test runs keep the "
                   'network and their evidence says so; [agent] network = "off" is refused',
                   soft_wrap=True, markup=False)
+
+
+def _docs_path(rel: str) -> str:
+    """Where to read ``rel`` (a path in andon's repository, e.g. ``docs/agents/codex.md``):
+    the file itself when andon runs from its checkout, else the path named as andon's, since
+    doctor runs in the user's repository, where a bare ``docs/...`` leads nowhere."""
+    here = Path(__file__).resolve().parents[2] / rel
+    return str(here) if here.is_file() else f"{rel} in andon's repository"

@@ -240,6 +240,10 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             for r in g["evidence"].get("runs", []):
                 integ = r.get("integrity") or {}
                 chan = f", verdict channel {integ['channel']}" if integ.get("channel") else ""
+                # without this, "exit 1" under a passing gate reads as a failure andon ignored
+                planted = sum(v == "failed" for v in (integ.get("canaries") or {}).values())
+                if planted:
+                    chan += f" ({planted} canary test(s) fail on purpose: docs/gates.md)"
                 out.print(f"      run {r.get('name')}: exit {r.get('exit_status')}, "
                           f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}{chan}",
                           markup=False, soft_wrap=True)

@@ -254,6 +254,9 @@ class Runner:
         tree = self.repo.resolve(f"{sha}^{{tree}}")
         key = baseline_key(self.config, tree)  # the tree, the test settings, andon's version
         if self.store.baseline(key) is not None:
+            # said, as red says its cache: silence read as "the preflight was skipped"
+            self.echo(f"preflight: pass: cached, no test run: the tree of "
+                      f"{self.config.andon.integration_branch} ({sha[:10]}) passed before")
             return GateResult("preflight", "pass", f"cached for tree {tree[:10]}")
         self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
                   f" ({sha[:10]})")

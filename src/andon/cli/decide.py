@@ -88,7 +88,10 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
     store.upsert_packet(p.id, p.slug, str(p.source), p.content_sha,
                         p.model_dump(mode="json", by_alias=True))
     store.transition(packet_id, "ready", "unblocked", data={"packet_edited": edited})
-    common.out.print(f"{packet_id} is ready again; its attempt count starts afresh")
+    # the board's "tries" and the attempt numbers keep counting: say which count restarts
+    common.out.print(f"{packet_id} is ready again; max_attempts counts afresh from its next "
+                     "attempt (attempt numbers and the board's tries keep counting)",
+                     markup=False)
     if layer in NOT_THE_PACKET:
         # the advice was to fix the reviewer or the environment: an unchanged packet is right
         common.out.print(f"it was blocked by a {layer} failure, not by the packet: if you fixed "

@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..config import CONFIG_NAME
 from ..errors import AndonError, PacketError
 from ..packet import check_packets
 from ..report import board, packet_detail, show_packet, status_rows, usage_of_rows
@@ -29,7 +30,8 @@ from .common import (
                    "(default: [agent] default in andon.toml).")
 @click.option("--command", "command", default=None, metavar="SHELL",
               help="Shell command for the command agent; the prompt is on stdin and in "
-                   "$ANDON_PROMPT_FILE, cwd is the attempt's worktree.")
+                   "$ANDON_PROMPT_FILE, cwd is the attempt's worktree. It also runs the "
+                   "review stages ($ANDON_STAGE tells them apart) unless a reviewer is given.")
 @click.option("--reviewer", "reviewer_spec", default=None, metavar="NAME",
               help="Agent adapter for the review stages (default: [agent] reviewer, else the "
                    "same as --agent). A reviewer gets $ANDON_REVIEW_FILE for its JSON.")
@@ -52,10 +54,14 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     runner = make_runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command,
                          keep_worktrees)
     store = runner.store
-    dirty = uncommitted(repo)
+    # andon.toml and the packets are read from the checkout as they are, committed or not:
+    # counting them would tell a new user that the packets they just wrote do not run
+    owned = config.andon.packets_dir.rstrip("/") + "/"
+    dirty = [p for p in uncommitted(repo) if p != CONFIG_NAME and not p.startswith(owned)]
     if dirty:  # andon works from commits: say so rather than leave it to be discovered
         common.out.print(f"note: {len(dirty)} file(s) in {repo.root} have uncommitted changes; "
-                         "andon works from commits only, so they are not part of this run",
+                         "andon works from commits only, so they are not part of this run "
+                         f"({CONFIG_NAME} and {owned} are read as they are)",
                          markup=False, soft_wrap=True)
     try:
         report = runner.run(list(only) or None)

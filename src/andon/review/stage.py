@@ -130,7 +130,9 @@ class Reviewer:
                             path=v.evidence) for v in doc.verdicts if v.verdict != "held"]
         findings += [Finding(f.severity, f.message, path=f.location) for f in doc.findings
                      if f.severity in ("blocker", "major")]
-        why = "; ".join(out.downgraded_because) or doc.summary or "the reviewer asks for a revision"
+        # a reviewer that gives no summary: its verdicts say what to fix, not just "revise"
+        why = ("; ".join(out.downgraded_because) or doc.summary
+               or f"the reviewer asks for a revision; verdicts: {_verdict_summary(verdicts)}")
         layer: Layer = "test" if out.revise_stage == "atdd" else "code"
         return GateResult(self.stage, "fail", f"revise → {out.revise_stage}: {why}", layer,
                           findings, details=details)

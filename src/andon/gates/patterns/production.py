@@ -177,7 +177,8 @@ class Scanner(ast.NodeVisitor):
             # a value only a hidden test keeps is not repeated: the message reaches the agent
             visible = same if self.visible is None else same & self.visible
             shown = ", ".join(repr(v) for _, v in sorted(visible, key=repr)[:4]) or "a value"
-            self.hit("copied-literal", node, f"{verb} {shown}, a value the packet's "
+            what = "a value" if len(visible) == 1 or not visible else "values"
+            self.hit("copied-literal", node, f"{verb} {shown}, {what} the packet's "
                      "tests keep (assert, parametrize, table or data file): special-casing "
                      "the tested inputs?")
 
