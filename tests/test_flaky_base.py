@@ -99,7 +99,7 @@ def test_no_reruns_when_switched_off_and_a_changed_test_file_is_never_excused(tm
     counter2.write_text("0")
     root2 = make_project(tmp_path / "repo2", {"P1": mul_packet(
         "P1", max_attempts=1, allowed_paths=["src/calc/**", "tests/test_clock.py"])},
-        {"tests/test_clock.py": counter_test(counter2, "n % 2 == 0")}, FAST)
+        {"tests/test_clock.py": counter_test(counter2, "n == 3")}, FAST)
 
     def edits_clock(ctx) -> str:
         write(ctx, "tests/test_clock.py", "\n# touched\n", append=True)
@@ -108,4 +108,6 @@ def test_no_reruns_when_switched_off_and_a_changed_test_file_is_never_excused(tm
     runner2.run()
     suite2 = gate_rows(runner2)["suite"]
     assert suite2["status"] == "fail" and suite2["evidence"]["flaky_on_base"] == []
-    assert counter2.read_text() == "2"  # no re-run on the base was made
+    # preflight 1, the plain-first run 2 (the agent's changed test module runs there too,
+    # not judged), the full suite 3 fails: no re-run on the base was made
+    assert counter2.read_text() == "3"

@@ -139,11 +139,13 @@ def test_parse_output_forms(tmp_path):
 LEAKY = MUL_TEST + '''
 
 def test_first_run_only():
+    # passes on the first two runs in a clone (the worktree's plain-first run and its full
+    # suite, hermetic's one run), fails from the third on: only repeats in one clone see it
     from pathlib import Path
     marker = Path("leftover-from-a-test")
-    first = not marker.exists()
-    marker.write_text("x")
-    assert first
+    count = int(marker.read_text()) if marker.exists() else 0
+    marker.write_text(str(count + 1))
+    assert count < 2
 '''
 
 
@@ -164,7 +166,7 @@ def test_a_test_that_flips_between_runs_fails_naming_the_test_and_the_seeds(tmp_
     seeds = ev["seeds"]
     assert len(seeds) == 3 == len(set(seeds)) == len(ev["runs"])
     assert [r["seed"] for r in ev["runs"]] == seeds
-    assert ev["outcomes"][tid] == {"passed": seeds[:1], "failed": seeds[1:]}
+    assert ev["outcomes"][tid] == {"passed": seeds[:2], "failed": seeds[2:]}
     assert f"passed with seeds {seeds[0]}" in f["message"]
     assert a["state"] != "merged"
 
