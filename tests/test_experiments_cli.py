@@ -282,10 +282,12 @@ def test_repeats_in_every_output(tmp_path):
     r = run(tmp_path, f, "--baseline", "A", "--html", str(out))
     assert r.returncode == 0, r.stderr
     assert re.search(r"3\s+50\.0%\s+100\.0%\s+0\.0%\s+50\.0%\s+2 / 2", r.stdout), r.stdout
+    assert re.search(r"pass\^k B\s+tasks A / B", r.stdout), r.stdout  # whose count is whose
     assert "consistency A (tasks with ≥ 2 valid runs): 0 resolved every time, 1 sometimes, " \
            "1 never" in r.stdout
     page = out.read_text()
-    assert "<th>pass^k A</th>" in page and "<td>3</td><td>50.0%</td>" in page
+    assert "<th>pass^k A</th>" in page and "<th>tasks A / B</th>" in page
+    assert "<td>3</td><td>50.0%</td>" in page
     assert "Consistency B (tasks with ≥ 2 valid runs):\n1 resolved every time, 1 sometimes, " \
            "0 never." in page
     (pair,) = json.loads(run(tmp_path, f, "--baseline", "A", "--json").stdout)["pairs"]

@@ -82,7 +82,7 @@ p = {{ p_text(p.table.p_value) }}{% if p.table.p_holm is not none %}, Holm-adjus
 {% if p.repeats %}{% set ra, rb = p.repeats %}
 <h3>With repeats</h3>
 <table><tr><th>k</th><th>pass@k {{ ra.condition }}</th><th>pass@k {{ rb.condition }}</th>
-<th>pass^k {{ ra.condition }}</th><th>pass^k {{ rb.condition }}</th><th>tasks</th></tr>
+<th>pass^k {{ ra.condition }}</th><th>pass^k {{ rb.condition }}</th><th>tasks {{ ra.condition }} / {{ rb.condition }}</th></tr>
 {% for pa, pb in s.pass_rows %}<tr><td>{{ pa.k }}</td><td>{{ pct(pa.pass_at_k) }}</td>
 <td>{{ pct(pb.pass_at_k if pb else none) }}</td><td>{{ pct(pa.pass_hat_k) }}</td>
 <td>{{ pct(pb.pass_hat_k if pb else none) }}</td><td>{{ pa.tasks }} / {{ pb.tasks if pb else 0 }}</td></tr>

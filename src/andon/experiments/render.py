@@ -137,7 +137,8 @@ def _repeats(pair: Pair, console: Console) -> None:
     table = Table(title="With repeats (mean over tasks with ≥ k valid runs)",
                   box=box.SIMPLE_HEAD, title_justify="left")
     for name in ("k", f"pass@k {ra.condition}", f"pass@k {rb.condition}",
-                 f"pass^k {ra.condition}", f"pass^k {rb.condition}", "tasks"):
+                 f"pass^k {ra.condition}", f"pass^k {rb.condition}",
+                 f"tasks {ra.condition} / {rb.condition}"):
         table.add_column(escape(name), justify="right")
     by_k = {p.k: p for p in rb.pass_k}
     for pa in ra.pass_k:
