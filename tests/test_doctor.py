@@ -144,3 +144,28 @@ def test_gemini_with_a_key_but_no_auth_method_chosen_is_warned(tmp_path):
     (home / ".gemini" / "settings.json").write_text(
         '{"security": {"auth": {"selectedType": "gemini-api-key"}}}')
     assert gemini() == []
+
+
+# -- git itself: the squash merge needs `git merge-tree --write-tree` (git 2.38) --------------
+
+def test_the_git_on_path_is_reported_and_an_old_one_is_a_problem(tmp_path):
+    root = make_project(tmp_path / "p")
+    r = andon(root, "doctor", "--json")
+    assert r.returncode == 0, r.stderr
+    git = json.loads(r.stdout)["git"]
+    assert git["version"].startswith("git version 2.") and git["problem"] is None
+    assert "git: git version 2." in andon(root, "doctor").stdout
+
+    # an old git first on PATH (Debian bullseye ships 2.30): doctor says what breaks and why
+    old = tmp_path / "old-bin"
+    old.mkdir()
+    (old / "git").write_text("#!/bin/sh\necho 'git version 2.30.2'\n")
+    (old / "git").chmod(0o755)
+    env = {"PATH": f"{old}{os.pathsep}{os.environ['PATH']}"}
+    git = json.loads(andon(root, "doctor", "--json", env=env).stdout)["git"]
+    assert git["version"] == "git version 2.30.2"
+    assert git["problem"] == ("git 2.30.2 is older than 2.38: andon's squash merge uses "
+                              "`git merge-tree --write-tree` (git 2.38 and later); upgrade git")
+    r = andon(root, "doctor", env=env)
+    assert r.returncode == 0
+    assert "git 2.30.2 is older than 2.38" in r.stdout

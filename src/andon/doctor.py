@@ -11,7 +11,8 @@ login file), a version older than the one the adapter is tested with, a base-URL
 set here that andon would not pass to the agent. Also the price library
 andon uses when an agent reports no cost, and whether this machine can run a process without
 network (``netless.available()``: test runs with ``[test] network = "off"``, agents with
-``[agent] network = "off"``). Reads only; changes nothing.
+``[agent] network = "off"``), and the git on PATH (:func:`check_git`: the squash merge needs
+``git merge-tree --write-tree``, git 2.38 or later). Reads only; changes nothing.
 """
 
 from __future__ import annotations
@@ -48,6 +49,20 @@ LOGIN_FILES = {"claude-code": "$HOME/.claude/.credentials.json",
 BASE_URLS = {"claude-code": ("ANTHROPIC_BASE_URL",), "codex": ("OPENAI_BASE_URL",),
              "gemini": ("GOOGLE_GEMINI_BASE_URL",),
              "aider": ("OPENAI_API_BASE", "ANTHROPIC_BASE_URL")}
+
+
+# `git merge-tree --write-tree` (merge.py, workspace.py) arrived in git 2.38.0.
+GIT_MIN = (2, 38)
+
+
+@dataclass
+class GitCheck:
+    """The git on PATH: ``version`` as ``git --version`` prints it (None if there is no git
+    or it failed), ``problem`` what stops andon with it (None if it is recent enough)."""
+
+    path: str | None
+    version: str | None = None
+    problem: str | None = None
 
 
 @dataclass
@@ -88,6 +103,25 @@ def check_agents(config: Config | None = None, environ: Mapping[str, str] | None
             c.warnings = _warnings(name, cls, settings, env, environ, c, euid)
         checks.append(c)
     return checks
+
+
+def check_git(environ: Mapping[str, str] | None = None,
+              timeout_s: float = VERSION_TIMEOUT_S) -> GitCheck:
+    """Find ``git`` on ``environ``'s PATH (default: this process's) and judge its version
+    against :data:`GIT_MIN`."""
+    environ = dict(os.environ if environ is None else environ)
+    path = _which("git", environ.get("PATH", os.defpath))
+    if path is None:
+        return GitCheck(None, problem="no `git` on PATH: andon needs git 2.38 or later")
+    c = GitCheck(path)
+    c.version, c.problem = _version(path, environ, timeout_s)
+    have = _version_tuple(c.version or "")
+    if have and have[:2] < GIT_MIN:
+        need = ".".join(map(str, GIT_MIN))
+        c.problem = (f"git {'.'.join(map(str, have))} is older than {need}: andon's squash "
+                     f"merge uses `git merge-tree --write-tree` (git {need} and later); "
+                     "upgrade git")
+    return c
 
 
 def _warnings(name: str, cls, settings, env: dict[str, str], environ: dict[str, str],
@@ -175,14 +209,19 @@ def _version(path: str, env: dict[str, str], timeout_s: float) -> tuple[str | No
     return first[:200] or "(printed nothing)", None
 
 
-def report_json(checks: list[AgentCheck]) -> dict:
+def report_json(checks: list[AgentCheck], git: GitCheck) -> dict:
     cut, why = netless.available()
-    return {"agents": [asdict(c) for c in checks],
+    return {"git": asdict(git), "agents": [asdict(c) for c in checks],
             "price_library": {"name": PRICES_LIBRARY, "version": library_version()},
             "network_namespaces": {"available": cut, "reason": why}}
 
 
-def render(out: Console, checks: list[AgentCheck]) -> None:
+def render(out: Console, checks: list[AgentCheck], git: GitCheck) -> None:
+    if git.problem:
+        out.print(f"[red]git: {escape(git.problem)}[/]"
+                  + (f" — {escape(git.path)}" if git.path else ""), soft_wrap=True)
+    else:
+        out.print(f"git: {escape(git.version or '')} — {escape(git.path or '')}", soft_wrap=True)
     out.print("[bold]andon doctor[/] — agent CLIs andon can start (looked up on PATH)")
     for c in checks:
         if c.path is None:

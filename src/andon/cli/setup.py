@@ -187,9 +187,10 @@ def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[P
 @click.pass_context
 def doctor(ctx: click.Context, as_json: bool) -> None:
     """Which agent CLIs are installed (on PATH), their versions, and whether their
-    credential variables are set (values are never shown). Exits 0: it only reports."""
+    credential variables are set (values are never shown); whether the git on PATH is recent
+    enough (2.38). Exits 0: it only reports."""
     from ..config import load_config
-    from ..doctor import check_agents, render, report_json
+    from ..doctor import check_agents, check_git, render, report_json
     config = None
     try:
         config = load_config(Path(ctx.obj["repo"]))
@@ -197,11 +198,11 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         if (Path(ctx.obj["repo"]) / "andon.toml").exists():
             common.err.print(f"note: {exc}; reporting without its [agents] settings",
                              markup=False, soft_wrap=True)
-    checks = check_agents(config)
+    checks, git = check_agents(config), check_git()
     if as_json:
-        common.out.print_json(json.dumps(report_json(checks)))
+        common.out.print_json(json.dumps(report_json(checks, git)))
     else:
-        render(common.out, checks)
+        render(common.out, checks, git)
 
 
 @click.command()
