@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import os
 
-from helpers import CALC, MUL_CODE, andon, make_project, mul_packet
-
 from andon.config import load_config
 from andon.packet import check_packets, solution_problems
+
+from helpers import CALC, MUL_CODE, andon, make_project, mul_packet
 
 
 def _solution(root, folder, files):

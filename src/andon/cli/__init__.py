@@ -14,6 +14,7 @@ import click
 
 from .. import __version__
 from . import decide, experiments, line, setup
+from .validate import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,7 +41,8 @@ def main(ctx: click.Context, repo: str) -> None:
 
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
-                setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare):
+                setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
+                validate):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -1,8 +1,8 @@
 """Packet files: parse, validate, and report every problem with its file and line.
 
 A packet is Markdown with TOML front matter between ``+++`` lines, stored either as
-``packets/<name>/packet.md`` (with optional ``plant/``, ``hidden/`` and ``solution/`` trees that mirror the
-repository root) or as a flat ``packets/<name>.md``. See README.md for the modules.
+``packets/<name>/packet.md`` (with optional ``plant/``, ``hidden/`` and ``solution/`` trees
+that mirror the repository root) or as a flat ``packets/<name>.md``. See README.md for the modules.
 """
 
 from .files import is_litter, planted_test_files, tests_problem
