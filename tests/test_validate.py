@@ -95,14 +95,28 @@ def test_a_wrong_solution_is_invalid_at_suite_with_the_failing_tests(tmp_path):
     assert text.returncode == 1 and "invalid" in text.stdout and "suite" in text.stdout
 
 
-def test_a_solution_outside_allowed_paths_is_invalid_at_scope(tmp_path):
-    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+def test_solutions_the_scope_gate_rejects_are_invalid_and_an_atdd_packet_validates(tmp_path):
+    mul_test = "from calc.ops import mul\n\n\ndef test_mul_p3():\n    assert mul(2, 5) == 10\n"
+    root = make_project(tmp_path / "repo", {
+        "P1": mul_packet("P1"), "P2": mul_packet("P2"),
+        # no planted test: its atdd stage writes one (here: the solution's test file)
+        "P3": (packet_md("P3", "m", "mul", allowed_paths=["src/calc/**", "tests/**"],
+                         stages=["atdd", "implement"]), {})})
+    # outside allowed_paths
     add_solution(root, "P1", {"src/calc/ops.py": GOOD_OPS, "README.md": "notes\n"})
+    # a cheating "solution": the planted test made to pass by rewriting it
+    add_solution(root, "P2", {"src/calc/ops.py": GOOD_OPS,
+                              "tests/test_mul_p2.py": "def test_mul():\n    pass\n"})
+    add_solution(root, "P3", {"src/calc/ops.py": GOOD_OPS, "tests/test_mul_p3.py": mul_test})
     proc, doc = validate(root)
     assert proc.returncode == 1, proc.stderr
-    p1 = by_id(doc)["P1"]
-    assert p1["failed_gate"] == "scope"
+    p1, p2, p3 = (by_id(doc)[i] for i in ("P1", "P2", "P3"))
+    assert p1["failed_gate"] == "scope" and p1["layer"] == "permission"
     assert [f["path"] for f in p1["findings"]] == ["README.md"]
+    assert p2["failed_gate"] == "scope"
+    assert [(f["kind"], f["path"]) for f in p2["findings"]] == [("tamper", "tests/test_mul_p2.py")]
+    assert p3["valid"] is True, p3
+    assert [g["gate"] for g in p3["gates"]][:3] == ["red", "atdd-scope", "red"]
 
 
 def test_a_flaky_planted_test_makes_the_packet_invalid(tmp_path):

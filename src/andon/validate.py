@@ -259,7 +259,9 @@ class Validator:
             return Validation(packet.id, False, failure.summary, failure.gate, failure.layer,
                               failure.findings[:FIRST_FINDINGS], result.gates, applied, missing,
                               evidence_dir=kept)
-        red = next((g for g in result.gates if g.gate == "red"), None)
+        # the last red: with an atdd stage, the first is skipped (nothing planted) and the
+        # second judges the tests the atdd stage wrote
+        red = next((g for g in reversed(result.gates) if g.gate == "red"), None)
         if red is None or red.status != "pass":
             # an atdd packet whose solution writes no test: nothing was red before the change
             why = red.summary if red is not None else "red did not run"
