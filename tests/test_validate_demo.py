@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 
-from helpers import FAST, andon, git
-
 from andon.demo import build_project
+
+from helpers import FAST, andon, git
 
 
 def test_every_demo_packet_validates(tmp_path):
