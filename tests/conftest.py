@@ -53,9 +53,9 @@ def pytest_unconfigure(config):
 
 E2E_FOLDERS: set[str] = set()  # e.g. {"e2e"}: every test under tests/e2e/
 # Names whose use means a whole harness run: the in-process runner and the red-team player,
-# and the demo. The CLI helper `andon` counts when called with "run" or "demo".
+# and the demo. The CLI helper `andon` counts when called with "run", "demo" or "validate".
 E2E_NAMES = {"runner_for", "play", "Runner", "run_demo"}
-E2E_VERBS = {"run", "demo"}
+E2E_VERBS = {"run", "demo", "validate"}
 
 
 def is_e2e(item: pytest.Item) -> bool:
@@ -63,7 +63,7 @@ def is_e2e(item: pytest.Item) -> bool:
     on real repositories). By rule, so new files need no list: its file is named
     ``test_e2e_*.py`` or lives in a folder of ``E2E_FOLDERS``; or the test function, a fixture
     it uses, or a function of the test's module that either calls, uses a name of
-    ``E2E_NAMES`` or calls ``andon(root, "run" | "demo", ...)``."""
+    ``E2E_NAMES`` or calls ``andon(root, "run" | "demo" | "validate", ...)``."""
     path = Path(item.path)
     rel = path.relative_to(Path(__file__).parent)
     if rel.name.startswith("test_e2e_") or E2E_FOLDERS & set(rel.parts[:-1]):

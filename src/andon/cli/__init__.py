@@ -5,7 +5,8 @@ Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked 
 3 preflight failed (the integration head does not pass its own suite).
 
 One module per group of verbs: ``setup`` (init, check, doctor, demo), ``line`` (run, status,
-show), ``decide`` (approve, reject, unblock); ``common`` holds what they share.
+show), ``decide`` (approve, reject, unblock), ``experiments`` (compare), ``validate``;
+``common`` holds what they share.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import click
 
 from .. import __version__
 from . import decide, experiments, line, setup
+from .validate import validate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -40,7 +42,8 @@ def main(ctx: click.Context, repo: str) -> None:
 
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
-                setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare):
+                setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
+                validate):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -21,7 +21,7 @@ from ..config import (
 from ..errors import AndonError, ConfigError, Problem, UsageError
 from ..gates import clash
 from ..gates.hermetic import committed_hidden, committed_hidden_problem
-from ..packet import check_packets, planted_test_files, tests_problem
+from ..packet import check_packets, planted_test_files, solution_problems, tests_problem
 from ..runner import EXIT_USAGE, Runner, open_store
 from ..workspace import Repo
 from . import common
@@ -115,6 +115,8 @@ def check(ctx: click.Context, as_json: bool) -> None:
                              f"{packets_dir}/ (tiers and stale specs are checked once it is valid)",
                              markup=False, soft_wrap=True)
     packets, problems = check_packets(repo.root / packets_dir, repo.root)
+    # a reference solution the scope gate would reject (`andon validate`); `run` ignores it
+    problems += [s for p in packets for s in solution_problems(p, packets_dir)]
     if config is not None:
         problems += _stale_problems(repo, config, packets, problems)
         problems += _clash_problems(repo, config, packets)

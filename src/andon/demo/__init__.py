@@ -24,6 +24,7 @@ from ..runner import Runner, open_store
 from ..workspace import Repo
 from .agents import BEHAVIOURS, evaluating_reviewer
 from .project import FILES, PACKETS
+from .solutions import SOLUTIONS
 
 # packet -> (final state, what the demo shows with it)
 EXPECTED = {
@@ -65,6 +66,13 @@ def build_project(root: Path, worktree_root: Path | None = None) -> Path:
             target = root / "packets" / folder / "plant" / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
+        for rel, text in SOLUTIONS[folder].items():  # `andon validate` runs these
+            target = root / "packets" / folder / "solution" / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+    # a committed reference solution would be in every agent's worktree
+    with open(root / ".gitignore", "a") as gitignore:
+        gitignore.write("packets/*/solution/\n")
     env = {**os.environ, **GIT_ENV}
     for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
                  ["git", "commit", "-q", "-m", "ledger: CSV loader with tests; eight packets"]):

@@ -1,6 +1,7 @@
-"""A packet's own files: the ``plant/`` and ``hidden/`` trees as read (tool and editor litter
-left out), frozen into bytes, and hashed with the packet file into ``content_sha``; which
-planted files are tests, and whether a packet without them can run."""
+"""A packet's own files: the ``plant/``, ``hidden/`` and ``solution/`` trees as read (tool and
+editor litter left out), frozen into bytes, and hashed with the packet file into ``content_sha``
+(all but ``solution/``); which planted files are tests, and whether a packet without them can
+run."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ def is_litter(rel: str) -> bool:
 
 
 def _tree_files(root: Path, problems: list[Problem]) -> dict[str, Path]:
-    """Repo-relative POSIX path -> absolute file for everything under ``root`` (plant/hidden)
-    except what tools and editors leave there (:func:`is_litter`)."""
+    """Repo-relative POSIX path -> absolute file for everything under ``root``
+    (plant/hidden/solution) except what tools and editors leave there (:func:`is_litter`)."""
     if not root.is_dir():
         return {}
     found: dict[str, Path] = {}

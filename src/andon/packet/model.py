@@ -127,6 +127,7 @@ class Packet(FrontMatter):
     body: str
     plant_files: dict[str, Path] = {}
     hidden_files: dict[str, Path] = {}
+    solution_files: dict[str, Path] = {}   # the reference solution (``andon validate``)
     content_sha: str
     _lines: dict[tuple[int | None, str], int] = PrivateAttr(default_factory=dict)
     # The bytes (and executable bit) of plant/ and hidden/ as read when the packet was loaded,
@@ -141,6 +142,11 @@ class Packet(FrontMatter):
     def hidden_blobs(self) -> dict[str, tuple[bytes, bool]]:
         """Repo-relative path → (bytes, executable) of each hidden file, as loaded."""
         return self._frozen.get("hidden", {})
+
+    def solution_blobs(self) -> dict[str, tuple[bytes, bool]]:
+        """Repo-relative path → (bytes, executable) of each reference-solution file, as
+        loaded (``solution/`` mirrors the repository like ``plant/``)."""
+        return self._frozen.get("solution", {})
 
     def line_of(self, key: str) -> int:
         """1-based line of top-level ``key`` in ``source``; 1 if the key is not written there."""

@@ -99,7 +99,8 @@ def _parse(path: Path, packets_dir: Path) -> _Source:
     problems = source.problems
     is_dir_packet = path.name == "packet.md" and path.parent.resolve() != packets_dir.resolve()
     pkt_dir = path.parent if is_dir_packet else None
-    trees = {t: _tree_files(pkt_dir / t, problems) if pkt_dir else {} for t in ("hidden", "plant")}
+    trees = {t: _tree_files(pkt_dir / t, problems) if pkt_dir else {}
+             for t in ("hidden", "plant", "solution")}
     try:
         front_matter = FrontMatter.model_validate(data)
     except ValidationError as exc:
@@ -112,7 +113,10 @@ def _parse(path: Path, packets_dir: Path) -> _Source:
     packet = Packet(
         **dict(front_matter), source=path, dir=pkt_dir, body=body,
         plant_files=trees["plant"], hidden_files=trees["hidden"],
-        content_sha=_content_sha(raw, frozen),
+        solution_files=trees["solution"],
+        # the reference solution is no part of what an agent is given: changing it does not
+        # make the packet another one (attempts carry over, the store's sha stays)
+        content_sha=_content_sha(raw, {t: f for t, f in frozen.items() if t != "solution"}),
     )
     packet._lines = lines
     packet._frozen = frozen
