@@ -5,15 +5,21 @@ tests planted. Each finding here in a small synthetic project: real git, real py
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 from andon import origin
 from andon.config import load_config
 from andon.runner import EXIT_PREFLIGHT
 
-from helpers import git, honest_mul, make_project, mul_packet, runner_for
+from helpers import MUL_CODE, andon, git, honest_mul, make_project, mul_packet, runner_for
 
 # A package of the project that pytest itself imports at start-up (iniconfig's, pluggy's and
 # pygments' own repositories): the test process has it in sys.modules before any project folder
 # is on sys.path, so every test run judges that copy, never the attempt's.
+HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 RUNNER_DEP = {"src/iniconfig/__init__.py": "BOM = '\\ufeff'\n"}
 
 
@@ -46,3 +52,61 @@ def test_a_package_pytest_does_not_import_still_passes_the_probe(tmp_path):
                         files={"src/inifile/__init__.py": ""})
     assert origin.check(load_config(root), root) is None
     git(root, "status")
+
+
+def test_preflight_says_the_suite_gave_no_results_not_that_it_wrote_a_bad_report(tmp_path):
+    """Before: 'the suite on X wrote no usable report: …' when the suite never ran (the set-up
+    failed, or the probe above stopped it)."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, files=RUNNER_DEP)
+    pf = runner_for(root, honest_mul).run().preflight
+    assert "no usable report" not in pf.summary and "gave no results" in pf.summary
+
+
+SCM = {"pyproject.toml": '[project]\nname = "calc"\ndynamic = ["version"]\n\n'
+                         '[tool.setuptools_scm]\nwrite_to = "src/calc/_version.py"\n'}
+
+
+def test_init_warns_when_the_test_interpreter_cannot_run_the_setup_it_wrote(tmp_path):
+    """Before: init wrote `setup = ["python", "-m", "setuptools_scm", …]` for the project's
+    .venv, which had no setuptools_scm, and said nothing; every run then stopped at preflight
+    with 'No module named setuptools_scm'. Now init names the interpreter and the install."""
+    root = make_project(tmp_path / "repo", files=SCM)
+    (root / "andon.toml").unlink()
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(root / ".venv")],
+                   check=True)
+    r = andon(root, "init")
+    assert r.returncode == 0, r.stderr
+    python = root / ".venv" / "bin" / "python"
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("warning:")]
+    assert len(lines) == 1, r.stdout
+    assert f"{python} cannot import setuptools_scm" in lines[0]
+    assert f"{python} -m pip install" in lines[0] and "[test] setup" in lines[0]
+
+
+def test_init_says_nothing_more_when_the_interpreter_has_the_setup_module(tmp_path):
+    """The honest counterpart: andon's own interpreter (no .venv) imports setuptools_scm."""
+    pytest.importorskip("setuptools_scm")
+    root = make_project(tmp_path / "repo", files=SCM)
+    (root / "andon.toml").unlink()
+    r = andon(root, "init")
+    assert r.returncode == 0 and "detected: pyproject.toml" in r.stdout, r.stdout
+    assert "warning:" not in r.stdout
+
+
+def test_the_uncommitted_note_names_what_is_left_out_and_collapses_untracked_folders(tmp_path):
+    """Before: 'note: 998 file(s) … have uncommitted changes' for an untracked .venv/ of the
+    project (not in its .gitignore) beside andon.toml and packets/: the user had changed
+    nothing. Now modified and untracked are told apart and an untracked folder is one entry."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    venv = root / ".venv" / "lib"
+    venv.mkdir(parents=True)
+    for i in range(40):
+        (venv / f"m{i}.py").write_text("")
+    (root / "src/calc/ops.py").write_text((root / "src/calc/ops.py").read_text() + "# wip\n")
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("note:")]
+    assert len(lines) == 1, r.stdout
+    assert "1 changed (src/calc/ops.py)" in lines[0]
+    assert "untracked: .venv/ (40 files)" in lines[0]
+    assert "41 file(s)" not in lines[0] and "uncommitted changes" in lines[0]
