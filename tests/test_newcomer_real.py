@@ -12,6 +12,7 @@ import pytest
 
 from andon import origin
 from andon.config import load_config
+from andon.detect import WHEEL_SETUP, setup_step
 from andon.runner import EXIT_PREFLIGHT
 
 from helpers import MUL_CODE, andon, git, honest_mul, make_project, mul_packet, runner_for
@@ -110,3 +111,18 @@ def test_the_uncommitted_note_names_what_is_left_out_and_collapses_untracked_fol
     assert "1 changed (src/calc/ops.py)" in lines[0]
     assert "untracked: .venv/ (40 files)" in lines[0]
     assert "41 file(s)" not in lines[0] and "uncommitted changes" in lines[0]
+
+
+def test_setuptools_scm_in_build_requires_with_an_attr_version_needs_no_setup(tmp_path):
+    """Before (cachetools 8.0.2): setuptools-scm in `[build-system] requires` alone made init
+    write a wheel build for every clone, 'it writes the version file during a build', though
+    the version comes from `[tool.setuptools.dynamic] version = {attr = …}` and nothing is
+    generated; the build then failed in the project's venv and every run stopped at
+    preflight. Now nothing is written; with no such table the build is still written."""
+    attr = ('[build-system]\nrequires = ["setuptools>=80", "setuptools-scm>=8.2"]\n\n'
+            '[project]\nname = "calc"\ndynamic = ["version"]\n\n'
+            '[tool.setuptools.dynamic]\nversion = {attr = "calc.__version__"}\n')
+    (tmp_path / "pyproject.toml").write_text(attr)
+    assert setup_step(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text(attr.split("[tool.setuptools.dynamic]")[0])
+    assert setup_step(tmp_path).value == WHEEL_SETUP
