@@ -15,7 +15,16 @@ from andon.config import load_config
 from andon.detect import WHEEL_SETUP, setup_step
 from andon.runner import EXIT_PREFLIGHT
 
-from helpers import MUL_CODE, andon, git, honest_mul, make_project, mul_packet, runner_for
+from helpers import (
+    MUL_CODE,
+    andon,
+    git,
+    honest_mul,
+    make_project,
+    mul_packet,
+    runner_for,
+    write,
+)
 
 # A package of the project that pytest itself imports at start-up (iniconfig's, pluggy's and
 # pygments' own repositories): the test process has it in sys.modules before any project folder
@@ -126,3 +135,37 @@ def test_setuptools_scm_in_build_requires_with_an_attr_version_needs_no_setup(tm
     assert setup_step(tmp_path) is None
     (tmp_path / "pyproject.toml").write_text(attr.split("[tool.setuptools.dynamic]")[0])
     assert setup_step(tmp_path).value == WHEEL_SETUP
+
+
+def _tamper(ctx):
+    write(ctx, "src/calc/ops.py", MUL_CODE, append=True)
+    write(ctx, "tests/test_mul_p1.py", "def test_mul():\n    pass\n")
+    return "done"
+
+
+def _outside_allowed(ctx):
+    write(ctx, "src/calc/ops.py", MUL_CODE, append=True)
+    write(ctx, "README.md", "mul added\n")
+    return "done"
+
+
+def test_a_tampering_agent_is_named_as_the_cause_not_the_packet(tmp_path):
+    """Before (cachetools, an agent that rewrote the planted test): 'what to do: the agent
+    keeps failing the same way …: sharpen the packet, or use another agent' — the packet was
+    right. Now the advice names the tamper and says the packet is not the cause."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    report = runner_for(root, _tamper).run()
+    assert report.exit_status == 1, report.message
+    todo = report.message.split("what to do:", 1)[1]
+    assert "sharpen the packet" not in todo
+    assert "planted test" in todo and "not the cause" in todo
+
+
+def test_a_change_outside_allowed_paths_points_at_allowed_paths_too(tmp_path):
+    """The other permission case: the change may have been needed, so the packet's paths
+    are named as one remedy beside another agent."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    report = runner_for(root, _outside_allowed).run()
+    assert report.exit_status == 1, report.message
+    todo = report.message.split("what to do:", 1)[1]
+    assert "allowed_paths" in todo and "sharpen the packet" not in todo
