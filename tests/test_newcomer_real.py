@@ -169,3 +169,22 @@ def test_a_change_outside_allowed_paths_points_at_allowed_paths_too(tmp_path):
     assert report.exit_status == 1, report.message
     todo = report.message.split("what to do:", 1)[1]
     assert "allowed_paths" in todo and "sharpen the packet" not in todo
+
+
+GUARD = (
+    "from calc.ops import add\n\n\ndef test_add_still_adds():\n    assert add(2, 2) == 4\n")
+
+
+def test_a_guard_test_in_plant_is_told_where_it_belongs(tmp_path):
+    """Before (cachetools): a planted file with the new tests and one that guards today's
+    behaviour was blocked with 'planted tests are not reliably red on the base: X passes on
+    the base: it tests nothing the packet asks for' — it passed 3 of 3 runs, and it tests
+    what it should. Now red says it passed every run and where such a test goes."""
+    md, plant = mul_packet("P1")
+    plant["tests/test_guard_p1.py"] = GUARD
+    root = make_project(tmp_path / "repo", {"P1": (md, plant)})
+    report = runner_for(root, honest_mul).run()
+    assert report.exit_status == 1, report.message
+    assert "not reliably red" not in report.message
+    assert "passes on the base in every run" in report.message
+    assert "belongs in the suite" in report.message
