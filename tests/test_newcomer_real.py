@@ -188,3 +188,26 @@ def test_a_guard_test_in_plant_is_told_where_it_belongs(tmp_path):
     assert "not reliably red" not in report.message
     assert "passes on the base in every run" in report.message
     assert "belongs in the suite" in report.message
+
+
+PIP_FAILURE = """\
+  error: subprocess-exited-with-error
+
+  × Preparing metadata (pyproject.toml) did not run successfully.
+  │ exit code: 1
+  ╰─> [91 lines of output]
+      /x/.venv/lib/python3.11/site-packages/setuptools/config/pyprojecttoml.py:108: \
+_BetaConfiguration: Support for `[tool.setuptools]` in `pyproject.toml` is still *beta*.
+        warnings.warn(msg, _BetaConfiguration)
+      configuration error: `project.license` must be valid exactly by one definition
+"""
+
+
+def test_a_failed_pip_build_set_up_names_the_builds_error_not_pips_wrapper():
+    """Before (cachetools' detected wheel build): the set-up's problem was 'failed (exit
+    status 1): error: subprocess-exited-with-error' — pip's wrapper line, the cause 90 lines
+    further. Now the first error line inside is named."""
+    from andon.clone_setup import _first_error
+    assert _first_error(PIP_FAILURE).startswith("configuration error: `project.license`")
+    assert _first_error("ModuleNotFoundError: No module named 'x'\n") == (
+        "ModuleNotFoundError: No module named 'x'")
