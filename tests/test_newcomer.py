@@ -103,7 +103,8 @@ def test_run_says_uncommitted_work_is_not_included(tmp_path):
     r = andon(root, "run", "--agent", "command", "--command", HONEST)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [ln for ln in (r.stdout + r.stderr).splitlines() if "uncommitted changes" in ln]
-    assert len(lines) == 1 and "2 file(s)" in lines[0], r.stdout + r.stderr
+    assert len(lines) == 1 and "1 changed" in lines[0] and "untracked: notes.txt" in lines[0], (
+        r.stdout + r.stderr)
 
 
 def test_a_clean_checkout_gets_no_uncommitted_note(tmp_path):
@@ -131,4 +132,4 @@ def test_uncommitted_packets_and_config_are_not_counted_as_left_out(tmp_path):
     r = andon(root, "run", "--agent", "command", "--command", HONEST)
     assert r.returncode == 0, r.stdout + r.stderr
     lines = [ln for ln in (r.stdout + r.stderr).splitlines() if "uncommitted changes" in ln]
-    assert len(lines) == 1 and "1 file(s)" in lines[0], r.stdout + r.stderr
+    assert len(lines) == 1 and lines[0].endswith("untracked: notes.txt"), r.stdout + r.stderr

@@ -24,7 +24,8 @@ def halt_message(store: Store, row: dict) -> str:
 def advice(store: Store, last: dict | None) -> str:
     """What a person should change, from what the blocking attempt ran into: a change to
     the tests' interpreter environment (with the commands that restore it), a write into
-    the checkout, a command not found, else its failure layer."""
+    the checkout, a command not found, a change the packet does not allow (a tamper: not the
+    packet's fault), else its failure layer."""
     if last is None:
         return "look at the packet"
     gates = store.gate_results(last["id"])
@@ -47,6 +48,13 @@ def advice(store: Store, last: dict | None) -> str:
     if any(r["exit_status"] == 127 for r in store.stage_runs(last["id"])):
         return ("the agent's command was not found (exit 127): it runs in the attempt's "
                 "worktree, where untracked scripts do not exist — give an absolute path")
+    if last["failure_layer"] == "permission":  # scope: the packet was not what failed
+        if any(f["kind"] == "tamper" for g in gates for f in g["evidence"].get("findings", [])):
+            return ("the agent changed a planted test or andon's files (a tamper finding, "
+                    "listed above): the packet is not the cause; use another agent")
+        return ("the agent changed paths the packet does not allow (listed above): if that "
+                "change was needed, widen the packet's allowed_paths or forbidden_paths; "
+                "else use another agent")
     return {
         "specification": "the packet itself is wrong (its planted tests or its spec): "
                          "edit it",

@@ -99,8 +99,13 @@ def _cache_root(evidence_dir: Path) -> Path | None:
                 None)
 
 
+# pip's own wrapper around a failed build: the build's error is further down
+_PIP_WRAPPERS = ("error: subprocess-exited-with-error", "error: metadata-generation-failed")
+
+
 def _first_error(text: str) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in text.splitlines()
+             if ln.strip() and ln.strip() not in _PIP_WRAPPERS]
     for ln in lines:
         if "Error" in ln or "error:" in ln.lower():
             return ln[:300]

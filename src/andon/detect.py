@@ -66,7 +66,12 @@ def setup_step(root: Path) -> Detected | None:
     if isinstance(scm, dict) and ("version_file" in scm or "write_to" in scm):
         return Detected("setup", SCM_SETUP, "pyproject.toml: [tool.setuptools_scm] writes "
                         f"{scm.get('version_file') or scm.get('write_to')} (from git)")
-    if "setuptools_scm" in tool or "setuptools-scm" in requires or "setuptools_scm" in requires:
+    # a version read from an attribute or a file is not computed from git: nothing generated
+    dyn = tool.get("setuptools", {}).get("dynamic") if isinstance(tool.get("setuptools"),
+                                                                  dict) else None
+    from_git = not (isinstance(dyn, dict) and "version" in dyn)
+    if from_git and ("setuptools_scm" in tool or "setuptools-scm" in requires
+                     or "setuptools_scm" in requires):
         return Detected("setup", WHEEL_SETUP, "pyproject.toml: setuptools-scm (it writes the "
                         "version file during a build)")
     try:

@@ -10,6 +10,11 @@ in the clone's root, in ``src/`` and in each ``[test] pythonpath`` folder (not `
 ``docs`` or the packets folder). One found outside the clone is an ``environment`` problem naming
 both paths and the setting that fixes it. A package that cannot be imported at all is left to
 the tests (they report it). Asked once per clone and package set in this process.
+
+The question is asked as ``contain/boot.py`` starts a test run: ``-I``, ``import pytest`` first,
+then the clone's folders in front. A project package pytest imported by then (iniconfig's,
+pluggy's, pygments' own repositories) is the copy every test runs, whatever ``sys.path`` says:
+a problem no setting fixes, said as such (found on iniconfig 2.3.1, issue 9's newcomer pass).
 """
 
 from __future__ import annotations
@@ -24,9 +29,16 @@ from .contain.interpreter import python_of
 from .runners.pytest import harness_env
 
 _SKIP = {"tests", "test", "testing", "docs", "doc", "examples", "benchmarks", "scripts"}
-_ASK = ("import importlib.util, json, sys\nout = {}\nfor n in sys.argv[1:]:\n"
+# Asked as contain/boot.py starts a test run (``-I``): pytest is imported while sys.path holds
+# only the interpreter's own folders, then the clone and the pythonpath folders go first. A
+# package pytest itself imported by then is the copy every test sees, whatever sys.path says.
+_ASK = ("import importlib.util, json, sys\nfront = json.loads(sys.argv[1])\n"
+        "try:\n    import pytest\nexcept Exception:\n    pass\n"
+        "early = {n: getattr(sys.modules.get(n), '__file__', None) for n in sys.argv[2:]}\n"
+        "sys.path[0:0] = front\nout = {}\nfor n in sys.argv[2:]:\n"
+        "    if early[n]:\n        out[n] = [early[n], True]\n        continue\n"
         "    try:\n        s = importlib.util.find_spec(n)\n    except Exception:\n"
-        "        s = None\n    out[n] = s.origin if s is not None and s.origin else None\n"
+        "        s = None\n    out[n] = [s.origin if s is not None and s.origin else None, False]\n"
         "print(json.dumps(out))\n")
 _asked: dict[tuple[str, tuple[str, ...]], str | None] = {}
 
@@ -59,15 +71,24 @@ def check(config: Config, cwd: Path) -> str | None:
     if memo in _asked:
         return _asked[memo]
     with tempfile.TemporaryDirectory() as home:
-        env = harness_env(Path(home), [cwd / p for p in config.test.pythonpath])
+        env = harness_env(Path(home), ())
+        front = [str(cwd), *(str(cwd / p) for p in config.test.pythonpath)]
         try:
-            out = subprocess.run([python, "-c", _ASK, *sorted(own)], cwd=cwd, env=env,
+            out = subprocess.run([python, "-I", "-c", _ASK, json.dumps(front), *sorted(own)],
+                                 cwd=cwd, env=env,
                                  capture_output=True, text=True, timeout=60, check=False)
             origins = json.loads(out.stdout) if out.returncode == 0 else {}
         except (OSError, subprocess.TimeoutExpired, ValueError):
             origins = {}
     problem = None
-    for name, origin in sorted(origins.items()):
+    for name, (origin, by_pytest) in sorted(origins.items()):
+        if origin and not Path(origin).resolve().is_relative_to(cwd.resolve()) and by_pytest:
+            problem = (f"pytest itself imports {name}, from {Path(origin).parent}, outside the "
+                       f"clone (whose copy is {own[name]}), before any project folder is on "
+                       "sys.path: every test would run that copy, not the attempt's. andon "
+                       f"cannot test a package its test runner depends on (a known limit, "
+                       "docs/configuration.md)")
+            break
         if origin and not Path(origin).resolve().is_relative_to(cwd.resolve()):
             where = own[name].relative_to(cwd).parent.as_posix()
             problem = (f"the tests would import {name} from {Path(origin).parent}, outside the "

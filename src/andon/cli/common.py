@@ -73,17 +73,49 @@ def check_command_path(repo: Repo, command: str | None, what: str) -> None:
              f"attempt's worktree, where it will not exist; use the absolute path {here}")
 
 
-def uncommitted(repo: Repo) -> list[str]:
-    """Paths with uncommitted changes or untracked (not ignored) in the user's checkout."""
-    fields = iter(repo.git("status", "--porcelain", "-z", "--untracked-files=all",
+def _status(repo: Repo, untracked: str) -> list[tuple[str, str]]:
+    """(XY status, path) of each entry of ``git status`` with ``--untracked-files=untracked``."""
+    fields = iter(repo.git("status", "--porcelain", "-z", f"--untracked-files={untracked}",
                            check=False).split("\0"))
-    paths = []
+    entries = []
     for entry in fields:
         if len(entry) > 3:
-            paths.append(entry[3:])
+            entries.append((entry[:2], entry[3:]))
             if "R" in entry[:2] or "C" in entry[:2]:
                 next(fields, None)  # a rename's source path follows as its own field
-    return paths
+    return entries
+
+
+def left_out_note(repo: Repo, owned: tuple[str, ...]) -> str | None:
+    """The one line ``andon run`` prints when uncommitted work in the checkout is not part of
+    the run, or None. ``owned``: paths or folder prefixes read from the checkout as they are
+    (andon.toml, the packets folder), left out of it. Changed files and untracked ones are
+    told apart, and a wholly untracked folder is one entry with its file count: an untracked
+    ``.venv/`` is not '998 files with uncommitted changes' (issue 9's newcomer pass)."""
+    def mine(path: str) -> bool:
+        return any(path == o or path.startswith(o) for o in owned)
+    every = [(xy, path) for xy, path in _status(repo, "all") if not mine(path)]
+    if not every:
+        return None
+    changed = [path for xy, path in every if xy != "??"]
+    loose = [path for xy, path in every if xy == "??"]
+    parts = []
+    if changed:
+        parts.append(f"{len(changed)} changed ({_some(changed)})")
+    if loose:
+        names = []
+        for xy, path in _status(repo, "normal"):
+            if xy == "??" and not mine(path):
+                inside = sum(p.startswith(path) for p in loose) if path.endswith("/") else 1
+                names.append(f"{path} ({inside} files)" if path.endswith("/") else path)
+        parts.append(f"untracked: {_some(names)}")
+    return (f"note: uncommitted changes in {repo.root} are not part of this run, andon works "
+            f"from commits only ({' and '.join(owned)} are read as they are): {'; '.join(parts)}")
+
+
+def _some(items: list[str], shown: int = 3) -> str:
+    more = f", … {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
 
 
 def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str | None = None,

@@ -17,9 +17,9 @@ from . import common
 from .common import (
     config_or_fail,
     fail,
+    left_out_note,
     make_runner,
     repo_or_fail,
-    uncommitted,
 )
 
 
@@ -57,12 +57,8 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     # andon.toml and the packets are read from the checkout as they are, committed or not:
     # counting them would tell a new user that the packets they just wrote do not run
     owned = config.andon.packets_dir.rstrip("/") + "/"
-    dirty = [p for p in uncommitted(repo) if p != CONFIG_NAME and not p.startswith(owned)]
-    if dirty:  # andon works from commits: say so rather than leave it to be discovered
-        common.out.print(f"note: {len(dirty)} file(s) in {repo.root} have uncommitted changes; "
-                         "andon works from commits only, so they are not part of this run "
-                         f"({CONFIG_NAME} and {owned} are read as they are)",
-                         markup=False, soft_wrap=True)
+    if note := left_out_note(repo, (CONFIG_NAME, owned)):
+        common.out.print(note, markup=False, soft_wrap=True)
     try:
         report = runner.run(list(only) or None)
     except PacketError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from ..config import (
     load_config,
     packets_dir_despite_errors,
 )
+from ..contain.interpreter import python_of
 from ..errors import AndonError, ConfigError, Problem, UsageError
 from ..gates import clash
 from ..gates.hermetic import committed_hidden, committed_hidden_problem
@@ -64,7 +66,38 @@ def init(ctx: click.Context, force: bool) -> None:
         common.out.print("note: [test] setup builds without network or build isolation: the "
                          "build backend (e.g. hatchling and hatch-vcs, or setuptools-scm) must "
                          "be installed for the test interpreter", markup=False, soft_wrap=True)
+    if warning := _setup_cannot_start(repo):
+        common.out.print(warning, markup=False, soft_wrap=True)
     common.out.print("next: write a packet, then `andon check` and `andon run`")
+
+
+# pip's name for a module a detected set-up runs with `python -m`, where the two differ
+_PIP_NAME = {"setuptools_scm": "'setuptools-scm>=8'"}
+
+
+def _setup_cannot_start(repo: Repo) -> str | None:
+    """A warning when the ``[test] setup`` just written runs ``python -m MOD`` and the test
+    interpreter cannot import MOD: every run would stop at preflight (found on iniconfig's
+    project venv, issue 9). None when it can, or when that cannot be asked."""
+    try:
+        config = load_config(repo.root)
+    except AndonError:
+        return None
+    setup, python = config.test.setup, python_of(config.test_argv())
+    if python is None or len(setup) < 3 or setup[:2] != ["python", "-m"]:
+        return None
+    mod = setup[2]
+    ask = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
+    try:
+        found = subprocess.run([python, "-I", "-c", ask, mod], capture_output=True,
+                               timeout=60, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if found:
+        return None
+    return (f"warning: {python} cannot import {mod}, which [test] setup runs: every run "
+            f"would stop at preflight. Install it there ({python} -m pip install "
+            f"{_PIP_NAME.get(mod, mod)}), or change [test] setup in {CONFIG_NAME}")
 
 
 @click.command()

@@ -20,8 +20,9 @@ def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
         r = run_project_suite(config, cwd, evidence_dir, "preflight")
         why = env_cause.cause(r, cwd)
     if r.report_problem:
-        return GateResult("preflight", "error", f"the suite on {sha[:10]} wrote no usable "
-                          f"report: {r.report_problem}", "environment",
+        # not "wrote no usable report": a failed set-up or an import probe means it never ran
+        return GateResult("preflight", "error", f"the suite on {sha[:10]} gave no results: "
+                          f"{r.report_problem}", "environment",
                           [Finding("no-report", r.report_problem)], [r])
     bad = [x for x in r.results.values() if x.outcome in ("failed", "error")]
     if bad and why:

@@ -68,8 +68,10 @@ def run(ctx: GateContext, tests: list[str] | None = None,
             findings.append(Finding("flaky", f"{test_id} ran in only {len(seen)} of {n} runs",
                                     files[test_id], test_id))
         elif all(o == "passed" for o in seen):
-            findings.append(Finding("already-passes", f"{test_id} passes on the base: it "
-                                    "tests nothing the packet asks for", files[test_id], test_id))
+            findings.append(Finding("already-passes", f"{test_id} passes on the base in every "
+                                    "run: a planted test must fail before the change (one that "
+                                    "must keep passing belongs in the suite, committed)",
+                                    files[test_id], test_id))
         elif any(o not in RED for o in seen):
             findings.append(Finding("flaky", f"{test_id} is red only sometimes on the base "
                                     f"({', '.join(seen)})", files[test_id], test_id))
@@ -84,7 +86,8 @@ def run(ctx: GateContext, tests: list[str] | None = None,
         planted = set(planted_tests(ctx.packet))
         spec = any(f.path in planted for f in findings) or not written_by_atdd
         what = "planted tests" if spec else "the atdd stage's tests"
-        return GateResult("red", "fail", f"{what} are not reliably red on the base: "
+        how = "red" if all(f.kind == "already-passes" for f in findings) else "reliably red"
+        return GateResult("red", "fail", f"{what} are not {how} on the base: "
                           f"{findings[0].message}", "specification" if spec else "test",
                           findings, runs)
     # "::tests.test_x" is pytest's record of a module that did not import; its real test
