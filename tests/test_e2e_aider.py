@@ -22,7 +22,17 @@ from realcli import binary, pinned
 from andon.demo.modelserver import ModelServer, Script
 from andon.usage import price_tokens
 
-from helpers import CALC, MUL_CODE, MUL_TEST, andon, config_toml, git, make_project, mul_packet
+from helpers import (
+    CALC,
+    GIT_ENV,
+    MUL_CODE,
+    MUL_TEST,
+    andon,
+    config_toml,
+    git,
+    make_project,
+    mul_packet,
+)
 
 MODEL = "openai/gpt-4o"
 
@@ -149,3 +159,52 @@ def test_a_model_api_that_fails_ends_as_environment(tmp_path, aider, fail, said)
         assert implement(show)["timed_out"]
     assert chats(s)
     assert "sharpen the packet" not in r.stdout + r.stderr
+
+
+# Run inside a network namespace whose only interface is its own loopback: the scripted
+# server and aider (through andon's adapter, as `andon run` starts it) in the same namespace.
+NETLESS_DRIVER = r"""
+import json, subprocess, sys
+from pathlib import Path
+from andon.agents import AiderAgent
+from andon.config import AgentSettings
+from andon.demo.modelserver import ModelServer, Script
+from agent_ctx import stage_ctx
+tmp, aider_bin, honest, model = Path(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
+ctx = stage_ctx(tmp, prompt="Add mul(a, b) to src/calc/ops.py.", timeout=240)
+for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "base"]):
+    subprocess.run(["git", *args], cwd=ctx.worktree, check=True)
+with ModelServer(Script([{"text": honest}])) as s:
+    agent = AiderAgent(AgentSettings(model=model, extra_args=["--openai-api-base",
+                                                              s.url + "/v1"]), None,
+                       {"PATH": str(Path(aider_bin).parent) + ":/usr/bin:/bin",
+                        "HOME": str(tmp / "home"), "OPENAI_API_KEY": "sk-dummy"})
+    run = agent.run(ctx)
+print(json.dumps({"exit": run.exit_status, "timed_out": run.timed_out,
+                  "seconds": run.duration_s, "usage": run.usage,
+                  "paths": [x["path"] for x in s.log],
+                  "ops": (ctx.worktree / "src/calc/ops.py").read_text()}))
+"""
+
+
+def test_aider_works_with_no_network_but_the_loopback_model_server(tmp_path, aider):
+    """Nothing aider fetches at start (its update check, litellm's price map, its model-info
+    cache) may hang it or fail the run: with no network at all it still edits and exits."""
+    import os
+    import sys
+
+    from andon.contain import netless
+    ok, why = netless.available()
+    if not ok:
+        pytest.skip(f"network namespaces: {why}")
+    here = Path(__file__).parent
+    env = {**os.environ, "PYTHONPATH": f"{here}:{here.parent / 'src'}", **GIT_ENV}
+    p = subprocess.run(netless.wrap([sys.executable, "-c", NETLESS_DRIVER, str(tmp_path),
+                                     str(aider), HONEST, MODEL]),
+                       capture_output=True, text=True, timeout=400, env=env)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert got["exit"] == 0 and not got["timed_out"]
+    assert got["ops"] == CALC + MUL_CODE
+    assert got["paths"] == ["/v1/chat/completions"]
+    assert got["usage"]["output_tokens"] == 20 and got["usage"]["input_tokens"] == 100

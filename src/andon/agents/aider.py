@@ -106,6 +106,7 @@ class AiderAgent(ExternalAgent):
                       "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
     default_permission_args = ("--yes-always",)
     docs = "docs/agents/aider.md"
+    tested_version = "0.86.2"   # end to end against the real binary (tests/agent-clis.txt)
 
     def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
         p = str(files.prefix)
