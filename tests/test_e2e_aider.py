@@ -161,6 +161,15 @@ def test_a_model_api_that_fails_ends_as_environment(tmp_path, aider, fail, said)
     assert "sharpen the packet" not in r.stdout + r.stderr
 
 
+def test_rate_limited_once_then_answered_is_merged(tmp_path, aider):
+    with ModelServer(Script([{"text": HONEST}, {"text": HONEST}], fail="429-then-200")) as s:
+        root = project(tmp_path, s.url)
+        r, show = run(tmp_path, aider, root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert show["packet"]["state"] == "done"
+    assert [x["status"] for x in chats(s)][:2] == [429, 200]
+
+
 # Run inside a network namespace whose only interface is its own loopback: the scripted
 # server and aider (through andon's adapter, as `andon run` starts it) in the same namespace.
 NETLESS_DRIVER = r"""
