@@ -137,8 +137,9 @@ class AiderAgent(ExternalAgent):
 
     def run(self, ctx: StageContext) -> AgentRun:
         run = super().run(ctx)
-        if run.exit_status == 0 and not run.timed_out \
-                and not (run.usage or {}).get("output_tokens"):
+        u = run.usage
+        out = u.get("output_tokens") if isinstance(u, dict) else getattr(u, "output_tokens", None)
+        if run.exit_status == 0 and not run.timed_out and not out:
             error = api_error(run.transcript_path)
             if error:
                 return dataclasses.replace(
