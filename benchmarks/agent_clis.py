@@ -2,8 +2,9 @@
 
     .venv/bin/python benchmarks/agent_clis.py [--runs 5] [--keep]
 
-For each CLI of tests/agent-clis.txt installed in ``.tools/node_modules/.bin`` (put there by
-scripts/test: Claude Code, Codex, Gemini CLI), with the scripted model server
+For each CLI of tests/agent-clis.txt installed in ``.tools/node_modules/.bin`` or, for Aider,
+``.tools/aider-venv/bin`` (put there by scripts/test: Claude Code, Codex, Gemini CLI, Aider
+on ``openai/gpt-4o`` through the server's Chat Completions), with the scripted model server
 (``andon.demo.modelserver``) answering every request at once with the text "done":
 
 1. **start-up of one stage**: the CLI alone — exactly the argv and environment andon's
@@ -33,10 +34,11 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from andon.agents import ClaudeCodeAgent, CodexAgent, GeminiAgent, StageContext
+from andon.agents import AiderAgent, ClaudeCodeAgent, CodexAgent, GeminiAgent, StageContext
 from andon.agents.external import RunFiles
 from andon.config import DEFAULT_TOML, AgentSettings
 from andon.demo.modelserver import ModelServer, Script
@@ -44,6 +46,9 @@ from andon.packet import load_packets
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".tools" / "node_modules" / ".bin"
+AIDER_BIN = ROOT / ".tools" / "aider-venv" / "bin"   # pip-installed, its own venv
+EXES = {"claude-code": BIN / "claude", "codex": BIN / "codex", "gemini": BIN / "gemini",
+        "aider": AIDER_BIN / "aider"}
 PASS = ["ANTHROPIC_BASE_URL", "CLAUDE_CODE_MAX_RETRIES",
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER"]
 GIT = {"GIT_AUTHOR_NAME": "Bench", "GIT_AUTHOR_EMAIL": "b@example.com",
@@ -81,22 +86,28 @@ def project(root: Path, worktrees: Path) -> Path:
     return root
 
 
-def adapters(url: str, home: Path) -> dict[str, tuple[Any, dict[str, str]]]:
-    """Per CLI: its adapter (as andon builds it for a user) and that user's environment."""
+def adapters(url: str, home: Path) -> dict[str, Callable[[], tuple[Any, dict[str, str]]]]:
+    """Per CLI: how to build its adapter (as andon builds it for a user; an adapter refuses
+    to be built when its CLI is not installed) and that user's environment."""
     base = {"PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin", "HOME": str(home),
             "LANG": "C.UTF-8"}
     provider = (f'model_providers.scripted={{name="scripted",base_url="{url}/v1",'
                 'wire_api="responses",env_key="OPENAI_API_KEY"}')
     claude_env = {k: v for k, v in env_for(url, home).items() if k not in base}
+    codex_args = ["-c", 'model_provider="scripted"', "-c", provider]
     return {
-        "claude-code": (ClaudeCodeAgent(AgentSettings(env_passthrough=PASS), None,
-                                        {**base, **claude_env}), {}),
-        "codex": (CodexAgent(AgentSettings(extra_args=["-c", 'model_provider="scripted"',
-                                                       "-c", provider]), None,
-                             {**base, "OPENAI_API_KEY": "sk-bench"}), {}),
-        "gemini": (GeminiAgent(AgentSettings(env_passthrough=["GOOGLE_GEMINI_BASE_URL"]),
-                               None, {**base, "GEMINI_API_KEY": "bench",
-                                      "GOOGLE_GEMINI_BASE_URL": url}), {}),
+        "claude-code": lambda: (ClaudeCodeAgent(AgentSettings(env_passthrough=PASS), None,
+                                                {**base, **claude_env}), {}),
+        "codex": lambda: (CodexAgent(AgentSettings(extra_args=codex_args), None,
+                                     {**base, "OPENAI_API_KEY": "sk-bench"}), {}),
+        "gemini": lambda: (GeminiAgent(AgentSettings(env_passthrough=["GOOGLE_GEMINI_BASE_URL"]),
+                                       None, {**base, "GEMINI_API_KEY": "bench",
+                                              "GOOGLE_GEMINI_BASE_URL": url}), {}),
+        "aider": lambda: (AiderAgent(AgentSettings(model="openai/gpt-4o",
+                                                   extra_args=["--openai-api-base",
+                                                               url + "/v1"]),
+                                     None, {**base, "PATH": f"{AIDER_BIN}:{base['PATH']}",
+                                            "OPENAI_API_KEY": "sk-bench"}), {}),
     }
 
 
@@ -109,7 +120,7 @@ def stage_ctx(tmp: Path, root: Path, name: str) -> StageContext:
     subprocess.run(["git", "init", "-q"], cwd=wt, check=True)
     (ev / "implement.prompt.md").write_text("Say done.")
     return StageContext(packet, "implement", 1, wt, "Say done.", ev / "implement.prompt.md",
-                        ev, 120)
+                        ev, 300)
 
 
 def raw_stage(agent: Any, ctx: StageContext) -> float:
@@ -118,11 +129,11 @@ def raw_stage(agent: Any, ctx: StageContext) -> float:
     files = RunFiles(ctx.evidence_dir / "raw.out", ctx.evidence_dir / "raw.err",
                      ctx.evidence_dir / "raw")
     argv, env = agent.argv(ctx, s, files), agent.env(ctx, s)
-    argv[0] = str(BIN / argv[0])
+    argv[0] = str(EXES[agent.name])
     with open(agent.stdin(ctx), "rb") as stdin:
         t0 = time.perf_counter()
         p = subprocess.run(argv, stdin=stdin, cwd=ctx.worktree, env=env,
-                           capture_output=True, timeout=120, check=False)
+                           capture_output=True, timeout=300, check=False)
         took = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"{argv[0]} exited {p.returncode}: {p.stderr.decode()[-500:]}"
@@ -170,10 +181,10 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
-    names = {"claude-code": "claude", "codex": "codex", "gemini": "gemini"}
-    installed = [n for n, exe in names.items() if (BIN / exe).exists()]
+    installed = [n for n, exe in EXES.items() if exe.exists()]
     if not installed:
-        print(f"no agent CLI in {BIN}: run scripts/test first", file=sys.stderr)
+        print(f"no agent CLI in {BIN} or {AIDER_BIN}: run scripts/test first",
+              file=sys.stderr)
         return 2
     tmp = Path(tempfile.mkdtemp(prefix="andon-bench-clis-"))
     results: dict[str, dict[str, Any]] = {}
@@ -186,8 +197,8 @@ def main() -> int:
         with ModelServer(Script([])) as s:
             table = adapters(s.url, home)
             for name in installed:
-                agent, _ = table[name]
-                version = subprocess.run([str(BIN / names[name]), "--version"],
+                agent, _ = table[name]()
+                version = subprocess.run([str(EXES[name]), "--version"],
                                          capture_output=True, text=True,
                                          check=True).stdout.strip()
                 raw_stage(agent, stage_ctx(tmp, root, name))   # warm the caches; not counted
@@ -222,11 +233,10 @@ def main() -> int:
     notes = "; ".join(f"{n} {statistics.median(r['raw']):.1f} s per stage, andon "
                       f"{statistics.median(r['overhead']) * 1000:.0f} ms around it"
                       for n, r in results.items())
-    missing = [n for n in names if n not in installed]
+    missing = [n for n in EXES if n not in installed]
     print(f"\nClosing note: start-up dominates a stage that does little — {notes}. "
           "andon's share is its clean environment, transcript on disk, parsing and pricing."
-          + (f" Not installed, not measured: {', '.join(missing)}." if missing else "")
-          + " Aider is not measured (its end-to-end set-up is not built).")
+          + (f" Not installed, not measured: {', '.join(missing)}." if missing else ""))
     return 0
 
 

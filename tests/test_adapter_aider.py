@@ -76,6 +76,35 @@ def test_non_zero_exit(tmp_path, bin_dir):
     assert r.usage["input_tokens"] is None and r.usage["cost_usd"] is None
 
 
+def test_exit_0_after_a_failed_model_request_is_recorded_as_a_failed_run(tmp_path, bin_dir):
+    """Aider 0.86.2 prints litellm's error and exits 0 when the model API fails (seen with
+    the real binary, tests/test_e2e_aider.py): recorded as exit status 1, the error as the
+    claim, so the agent gate can name the layer."""
+    _, r = run(tmp_path, bin_dir, {"mode": "api_error"})
+    assert r.exit_status == 1
+    assert r.claim == ("aider exited 0 but the model API failed: litellm.AuthenticationError: "
+                       "OpenAIException - invalid x-api-key")
+    assert not r.usage["output_tokens"]
+
+
+def test_an_error_after_the_model_answered_keeps_exit_0(tmp_path, bin_dir):
+    """The rewrite is only for a run that got no answer: one that spent output tokens (and
+    edited) keeps aider's own exit status, whatever it printed later."""
+    _, r = run(tmp_path, bin_dir, {"mode": "error_after_answer", "append": MUL_EDIT})
+    assert r.exit_status == 0 and r.usage["output_tokens"] > 0
+    assert "exited 0 but" not in r.claim
+
+
+def test_the_agent_gets_the_local_price_map_switch(tmp_path, bin_dir):
+    """litellm would fetch its price map at start: the agent is told to use the bundled one,
+    unless the user's environment says otherwise."""
+    run(tmp_path, bin_dir, {"append": MUL_EDIT})
+    call, = fakes.calls(bin_dir, "aider")
+    assert "LITELLM_LOCAL_MODEL_COST_MAP" in call["env_names"]
+    assert {"--no-detect-urls", "--no-show-model-warnings", "--no-check-update"} \
+        <= set(call["argv"])
+
+
 def test_timeout(tmp_path, bin_dir):
     ctx, r = run(tmp_path, bin_dir, {"mode": "timeout"}, timeout=1)
     assert r.timed_out and r.usage["cost_usd"] is None
@@ -222,3 +251,54 @@ def test_the_exact_count_is_found_below_a_rounded_print_too(tmp_path):
                            "Tokens: 33k sent, 17k cache write, 180 received.")
     u = parse_run(log, so).usage
     assert (u.input_tokens, u.cache_write_tokens) == (16609, 16600)
+
+
+def _openai_run(tmp_path, sends):
+    """An analytics log and stdout as the real aider 0.86.2 writes them for openai/gpt-4o
+    through Chat Completions (tests/test_e2e_aider.py): the model name REDACTED in the log,
+    no cache in the Tokens: lines (aider reads only ``cache_read_input_tokens``)."""
+    log, so, total = tmp_path / "a.jsonl", tmp_path / "out.log", 0.0
+    lines = ["Aider v0.86.2", "Main model: openai/gpt-4o with diff edit format"]
+    with open(log, "w") as f:
+        for sent, out, cost in sends:
+            total += cost
+            f.write(json.dumps({"event": "message_send", "properties": {
+                "main_model": "openai/REDACTED", "prompt_tokens": sent,
+                "completion_tokens": out, "cost": cost, "total_cost": total}}) + "\n")
+            lines.append(f"Tokens: {sent:,} sent, {out} received. Cost: ${cost:.4f} message, "
+                         f"${total:.4f} session.".replace(",", "") if sent < 1000 else
+                         f"Tokens: {sent / 1000:.1f}k sent, {out} received. Cost: "
+                         f"${cost:.4f} message, ${total:.4f} session.")
+    so.write_text("\n".join(lines) + "\n")
+    return log, so
+
+
+# gpt-4o at $2.50 / $1.25 (cache read) / $10 per Mtok, as litellm and genai-prices have it
+def _gpt4o(inp, read, out):
+    return ((inp - read) * 2.5 + read * 1.25 + out * 10) / 1e6
+
+
+def test_cache_reads_aider_does_not_print_are_read_from_its_cost(tmp_path):
+    log, so = _openai_run(tmp_path, [(1500, 80, _gpt4o(1500, 300, 80)),
+                                     (2100, 20, _gpt4o(2100, 600, 20))])
+    u = parse_run(log, so, "openai/gpt-4o").usage
+    assert [q["cache_read_tokens"] for q in u.requests] == [300, 600]
+    assert (u.input_tokens, u.cache_read_tokens, u.output_tokens) == (3600, 900, 100)
+    assert u.cost_source == "reported"
+    assert u.cost_usd == pytest.approx(_gpt4o(1500, 300, 80) + _gpt4o(2100, 600, 20))
+    assert any("cache reads from aider's cost" in n for n in u.notes)
+
+
+def test_a_cost_that_fits_no_whole_read_count_adds_no_reads(tmp_path):
+    """A cost from another price table (here 7 % below andon's, no cache at all) must not
+    be turned into invented cache reads."""
+    log, so = _openai_run(tmp_path, [(1500, 80, _gpt4o(1500, 0, 80) * 0.93 + 1.1e-9)])
+    u = parse_run(log, so, "openai/gpt-4o").usage
+    assert u.cache_read_tokens == 0 and u.input_tokens == 1500
+    assert not any("cache reads from" in n for n in u.notes)
+
+
+def test_no_cache_and_a_cost_equal_to_the_price_adds_no_reads(tmp_path):
+    log, so = _openai_run(tmp_path, [(1500, 80, _gpt4o(1500, 0, 80))])
+    u = parse_run(log, so, "openai/gpt-4o").usage
+    assert (u.cache_read_tokens, u.cost_source) == (0, "reported")

@@ -176,3 +176,85 @@ def test_gemini_generate_content_streamed_and_not_and_side_requests_get_schema_j
     side_text = json.loads(side)["candidates"][0]["content"]["parts"][0]["text"]
     assert json.loads(side_text) == {"score": 1, "why": "scripted"}
     assert missing == 404
+
+
+def chat_sse(text):
+    """The `data:` payloads of a Chat Completions stream, up to `[DONE]` (kept as a str)."""
+    out = []
+    for chunk in text.strip().split("\n\n"):
+        assert chunk.startswith("data: "), chunk
+        data = chunk.removeprefix("data: ")
+        out.append(data if data == "[DONE]" else json.loads(data))
+    return out
+
+
+def test_chat_completions_not_streamed_text_and_tool_call_with_usage_in_openais_terms():
+    script = Script([{"text": "ops.py\n<<<<<<< SEARCH\n=======\nx\n>>>>>>> REPLACE\n",
+                      "usage": USAGE},
+                     {"tool": "shell", "input": {"cmd": "ls"}, "model": "gpt-other"}])
+    with ModelServer(script) as s:
+        status, _, text = post(s.url + "/v1/chat/completions",
+                               {"model": "gpt-x", "messages": [{"role": "user",
+                                                                "content": "hi"}]})
+        _, _, call = post(s.url + "/v1/chat/completions", {"model": "gpt-x", "messages": []})
+        _, _, after = post(s.url + "/v1/chat/completions", {"model": "gpt-x", "messages": []})
+        sent = s.sent_usage()
+    body = json.loads(text)
+    assert status == 200 and body["object"] == "chat.completion" and body["model"] == "gpt-x"
+    choice, = body["choices"]
+    assert choice["message"] == {"role": "assistant", "content": script.turns[0]["text"]}
+    assert choice["finish_reason"] == "stop"
+    assert body["usage"]["prompt_tokens"] == 321 + 6 + 7      # cached tokens included
+    assert body["usage"]["prompt_tokens_details"] == {"cached_tokens": 6}
+    assert body["usage"]["completion_tokens"] == 45
+    assert body["usage"]["total_tokens"] == 321 + 6 + 7 + 45
+    assert body["usage"]["cache_creation_input_tokens"] == 7   # no standard field for writes
+    tool = json.loads(call)
+    assert tool["model"] == "gpt-other" and tool["choices"][0]["finish_reason"] == "tool_calls"
+    fn = tool["choices"][0]["message"]["tool_calls"][0]
+    assert fn["type"] == "function" and fn["function"]["name"] == "shell"
+    assert json.loads(fn["function"]["arguments"]) == {"cmd": "ls"}
+    assert "cache_creation_input_tokens" not in tool["usage"]   # only when there are some
+    assert json.loads(after)["choices"][0]["message"]["content"] == "done"
+    assert sent["gpt-x"] == {k: USAGE[k] + (100 if k == "input_tokens" else
+                                            20 if k == "output_tokens" else 0) for k in USAGE}
+
+
+def test_chat_completions_streamed_with_and_without_the_final_usage_chunk():
+    script = Script([{"text": "hello", "usage": USAGE}, {"text": "again"},
+                     {"tool": "Write", "input": {"path": "a"}}])
+    with ModelServer(script) as s:
+        status, headers, text = post(s.url + "/v1/chat/completions",
+                                     {"model": "gpt-x", "stream": True,
+                                      "stream_options": {"include_usage": True}})
+        _, _, bare = post(s.url + "/v1/chat/completions", {"model": "gpt-x", "stream": True})
+        _, _, tool = post(s.url + "/v1/chat/completions",
+                          {"model": "gpt-x", "stream": True,
+                           "stream_options": {"include_usage": True}})
+    assert status == 200 and headers["content-type"].startswith("text/event-stream")
+    chunks = chat_sse(text)
+    assert chunks[-1] == "[DONE]"
+    *parts, last = chunks[:-1]
+    assert all(c["object"] == "chat.completion.chunk" and c["usage"] is None for c in parts)
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in parts) == "hello"
+    assert parts[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert parts[-1]["choices"][0]["finish_reason"] == "stop"
+    assert last["choices"] == [] and last["usage"]["prompt_tokens"] == 334
+    assert last["usage"]["completion_tokens"] == 45
+    assert last["usage"]["prompt_tokens_details"]["cached_tokens"] == 6
+    plain = chat_sse(bare)
+    assert plain[-1] == "[DONE]" and all("usage" not in c for c in plain[:-1])
+    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in plain[:-1]) == "again"
+    calls = [c["choices"][0]["delta"].get("tool_calls") for c in chat_sse(tool)[:-2]]
+    assert calls[0][0]["function"] == {"name": "Write", "arguments": ""}
+    assert json.loads(calls[1][0]["function"]["arguments"]) == {"path": "a"}
+    assert chat_sse(tool)[-3]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+@pytest.mark.parametrize("fail,status,code", [("401", 401, "invalid_api_key"),
+                                              ("500", 500, None)])
+def test_chat_completions_errors_carry_openais_error_body(fail, status, code):
+    with ModelServer(Script([], fail=fail)) as s:
+        got, _, text = post(s.url + "/v1/chat/completions", {"model": "m", "messages": []})
+    assert got == status and json.loads(text)["error"]["code"] == code
+    assert s.log[0]["status"] == status

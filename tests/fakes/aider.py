@@ -14,7 +14,9 @@ prices, logged as current aider logs them (aider#5516): ``prompt_tokens`` and th
 again; the Tokens: line rounds like aider's ``format_tokens``; with both a cache hit and a
 cache write the Cost: goes on the next line.
 Scenario keys: ``append``; ``mode`` one of ok, no_analytics, zero_cost, exit_code, timeout,
-truncated, huge, no_usage, model_line.
+truncated, huge, no_usage, model_line, api_error (what the real 0.86.2 does when the model API
+fails: it prints litellm's error and exits 0), error_after_answer (an answer, then a failed
+request, exit 0).
 """
 
 import json
@@ -74,6 +76,10 @@ def main():
     if mode == "exit_code":
         print("litellm.AuthenticationError: AnthropicException - invalid x-api-key")
         sys.exit(1)
+    if mode == "api_error":
+        print("litellm.AuthenticationError: OpenAIException - invalid x-api-key")
+        print("The API provider is not able to authenticate you. Check your API key.")
+        return
     total = 0.0
     for i, (prompt_tokens, write, hit, got, cost) in enumerate(REQUESTS):
         sent = prompt_tokens + write          # aider adds the cache writes again
@@ -105,6 +111,8 @@ def main():
                                     "total_cost": total})
     edit(sc)
     print("Applied edit to src/calc/ops.py")
+    if mode == "error_after_answer":
+        print("litellm.InternalServerError: OpenAIException - Internal server error")
     if mode == "huge":
         flood(sc.get("huge_bytes", 4_000_000), "Tokens: 1 sent, 1 received.  " + "x" * 60)
     event(log, "exit", {"reason": "Completed --message"})

@@ -4,6 +4,7 @@ Invocation (cwd the attempt's worktree; aider reads the prompt from a file)::
 
     aider --message-file <prompt> --yes-always --no-auto-commits --no-dirty-commits \\
         --no-gitignore --no-check-update --no-show-release-notes --no-pretty --no-stream \\
+        --no-detect-urls --no-show-model-warnings \\
         --no-analytics --analytics-log <evidence>/<stage>.aider-analytics.jsonl \\
         --chat-history-file <evidence>/<stage>.aider-chat.md \\
         --input-history-file <evidence>/<stage>.aider-input.txt \\
@@ -17,6 +18,23 @@ on). After the run, files named ``.aider*`` that aider created in the worktree r
 tag cache) are removed, with a note: they are the tool's state, not the work. Credentials:
 ``OPENAI_API_KEY``, ``ANTHROPIC_API_KEY``, ``GEMINI_API_KEY``, ``OPENROUTER_API_KEY``,
 ``DEEPSEEK_API_KEY`` when set; name others (and ``AIDER_*`` settings) in ``env_passthrough``.
+
+No network but the model API's, as far as aider lets it: ``LITELLM_LOCAL_MODEL_COST_MAP=True``
+(unless set otherwise here) makes litellm read its bundled price map instead of fetching it
+at start; ``--no-check-update`` and ``--no-show-release-notes`` stop the PyPI and release-note
+look-ups; ``--no-detect-urls`` stops aider fetching the URLs a packet's text holds (with
+``--yes-always`` it would); ``--no-show-model-warnings`` stops it opening its documentation in
+a browser (``--yes-always`` answers yes to that too). One fetch has no switch in 0.86: aider's
+own model-info cache (``$HOME/.aider/caches/model_prices_and_context_window.json``, 5 s
+timeout, tried at each model look-up while the cache is missing or empty); without network
+it fails at once and aider prints the error and goes on. ``COLUMNS`` is set wide: aider's
+console otherwise wraps its output at 80 columns (a ``Tokens:`` report cut before
+``session.``, an error message split).
+
+Aider exits 0 when the model API fails (``litellm.<Kind>Error: ...`` printed, no answer
+received): such a run — exit 0, no output token, a litellm error in stdout — is recorded
+with exit status 1 and the error as its claim, so the ``agent`` gate names it (layer
+``environment``) instead of "the agent changed nothing".
 
 Output read back:
 
@@ -53,6 +71,7 @@ shape, the ``message_send`` event and the ``Tokens:`` report); ../shared/FORMATS
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shutil
 from collections.abc import Mapping
@@ -62,7 +81,7 @@ from typing import Any
 from ..config import AgentSettings
 from ..usage import Usage, price
 from .aider_usage import from_events, from_reports, read_reports
-from .base import StageContext
+from .base import AgentRun, StageContext
 from .external import (
     DEVNULL,
     ExternalAgent,
@@ -74,6 +93,10 @@ from .external import (
 )
 
 MODEL_LINE = re.compile(r"^(?:> )?(?:Main model|Model): (\S+)", re.M)
+# How aider prints a failed model request (litellm's exception, then its own hint lines).
+API_ERROR = re.compile(r"^(?:> )?(litellm\.\w*(?:Error|Exception)\b.*)$", re.M)
+API_FAILED_STATUS = 1
+WIDE = 10_000
 
 
 class AiderAgent(ExternalAgent):
@@ -83,13 +106,15 @@ class AiderAgent(ExternalAgent):
                       "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
     default_permission_args = ("--yes-always",)
     docs = "docs/agents/aider.md"
+    tested_version = "0.86.2"   # end to end against the real binary (tests/agent-clis.txt)
 
     def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
         p = str(files.prefix)
         argv = [self.executable, "--message-file", str(ctx.prompt_file),
                 *self.permission_args(s), "--no-auto-commits", "--no-dirty-commits",
                 "--no-gitignore", "--no-check-update", "--no-show-release-notes",
-                "--no-pretty", "--no-stream", "--no-analytics",
+                "--no-pretty", "--no-stream", "--no-detect-urls", "--no-show-model-warnings",
+                "--no-analytics",
                 "--analytics-log", p + ".aider-analytics.jsonl",
                 "--chat-history-file", p + ".aider-chat.md",
                 "--input-history-file", p + ".aider-input.txt",
@@ -98,8 +123,29 @@ class AiderAgent(ExternalAgent):
             argv += ["--model", s.model]
         return argv + list(s.extra_args or [])
 
+    def env(self, ctx: StageContext, s: AgentSettings) -> dict[str, str]:
+        env = super().env(ctx, s)
+        env["LITELLM_LOCAL_MODEL_COST_MAP"] = self.environ.get("LITELLM_LOCAL_MODEL_COST_MAP",
+                                                               "True")
+        # aider's console wraps at 80 columns when stdout is no terminal: its Tokens:/Cost:
+        # reports and litellm's errors would be cut mid-line in the transcript
+        env["COLUMNS"] = str(WIDE)
+        return env
+
     def stdin(self, ctx: StageContext) -> Path:
         return DEVNULL
+
+    def run(self, ctx: StageContext) -> AgentRun:
+        run = super().run(ctx)
+        u = run.usage
+        out = u.get("output_tokens") if isinstance(u, dict) else getattr(u, "output_tokens", None)
+        if run.exit_status == 0 and not run.timed_out and not out:
+            error = api_error(run.transcript_path)
+            if error:
+                return dataclasses.replace(
+                    run, exit_status=API_FAILED_STATUS,
+                    claim=f"aider exited 0 but the model API failed: {error}")
+        return run
 
     def before(self, ctx: StageContext) -> set[str]:
         return {p.name for p in ctx.worktree.glob(".aider*")}
@@ -116,6 +162,13 @@ class AiderAgent(ExternalAgent):
         log = Path(str(files.prefix) + ".aider-analytics.jsonl")
         return parse_run(log, files.transcript, s.model,
                          Path(str(files.prefix) + ".aider-chat.md"), self.prices)
+
+
+def api_error(stdout: Path) -> str | None:
+    """The last ``litellm.<Kind>Error: ...`` line aider printed (its report of a failed
+    model request), or None."""
+    found = API_ERROR.findall(tail_text(stdout, 64 * 1024))
+    return found[-1].strip() if found else None
 
 
 def parse_run(analytics_log: Path, stdout: Path, configured_model: str | None = None,

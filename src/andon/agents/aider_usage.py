@@ -88,6 +88,29 @@ def _exact_cache(model: str | None, sent: int, write: int, read: int, out: int, 
     return (round(n), read) if which == "w" else (write, round(n))
 
 
+def _unprinted_reads(model: str | None, inp: int, out: int, cost: float,
+                     overrides: Mapping[str, Any]) -> int | None:
+    """The cache reads of a request whose Tokens: report shows no cache at all, from aider's
+    cost: with an OpenAI-style usage (``prompt_tokens_details.cached_tokens``) litellm prices
+    the reads at the cache rate but aider reads only ``cache_read_input_tokens`` and prints
+    none. The price is linear in the reads, so the cost gives them; None unless that is a
+    whole count between 1 and the input (a cost from another price table fits none)."""
+    if not model or cost <= 0 or inp <= 0:
+        return None
+
+    def at(n: int) -> float | None:
+        c, _, _ = price_tokens(model, {"input_tokens": inp, "output_tokens": out,
+                                       "cache_read_tokens": n, "cache_write_tokens": 0},
+                               overrides)
+        return None if c is None else float(c)
+    a, b = at(0), at(inp)
+    if a is None or b is None or a <= b:
+        return None
+    n = inp * (a - cost) / (a - b)
+    # aider logs litellm's float cost unrounded: a true fit is whole to far better than 1e-3
+    return round(n) if 1 <= round(n) <= inp and abs(n - round(n)) < 1e-3 else None
+
+
 def _is_count(n: float | None, lo: int, hi: int) -> bool:
     return n is not None and lo <= round(n) <= hi and abs(n - round(n)) < 0.01
 
@@ -170,6 +193,11 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
                 approximate = True
             inp, w, r, why = _true_input(s_, w, r)
             fixes.add(why)
+            if not w and not r and (n := _unprinted_reads(u.model, inp, o, c or 0.0,
+                                                          overrides)):
+                r = n
+                fixes.add("cache reads from aider's cost (it prints none for an "
+                          "OpenAI-style usage)")
         else:
             inp, unpaired = s_, True
         u.requests.append({"input_tokens": inp, "output_tokens": o, "cache_read_tokens": r,

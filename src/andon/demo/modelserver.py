@@ -11,7 +11,8 @@ CLIs and by ``andon demo --agent claude-code``.
 Which requests take a turn: those that offer tools (the agent's own loop). Side requests the
 CLI makes for itself (a title, a quota probe: no ``tools``) get a one-word text with
 ``SIDE_USAGE``; they are logged like the rest, so a test can add up exactly what was sent.
-After the last turn every loop request is answered with the text ``"done"``.
+(Responses and Chat Completions requests all take a turn: Codex and Aider make no side
+requests there.) After the last turn every loop request is answered with the text ``"done"``.
 
 Failure scripts (``Script.fail``): ``"401"`` (authentication_error for ever), ``"500"``
 (api_error for ever), ``"429-then-200"`` (one rate_limit_error with ``retry-after: 0``, then
@@ -21,7 +22,10 @@ Endpoints: ``POST /v1/messages`` (SSE when ``"stream": true``: message_start,
 content_block_start / ping / content_block_delta / content_block_stop per block,
 message_delta with the stop reason and the usage, message_stop; else one JSON message),
 ``POST /v1/messages/count_tokens`` (``{"input_tokens": n}``, n = request bytes / 4),
-``GET /v1/models`` (the models the script names); anything else 404 with an Anthropic error
+``GET /v1/models`` (the models the script names), ``POST /v1/responses``
+(:mod:`andon.demo.responses_api`), ``POST /v1/chat/completions`` (:mod:`andon.demo.chat_api`),
+``POST /v1beta/models/<model>:generateContent`` and ``:streamGenerateContent``
+(:mod:`andon.demo.gemini_api`); anything else 404 with an Anthropic error
 body. Every request is logged (:attr:`ModelServer.log`: method, path, headers without
 credentials, JSON body, the status and the usage answered).
 
@@ -50,7 +54,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..errors import InvalidArgument
-from . import gemini_api, responses_api
+from . import chat_api, gemini_api, responses_api
 
 FAILS = ("401", "500", "429-then-200", "hang")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_read_input_tokens",
@@ -138,6 +142,7 @@ class ModelServer:
             Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
             Route("/v1/models", self._models, methods=["GET"]),
             Route("/v1/responses", self._responses, methods=["POST"]),
+            Route("/v1/chat/completions", self._chat, methods=["POST"]),
             Route("/v1beta/models/{target}", self._gemini, methods=["POST"]),
             Route("/{path:path}", self._other, methods=["GET", "POST", "PUT", "DELETE"]),
         ])
@@ -255,6 +260,25 @@ class ModelServer:
             return StreamingResponse(responses_api.sse(turn, model, usage, n),
                                      media_type="text/event-stream")
         return JSONResponse(responses_api.response(turn, model, usage, n))
+
+    async def _chat(self, request: Request) -> Response:
+        """OpenAI Chat Completions (Aider through litellm): every request is a turn."""
+        entry, body = await self._entry(request)
+        if not isinstance(body, dict):
+            return self._json_error(entry, 400, "body is not JSON")
+        failure = await self._failure(entry)
+        if failure is not None:
+            return self._json_error(entry, failure[0], failure[2])
+        turn = self._take(body, side=False)
+        model = turn.get("model") or body.get("model") or "gpt-scripted"
+        usage = usage_of(turn)
+        entry.update(status=200, usage=dict(usage), model=model)
+        n = next(self._ids)
+        if body.get("stream"):
+            include = bool((body.get("stream_options") or {}).get("include_usage"))
+            return StreamingResponse(chat_api.sse(turn, model, usage, n, include),
+                                     media_type="text/event-stream")
+        return JSONResponse(chat_api.completion(turn, model, usage, n))
 
     async def _gemini(self, request: Request) -> Response:
         """Gemini API (Gemini CLI): requests that offer tools take a turn; the others (its
