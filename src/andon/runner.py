@@ -190,8 +190,8 @@ class Runner:
         for p in self.packets.values():
             for stage in self.config.stages_of(p.stages, p.tier):
                 try:
-                    command = getattr(self.agent_for(p, stage), "command", None)
-                    words = shlex.split(command) if isinstance(command, str) else []
+                    command = self.agent_for(p, stage).command
+                    words = shlex.split(command) if command else []
                 except (AndonError, LookupError, ValueError):
                     # best effort: an agent that cannot be built (or a command /bin/sh will
                     # not parse) fails with its own error when its packet runs
