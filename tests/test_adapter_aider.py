@@ -40,11 +40,11 @@ def test_message_file_edit_reported_cost_and_files_kept_out_of_the_worktree(tmp_
     u = r.usage
     # aider logged 9,475 + 5,120 sent (the 4,735 cache writes twice); the exact cache counts
     # are the ones aider's (litellm's) cost is the price of, within the printed "4.7k"
-    assert (u["input_tokens"], u["output_tokens"], u["turns"]) == (4740 + 5120, 255 + 80, 2)
-    assert (u["cost_usd"], u["cost_source"]) == (pytest.approx(0.02537175), "reported")
-    assert (u["cache_write_tokens"], u["cache_read_tokens"]) == (4735, 4735)
-    assert u["model"] == "anthropic/claude-sonnet-4-20250514"
-    assert any("removed aider's own files" in n for n in u["notes"])
+    assert (u.input_tokens, u.output_tokens, u.turns) == (4740 + 5120, 255 + 80, 2)
+    assert (u.cost_usd, u.cost_source) == (pytest.approx(0.02537175), "reported")
+    assert (u.cache_write_tokens, u.cache_read_tokens) == (4735, 4735)
+    assert u.model == "anthropic/claude-sonnet-4-20250514"
+    assert any("removed aider's own files" in n for n in u.notes)
     assert "Applied edit to src/calc/ops.py" in r.claim
 
 
@@ -52,28 +52,28 @@ def test_without_analytics_log_the_rounded_lines_are_used(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_analytics"})
     u = r.usage
     # "9.5k sent, 4.7k cache write" + "5.1k sent, 4.7k cache hit": 9,500 - 4,700 + 5,100
-    assert (u["input_tokens"], u["output_tokens"], u["turns"]) == (9900, 335, 2)
-    assert (u["cost_usd"], u["cost_source"]) == (0.03, "reported")
-    assert any("approximate" in n for n in u["notes"])
+    assert (u.input_tokens, u.output_tokens, u.turns) == (9900, 335, 2)
+    assert (u.cost_usd, u.cost_source) == (0.03, "reported")
+    assert any("approximate" in n for n in u.notes)
 
 
 def test_zero_cost_from_aider_is_not_believed_and_is_priced(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "zero_cost"})
     u = r.usage
-    assert u["cost_source"] == "priced" and u["cost_usd"] > 0
-    assert any("cost 0" in n for n in u["notes"])
+    assert u.cost_source == "priced" and u.cost_usd > 0
+    assert any("cost 0" in n for n in u.notes)
 
 
 def test_zero_cost_and_unknown_model_is_unknown(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "zero_cost"}, model="ollama/my-local-model")
-    assert r.usage["cost_usd"] is None and r.usage["cost_source"] == "unknown"
+    assert r.usage.cost_usd is None and r.usage.cost_source == "unknown"
     assert "--model" in fakes.calls(bin_dir, "aider")[0]["argv"]
 
 
 def test_non_zero_exit(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "exit_code"})
     assert r.exit_status == 1 and "AuthenticationError" in r.claim
-    assert r.usage["input_tokens"] is None and r.usage["cost_usd"] is None
+    assert r.usage.input_tokens is None and r.usage.cost_usd is None
 
 
 def test_exit_0_after_a_failed_model_request_is_recorded_as_a_failed_run(tmp_path, bin_dir):
@@ -107,27 +107,27 @@ def test_the_agent_gets_the_local_price_map_switch(tmp_path, bin_dir):
 
 def test_timeout(tmp_path, bin_dir):
     ctx, r = run(tmp_path, bin_dir, {"mode": "timeout"}, timeout=1)
-    assert r.timed_out and r.usage["cost_usd"] is None
+    assert r.timed_out and r.usage.cost_usd is None
     assert not (ctx.worktree / ".aider.tags.cache.v4").exists()
 
 
 def test_truncated_analytics_line(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "truncated"})
-    assert r.usage["input_tokens"] == 4740 and r.usage["turns"] == 1
-    assert "1 truncated JSON line(s) skipped" in r.usage["notes"]
+    assert r.usage.input_tokens == 4740 and r.usage.turns == 1
+    assert "1 truncated JSON line(s) skipped" in r.usage.notes
 
 
 def test_huge_output_is_capped(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "huge", "huge_bytes": 5_000_000},
                max_output_bytes=1_000_000)
     assert r.transcript_path.stat().st_size < 1_001_000
-    assert r.usage["input_tokens"] == 9860           # from the analytics log, not stdout
+    assert r.usage.input_tokens == 9860           # from the analytics log, not stdout
 
 
 def test_no_usage_at_all(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_usage"})
-    assert r.usage["input_tokens"] is None and r.usage["cost_source"] == "unknown"
-    assert any("usage unknown" in n for n in r.usage["notes"])
+    assert r.usage.input_tokens is None and r.usage.cost_source == "unknown"
+    assert any("usage unknown" in n for n in r.usage.notes)
 
 
 def test_model_from_the_model_line(tmp_path):

@@ -46,10 +46,10 @@ def test_prompt_in_worktree_argv_and_reported_usage(tmp_path, bin_dir):
     assert run_.exit_status == 0 and not run_.timed_out
     assert run_.claim == "I added `mul` to src/calc/ops.py. All tests pass."
     u = run_.usage
-    assert {k: u[k] for k in TOKENS} == TOKENS
-    assert (u["cost_usd"], u["cost_source"]) == (0.0569172, "reported")
-    assert u["model"] == "claude-sonnet-4-20250514" and u["turns"] == 3
-    assert u["wall_s"] == run_.duration_s > 0
+    assert {k: getattr(u, k) for k in TOKENS} == TOKENS
+    assert (u.cost_usd, u.cost_source) == (0.0569172, "reported")
+    assert u.model == "claude-sonnet-4-20250514" and u.turns == 3
+    assert u.wall_s == run_.duration_s > 0
     assert run_.transcript_path.read_text().count("\n") == 6
 
 
@@ -66,16 +66,16 @@ def test_environment_is_clean_but_has_credentials_and_passthrough(tmp_path, bin_
 def test_missing_cost_is_priced_from_the_table(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_cost"})
     u = r.usage
-    assert u["cost_source"] == "priced"
-    assert u["price_source"] == f"genai-prices {library_version()}"
-    assert u["cost_usd"] == pytest.approx(0.0569172)   # claude-sonnet-4 list prices
+    assert u.cost_source == "priced"
+    assert u.price_source == f"genai-prices {library_version()}"
+    assert u.cost_usd == pytest.approx(0.0569172)   # claude-sonnet-4 list prices
 
 
 def test_unknown_model_leaves_cost_unknown_not_zero(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_cost", "model": "claude-mystery-9"})
-    assert r.usage["cost_usd"] is None and r.usage["cost_source"] == "unknown"
-    assert r.usage["input_tokens"] == TOKENS["input_tokens"]  # tokens still known
-    assert any("claude-mystery-9" in n for n in r.usage["notes"])
+    assert r.usage.cost_usd is None and r.usage.cost_source == "unknown"
+    assert r.usage.input_tokens == TOKENS["input_tokens"]  # tokens still known
+    assert any("claude-mystery-9" in n for n in r.usage.notes)
 
 
 def test_user_price_for_the_model_is_used_when_no_cost_is_reported(tmp_path, bin_dir):
@@ -84,30 +84,30 @@ def test_user_price_for_the_model_is_used_when_no_cost_is_reported(tmp_path, bin
     agent = make(ClaudeCodeAgent, bin_dir, prices={"claude-mystery-9": Price(
         input_per_mtok=1, output_per_mtok=1)})
     u = agent.run(stage_ctx(tmp_path)).usage
-    assert u["cost_source"] == "priced" and u["cost_usd"] == pytest.approx(32020 / 1e6)
+    assert u.cost_source == "priced" and u.cost_usd == pytest.approx(32020 / 1e6)
 
 
 def test_missing_usage_block_leaves_tokens_unknown(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_usage"})
     u = r.usage
-    assert all(u[k] is None for k in TOKENS) and u["cost_usd"] is None
-    assert u["cost_source"] == "unknown"
-    assert any("no usage block" in n for n in u["notes"])
+    assert all(getattr(u, k) is None for k in TOKENS) and u.cost_usd is None
+    assert u.cost_source == "unknown"
+    assert any("no usage block" in n for n in u.notes)
     assert r.claim.startswith("I added")
 
 
 def test_old_version_with_cost_usd(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "old_version"})
-    assert (r.usage["cost_usd"], r.usage["cost_source"]) == (0.0569172, "reported")
-    assert r.usage["input_tokens"] == TOKENS["input_tokens"]
-    assert "claude code 1.0.98" in r.usage["notes"]
+    assert (r.usage.cost_usd, r.usage.cost_source) == (0.0569172, "reported")
+    assert r.usage.input_tokens == TOKENS["input_tokens"]
+    assert "claude code 1.0.98" in r.usage.notes
 
 
 def test_non_zero_exit_is_recorded_with_what_it_reported(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "exit_code"})
     assert r.exit_status == 1
-    assert r.usage["cost_usd"] == 0.0569172
-    assert any("error_during_execution" in n for n in r.usage["notes"])
+    assert r.usage.cost_usd == 0.0569172
+    assert any("error_during_execution" in n for n in r.usage.notes)
 
 
 def test_permission_args_can_be_replaced(tmp_path, bin_dir):
@@ -132,7 +132,7 @@ def test_cli_error_on_stderr_becomes_the_claim(tmp_path, bin_dir):
     fakes.install(bin_dir, "claude")
     r = make(ClaudeCodeAgent, bin_dir).run(stage_ctx(tmp_path, prompt=""))
     assert r.exit_status == 1 and "Input must be provided" in r.claim
-    assert r.usage["cost_source"] == "unknown" and "no output: usage unknown" in r.usage["notes"]
+    assert r.usage.cost_source == "unknown" and "no output: usage unknown" in r.usage.notes
 
 
 def test_timeout_kills_it_and_keeps_what_was_printed(tmp_path, bin_dir):
@@ -140,8 +140,8 @@ def test_timeout_kills_it_and_keeps_what_was_printed(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "timeout"}, timeout=5)
     assert r.timed_out and r.exit_status is None
     assert '"subtype": "init"' in r.transcript_path.read_text()
-    assert r.usage["cost_usd"] is None
-    assert any("timeout" in n for n in r.usage["notes"])
+    assert r.usage.cost_usd is None
+    assert any("timeout" in n for n in r.usage.notes)
 
 
 def test_timeout_per_adapter_setting_wins(tmp_path, bin_dir):
@@ -151,15 +151,15 @@ def test_timeout_per_adapter_setting_wins(tmp_path, bin_dir):
 
 def test_truncated_json_line_is_skipped_and_counted(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "truncated"})
-    assert r.usage["cost_usd"] == 0.0569172
-    assert "1 truncated JSON line(s) skipped" in r.usage["notes"]
+    assert r.usage.cost_usd == 0.0569172
+    assert "1 truncated JSON line(s) skipped" in r.usage.notes
 
 
 def test_unknown_event_types_are_kept_and_counted(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "unknown_event"})
-    assert r.usage["cost_usd"] == 0.0569172
+    assert r.usage.cost_usd == 0.0569172
     assert "rate_limit_event" in r.transcript_path.read_text()
-    note, = [n for n in r.usage["notes"] if n.startswith("unknown event types")]
+    note, = [n for n in r.usage.notes if n.startswith("unknown event types")]
     assert "rate_limit_event (1)" in note
 
 
@@ -168,15 +168,15 @@ def test_huge_output_is_capped_and_the_result_still_read(tmp_path, bin_dir):
                max_output_bytes=3_000_000)
     size = r.transcript_path.stat().st_size
     assert 3_000_000 <= size < 3_001_000
-    assert r.usage["cost_usd"] == 0.0569172          # the tail with the result was kept
-    assert any("bytes dropped" in n for n in r.usage["notes"])
+    assert r.usage.cost_usd == 0.0569172          # the tail with the result was kept
+    assert any("bytes dropped" in n for n in r.usage.notes)
 
 
 def test_text_output_is_a_format_this_adapter_cannot_read(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "text_output"})
-    assert r.exit_status == 0 and r.usage["cost_source"] == "unknown"
+    assert r.exit_status == 0 and r.usage.cost_source == "unknown"
     assert any(n.startswith("unreadable output: the output holds no JSON events")
-               for n in r.usage["notes"])
+               for n in r.usage.notes)
 
 
 def test_no_result_event_sums_the_assistant_messages(tmp_path):
@@ -227,7 +227,7 @@ def test_an_executable_gone_after_the_check_is_recorded_not_raised(tmp_path, bin
     (bin_dir / "claude").unlink()
     r = agent.run(stage_ctx(tmp_path))
     assert r.exit_status == 127 and r.claim.startswith("cannot start")
-    assert r.usage["cost_source"] == "unknown"
+    assert r.usage.cost_source == "unknown"
 
 
 def test_without_a_result_each_message_is_priced_as_its_own_request(tmp_path):

@@ -33,28 +33,28 @@ def test_prompt_on_stdin_edit_made_usage_priced(tmp_path, bin_dir):
     assert (ctx.worktree / "src/calc/ops.py").read_text().endswith(MUL_CODE)
     assert r.exit_status == 0 and r.claim == "Added `mul` to src/calc/ops.py; the tests pass."
     u = r.usage
-    assert (u["input_tokens"], u["output_tokens"], u["cache_read_tokens"]) == (
+    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens) == (
         24763, 122, 24448)
-    assert u["cache_write_tokens"] is None and u["turns"] == 1
-    assert u["cost_source"] == "priced" and u["cost_usd"] > 0
-    assert u["price_source"] == f"genai-prices {library_version()}"
+    assert u.cache_write_tokens is None and u.turns == 1
+    assert u.cost_source == "priced" and u.cost_usd > 0
+    assert u.price_source == f"genai-prices {library_version()}"
 
 
 def test_model_from_the_rollout_file_when_not_configured(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"model": "gpt-5"})
-    assert r.usage["model"] == "gpt-5" and r.usage["cost_source"] == "priced"
-    assert "model read from the session's rollout file" in r.usage["notes"]
+    assert r.usage.model == "gpt-5" and r.usage.cost_source == "priced"
+    assert "model read from the session's rollout file" in r.usage.notes
 
 
 def test_no_model_anywhere_means_cost_unknown(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_rollout"})
-    assert r.usage["model"] is None and r.usage["input_tokens"] == 24763
-    assert r.usage["cost_usd"] is None and r.usage["cost_source"] == "unknown"
+    assert r.usage.model is None and r.usage.input_tokens == 24763
+    assert r.usage.cost_usd is None and r.usage.cost_source == "unknown"
 
 
 def test_unknown_model_means_cost_unknown(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, model="gpt-imaginary-99")
-    assert r.usage["cost_usd"] is None and r.usage["cost_source"] == "unknown"
+    assert r.usage.cost_usd is None and r.usage.cost_source == "unknown"
 
 
 def test_credentials_pass_the_clean_environment(tmp_path, bin_dir):
@@ -66,26 +66,26 @@ def test_credentials_pass_the_clean_environment(tmp_path, bin_dir):
 def test_failed_turn_and_non_zero_exit(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "exit_code"})
     assert r.exit_status == 1
-    assert r.usage["input_tokens"] is None and r.usage["cost_usd"] is None
-    assert "turn.failed: stream disconnected before completion" in r.usage["notes"]
+    assert r.usage.input_tokens is None and r.usage.cost_usd is None
+    assert "turn.failed: stream disconnected before completion" in r.usage.notes
 
 
 def test_timeout(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "timeout"}, timeout=1)
-    assert r.timed_out and r.exit_status is None and r.usage["cost_usd"] is None
-    assert "no turn.completed event: usage unknown" in r.usage["notes"]
+    assert r.timed_out and r.exit_status is None and r.usage.cost_usd is None
+    assert "no turn.completed event: usage unknown" in r.usage.notes
 
 
 def test_truncated_line(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "truncated"})
-    assert r.usage["input_tokens"] == 24763
-    assert "1 truncated JSON line(s) skipped" in r.usage["notes"]
+    assert r.usage.input_tokens == 24763
+    assert "1 truncated JSON line(s) skipped" in r.usage.notes
 
 
 def test_unknown_event_and_item_types_are_kept(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "unknown_event"})
-    assert r.usage["input_tokens"] == 24763
-    assert any("thread.compacted (1)" in n for n in r.usage["notes"])
+    assert r.usage.input_tokens == 24763
+    assert any("thread.compacted (1)" in n for n in r.usage.notes)
     assert "collab_tool_call" in r.transcript_path.read_text()
 
 
@@ -93,20 +93,20 @@ def test_huge_output_is_capped(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "huge", "huge_bytes": 6_000_000},
                max_output_bytes=2_000_000)
     assert r.transcript_path.stat().st_size < 2_001_000
-    assert r.usage["input_tokens"] == 24763
+    assert r.usage.input_tokens == 24763
 
 
 def test_missing_usage_block(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_usage"}, model="gpt-5")
-    assert r.usage["input_tokens"] is None and r.usage["cost_usd"] is None
-    assert "a turn.completed event has no usage: tokens unknown" in r.usage["notes"]
+    assert r.usage.input_tokens is None and r.usage.cost_usd is None
+    assert "a turn.completed event has no usage: tokens unknown" in r.usage.notes
 
 
 def test_older_protocol_fails_clearly(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "legacy"})
-    note, = [n for n in r.usage["notes"] if n.startswith("unreadable output")]
+    note, = [n for n in r.usage.notes if n.startswith("unreadable output")]
     assert "older `codex exec --json` protocol" in note and "upgrade codex" in note
-    assert r.usage["cost_source"] == "unknown"
+    assert r.usage.cost_source == "unknown"
 
 
 def test_turns_are_summed(tmp_path):

@@ -24,25 +24,25 @@ def test_the_path_is_given_in_the_environment_and_read_back(tmp_path):
                                     "cache_write_tokens": 21570, "turns": 2})
     assert (ctx.evidence_dir / "implement.usage.json").is_file()
     u = r.usage
-    assert (u["model"], u["input_tokens"], u["output_tokens"], u["turns"]) == (
+    assert (u.model, u.input_tokens, u.output_tokens, u.turns) == (
         "claude-opus-4-5", 21580, 25, 2)
     # no cost in the file: priced (the worked example of FORMATS.md)
-    assert u["cost_usd"] == pytest.approx(0.1354875)
-    assert u["cost_source"] == "priced"
-    assert u["price_source"] == f"genai-prices {library_version()}"
-    assert u["wall_s"] == r.duration_s
+    assert u.cost_usd == pytest.approx(0.1354875)
+    assert u.cost_source == "priced"
+    assert u.price_source == f"genai-prices {library_version()}"
+    assert u.wall_s == r.duration_s
 
 
 def test_reported_cost_is_used_as_is(tmp_path):
     _, r = run_writing(tmp_path, {"model": "claude-opus-4-5", "input_tokens": 21580,
                                   "output_tokens": 25, "cost_usd": 0.01})
-    assert (r.usage["cost_usd"], r.usage["cost_source"]) == (0.01, "reported")
+    assert (r.usage.cost_usd, r.usage.cost_source) == (0.01, "reported")
 
 
 def test_unknown_model_is_unknown_cost(tmp_path):
     _, r = run_writing(tmp_path, {"model": "home-made-1", "input_tokens": 10,
                                   "output_tokens": 1})
-    assert r.usage["cost_usd"] is None and r.usage["cost_source"] == "unknown"
+    assert r.usage.cost_usd is None and r.usage.cost_source == "unknown"
 
 
 @pytest.mark.parametrize("doc, note", [
@@ -60,21 +60,21 @@ def test_unknown_model_is_unknown_cost(tmp_path):
 def test_bad_files_become_notes_and_unknowns(tmp_path, doc, note):
     _, r = run_writing(tmp_path, doc)
     assert r.exit_status == 0
-    assert r.usage["input_tokens"] is None and r.usage["cost_usd"] is None
-    assert any(note in n for n in r.usage["notes"]), r.usage["notes"]
+    assert r.usage.input_tokens is None and r.usage.cost_usd is None
+    assert any(note in n for n in r.usage.notes), r.usage.notes
 
 
 def test_no_file_means_usage_unknown_with_wall_time(tmp_path):
     r = CommandAgent("true").run(stage_ctx(tmp_path))
-    assert r.usage["cost_source"] == "unknown" and r.usage["input_tokens"] is None
-    assert r.usage["wall_s"] > 0 and "no usage file written" in r.usage["notes"][0]
+    assert r.usage.cost_source == "unknown" and r.usage.input_tokens is None
+    assert r.usage.wall_s > 0 and "no usage file written" in r.usage.notes[0]
 
 
 def test_a_file_left_by_an_earlier_run_of_the_stage_is_not_read(tmp_path):
     ctx = stage_ctx(tmp_path)
     (ctx.evidence_dir / "implement.usage.json").write_text('{"cost_usd": 9}')
     r = CommandAgent("true").run(ctx)
-    assert r.usage["cost_usd"] is None
+    assert r.usage.cost_usd is None
 
 
 def test_requests_in_the_file_are_priced_one_by_one(tmp_path):
@@ -88,13 +88,13 @@ def test_requests_in_the_file_are_priced_one_by_one(tmp_path):
     req = {"input_tokens": 30_000, "cache_read_tokens": 25_000, "output_tokens": 500}
     _, r = run_writing(tmp_path, {"model": "gemini-2.5-pro", "requests": [req] * 12})
     u = r.usage
-    assert (u["input_tokens"], u["output_tokens"], u["cache_read_tokens"]) == (
+    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens) == (
         360_000, 6_000, 300_000)                         # totals are the requests' sums
-    assert u["pricing"] == "per_request" and u["priced_requests"] == 12
-    assert u["cost_usd"] == pytest.approx(12 * one, rel=1e-9)
+    assert u.pricing == "per_request" and u.priced_requests == 12
+    assert u.cost_usd == pytest.approx(12 * one, rel=1e-9)
 
 
 def test_totals_without_requests_are_priced_as_a_total_and_say_so(tmp_path):
     _, r = run_writing(tmp_path, {"model": "gemini-2.5-pro", "input_tokens": 360_000,
                                   "output_tokens": 6_000})
-    assert r.usage["pricing"] == "total" and r.usage["cost_source"] == "priced"
+    assert r.usage.pricing == "total" and r.usage.cost_source == "priced"

@@ -31,11 +31,11 @@ def test_prompt_edit_and_usage_priced_per_model(tmp_path, bin_dir):
     assert (ctx.worktree / "src/calc/ops.py").read_text().endswith(MUL_CODE)
     assert r.exit_status == 0 and r.claim == "I added mul(a, b) to src/calc/ops.py."
     u = r.usage
-    assert (u["input_tokens"], u["output_tokens"], u["cache_read_tokens"]) == (
+    assert (u.input_tokens, u.output_tokens, u.cache_read_tokens) == (
         24939, 20 + 154, 21263)
-    assert u["cache_write_tokens"] is None and u["turns"] == 2
-    assert u["model"] == "gemini-2.5-pro" and u["cost_source"] == "priced"
-    assert u["cost_usd"] > 0
+    assert u.cache_write_tokens is None and u.turns == 2
+    assert u.model == "gemini-2.5-pro" and u.cost_source == "priced"
+    assert u.cost_usd > 0
     assert "Loaded cached credentials." in (ctx.evidence_dir / "implement.stderr.log").read_text()
 
 
@@ -49,31 +49,31 @@ def test_long_prompt_goes_on_stdin(tmp_path, bin_dir):
 def test_unknown_model_is_unknown_cost(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, model="gemini-99-ultra")
     assert fakes.calls(bin_dir, "gemini")[0]["argv"][4:6] == ["--model", "gemini-99-ultra"]
-    assert r.usage["input_tokens"] == 24939 and r.usage["cost_usd"] is None
-    assert r.usage["cost_source"] == "unknown"
+    assert r.usage.input_tokens == 24939 and r.usage.cost_usd is None
+    assert r.usage.cost_source == "unknown"
 
 
 def test_error_object_and_exit_code(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "exit_code"})
     assert r.exit_status == 1 and "quota exceeded" in r.claim
-    assert r.usage["input_tokens"] is None and r.usage["cost_usd"] is None
-    assert any(n.startswith("error: ApiError") for n in r.usage["notes"])
+    assert r.usage.input_tokens is None and r.usage.cost_usd is None
+    assert any(n.startswith("error: ApiError") for n in r.usage.notes)
 
 
 def test_timeout(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "timeout"}, timeout=1)
-    assert r.timed_out and r.usage["cost_usd"] is None
+    assert r.timed_out and r.usage.cost_usd is None
 
 
 def test_truncated_json(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "truncated"})
-    assert r.usage["input_tokens"] is None
-    assert "the JSON output is truncated: usage unknown" in r.usage["notes"]
+    assert r.usage.input_tokens is None
+    assert "the JSON output is truncated: usage unknown" in r.usage.notes
 
 
 def test_unknown_fields_are_ignored(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "unknown_field"})
-    assert r.usage["input_tokens"] == 24939
+    assert r.usage.input_tokens == 24939
     assert '"warnings"' in r.transcript_path.read_text()
 
 
@@ -81,25 +81,25 @@ def test_huge_output_is_capped_and_then_unreadable(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "huge", "huge_bytes": 5_000_000},
                max_output_bytes=1_500_000)
     assert r.transcript_path.stat().st_size < 1_501_000
-    assert r.usage["input_tokens"] is None   # one JSON object cut in the middle
-    assert any("bytes dropped" in n for n in r.usage["notes"])
+    assert r.usage.input_tokens is None   # one JSON object cut in the middle
+    assert any("bytes dropped" in n for n in r.usage.notes)
 
 
 def test_missing_usage_block(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "no_usage"})
-    assert r.claim.startswith("I added") and r.usage["input_tokens"] is None
-    assert "no stats block: usage unknown" in r.usage["notes"]
+    assert r.claim.startswith("I added") and r.usage.input_tokens is None
+    assert "no stats block: usage unknown" in r.usage.notes
 
 
 def test_stats_in_an_unknown_format_fail_clearly(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "old_stats"})
-    note, = [n for n in r.usage["notes"] if n.startswith("unreadable output")]
+    note, = [n for n in r.usage.notes if n.startswith("unreadable output")]
     assert "stats has no `models` table" in note and "inputTokens" in note
 
 
 def test_text_output_fails_clearly(tmp_path, bin_dir):
     _, r = run(tmp_path, bin_dir, {"mode": "text_output"})
-    assert any("no JSON object in the output" in n for n in r.usage["notes"])
+    assert any("no JSON object in the output" in n for n in r.usage.notes)
 
 
 def test_notice_before_the_object_is_skipped(tmp_path):

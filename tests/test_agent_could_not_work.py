@@ -11,6 +11,7 @@ import pytest
 
 from andon.agents.base import AgentRun
 from andon.gates.agent import could_not_work
+from andon.usage import Usage
 
 from helpers import MUL_CODE, andon, git, make_project, mul_packet
 
@@ -23,7 +24,7 @@ def run_(tmp_path, exit_status=1, timed_out=False, claim="", output_tokens=None,
     t.write_text("")
     (tmp_path / "implement.stderr.log").write_text(stderr)
     return AgentRun("claude-code", exit_status, timed_out, 1.0, t, claim,
-                    {"output_tokens": output_tokens})
+                    Usage(output_tokens=output_tokens))
 
 
 @pytest.mark.parametrize("kw,setting", [

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from andon.agents import Agent
 from andon.errors import UsageError
 from andon.runner import EXIT_HALTED
 
@@ -279,7 +280,7 @@ def test_an_error_andon_did_not_foresee_is_recorded_and_blocks_not_a_stuck_packe
     normally instead of leaving the packet `running` to be retried for ever."""
     root = project(tmp_path)
 
-    class BrokenAdapter:
+    class BrokenAdapter(Agent):
         name = "broken"
 
         def run(self, ctx):

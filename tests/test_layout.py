@@ -20,7 +20,6 @@ MAX_LINES = 400
 # Modules over MAX_LINES today, with their line count: an entry may only shrink. Split the
 # module, then lower or delete its entry (runner.py and workspace.py are being worked on).
 TOO_LONG_TODAY = {
-    "runner.py": 571,          # refuses a committed hidden test up front; says a cached preflight
     "workspace.py": 516,
     "config.py": 451,          # [test] setup and jobs, [gates] base_reruns and the suite-run budget
     "runners/pytest.py": 424,  # the plain profile

@@ -211,7 +211,7 @@ def test_the_stage_usage_notes_how_many_were_killed(tmp_path, packet):
                         f"{wait_for(a)}\n{wait_for(b)}").run(ctx(tmp_path, packet))
     assert_gone(pid_in(a))
     assert_gone(pid_in(b))
-    assert "killed 2 processes the agent left running" in run_.usage["notes"]
+    assert "killed 2 processes the agent left running" in run_.usage.notes
 
 
 def test_an_agent_cli_adapter_notes_it_too(tmp_path, packet):
@@ -231,12 +231,12 @@ def test_an_agent_cli_adapter_notes_it_too(tmp_path, packet):
     run_ = ShellCLI(environ={"PATH": os.environ["PATH"]}).run(ctx(tmp_path, packet))
     assert_gone(pid_in(pf))
     assert run_.exit_status == 0
-    assert run_.usage["notes"][0] == "killed 1 process the agent left running"
+    assert run_.usage.notes[0] == "killed 1 process the agent left running"
 
 
 def test_an_honest_stage_has_no_such_note(tmp_path, packet):
     run_ = CommandAgent("echo fine").run(ctx(tmp_path, packet))
-    assert not [n for n in run_.usage["notes"] if "left running" in n]
+    assert not [n for n in run_.usage.notes if "left running" in n]
 
 
 def test_andon_run_leaves_no_helper_behind(tmp_path):

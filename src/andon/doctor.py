@@ -28,7 +28,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from .agents import EXTERNAL
+from .agents import EXTERNAL, external_class
 from .agents.claude_code import ROOT_BYPASS_ENV, refused_as_root
 from .agents.external import clean_env, tail_text
 from .agents.process import run_process
@@ -90,7 +90,8 @@ def check_agents(config: Config | None = None, environ: Mapping[str, str] | None
     environ = dict(os.environ if environ is None else environ)
     euid = os.geteuid() if euid is None else euid
     checks = []
-    for name, cls in EXTERNAL.items():
+    for name in EXTERNAL:
+        cls = external_class(name)
         settings = config.agents.get(name) if config is not None else None
         passthrough = list(settings.env_passthrough or []) if settings else []
         env = clean_env([*cls.credential_env, *passthrough], environ)

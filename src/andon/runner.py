@@ -1,39 +1,34 @@
 """The loop: claim → attempt → decide → merge, with retry policy, halting and resume.
 
-One runner per repository at a time (an flock on ``.andon/run.lock``, released by the kernel
-even after SIGKILL). On start it recovers what a killed runner left: attempts in flight are
-marked ``interrupted`` (not counted against the packet), their worktrees and branches removed,
-and the packets put back to ``ready``; a packet caught in ``merging`` is merged — or found
-already merged by its trailers — exactly once.
+One runner per repository at a time, and on start it recovers what a killed runner left
+(``recovery.py``). The integration branch, its preflight and the tests each attempt is held
+to are ``baseline.py``; where a retry starts and what it is told, ``retry.py``; what the end
+of an attempt does to its packet (merge, needs work, blocked: the retry policy),
+``outcome.py``. This module decides what runs next and carries out one attempt.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
-from . import fault_injection, lifecycle, submodules
+from . import fault_injection, lifecycle, outcome, recovery, retry, submodules
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
+from .baseline import Baseline
 from .config import CONFIG_NAME, STATE_DIR, Config
 from .contain import envprint, guard
 from .contain.interpreter import python_of
-from .contain.procgroup import kill_leftover_group, kill_working_under
-from .errors import AndonError, PacketError, StoreError, UsageError
-from .gates import preflight
+from .errors import AndonError, PacketError, UsageError
 from .gates.base import GateResult
-from .gates.cache import baseline_key
 from .gates.hermetic import committed_hidden, committed_hidden_problem
-from .merge import merge_attempt
 from .packet import Packet, load_packets, tests_problem
-from .prompt import PreviousFailure, hidden_names, redacted_failure
 from .store import Store, now
 from .workspace import Repo
 
@@ -87,6 +82,7 @@ class Runner:
         # tell it that it is being judged), and run() removes it when it ends empty.
         self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
             "wt-" + hashlib.sha1(str(repo.root).encode()).hexdigest()[:12])
+        self.baseline = Baseline(repo, config, store, self.ref, self.evidence_root, echo)
         self.packets: dict[str, Packet] = {}
         self.run_started: str | None = None   # set by run(): the scope of [budgets.run]
         self.env: envprint.Watch | None = None  # set by run(): the tests' interpreter
@@ -121,7 +117,7 @@ class Runner:
             self.inputs = self._watch()
             report = RunReport()
             self.run_started = now()
-            head = self._integration_head()
+            head = self.baseline.head()
             # a hidden test committed where agents work would be in every worktree: refuse
             # before anything is claimed, as `andon check` does (the hermetic gate checks again)
             leaked = [committed_hidden_problem(self.repo.root / rel, rel) for p in packets
@@ -133,7 +129,7 @@ class Runner:
             # git problems the user can fix, said in git's words before anything is claimed
             self.repo.check_refs_writable(self.ref)
             submodules.check_available(self.repo, head)
-            pf = self._preflight(head)
+            pf = self.baseline.preflight(head)
             if pf.status != "pass":
                 report.exit_status, report.preflight = EXIT_PREFLIGHT, pf
                 report.message = f"preflight failed: {pf.summary}"
@@ -194,8 +190,8 @@ class Runner:
         for p in self.packets.values():
             for stage in self.config.stages_of(p.stages, p.tier):
                 try:
-                    command = getattr(self.agent_for(p, stage), "command", None)
-                    words = shlex.split(command) if isinstance(command, str) else []
+                    command = self.agent_for(p, stage).command
+                    words = shlex.split(command) if command else []
                 except (AndonError, LookupError, ValueError):
                     # best effort: an agent that cannot be built (or a command /bin/sh will
                     # not parse) fails with its own error when its packet runs
@@ -222,61 +218,8 @@ class Runner:
                 "finding (`andon show`). Look at the change (`git status`, `git diff`), keep or "
                 "undo it, then run again.")
 
-    def _lock(self):
-        path = state_dir(self.repo) / "run.lock"
-        f = open(path, "a+")  # noqa: SIM115 - held open (and locked) until the run ends
-        try:
-            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            f.seek(0)
-            raise StoreError(f"another `andon run` is working on {self.repo.root} "
-                             f"(pid {f.read().strip() or '?'}); wait for it to finish") from None
-        f.truncate(0)
-        f.write(str(os.getpid()))
-        f.flush()
-        return f
-
-    def _integration_head(self) -> str:
-        head = self.repo.rev_parse(self.ref)
-        if head:
-            return head
-        base = self.config.andon.base_branch or self.repo.current_branch() or "HEAD"
-        sha = self.repo.rev_parse(base)
-        if not sha:
-            have = self.repo.git("for-each-ref", "--format=%(refname:short)",
-                                 "refs/heads/").split()
-            raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "
-                             f"resolve to a commit; branches here: {', '.join(have) or 'none'}."
-                             " Set base_branch to one of them, or create the branch")
-        return sha
-
-    def _preflight(self, sha: str) -> GateResult:
-        tree = self.repo.resolve(f"{sha}^{{tree}}")
-        key = baseline_key(self.config, tree)  # the tree, the test settings, andon's version
-        if self.store.baseline(key) is not None:
-            # said, as red says its cache: silence read as "the preflight was skipped"
-            self.echo(f"preflight: pass: cached, no test run: the tree of "
-                      f"{self.config.andon.integration_branch} ({sha[:10]}) passed before")
-            return GateResult("preflight", "pass", f"cached for tree {tree[:10]}")
-        self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
-                  f" ({sha[:10]})")
-        ev = self.evidence_root / "_preflight" / tree[:12]
-        ev.mkdir(parents=True, exist_ok=True)
-        result = preflight.run(self.repo, self.config, sha, ev)
-        self.echo(f"preflight: {result.status}: {result.summary}")
-        if result.status == "pass":
-            self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())
-        return result
-
-    def _baseline(self, tree: str) -> set[str]:
-        key = baseline_key(self.config, tree)
-        known = self.store.baseline(key)
-        if known is None:
-            sha = self.repo.resolve(self.ref)
-            if self._preflight(sha).status != "pass":
-                raise UsageError("the integration branch no longer passes its suite")
-            known = self.store.baseline(key) or set()
-        return known
+    def _lock(self) -> IO[str]:
+        return recovery.lock(state_dir(self.repo), self.repo.root)
 
     def _sync(self, packets: list[Packet]) -> None:
         for p in packets:
@@ -296,7 +239,7 @@ class Runner:
             return None
         if not self.repo.rev_parse(f"{p.spec_commit}^{{commit}}"):
             return f"spec_commit {p.spec_commit} is not a commit in this repository"
-        head = self._integration_head()
+        head = self.baseline.head()
         diff = self.repo.diff(p.spec_commit, head, [p.spec_path])
         return f"{p.spec_path} changed since {p.spec_commit[:10]}:\n{diff}" if diff else None
 
@@ -322,7 +265,7 @@ class Runner:
     def _attempt(self, packet: Packet) -> str:
         stages = self.config.stages_of(packet.stages, packet.tier)
         round_ = sum(1 for e in self.store.events(packet.id) if e["kind"] == "unblocked")
-        carry = self._carry_over(packet, round_)
+        carry = retry.carry_over(self.store, packet, round_, self.echo)
         first = self.agent_for(packet, carry.get("start_stage") or stages[0])
         with self.store.tx():
             a = self.store.new_attempt(packet.id, first.name, round_)
@@ -344,8 +287,9 @@ class Runner:
             result = Attempt(
                 self.repo, self.config, self.store, packet, a,
                 lambda stage: self.agent_for(packet, stage),
-                self._baseline(self.repo.resolve(f"{base}^{{tree}}")),
-                self._previous_failure(packet.id), wt, ev,
+                self.baseline.passing(self.repo.resolve(f"{base}^{{tree}}")),
+                retry.previous_failure(self.store, packet.id, self.packets.get(packet.id)),
+                wt, ev,
                 lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"),
                 lambda state, kind: self.store.transition(packet.id, state, kind, a["id"]),
                 say=self.echo,
@@ -372,31 +316,6 @@ class Runner:
         self.store.transition(packet.id, "merging", "gates-passed", a["id"])
         return self._merge(packet, self.store.attempt(a["id"]), result.red_ids)
 
-    def _carry_over(self, packet: Packet, round_: int) -> dict:
-        """Where a retry starts. A failure routed back to ``implement`` keeps the previous
-        attempt's atdd tests (its base, plant and atdd commits); a broken reviewer
-        (``verifier``) keeps its candidate too, so only the review runs again; anything else
-        starts afresh from the integration head. Commits are carried only when the packet
-        is byte for byte the one that attempt worked on."""
-        prev = next((x for x in reversed(self.store.attempts(packet.id))
-                     if x["state"] == "failed"), None)
-        if not prev or prev["round"] != round_:
-            return {}
-        claimed = next((e for e in self.store.events(packet.id)
-                        if e["kind"] == "claimed" and e["attempt_id"] == prev["id"]), None)
-        if not claimed or claimed["data"].get("packet_sha") != packet.content_sha:
-            self.echo(f"{packet.id}: the packet changed since attempt {prev['n']}: starting "
-                      "afresh")
-            return {}
-        if prev["route_stage"] == "implement" and prev["atdd_sha"]:
-            return {"start_stage": "implement", "base_sha": prev["base_sha"],
-                    "plant_sha": prev["plant_sha"], "atdd_sha": prev["atdd_sha"]}
-        if prev["failure_layer"] == "verifier" and prev["candidate_sha"]:
-            return {"start_stage": prev["route_stage"], "base_sha": prev["base_sha"],
-                    "plant_sha": prev["plant_sha"], "atdd_sha": prev["atdd_sha"],
-                    "candidate_sha": prev["candidate_sha"]}
-        return {"start_stage": prev["route_stage"]} if prev["route_stage"] else {}
-
     # -- human gates --------------------------------------------------------------------
 
     def approve(self, packet_id: str, who: str) -> str:
@@ -407,11 +326,11 @@ class Runner:
         """
         lock = self._lock()
         try:
-            a = self._awaiting(packet_id)
+            a = outcome.awaiting(self.store, packet_id)
             self.packets = {p.id: p for p in load_packets(
                 self.repo.root / self.config.andon.packets_dir, self.repo.root)}
             self.store.transition(packet_id, "merging", "approved", a["id"], {"by": who})
-            red = self._red_ids(a["id"])
+            red = outcome.red_ids(self.store, a["id"])
             return self._merge(self.packets[packet_id], self.store.attempt(a["id"]), red)
         finally:
             lock.close()
@@ -421,108 +340,16 @@ class Runner:
         reason as evidence for the next attempt's prompt."""
         lock = self._lock()
         try:
-            a = self._awaiting(packet_id)
-            self.store.add_gate_result(a["id"], "human", "fail", "code", f"rejected by {who}: "
-                                       f"{why}", {"findings": [{"kind": "rejected", "message":
-                                       why, "path": None, "test_id": None}], "by": who},
-                                       now(), 0.0)
-            self.store.update_attempt(a["id"], state="failed", reason=f"rejected by {who}: {why}",
-                                      route_stage="implement", ended_at=now())
-            self.store.transition(packet_id, "needs_work", "rejected", a["id"],
-                                  {"by": who, "why": why})
-            return "needs_work"
+            return outcome.reject(self.store, packet_id, who, why)
         finally:
             lock.close()
 
-    def _awaiting(self, packet_id: str) -> dict:
-        row = self.store.packet(packet_id)
-        if row is None:
-            raise UsageError(f"no packet {packet_id!r} in the store")
-        if row["state"] != "awaiting_human":
-            raise UsageError(f"packet {packet_id} is {row['state']}, not awaiting_human")
-        return self.store.attempts(packet_id)[-1]
-
-    def _red_ids(self, attempt_id: int) -> set[str]:
-        red: set[str] = set()
-        for g in self.store.gate_results(attempt_id):
-            if g["gate"] == "red":
-                red |= set(g["evidence"].get("red_ids", []))
-        return red
-
     def _merge(self, packet: Packet, a: dict, red_ids: set[str]) -> str:
-        ev = Path(a["evidence_dir"])
-        passed = list(dict.fromkeys(g["gate"] for g in self.store.gate_results(a["id"])
-                                    if g["status"] == "pass"))
-        out = merge_attempt(self.repo, self.config, packet, a, red_ids, self._baseline, ev,
-                            passed)
-        if out.check is not None:
-            self.store.add_gate_result(a["id"], "merge", out.check.status, out.check.layer,
-                                       out.check.summary, out.check.evidence(), now(), 0.0)
-        if out.merged_sha is None:
-            assert out.check is not None  # merge_attempt: no merge comes with its failing check
-            return self._fail(packet, a, out.check)
-        tree = self.repo.resolve(f"{out.merged_sha}^{{tree}}")
-        kept = out.passed_ids or self._hermetic_passed(a["id"])
-        key = baseline_key(self.config, tree)
-        if kept and self.store.baseline(key) is None:
-            self.store.set_baseline(key, kept, {"from": "merge", "attempt": a["id"]})
-        self.store.update_attempt(a["id"], state="merged", merge_sha=out.merged_sha,
-                                  ended_at=now())
-        self.store.transition(packet.id, "done", "merged", a["id"], {"sha": out.merged_sha})
-        self.echo(f"{packet.id}: merged as {out.merged_sha[:10]} onto "
-                  f"{self.config.andon.integration_branch}")
-        return "done"
-
-    def _hermetic_passed(self, attempt_id: int) -> set[str]:
-        # The squash of an unmoved branch has exactly the candidate's tree, which the
-        # hermetic gate just ran: its passed ids are the next attempts' baseline.
-        for g in self.store.gate_results(attempt_id):
-            if g["gate"] == "hermetic" and g["status"] == "pass":
-                return set(g["evidence"].get("passed_ids", []))
-        return set()
+        return outcome.merge(self.repo, self.config, self.store, packet, a, red_ids,
+                             self.baseline.passing, self.echo)
 
     def _fail(self, packet: Packet, a: dict, failure: GateResult) -> str:
-        fp = failure.fingerprint()
-        counted = [x for x in self.store.attempts(packet.id)
-                   if x["round"] == a["round"] and x["counted"] and x["id"] != a["id"]
-                   and x["state"] == "failed"]
-        self.store.update_attempt(a["id"], state="failed", fingerprint=fp,
-                                  failure_layer=failure.layer, reason=failure.summary,
-                                  ended_at=now())
-        data = {"gate": failure.gate, "layer": failure.layer, "fingerprint": fp,
-                "reason": failure.summary}
-        if failure.layer in ("specification", "environment") \
-                or failure.gate in ("budget", "harness") \
-                or any(f.kind == "outside-worktree" for f in failure.findings):
-            why = f"{failure.gate} gate ({failure.layer}): {failure.summary}"
-        elif counted and counted[-1]["fingerprint"] == fp:
-            why = (f"same failure as attempt {counted[-1]['n']} (fingerprint {fp}): no new "
-                   f"evidence — {failure.summary}")
-        elif len(counted) + 1 >= packet.max_attempts:
-            why = f"attempts exhausted ({packet.max_attempts}): {failure.summary}"
-        else:
-            self.store.transition(packet.id, "needs_work", "gate-failed", a["id"], data)
-            self.echo(f"{packet.id}: needs work: {failure.gate}: {failure.summary}")
-            return "needs_work"
-        self.store.update_attempt(a["id"], reason=why)
-        self.store.transition(packet.id, "blocked", "blocked", a["id"], {**data, "why": why})
-        self.echo(f"{packet.id}: BLOCKED: {why}")
-        return "blocked"
-
-    def _previous_failure(self, packet_id: str) -> PreviousFailure | None:
-        for x in reversed(self.store.attempts(packet_id)):
-            if x["state"] != "failed":
-                continue
-            g = next((g for g in self.store.gate_results(x["id"])
-                      if g["status"] in ("fail", "error")), None)
-            if g is None:
-                return None
-            # what the next agent reads: nothing that names a hidden test (prompt.py)
-            packet = self.packets.get(packet_id)
-            blobs = {k: v[0] for k, v in packet.hidden_blobs().items()} if packet else {}
-            return redacted_failure(x["n"], g["gate"], g["failure_layer"] or "?",
-                                    g["summary"], g["evidence"], blobs, hidden_names(blobs))
-        return None
+        return outcome.fail(self.store, packet, a, failure, self.echo)
 
     def _worktree_path(self, packet_id: str, n: int) -> Path:
         return self.worktree_root / f"{packet_id}-{n}"
@@ -530,42 +357,5 @@ class Runner:
     # -- resume -------------------------------------------------------------------------
 
     def _recover(self) -> None:
-        self.repo.git("worktree", "prune")
-        for row in self.store.packets():
-            attempts = self.store.attempts(row["id"])
-            last = attempts[-1] if attempts else None
-            if row["state"] in lifecycle.IN_FLIGHT and last:
-                self._discard(last, f"interrupted: the runner stopped while {row['state']}")
-                self.store.transition(row["id"], "ready", "recovered", last["id"])
-                self.echo(f"{row['id']}: attempt {last['n']} was interrupted; it does not "
-                          "count, the packet is ready again")
-            elif row["state"] == "merging" and last and row["id"] in self.packets:
-                self.echo(f"{row['id']}: finishing the merge of attempt {last['n']}")
-                self.store.event("merge-resumed", row["id"], last["id"], {"n": last["n"]})
-                self._merge(self.packets[row["id"]], last, self._red_ids(last["id"]))
-            for a in attempts:  # attempts created just before a crash, never claimed
-                if a["state"] == "running" and row["state"] not in lifecycle.IN_FLIGHT:
-                    self._discard(a, "interrupted before it started")
-
-    def _discard(self, a: dict, why: str) -> None:
-        wt = self._worktree_path(a["packet_id"], a["n"])
-        # every stage's pid file, a reviewer's later asks (in <stage>-askN/) included
-        ended: set[int] = set()
-        for pid_file in Path(a["evidence_dir"] or "/nonexistent").rglob("*.pid"):
-            # an agent the killed runner left behind must not go on writing (or spending)
-            pid, _, where = pid_file.read_text().partition("\n")
-            if pid.strip().isdigit() and kill_leftover_group(int(pid), where.strip() or str(wt)):
-                ended.add(int(pid))
-                self.echo(f"{a['packet_id']}: ended the agent left running by the killed "
-                          f"runner (process group {pid.strip()})")
-            pid_file.unlink()
-        # ...and one it started but had no time to record: whatever still works in the worktree
-        for pgid in kill_working_under(str(wt.resolve()), frozenset(ended)):
-            self.echo(f"{a['packet_id']}: ended a process left working in the interrupted "
-                      f"attempt's worktree (process group {pgid})")
-        self.repo.remove_worktree(wt)
-        branch = f"refs/heads/andon/{a['packet_id']}/{a['n']}"
-        if self.repo.rev_parse(branch):
-            self.repo.git("update-ref", "-d", branch)
-        self.store.update_attempt(a["id"], state="interrupted", counted=0, reason=why,
-                                  ended_at=now())
+        recovery.recover(self.repo, self.store, self.packets, self._worktree_path,
+                         self._merge, lambda i: outcome.red_ids(self.store, i), self.echo)

@@ -1,29 +1,87 @@
-"""Agent adapters, picked by name. See ``base.py`` for the interface."""
+"""Agent adapters, picked by name. See ``base.py`` for the interface.
+
+Adapters are found through :data:`ADAPTERS`, a table of ``name → "module:Class"``; a module
+is imported only when its name is used (``make_agent``, :func:`adapter_class`, or
+``from andon.agents import CodexAgent``), so importing this package — as the runner does —
+loads no adapter.
+"""
 
 from __future__ import annotations
 
-import difflib
-from typing import TYPE_CHECKING
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
 from ..contain import netless
 from ..errors import InvalidValue
-from .aider import AiderAgent
+from ..suggest import closest
 from .base import Agent, AgentRun, StageContext
-from .claude_code import ClaudeCodeAgent
-from .codex import CodexAgent
-from .command import CommandAgent
-from .external import ExternalAgent
-from .gemini import GeminiAgent
-from .scripted import ScriptedAgent
 
 if TYPE_CHECKING:
     from ..config import Config
+    from .aider import AiderAgent
+    from .claude_code import ClaudeCodeAgent
+    from .codex import CodexAgent
+    from .command import CommandAgent
+    from .external import ExternalAgent
+    from .gemini import GeminiAgent
+    from .scripted import ScriptedAgent
 
-# Adapters for agent CLIs, by the name `--agent` and `[agents.<name>]` use.
-EXTERNAL: dict[str, type[ExternalAgent]] = {
-    "claude-code": ClaudeCodeAgent, "codex": CodexAgent, "aider": AiderAgent,
-    "gemini": GeminiAgent}
-ADAPTERS = ("command", "scripted", *EXTERNAL)
+# Every adapter, by the name `--agent` uses: where its class lives (imported on first use).
+ADAPTERS: dict[str, str] = {
+    "command": "andon.agents.command:CommandAgent",
+    "scripted": "andon.agents.scripted:ScriptedAgent",
+    "claude-code": "andon.agents.claude_code:ClaudeCodeAgent",
+    "codex": "andon.agents.codex:CodexAgent",
+    "aider": "andon.agents.aider:AiderAgent",
+    "gemini": "andon.agents.gemini:GeminiAgent",
+}
+# The adapters for agent CLIs (ExternalAgent): the names `[agents.<name>]` settings may use.
+EXTERNAL = ("claude-code", "codex", "aider", "gemini")
+
+# `from andon.agents import X` for the classes, resolved lazily (module __getattr__).
+_CLASSES = {target.rpartition(":")[2]: target for target in ADAPTERS.values()}
+_CLASSES["ExternalAgent"] = "andon.agents.external:ExternalAgent"
+
+
+def adapter_class(name: str) -> type[Agent]:
+    """The adapter class registered as ``name`` in :data:`ADAPTERS`, its module imported now.
+
+    Raises:
+        InvalidValue: (a UsageError and a ValueError) ``name`` is not in the table; the
+            message has a did-you-mean when one is close, and lists every known name.
+    """
+    target = ADAPTERS.get(name)
+    if target is None:
+        raise _unknown(name, name)
+    return _load(target)
+
+
+def _unknown(spec: str, name: str) -> InvalidValue:
+    near = closest(name, ADAPTERS)
+    hint = f"did you mean {near!r}? " if near else ""
+    known = (a if a != "scripted" else "scripted:module:function" for a in ADAPTERS)
+    return InvalidValue(f"unknown agent {spec!r}; {hint}known agents: {', '.join(known)}")
+
+
+def external_class(name: str) -> type[ExternalAgent]:
+    """The adapter class of the agent CLI ``name`` (one of :data:`EXTERNAL`), imported now."""
+    from .external import ExternalAgent
+
+    cls = adapter_class(name)
+    if not issubclass(cls, ExternalAgent):
+        raise InvalidValue(f"{name!r} is not an agent CLI; those are: {', '.join(EXTERNAL)}")
+    return cls
+
+
+def _load(target: str) -> Any:
+    module, _, cls = target.partition(":")
+    return getattr(import_module(module), cls)
+
+
+def __getattr__(attr: str) -> Any:
+    if attr in _CLASSES:
+        return _load(_CLASSES[attr])
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
 
 
 def make_agent(spec: str, command: str | None = None, config: Config | None = None) -> Agent:
@@ -40,7 +98,7 @@ def make_agent(spec: str, command: str | None = None, config: Config | None = No
     """
     agent = _make(spec, command, config)
     if config is not None and config.agent.network == "off":
-        if isinstance(agent, ScriptedAgent):
+        if spec.partition(":")[0] == "scripted":
             raise InvalidValue('[agent] network = "off" cannot contain the scripted adapter: it '
                              'runs inside andon; use a command agent, or network = "on"')
         cut, why = netless.available()
@@ -60,21 +118,11 @@ def _make(spec: str, command: str | None, config: Config | None) -> Agent:
         if unknown:
             raise InvalidValue(f"andon.toml has [agents.{unknown[0]}], but the adapters with "
                              f"settings are: {', '.join(EXTERNAL)}")
-    prices = config.prices if config is not None else {}
-    if name == "command":
-        passthrough = config.agent.env_passthrough if config is not None else ()
-        return CommandAgent(rest or command or "", prices=prices, env_passthrough=passthrough)
-    if name == "scripted":
-        return ScriptedAgent.from_spec(rest)
-    if name in EXTERNAL and not rest:
-        settings = config.agents.get(name) if config is not None else None
-        return EXTERNAL[name](settings, prices)
-    close = difflib.get_close_matches(name, ADAPTERS, n=1)
-    hint = f"did you mean {close[0]!r}? " if close else ""
-    known = (a if a != "scripted" else "scripted:module:function" for a in ADAPTERS)
-    raise InvalidValue(f"unknown agent {spec!r}; {hint}known agents: {', '.join(known)}")
+    if name not in ADAPTERS or (name in EXTERNAL and rest):
+        raise _unknown(spec, name)
+    return adapter_class(name).configured(rest, command, config)
 
 
 __all__ = ["Agent", "AgentRun", "StageContext", "CommandAgent", "ScriptedAgent", "make_agent",
            "ClaudeCodeAgent", "CodexAgent", "AiderAgent", "GeminiAgent", "ExternalAgent",
-           "EXTERNAL", "ADAPTERS"]
+           "EXTERNAL", "ADAPTERS", "adapter_class", "external_class"]

@@ -7,11 +7,16 @@ exit status and claims are evidence of what the agent *said*, not of what is tru
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Literal
 
 from ..packet import Packet
+from ..usage import Usage
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 
 @dataclass(frozen=True)
@@ -35,7 +40,9 @@ class StageContext:
 
 @dataclass
 class AgentRun:
-    """What one stage run left behind. ``usage`` is None when the agent reported none."""
+    """What one stage run left behind. ``usage`` (tokens, cost, wall time: see
+    :mod:`andon.usage`) is None when the adapter has no way to report any; the store keeps
+    it as ``Usage.to_dict()``."""
 
     agent: str
     exit_status: int | None
@@ -43,11 +50,37 @@ class AgentRun:
     duration_s: float
     transcript_path: Path
     claim: str = ""
-    usage: dict[str, Any] | None = field(default=None)
+    usage: Usage | None = None
 
 
-class Agent(Protocol):
-    name: str
-    network: str  # "on", or "off": the agent runs without network (make_agent sets it)
+class Agent(ABC):
+    """An adapter: :meth:`run` one stage. Everything the harness sets or reads on an adapter
+    is declared here, with its default:
 
-    def run(self, ctx: StageContext) -> AgentRun: ...
+    - ``name``: the adapter's name as ``--agent`` spells it; recorded with every attempt and
+      stage run, and named in messages.
+    - ``network``: ``"on"``, or ``"off"`` when ``[agent] network = "off"`` (``make_agent``
+      sets it): an adapter that starts a process then runs it without network.
+    - ``command``: the shell command the adapter runs, or None; the runner fingerprints the
+      files in the checkout it names, so an agent rewriting its own script is caught.
+    """
+
+    name: str = ""
+    network: Literal["on", "off"] = "on"
+    command: str | None = None
+
+    @classmethod
+    def configured(cls, arg: str, command: str | None, config: Config | None) -> Agent:
+        """The adapter ``--agent <name>[:<arg>]`` asks for (``make_agent`` calls it):
+        ``command`` is ``--command``, ``config`` andon.toml (None: the defaults). This default
+        takes neither.
+
+        Raises:
+            InvalidValue: what the adapter cannot be built from, said in the user's words.
+        """
+        return cls()
+
+    @abstractmethod
+    def run(self, ctx: StageContext) -> AgentRun:
+        """Run one stage in ``ctx.worktree``. What the agent did — a crash, a timeout, odd
+        output — is recorded in the returned run, not raised."""

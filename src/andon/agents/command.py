@@ -43,21 +43,24 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidValue
 from ..usage import TOKEN_FIELDS, Usage, as_cost, as_count, price, sum_counts
-from .base import AgentRun, StageContext
+from .base import Agent, AgentRun, StageContext
 from .external import FormatError, clean_env
 from .process import leftover_note, run_process
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 CLAIM_BYTES = 2000
 USAGE_FILE_MAX = 64 * 1024
 
 
-class CommandAgent:
+class CommandAgent(Agent):
     name = "command"
-    network = "on"  # "off": the command runs without network (make_agent sets it)
+    command: str  # never empty: the constructor refuses a blank command
 
     def __init__(self, command: str, prices: Mapping[str, Any] | None = None,
                  env_passthrough: tuple[str, ...] | list[str] = ()):
@@ -67,6 +70,14 @@ class CommandAgent:
         self.command = command
         self.prices = dict(prices or {})
         self.env_passthrough = tuple(env_passthrough)
+
+    @classmethod
+    def configured(cls, arg: str, command: str | None, config: Config | None) -> CommandAgent:
+        """``--agent command:<shell command>``, else ``--command``, else ``[agent] command``
+        (the CLI passes it as ``command``); ``[prices]`` and ``[agent] env_passthrough``."""
+        passthrough = config.agent.env_passthrough if config is not None else ()
+        return cls(arg or command or "", prices=config.prices if config is not None else {},
+                   env_passthrough=passthrough)
 
     def run(self, ctx: StageContext) -> AgentRun:
         transcript = ctx.evidence_dir / f"{ctx.stage}.transcript.log"
@@ -92,7 +103,7 @@ class CommandAgent:
         price(usage, self.prices)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
                         duration_s=p.duration_s, transcript_path=transcript,
-                        claim=_tail(transcript), usage=usage.to_dict())
+                        claim=_tail(transcript), usage=usage)
 
 
 def read_usage_file(path: Path) -> Usage:

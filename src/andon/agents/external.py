@@ -28,16 +28,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from abc import abstractmethod
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import AgentSettings
+from ..config import AgentSettings, Config
 from ..errors import AndonError, InvalidValue
 from ..usage import Usage, price
-from .base import AgentRun, StageContext
+from .base import Agent, AgentRun, StageContext
 from .process import DEFAULT_MAX_BYTES, leftover_note, run_process
 
 BASE_ENV = ("PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER")
@@ -120,7 +121,7 @@ class RunFiles:
     prefix: Path          # <evidence>/<stage>: adapters add their own suffixes
 
 
-class ExternalAgent:
+class ExternalAgent(Agent):
     """Base of the CLI adapters. Subclasses set the class attributes and implement
     :meth:`argv` and :meth:`parse`; they may override :meth:`stdin` and :meth:`after`.
 
@@ -139,7 +140,6 @@ class ExternalAgent:
     default_permission_args: tuple[str, ...] = ()
     docs = ""
     tested_version: str | None = None   # `andon doctor` warns about an older CLI
-    network = "on"  # "off": the CLI runs without network (make_agent sets it)
     check_reported_cost = False  # True: a reported cost far from andon's price is replaced
 
     def __init__(self, settings: AgentSettings | None = None,
@@ -152,16 +152,27 @@ class ExternalAgent:
             raise InvalidValue(f"the {self.name} agent needs `{self.executable}` on PATH, and it "
                              f"is not there; install it or run `andon doctor` (see {self.docs})")
 
+    @classmethod
+    def configured(cls, arg: str, command: str | None, config: Config | None
+                   ) -> ExternalAgent:
+        """``[agents.<name>]`` and ``[prices]`` of ``config``; ``--agent`` takes no argument
+        and ``--command`` is not used."""
+        settings = config.agents.get(cls.name) if config is not None else None
+        return cls(settings, config.prices if config is not None else {})
+
     def find(self) -> str | None:
         return shutil.which(self.executable, path=self.environ.get("PATH", os.defpath))
 
     # -- what subclasses provide ----------------------------------------------------------
 
+    @abstractmethod
     def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
-        raise NotImplementedError
+        """The command line of one stage; its first word is replaced by the executable's
+        path on the clean environment's PATH."""
 
+    @abstractmethod
     def parse(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> Parsed:
-        raise NotImplementedError
+        """The claim and usage read from the run's files; raises only FormatError."""
 
     def stdin(self, ctx: StageContext) -> Path:
         return ctx.prompt_file
@@ -207,7 +218,7 @@ class ExternalAgent:
             files.stderr.write_text(f"andon: cannot start {argv[0]}: {exc}\n")
             usage = Usage(model=s.model, notes=[f"cannot start {argv[0]}: {exc}"])
             return AgentRun(self.name, 127, False, 0.0, files.transcript,
-                            f"cannot start {argv[0]}: {exc}", usage.to_dict())
+                            f"cannot start {argv[0]}: {exc}", usage)
         try:
             parsed = self.parse(ctx, s, files)
         except FormatError as exc:
@@ -228,4 +239,4 @@ class ExternalAgent:
         claim = parsed.claim or tail_text(files.stderr)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
                         duration_s=p.duration_s, transcript_path=files.transcript,
-                        claim=claim, usage=usage.to_dict())
+                        claim=claim, usage=usage)

@@ -10,19 +10,28 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidValue
-from .base import AgentRun, StageContext
+from .base import Agent, AgentRun, StageContext
+
+if TYPE_CHECKING:
+    from ..config import Config
 
 Behaviour = Callable[[StageContext], str | None]
 
 
-class ScriptedAgent:
-    name = "scripted"
-    network = "on"  # it runs inside andon, so never without network (make_agent refuses "off")
+class ScriptedAgent(Agent):
+    name = "scripted"  # it runs inside andon, so never without network (make_agent refuses "off")
 
     def __init__(self, behaviour: Behaviour):
         self.behaviour = behaviour
+
+    @classmethod
+    def configured(cls, arg: str, command: str | None, config: Config | None
+                   ) -> ScriptedAgent:
+        """``--agent scripted:module:function`` (``arg`` is ``module:function``)."""
+        return cls.from_spec(arg)
 
     @classmethod
     def from_spec(cls, spec: str) -> ScriptedAgent:

@@ -62,7 +62,7 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
     """
     if changed or not (run.timed_out or run.exit_status not in (0, None)):
         return None
-    out = (run.usage or {}).get("output_tokens")
+    out = run.usage.output_tokens if run.usage is not None else None
     if out:
         return None
     message = agent_message(run)

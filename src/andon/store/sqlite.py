@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import lifecycle
 from ..errors import StoreError
+from ..usage import Usage
 
 
 def now() -> str:
@@ -248,13 +249,16 @@ class Store:
 
     def add_stage_run(self, attempt_id: int, stage: str, agent: str, exit_status: int | None,
                       timed_out: bool, duration_s: float, transcript_path: str, claim: str,
-                      usage: dict[str, Any] | None, started_at: str) -> None:
+                      usage: Usage | None, started_at: str) -> None:
+        """Record one stage run; ``usage`` is stored as ``Usage.to_dict()`` (JSON), None as
+        NULL, and read back by :meth:`stage_runs` as that dict."""
         with self.tx() as db:
             db.execute("INSERT INTO stage_runs (attempt_id, stage, agent, exit_status,"
                        " timed_out, duration_s, transcript_path, claim, usage, started_at)"
                        " VALUES (?,?,?,?,?,?,?,?,?,?)",
                        (attempt_id, stage, agent, exit_status, int(timed_out), duration_s,
-                        transcript_path, claim, json.dumps(usage) if usage else None,
+                        transcript_path, claim,
+                        json.dumps(usage.to_dict()) if usage is not None else None,
                         started_at))
 
     def stage_runs(self, attempt_id: int) -> list[dict[str, Any]]:
