@@ -84,14 +84,14 @@ def test_exit_0_after_a_failed_model_request_is_recorded_as_a_failed_run(tmp_pat
     assert r.exit_status == 1
     assert r.claim == ("aider exited 0 but the model API failed: litellm.AuthenticationError: "
                        "OpenAIException - invalid x-api-key")
-    assert not r.usage["output_tokens"]
+    assert not r.usage.output_tokens
 
 
 def test_an_error_after_the_model_answered_keeps_exit_0(tmp_path, bin_dir):
     """The rewrite is only for a run that got no answer: one that spent output tokens (and
     edited) keeps aider's own exit status, whatever it printed later."""
     _, r = run(tmp_path, bin_dir, {"mode": "error_after_answer", "append": MUL_EDIT})
-    assert r.exit_status == 0 and r.usage["output_tokens"] > 0
+    assert r.exit_status == 0 and r.usage.output_tokens > 0
     assert "exited 0 but" not in r.claim
 
 

@@ -32,23 +32,8 @@ class Baseline:
         self.evidence_root, self.echo = evidence_root, echo
 
     def head(self) -> str:
-        """The commit attempts start from.
-
-        Raises:
-            UsageError: no integration branch yet and the base branch names no commit.
-        """
-        head = self.repo.rev_parse(self.ref)
-        if head:
-            return head
-        base = self.config.andon.base_branch or self.repo.current_branch() or "HEAD"
-        sha = self.repo.rev_parse(base)
-        if not sha:
-            have = self.repo.git("for-each-ref", "--format=%(refname:short)",
-                                 "refs/heads/").split()
-            raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "
-                             f"resolve to a commit; branches here: {', '.join(have) or 'none'}."
-                             " Set base_branch to one of them, or create the branch")
-        return sha
+        """The commit attempts start from (see :func:`integration_head`)."""
+        return integration_head(self.repo, self.config)
 
     def preflight(self, sha: str) -> GateResult:
         """The ``preflight`` gate on commit ``sha``: cached per tree once it passed."""
@@ -84,3 +69,23 @@ class Baseline:
                 raise UsageError("the integration branch no longer passes its suite")
             known = self.store.baseline(key) or set()
         return known
+
+
+def integration_head(repo: Repo, config: Config) -> str:
+    """The commit an attempt starts from: the integration branch's head, or before that
+    branch exists, the base branch's.
+
+    Raises:
+        UsageError: no integration branch yet and the base branch names no commit.
+    """
+    head = repo.rev_parse(f"refs/heads/{config.andon.integration_branch}")
+    if head:
+        return head
+    base = config.andon.base_branch or repo.current_branch() or "HEAD"
+    sha = repo.rev_parse(base)
+    if not sha:
+        have = repo.git("for-each-ref", "--format=%(refname:short)", "refs/heads/").split()
+        raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "
+                         f"resolve to a commit; branches here: {', '.join(have) or 'none'}."
+                         " Set base_branch to one of them, or create the branch")
+    return sha

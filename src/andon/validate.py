@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .agents import AgentRun, StageContext
+from .agents import Agent, AgentRun, StageContext
 from .attempt import REVIEW_STAGES, Attempt
 from .config import Config
 from .errors import AndonError
@@ -44,7 +44,7 @@ NO_SOLUTION, NO_TESTS, SETUP = "solution", "red", "setup"
 FIRST_FINDINGS = 5
 
 
-class ReferenceAgent:
+class ReferenceAgent(Agent):
     """The agent of a validation: writes the packet's ``solution/`` files into the worktree.
 
     With an ``atdd`` stage, that stage writes only the solution's files under
@@ -52,8 +52,7 @@ class ReferenceAgent:
     A file is replaced whole (bytes and executable bit, as loaded with the packet).
     """
 
-    name = "reference"
-    network = "on"  # runs inside andon, like the scripted agent
+    name = "reference"  # runs inside andon, like the scripted agent: network stays "on"
 
     def __init__(self, packet: Packet, test_paths: Sequence[str]):
         self.packet, self.test_paths = packet, list(test_paths)

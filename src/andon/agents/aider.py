@@ -137,8 +137,7 @@ class AiderAgent(ExternalAgent):
 
     def run(self, ctx: StageContext) -> AgentRun:
         run = super().run(ctx)
-        u = run.usage
-        out = u.get("output_tokens") if isinstance(u, dict) else getattr(u, "output_tokens", None)
+        out = run.usage.output_tokens if run.usage is not None else None
         if run.exit_status == 0 and not run.timed_out and not out:
             error = api_error(run.transcript_path)
             if error:

@@ -10,19 +10,16 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from ..errors import AndonError, PacketError, UsageError
+from ..baseline import integration_head
+from ..errors import AndonError, PacketError
 from ..gates.base import GateResult
 from ..packet import load_packets
-from ..runner import EXIT_PREFLIGHT, Runner
+from ..runner import EXIT_PREFLIGHT
 from ..validate import Report, Validation, Validator
 from . import common
 from .common import config_or_fail, fail, repo_or_fail
 
 EXIT_INVALID = 1
-
-
-def _no_agent(packet, stage: str):
-    raise UsageError("validate runs the reference solution, not an agent")
 
 
 @click.command()
@@ -59,7 +56,7 @@ def validate(ctx: click.Context, ids: tuple[str, ...], as_json: bool, runs: int,
         fail(f"unknown packet id(s): {', '.join(unknown)}; known: {', '.join(known) or 'none'}")
     try:
         # where `andon run` would start an attempt: the integration head (or the base branch)
-        head = Runner(repo, config, None, _no_agent)._integration_head()  # type: ignore[arg-type]
+        head = integration_head(repo, config)
         report = _run(repo, config, packets, head, list(dict.fromkeys(ids)) or known, runs, keep)
     except AndonError as exc:
         fail(str(exc))
