@@ -42,6 +42,8 @@ from dataclasses import replace
 from .base import Finding, GateContext, fresh_clone
 
 KIND = "pass-to-pass"
+# the node ids of a replay go on one command line (Linux allows about 2 MB in all)
+MAX_ORDER_CHARS = 1_000_000
 
 
 def excuse(ctx: GateContext, findings: list[Finding], results: dict,
@@ -134,10 +136,13 @@ def _replay_on_base(ctx: GateContext, results: dict, tests: dict,
     """Run on a fresh clone of the base the tests of ``results`` it has, in their order (see
     the module docstring); the ids of ``tests`` that failed there, with the run's log."""
     with fresh_clone(ctx.repo, ctx.base_sha, "base-order") as cwd:
-        order = [_nodeid(r) for r in results.values() if r.file and r.file.endswith(".py")
-                 and r.file not in changed and (cwd / r.file).is_file()]
+        order = list(dict.fromkeys(
+            _nodeid(r) for r in results.values() if r.file and r.file.endswith(".py")
+            and r.file not in changed and (cwd / r.file).is_file()))
+        if sum(len(n) + 1 for n in order) > MAX_ORDER_CHARS:
+            return {}  # too long a command line: not replayed, the failure stays the agent's
         done = len(list(ctx.evidence_dir.glob("base-order-*.log")))
-        run = ctx.suite(cwd, f"base-order-{done + 1}", select=list(dict.fromkeys(order)))
+        run = ctx.suite(cwd, f"base-order-{done + 1}", select=order)
     return {i: {"failed_on_base_run": "same order", "base_log": str(run.log_path)}
             for i in tests if (got := run.results.get(i)) is not None
             and got.outcome in ("failed", "error")}
