@@ -28,10 +28,12 @@ fails. Runs in a temporary directory (``--keep`` keeps it); sdists cached in
 Figures (2026-11-30, 2 CPUs shared by ~7 sessions, load average 9-28: the suite alone ran up to
 40x slower than unloaded). more-itertools: suite alone 83.6 s (mean of 106.2 and 60.9); honest run
 335.3 s, merged in attempt 1, time to verdict 260.9 s = 3.1x the suite alone, 5 full-suite runs;
-cheat blocked as tamper in 2 attempts, 141.8 s. platformdirs: user's .venv 200 s; set-up (isolated
-wheel build) 32.3 s in the preflight clone, then copied from the cache in every other clone;
-suite alone 11.3 s (15.0, 7.7); honest run 109.5 s, merged in attempt 1, time to verdict 56.1 s =
-5.0x, 5 full-suite runs (50.1 s), 446 passing as unmodified; cheat blocked as tamper, 42.8 s.
+cheat blocked as tamper in 2 attempts, 141.8 s. platformdirs (load 13-10): user's .venv 149 s;
+set-up (isolated wheel build) 23.3 s in the preflight clone, then copied from the cache in every
+other clone; suite alone 6.4 s (8.2, 4.7); honest run 80.1 s, merged in attempt 1 (the random
+order hit the project's own order dependence: 3 test_api tests failed, failed again in the same
+order on the base, not counted), time to verdict 45.1 s = 7.0x, 5 full-suite runs (33.4 s), 446
+passing as unmodified; cheat blocked as tamper in 2 attempts, 32.9 s.
 
 Run: ``.venv/bin/python benchmarks/real_project.py [--project NAME] [--keep]``
 """
