@@ -5,35 +5,28 @@
 ~2 s). ``split_into`` is a leaf (checked with ``ast``): the base stubs it with ``raise
 NotImplementedError``; the packet plants ``SplitIntoTests`` back. andon.toml written by hand.
 
-**platformdirs 4.3.6**: version from git (hatch-vcs writes the git-ignored
-``src/platformdirs/version.py`` during a build); tests need pytest-mock's ``mocker``. The sdist
-becomes a git repository as a user's clone is: committed and tagged ``4.3.6`` (upstream tags
-releases with the bare version, which hatch-vcs reads), the version file ignored, so a fresh
-clone has none. The user's environment: ``.venv`` in the project with ``pip install -e
-'.[test]'`` (test deps pinned), so hatchling/hatch-vcs are not in it. ``andon init`` alone
-writes andon.toml (no hand edit anywhere): the venv's interpreter, its plugins, and a ``[test]
-setup`` building the wheel (with build isolation, as the venv lacks the backend) so every clone
-gets its version file. The packet takes ``$XDG_<NAME>_DIR`` out of ``_get_user_media_dir`` and
-plants ``test_user_media_dir_env_var`` (6 cases, each using ``mocker``).
+**platformdirs 4.3.6**: version from git (hatch-vcs writes the git-ignored ``version.py`` in a
+build); tests need pytest-mock. The sdist is committed and tagged ``4.3.6`` (as upstream tags
+releases; hatch-vcs reads it), so a fresh clone has no version file. The user's environment:
+``.venv`` with ``pip install -e '.[test]'`` (pinned; hatchling/hatch-vcs are not in it). andon.toml
+is ``andon init``'s, untouched: the venv's interpreter, its plugins, and a ``[test] setup`` (an
+isolated wheel build) giving every clone its version file. The packet takes ``$XDG_<NAME>_DIR``
+out of ``_get_user_media_dir`` and plants ``test_user_media_dir_env_var`` (6 cases, ``mocker``).
 
-Per project, two ``andon run`` (real CLI), each on its own copy of the base: an honest
-``command`` agent writes the original code back (expected: merged, the suite gate ran the full
-suite); a cheating one empties the planted tests (expected: scope-gate tamper, never merged).
-Prints each run's wall time, each gate's time with its suite runs and set-ups, the suite run
-directly with pytest (before and after), and per attempt its full-suite runs and time to
-verdict as a multiple of the suite alone, with the load average. Exits 1 if an expectation
-fails. Runs in a temporary directory (``--keep`` keeps it); sdists cached in
-``$TMPDIR/andon-bench-cache``.
+Per project, two ``andon run`` (real CLI) on copies of the base: an honest ``command`` agent
+writes the original code back (expected: merged, the suite gate ran the full suite); a cheating
+one empties the planted tests (expected: scope-gate tamper, never merged). Prints wall times,
+each gate's time with its suite runs and set-ups, the suite run directly with pytest (before and
+after), and per attempt its full-suite runs and time to verdict as a multiple of the suite
+alone, with the load average. Exits 1 if an expectation fails. ``--keep`` keeps the temporary
+directory; sdists are cached in ``$TMPDIR/andon-bench-cache``.
 
-Figures (2026-11-30, 2 CPUs shared by ~7 sessions, load average 9-28: the suite alone ran up to
-40x slower than unloaded). more-itertools: suite alone 83.6 s (mean of 106.2 and 60.9); honest run
-335.3 s, merged in attempt 1, time to verdict 260.9 s = 3.1x the suite alone, 5 full-suite runs;
-cheat blocked as tamper in 2 attempts, 141.8 s. platformdirs (load 13-10): user's .venv 149 s;
-set-up (isolated wheel build) 23.3 s in the preflight clone, then copied from the cache in every
-other clone; suite alone 6.4 s (8.2, 4.7); honest run 80.1 s, merged in attempt 1 (the random
-order hit the project's own order dependence: 3 test_api tests failed, failed again in the same
-order on the base, not counted), time to verdict 45.1 s = 7.0x, 5 full-suite runs (33.4 s), 446
-passing as unmodified; cheat blocked as tamper in 2 attempts, 32.9 s.
+Figures (2026-11-30, 2 CPUs shared by ~7 sessions; load 20-28, then 13-10). more-itertools: suite
+alone 83.6 s; honest 335.3 s, merged in attempt 1, verdict 260.9 s = 3.1x, 5 full-suite runs;
+cheat: tamper, 2 attempts, 141.8 s. platformdirs: .venv 149 s; set-up 23.3 s in the preflight
+clone, cached in all others; suite alone 6.4 s; honest 80.1 s, merged in attempt 1 (3 test_api
+tests failed in the random order and again in that order on the base: not counted), verdict
+45.1 s = 7.0x, 5 full-suite runs, 446 passing as unmodified; cheat: tamper, 2 attempts, 32.9 s.
 
 Run: ``.venv/bin/python benchmarks/real_project.py [--project NAME] [--keep]``
 """
