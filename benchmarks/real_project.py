@@ -1,42 +1,39 @@
 #!/usr/bin/env python3
-"""andon on a real open-source project that nobody here wrote: more-itertools 10.5.0.
+"""andon on real open-source projects that nobody here wrote (real_sources.py has them as data).
 
-Why more-itertools: it is small, pure Python, has no runtime dependencies, and its source
-distribution ships its own test suite (``tests/test_more.py``, ``tests/test_recipes.py``: 663
-tests) which runs in about two seconds with plain pytest and nothing else installed. Its tests
-are ``unittest.TestCase`` classes, one class per function, so one function's tests are a
-separable block. The version is pinned and the sdist's sha256 is checked, so every run works on
-the same bytes.
+**more-itertools 10.5.0**: pure Python, no dependencies, its sdist ships its suite (663 tests,
+~2 s). ``split_into`` is a leaf (checked with ``ast``): the base stubs it with ``raise
+NotImplementedError``; the packet plants ``SplitIntoTests`` back. andon.toml written by hand.
 
-The packet: ``more_itertools.split_into`` is a leaf — no other code in the library calls it
-(checked with ``ast`` below, before anything runs) and only ``SplitIntoTests`` (16 tests) tests
-it. On the base commit its body is replaced by ``raise NotImplementedError`` (docstring kept)
-and ``SplitIntoTests`` is cut out of ``tests/test_more.py``; the packet plants that class back
-as ``tests/test_split_into.py`` with the imports it needs.
+**platformdirs 4.3.6**: version from git (hatch-vcs writes the git-ignored ``version.py`` in a
+build); tests need pytest-mock. The sdist is committed and tagged ``4.3.6`` (as upstream tags
+releases; hatch-vcs reads it), so a fresh clone has no version file. The user's environment:
+``.venv`` with ``pip install -e '.[test]'`` (pinned; hatchling/hatch-vcs are not in it). andon.toml
+is ``andon init``'s, untouched: the venv's interpreter, its plugins, and a ``[test] setup`` (an
+isolated wheel build) giving every clone its version file. The packet takes ``$XDG_<NAME>_DIR``
+out of ``_get_user_media_dir`` and plants ``test_user_media_dir_env_var`` (6 cases, ``mocker``).
 
-Two runs of ``andon run`` (real CLI, subprocess), each on its own copy of the base repository:
+Per project, two ``andon run`` (real CLI) on copies of the base: an honest ``command`` agent
+writes the original code back (expected: merged, the suite gate ran the full suite); a cheating
+one empties the planted tests (expected: scope-gate tamper, never merged). Prints wall times,
+each gate's time with its suite runs and set-ups, the suite run directly with pytest (before and
+after), and per attempt its full-suite runs and time to verdict as a multiple of the suite
+alone, with the load average. Exits 1 if an expectation fails. ``--keep`` keeps the temporary
+directory; sdists are cached in ``$TMPDIR/andon-bench-cache``.
 
-1. honest: a ``command`` agent (``python restore.py``) writes the original function body back.
-   Expected: the packet merges, and the suite gate ran the project's full suite (as many
-   passing tests as the unmodified project has, not just the 16 planted ones).
-2. cheating: a ``command`` agent rewrites the planted test so that it passes trivially.
-   Expected: rejected by the scope gate as tamper, never merged; integration branch unmoved.
+Figures (2026-11-30, 2 CPUs shared by ~7 sessions; load 20-28, then 13-10). more-itertools: suite
+alone 83.6 s; honest 335.3 s, merged in attempt 1, verdict 260.9 s = 3.1x, 5 full-suite runs;
+cheat: tamper, 2 attempts, 141.8 s. platformdirs: .venv 149 s; set-up 23.3 s in the preflight
+clone, cached in all others; suite alone 6.4 s; honest 80.1 s, merged in attempt 1 (3 test_api
+tests failed in the random order and again in that order on the base: not counted), verdict
+45.1 s = 7.0x, 5 full-suite runs, 446 passing as unmodified; cheat: tamper, 2 attempts, 32.9 s.
 
-Prints wall time of each run, each gate's time (and each suite run inside it), the time of the
-project's suite run directly with pytest (before and after the andon runs), the test counts,
-and for each attempt of the honest and the cheating run: its full-suite runs and their seconds,
-and its time to verdict (claim to end) as a multiple of the suite's own time, with the load
-average. Exits 1 if an expectation
-fails. Everything lives in a temporary directory (``--keep`` keeps it); the downloaded sdist is
-cached in ``$TMPDIR/andon-bench-cache``.
-
-Run: ``.venv/bin/python benchmarks/real_project.py``
+Run: ``.venv/bin/python benchmarks/real_project.py [--project NAME] [--keep]``
 """
 
 from __future__ import annotations
 
 import argparse
-import ast
 import hashlib
 import json
 import os
@@ -52,15 +49,9 @@ import time
 from datetime import datetime
 from pathlib import Path
 
-PROJECT, VERSION = "more-itertools", "10.5.0"
-SDIST = f"more-itertools-{VERSION}.tar.gz"
-SDIST_SHA256 = "5482bfef7849c25dc3c6dd53a6173ae4795da2a41a80faea6700d9f5846c5da6"
-PACKAGE = "more_itertools"
-TARGET_FILE = "more_itertools/more.py"
-FUNCTION = "split_into"
-TEST_FILE = "tests/test_more.py"
-TEST_CLASS = "SplitIntoTests"
-PLANTED = "tests/test_split_into.py"
+import real_sources as rs
+from real_sources import PROJECTS, Project
+
 PACKET_ID = "P1"
 CACHE = Path(tempfile.gettempdir()) / "andon-bench-cache"
 FULL_SUITE = re.compile(r"suite|hermetic-(\d+|random)|merge-check")  # as in andon.report
@@ -73,9 +64,10 @@ class BenchError(Exception):
     pass
 
 
-def sh(argv: list[str], cwd: Path | None = None, check: bool = True,
-       timeout: float = 900) -> subprocess.CompletedProcess:
-    env = {**os.environ, **GIT_ENV, "COLUMNS": "160", "PYTHONDONTWRITEBYTECODE": "1"}
+def sh(argv: list[str], cwd: Path | None = None, check: bool = True, timeout: float = 900,
+       env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, **GIT_ENV, "COLUMNS": "160", "PYTHONDONTWRITEBYTECODE": "1",
+           **(env or {})}
     proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env,
                           timeout=timeout)
     if check and proc.returncode != 0:
@@ -90,197 +82,89 @@ def git(root: Path, *args: str) -> str:
 
 # -- the project ----------------------------------------------------------------------------
 
-def fetch_sdist() -> Path:
+def fetch_sdist(p: Project) -> Path:
     """The pinned sdist from PyPI through pip (cached); its sha256 must match the pin."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    path = CACHE / SDIST
+    path = CACHE / p.sdist
     if not path.exists():
         sh([sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:",
-            "--no-deps", f"{PROJECT}=={VERSION}", "-d", str(CACHE)], timeout=300)
+            "--no-deps", f"{p.name}=={p.version}", "-d", str(CACHE)], timeout=300)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != SDIST_SHA256:
-        raise BenchError(f"{path}: sha256 {digest}, expected {SDIST_SHA256}")
+    if digest != p.sha256:
+        raise BenchError(f"{path}: sha256 {digest}, expected {p.sha256}")
     return path
 
 
 def unpack(sdist: Path, dest: Path) -> Path:
     with tarfile.open(sdist) as tar:
         tar.extractall(dest, filter="data")
-    return dest / SDIST.removesuffix(".tar.gz")
+    return dest / sdist.name.removesuffix(".tar.gz")
 
 
-def _names(tree: ast.AST) -> list[tuple[str, int]]:
-    """Every identifier used in ``tree`` (names and attribute names), with its line."""
-    out = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Name):
-            out.append((node.id, node.lineno))
-        elif isinstance(node, ast.Attribute):
-            out.append((node.attr, node.lineno))
-    return out
+def dev_env(p: Project, root: Path) -> dict:
+    """The user's environment: ``root/.venv`` with the project installed in editable mode with
+    its test extra (the deps pinned by ``p.constraints``)."""
+    (root.parent / "constraints.txt").write_text("\n".join(p.constraints) + "\n")
+    t0 = time.perf_counter()
+    sh([sys.executable, "-m", "venv", str(root / ".venv")])
+    sh([str(root / ".venv" / "bin" / "python"), "-m", "pip", "install", "--quiet", "-c",
+        str(root.parent / "constraints.txt"), "-e", ".[test]"], cwd=root, timeout=900)
+    return {"seconds": time.perf_counter() - t0}
 
 
-def check_separable(src: Path) -> None:
-    """FUNCTION is called by no other library code, and only TEST_CLASS tests it."""
-    for py in sorted((src / PACKAGE).glob("*.py")):
-        tree = ast.parse(py.read_text())
-        fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
-                   and n.name == FUNCTION), None)
-        inside = range(fn.lineno, fn.end_lineno + 1) if fn else range(0)
-        uses = [line for name, line in _names(tree) if name == FUNCTION and line not in inside]
-        if uses:
-            raise BenchError(f"{py.name} uses {FUNCTION} at lines {uses}: not a leaf")
-    for py in sorted((src / "tests").glob("*.py")):
-        tree = ast.parse(py.read_text())
-        cls = next((n for n in tree.body if isinstance(n, ast.ClassDef)
-                    and n.name == TEST_CLASS), None)
-        inside = range(cls.lineno, cls.end_lineno + 1) if cls else range(0)
-        uses = [line for name, line in _names(tree) if name == FUNCTION and line not in inside]
-        if uses:
-            raise BenchError(f"tests/{py.name} tests {FUNCTION} outside {TEST_CLASS} "
-                             f"at lines {uses}")
-
-
-def revert_function(path: Path) -> tuple[str, str]:
-    """Replace FUNCTION's body (after its docstring) by ``raise NotImplementedError``.
-    Returns (original function text, stub function text)."""
-    text = path.read_text()
-    lines = text.splitlines(keepends=True)
-    fn = next(n for n in ast.parse(text).body
-              if isinstance(n, ast.FunctionDef) and n.name == FUNCTION)
-    start = min([fn.lineno, *(d.lineno for d in fn.decorator_list)]) - 1
-    doc = fn.body[0]
-    has_doc = isinstance(doc, ast.Expr) and isinstance(doc.value, ast.Constant) \
-        and isinstance(doc.value.value, str)
-    head_end = doc.end_lineno if has_doc else fn.body[0].lineno - 1
-    original = "".join(lines[start:fn.end_lineno])
-    stub = "".join(lines[start:head_end]) + "    raise NotImplementedError\n"
-    path.write_text("".join(lines[:start]) + stub + "".join(lines[fn.end_lineno:]))
-    return original, stub
-
-
-def cut_test_class(path: Path) -> str:
-    """Remove TEST_CLASS from the test file; return a standalone test module holding it with
-    the imports and module-level helpers it uses."""
-    text = path.read_text()
-    lines = text.splitlines(keepends=True)
-    tree = ast.parse(text)
-    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == TEST_CLASS)
-    start = min([cls.lineno, *(d.lineno for d in cls.decorator_list)]) - 1
-    end = cls.end_lineno
-    while end < len(lines) and not lines[end].strip():
-        end += 1  # the blank lines after the class go with it
-    block = "".join(lines[start:cls.end_lineno])
-    path.write_text("".join(lines[:start]) + "".join(lines[end:]))
-
-    used = {name for name, _ in _names(cls)}
-    header = []
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            keep = [a for a in node.names if (a.asname or a.name).split(".")[0] in used]
-            if keep:
-                node.names = keep
-                header.append(ast.unparse(node))
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.Assign)) and node is not cls:
-            bound = {node.name} if not isinstance(node, ast.Assign) else {
-                t.id for t in node.targets if isinstance(t, ast.Name)}
-            if bound & used:
-                header.append(ast.get_source_segment(text, node))
-    return (f'"""{TEST_CLASS}, cut from {TEST_FILE} of {PROJECT} {VERSION}."""\n\n'
-            + "\n".join(header) + "\n\n\n" + block)
-
-
-PACKET_MD = f"""\
-+++
-id = "{PACKET_ID}"
-slug = "split-into"
-goal = "Restore more_itertools.split_into: consecutive lists of the given sizes."
-allowed_paths = ["{TARGET_FILE}"]
-+++
-
-## Context
-
-`split_into` in `{TARGET_FILE}` raises NotImplementedError. Its docstring says what it does.
-The planted `{PLANTED}` is the project's own test class for it.
-
-## Non-goals
-
-No other function changes; no test changes.
-"""
-
-RESTORE_PY = """\
-import sys
-from pathlib import Path
-
-original = Path({original!r}).read_text()
-stub = Path({stub!r}).read_text()
-target = Path({target!r})  # relative: cwd is the attempt's worktree
-text = target.read_text()
-if text.count(stub) != 1:
-    sys.exit("the stub of {function} is not in " + str(target.resolve()))
-target.write_text(text.replace(stub, original))
-print("restored {function}; all tests pass")  # a claim andon records and ignores
-"""
-
-CHEAT_PY = """\
-import ast
-from pathlib import Path
-
-path = Path({planted!r})
-tree = ast.parse(path.read_text())
-names = [n.name for c in tree.body if isinstance(c, ast.ClassDef)
-         for n in c.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
-body = "".join(f"    def {{n}}(self):\\n        pass\\n\\n" for n in names)
-path.write_text("from unittest import TestCase\\n\\n\\nclass {cls}(TestCase):\\n" + body)
-print("fixed the tests; all tests pass")  # a claim andon records and ignores
-"""
-
-
-def build_base(pristine: Path, root: Path, agents: Path) -> dict:
-    """The base repository at ``root``: commit 1 the sdist as published, commit 2 the function
-    reverted, its tests cut out, and andon's packet and config added. Agent scripts and the
-    original text go to ``agents`` (outside every repository)."""
+def build_base(p: Project, pristine: Path, root: Path, agents: Path) -> dict:
+    """The base repository at ``root``: commit 1 the sdist as published (tagged ``p.tag``),
+    commit 2 the code taken out, the test cut, andon's packet and config added. Agent scripts
+    and the original text go to ``agents`` (outside every repository)."""
     shutil.copytree(pristine, root)
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", f"{PROJECT} {VERSION}, sdist as published on PyPI")
-    original, stub = revert_function(root / TARGET_FILE)
-    planted = cut_test_class(root / TEST_FILE)
-    pdir = root / "packets" / f"{PACKET_ID}-split-into"
-    (pdir / "plant" / PLANTED).parent.mkdir(parents=True)
-    (pdir / "packet.md").write_text(PACKET_MD)
-    (pdir / "plant" / PLANTED).write_text(planted)
-    (root / "andon.toml").write_text(textwrap.dedent(f"""\
-        [andon]
-        packets_dir = "packets"
-        integration_branch = "andon/integration"
-        worktree_root = {json.dumps(str(root.parent / "worktrees"))}
+    git(root, "commit", "-q", "-m", f"{p.name} {p.version}, sdist as published on PyPI")
+    if p.tag:
+        git(root, "tag", p.tag)
+    env = dev_env(p, root) if p.dev_env else None
+    original, stub = rs.revert(p, root)
+    planted, n_tests = rs.cut_test(p, root)
+    pdir = root / "packets" / f"{PACKET_ID}-{p.slug}"
+    (pdir / "plant" / p.planted).parent.mkdir(parents=True)
+    (pdir / "packet.md").write_text(rs.packet_md(p, PACKET_ID))
+    (pdir / "plant" / p.planted).write_text(planted)
+    init = None
+    if p.dev_env:  # andon.toml exactly as `andon init` writes it
+        init = andon(root, "init", check=True).stdout
+    else:
+        (root / "andon.toml").write_text(textwrap.dedent(f"""\
+            [andon]
+            packets_dir = "packets"
+            integration_branch = "andon/integration"
+            worktree_root = {json.dumps(str(root.parent / "worktrees"))}
 
-        [test]
-        command = [{json.dumps(sys.executable)}, "-m", "pytest"]
-        pythonpath = ["."]
-        """))
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", f"benchmark base: {FUNCTION} reverted, {TEST_CLASS} "
+            [test]
+            command = [{json.dumps(sys.executable)}, "-m", "pytest"]
+            pythonpath = ["."]
+            """))
+    # named, not -A: the user's .venv stays out of git as in any checkout
+    git(root, "add", "andon.toml", "packets", p.target_file, p.test_file)
+    git(root, "commit", "-q", "-m", f"benchmark base: {p.function} reverted, {p.test_name} "
         f"moved into packet {PACKET_ID}")
     agents.mkdir()
     (agents / "original.txt").write_text(original)
     (agents / "stub.txt").write_text(stub)
-    (agents / "restore.py").write_text(RESTORE_PY.format(
+    (agents / "restore.py").write_text(rs.RESTORE_PY.format(
         original=str(agents / "original.txt"), stub=str(agents / "stub.txt"),
-        target=TARGET_FILE, function=FUNCTION))
-    (agents / "cheat.py").write_text(CHEAT_PY.format(planted=PLANTED, cls=TEST_CLASS))
-    n_tests = planted.count("    def test")
-    return {"original": original, "planted_tests": n_tests,
+        target=p.target_file, function=p.function))
+    (agents / "cheat.py").write_text(rs.CHEAT_PY.format(planted=p.planted))
+    return {"original": original, "planted_tests": n_tests, "init": init, "env": env,
             "base_sha": git(root, "rev-parse", "HEAD").strip()}
 
 
-def direct_suite(pristine: Path, where: Path) -> dict:
-    """The unmodified project's suite, run once directly with pytest (no andon)."""
+def direct_suite(p: Project, pristine: Path, where: Path, python: str) -> dict:
+    """The unmodified project's suite, run once directly with pytest (no andon), its own
+    package first on sys.path as in andon's runs."""
     shutil.copytree(pristine, where)
     t0 = time.perf_counter()
-    proc = sh([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=where,
-              check=False)
+    proc = sh([python, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=where,
+              check=False, env={"PYTHONPATH": str(where / p.package_dir)})
     seconds = time.perf_counter() - t0
     tail = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
     m = re.search(r"(\d+) passed", tail)
@@ -311,7 +195,9 @@ def preflight_runs(root: Path) -> list[dict]:
 
 
 def run_andon(base: Path, where: Path, command: str) -> dict:
-    shutil.copytree(base, where, symlinks=True)
+    # the user's .venv stays where andon.toml names it (in the base checkout)
+    shutil.copytree(base, where, symlinks=True,
+                    ignore=lambda d, names: [".venv"] if Path(d) == base else [])
     andon(where, "check", check=True)
     load_before = os.getloadavg()[0]
     t0 = time.perf_counter()
@@ -336,8 +222,12 @@ def fmt_runs(runs: list[dict]) -> str:
         return ""
     each = " + ".join(f"{r['duration_s']:.2f}" for r in runs)
     counts = runs[-1]["counts"]
+    setups = [r["setup"] for r in runs if r.get("setup")]
+    setup = "; set-up " + ", ".join("cached" if s["cached"] else f"{s['duration_s']:.2f} s"
+                                     for s in setups) if setups else ""
     return (f"  [{len(runs)} suite run(s): {each} s; last: {counts['passed']} passed, "
-            f"{counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped]")
+            f"{counts['failed']} failed, {counts['error']} errors, {counts['skipped']} skipped"
+            f"{setup}]")
 
 
 def seconds_between(start: str, end: str | None) -> float | None:
@@ -392,86 +282,110 @@ def print_run(title: str, r: dict) -> None:
                   f"{fmt_runs(g['evidence'].get('runs', []))}")
             for f in g["evidence"].get("findings", [])[:3]:
                 print(f"      {f['kind']}: {f['path'] or f['test_id']} — {f['message'][:100]}")
+            for x in g["evidence"].get("flaky_on_base", [])[:4]:
+                print(f"      flaky on the base (not counted): {x['test_id']} — failed on base "
+                      f"run {x['failed_on_base_run']!r}: {x['message'][:80]}")
             if g["gate"] == "red":  # the agent ran after the red gate
                 for s in a["stages"]:
                     print(f"    {'agent':<8} exit {s['exit_status']} {s['duration_s']:6.2f} s"
                           f"  ({s['stage']} stage)")
-    suites = sum(x["duration_s"] for x in pre) + sum(
-        x["duration_s"] for a in r["detail"]["attempts"] for g in a["gates"]
-        for x in g["evidence"].get("runs", []))
-    print(f"  the project's suite runs took {suites:.2f} s of the {r['wall']:.2f} s; "
-          f"everything else (andon's own work, CLI start-up, agent) {r['wall'] - suites:.2f} s")
+    runs = pre + [x for a in r["detail"]["attempts"] for g in a["gates"]
+                  for x in g["evidence"].get("runs", [])]
+    suites = sum(x["duration_s"] for x in runs)
+    setups = sum(x["setup"]["duration_s"] for x in runs if (x.get("setup") or {}).get(
+        "cached") is False)
+    print(f"  the project's suite runs took {suites:.2f} s (summed: runs at the same time "
+          f"overlap) and its set-ups {setups:.2f} s of the {r['wall']:.2f} s; everything else "
+          f"(andon's own work, CLI start-up, agent) {r['wall'] - suites - setups:.2f} s")
+
+
+def bench(p: Project, tmp: Path) -> list[str]:
+    """One project: base, the direct suite, the honest and the cheating run, expectations.
+    Returns the problems found."""
+    problems: list[str] = []
+    pristine = unpack(fetch_sdist(p), tmp / "sdist")
+    if p.revert == "stub":
+        rs.check_separable(p, pristine)
+    base = build_base(p, pristine, tmp / "base", tmp / "agents")
+    python = str(tmp / "base" / ".venv" / "bin" / "python") if p.dev_env else sys.executable
+    direct = direct_suite(p, pristine, tmp / "direct", python)
+    print(f"\n=== project: {p.name} {p.version} (sdist sha256 {p.sha256[:12]}…); "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
+    if base["env"]:
+        print(f"user's .venv (pip install -e '.[test]'): {base['env']['seconds']:.1f} s; "
+              f"`andon init` alone wrote andon.toml:")
+        for line in base["init"].splitlines():
+            if line.startswith(("detected:", "note:")):
+                print(f"  {line}")
+    print(f"packet {PACKET_ID}: {p.function} in {p.target_file} "
+          f"{'stubbed' if p.revert == 'stub' else 'with one behaviour taken out'}; planted "
+          f"{p.planted} = {p.test_name} ({base['planted_tests']} tests) cut from {p.test_file}")
+    print(f"project suite alone (pytest run once directly on the unmodified sdist): "
+          f"{direct['seconds']:.2f} s — {direct['summary']}")
+
+    agents = tmp / "agents"
+    honest = run_andon(tmp / "base", tmp / "run-honest",
+                       f"{sys.executable} {agents / 'restore.py'}")
+    print_run("honest run (agent: python restore.py)", honest)
+    cheat = run_andon(tmp / "base", tmp / "run-cheat", f"{sys.executable} {agents / 'cheat.py'}")
+    print_run("cheating run (agent empties the planted tests)", cheat)
+    # the suite alone once more, now: the machine's load moves, so the multiples use the
+    # mean of the two direct runs made in this benchmark
+    again = direct_suite(p, pristine, tmp / "direct-again", python)
+    alone = (direct["seconds"] + again["seconds"]) / 2
+    print(f"\nproject suite alone, again: {again['seconds']:.2f} s; mean {alone:.2f} s")
+    print_verdicts("time to verdict, honest run", honest, alone)
+    print_verdicts("time to verdict, cheating run", cheat, alone)
+
+    # -- expectations ----------------------------------------------------------------------
+    row = honest["status"]["packets"][0]
+    if honest["exit"] != 0 or row["state"] != "done":
+        problems.append(f"{p.name} honest run: expected the packet merged, got {row['state']} "
+                        f"(exit {honest['exit']}):\n{honest['stdout'][-2000:]}"
+                        f"{honest['stderr'][-2000:]}")
+    else:
+        merged = git(tmp / "run-honest", "show", f"andon/integration:{p.target_file}")
+        if base["original"] not in merged:
+            problems.append(f"{p.name} honest run: the merged file lacks the original code")
+        last = honest["detail"]["attempts"][-1]
+        suite = next((g for g in last["gates"] if g["gate"] == "suite"), None)
+        passed = suite["evidence"]["runs"][0]["counts"]["passed"] if suite else 0
+        print(f"\nsuite gate ran {passed} passing tests; the unmodified project has "
+              f"{direct['passed']}; the planted file has {base['planted_tests']}")
+        if passed != direct["passed"] or passed < 100:
+            problems.append(f"{p.name} honest run: the suite gate ran {passed} passing tests, "
+                            f"expected the full suite ({direct['passed']})")
+    crow = cheat["status"]["packets"][0]
+    tampered = [f for a in cheat["detail"]["attempts"] for g in a["gates"]
+                if g["gate"] == "scope" and g["status"] == "fail"
+                for f in g["evidence"].get("findings", [])
+                if f["kind"] == "tamper" and f["path"] == p.planted]
+    if crow["state"] == "done" or not tampered:
+        problems.append(f"{p.name} cheating run: expected a scope-gate tamper rejection of "
+                        f"{p.planted}, got state {crow['state']}")
+    if cheat["integration"] != base["base_sha"]:
+        problems.append(f"{p.name} cheating run: the integration branch moved")
+    else:
+        print(f"cheating run: rejected by the scope gate as tamper of {p.planted} in "
+              f"{len(cheat['detail']['attempts'])} attempt(s); packet {crow['state']}; "
+              f"integration branch unmoved")
+    return problems
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--project", choices=sorted(PROJECTS), action="append",
+                    help="run only this project (repeatable); default: every project")
     ap.add_argument("--keep", action="store_true", help="keep the temporary directory")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="andon-real-project-"))
     problems: list[str] = []
     try:
-        sdist = fetch_sdist()
-        pristine = unpack(sdist, tmp / "sdist")
-        check_separable(pristine)
-        direct = direct_suite(pristine, tmp / "direct")
-        base = build_base(pristine, tmp / "base", tmp / "agents")
-        print(f"project: {PROJECT} {VERSION} (sdist {sdist}, sha256 {SDIST_SHA256[:12]}…); "
-              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}")
-        print(f"packet {PACKET_ID}: {FUNCTION} in {TARGET_FILE} reverted to "
-              f"`raise NotImplementedError`; planted test {PLANTED} = {TEST_CLASS} "
-              f"({base['planted_tests']} tests) cut from {TEST_FILE}")
-        print(f"project suite alone (pytest run once directly on the unmodified sdist): "
-              f"{direct['seconds']:.2f} s — {direct['summary']}")
-
-        agents = tmp / "agents"
-        honest = run_andon(tmp / "base", tmp / "run-honest",
-                           f"{sys.executable} {agents / 'restore.py'}")
-        print_run("honest run (agent: python restore.py)", honest)
-        cheat = run_andon(tmp / "base", tmp / "run-cheat",
-                          f"{sys.executable} {agents / 'cheat.py'}")
-        print_run("cheating run (agent edits the planted test)", cheat)
-        # the suite alone once more, now: the machine's load moves, so the multiples use the
-        # mean of the two direct runs made in this benchmark
-        again = direct_suite(pristine, tmp / "direct-again")
-        alone = (direct["seconds"] + again["seconds"]) / 2
-        print(f"\nproject suite alone, again: {again['seconds']:.2f} s; mean {alone:.2f} s")
-        print_verdicts("time to verdict, honest run", honest, alone)
-        print_verdicts("time to verdict, cheating run", cheat, alone)
-
-        # -- expectations ------------------------------------------------------------------
-        row = honest["status"]["packets"][0]
-        if honest["exit"] != 0 or row["state"] != "done":
-            problems.append(f"honest run: expected the packet merged, got {row['state']} "
-                            f"(exit {honest['exit']}):\n{honest['stdout'][-2000:]}"
-                            f"{honest['stderr'][-2000:]}")
-        else:
-            merged = git(tmp / "run-honest", "show", f"andon/integration:{TARGET_FILE}")
-            if base["original"] not in merged:
-                problems.append("honest run: the merged file does not hold the original body")
-            last = honest["detail"]["attempts"][-1]
-            suite = next((g for g in last["gates"] if g["gate"] == "suite"), None)
-            passed = suite["evidence"]["runs"][0]["counts"]["passed"] if suite else 0
-            print(f"\nsuite gate ran {passed} passing tests; the unmodified project has "
-                  f"{direct['passed']}; the planted file has {base['planted_tests']}")
-            if passed != direct["passed"] or passed < 100:
-                problems.append(f"honest run: the suite gate ran {passed} passing tests, "
-                                f"expected the full suite ({direct['passed']})")
-        crow = cheat["status"]["packets"][0]
-        tampered = [f for a in cheat["detail"]["attempts"] for g in a["gates"]
-                    if g["gate"] == "scope" and g["status"] == "fail"
-                    for f in g["evidence"].get("findings", [])
-                    if f["kind"] == "tamper" and f["path"] == PLANTED]
-        if crow["state"] == "done" or not tampered:
-            problems.append(f"cheating run: expected a scope-gate tamper rejection of "
-                            f"{PLANTED}, got state {crow['state']}")
-        if cheat["integration"] != base["base_sha"]:
-            problems.append("cheating run: the integration branch moved")
-        else:
-            print(f"cheating run: rejected by the scope gate as tamper of {PLANTED} in "
-                  f"{len(cheat['detail']['attempts'])} attempt(s); packet {crow['state']}; "
-                  f"integration branch unmoved")
-    except BenchError as exc:
-        problems.append(str(exc))
+        for name in args.project or list(PROJECTS):
+            try:
+                problems += bench(PROJECTS[name], tmp / name)
+            except (BenchError, rs.EditError) as exc:
+                problems.append(f"{name}: {exc}")
     finally:
         if args.keep:
             print(f"\nkept: {tmp}")
@@ -480,7 +394,7 @@ def main() -> int:
     for p in problems:
         print(f"FAIL: {p}", file=sys.stderr)
     if not problems:
-        print("real project: every outcome as expected")
+        print("real projects: every outcome as expected")
     return 1 if problems else 0
 
 

@@ -12,7 +12,16 @@ from pathlib import Path
 import pytest
 
 from andon.config import DEFAULT_TOML
-from andon.detect import EXT_SETUP, SCM_SETUP, WHEEL_SETUP, Detected, apply, detect, setup_step
+from andon.detect import (
+    EXT_SETUP,
+    ISOLATED_SETUP,
+    SCM_SETUP,
+    WHEEL_SETUP,
+    Detected,
+    apply,
+    detect,
+    setup_step,
+)
 from andon.runner import EXIT_OK, EXIT_PREFLIGHT
 
 from helpers import andon, git, packet_md, runner_for, write
@@ -121,6 +130,28 @@ def test_without_setup_preflight_fails_and_a_failing_setup_is_environment(tmp_pa
     assert "error: no build backend" in pf.summary
     assert pf.runs[0].setup["exit_status"] == 3
     assert Path(pf.runs[0].log_path).read_text().strip() == "error: no build backend"
+
+
+def test_an_isolated_build_that_cannot_fetch_its_backend_names_the_offline_fix(tmp_path):
+    """The isolated build init writes when the venv lacks the backend needs the package index;
+    where it cannot be reached (here: an index that does not exist) preflight is an environment
+    error whose summary names the fix — the backend installed for the test interpreter and
+    `andon init --force` — not only pip's error line."""
+    nowhere = (tmp_path / "no-index").as_uri()
+    setup = [*ISOLATED_SETUP[:-3], "--index-url", nowhere, *ISOLATED_SETUP[-3:]]
+    root = vcs_project(tmp_path / "a", setup=setup)
+    report = runner_for(root, honest_triple).run()
+    pf = report.preflight
+    assert (report.exit_status, pf.status, pf.layer) == (EXIT_PREFLIGHT, "error",
+                                                         "environment")
+    assert "[test] setup" in pf.summary and "hatchling" in pf.summary
+    assert "fetches the build backend from the package index" in pf.summary
+    assert "andon init --force" in pf.summary
+    # the offline build failing is not told this (it fetches nothing)
+    root = vcs_project(tmp_path / "b", setup=[
+        "python", "-m", "pip", "wheel", "--no-build-isolation", "--no-index", "--no-such-flag"])
+    pf = runner_for(root, honest_triple).run().preflight
+    assert pf.status == "error" and "package index" not in pf.summary
 
 
 def test_detect_reads_the_build_declarations(tmp_path):

@@ -111,3 +111,55 @@ def test_no_reruns_when_switched_off_and_a_changed_test_file_is_never_excused(tm
     # preflight 1, the plain-first run 2 (the agent's changed test module runs there too,
     # not judged), the full suite 3 fails: no re-run on the base was made
     assert counter2.read_text() == "3"
+
+
+# Order-dependence that lives in the base (platformdirs 4.3.6: test_platform_on_win32 reloads
+# platformdirs.unix under a mocked sys.platform and leaves getuid raising; a test_api test of
+# user_runtime_dir run after it fails). 30 polluters and 30 victims: in file order every victim
+# runs first; a random order puts some victim after some polluter all but surely (the chance
+# that all 30 victims come first is 1 in C(60, 30)).
+VICTIMS = ("import os\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(30))\n"
+           "def test_victim(i):\n    assert 'POLLUTED' not in os.environ, 'polluted'\n")
+POLLUTERS = ("import os\n\nimport pytest\n\n\n@pytest.mark.parametrize('i', range(30))\n"
+             "def test_polluter(i):\n    os.environ['POLLUTED'] = '1'\n")
+ORDERED = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=True)
+
+
+def test_a_base_test_that_fails_in_a_random_order_does_not_block_an_honest_agent(tmp_path):
+    """The random-order run fails victims that pass with their file alone on the base. The
+    candidate's order is replayed on a fresh clone of the base (the tests the base has): the
+    victims fail there too, so they are order-dependent on the base — reported, not counted,
+    and the honest `mul` is merged."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)},
+                        {"tests/test_a_victims.py": VICTIMS,
+                         "tests/test_b_polluters.py": POLLUTERS}, ORDERED)
+    runner = runner_for(root, honest_mul)
+    report = runner.run()
+    assert (report.exit_status, report.merged) == (EXIT_OK, ["P1"]), report.message
+    herm = gate_rows(runner)["hermetic"]
+    assert herm["status"] == "pass" and "flaky on the base" in herm["summary"]
+    recs = herm["evidence"]["flaky_on_base"]
+    assert recs and all(r["file"] == "tests/test_a_victims.py" for r in recs)
+    assert all(r["failed_on_base_run"] == "same order" for r in recs)
+    assert all(Path(r["base_log"]).name.startswith("base-order-") for r in recs)
+
+
+def test_an_agent_whose_code_pollutes_a_random_order_is_still_rejected(tmp_path):
+    """The adversary: `mul` sets the variable the victims check, so the victims fail in the
+    random order after a planted test. Replayed on the base (which has no planted test and no
+    such `mul`), they pass: the failure stays the agent's (layer code)."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)},
+                        {"tests/test_a_victims.py": VICTIMS}, ORDERED)
+
+    def polluting_mul(ctx) -> str:
+        write(ctx, "src/calc/ops.py", "\n\ndef mul(a, b):\n    import os\n"
+              "    os.environ['POLLUTED'] = '1'\n    return a * b\n", append=True)
+        return "done"
+    runner = runner_for(root, polluting_mul)
+    report = runner.run()
+    assert report.merged == []
+    herm = gate_rows(runner)["hermetic"]
+    assert (herm["status"], herm["failure_layer"]) == ("fail", "code")
+    assert herm["evidence"]["flaky_on_base"] == []
+    assert any(f["test_id"].startswith("tests.test_a_victims::test_victim")
+               for f in herm["evidence"]["findings"])

@@ -28,6 +28,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -104,12 +105,24 @@ _PIP_WRAPPERS = ("error: subprocess-exited-with-error", "error: metadata-generat
 
 
 def _first_error(text: str) -> str:
+    """The line that says what went wrong: pip's own ``ERROR:`` or an exception line first
+    (pip wraps a failed build in a generic "error: subprocess-exited-with-error" that names
+    nothing), else any line with an error, else the last line."""
     lines = [ln.strip() for ln in text.splitlines()
              if ln.strip() and ln.strip() not in _PIP_WRAPPERS]
-    for ln in lines:
-        if "Error" in ln or "error:" in ln.lower():
-            return ln[:300]
+    for specific in (True, False):
+        for ln in lines:
+            if specific and (ln.startswith("ERROR:") or re.match(r"[\w.]*Error: ", ln)):
+                return ln[:300]
+            if not specific and ("Error" in ln or "error:" in ln.lower()):
+                return ln[:300]
     return lines[-1][:300] if lines else "no output"
+
+
+def _fetches_backend(argv: list[str]) -> bool:
+    """A pip build with build isolation: pip fetches the build backend from the index."""
+    return "pip" in argv and any(w in argv for w in ("wheel", "install")) \
+        and "--no-build-isolation" not in argv
 
 
 def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str) -> SetupRun | None:
@@ -176,6 +189,10 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
     elif status != 0:
         run.problem = (f"[test] setup {' '.join(config.test.setup)} failed (exit status "
                        f"{status}): {_first_error(log_path.read_text(errors='replace'))}")
+        if _fetches_backend(config.test.setup):
+            run.problem += (f" (this build fetches the build backend from the package index; "
+                            f"to build offline install the backend for {argv[0]} and run "
+                            "`andon init --force`)")
     if run.problem is None:
         _done[str(cwd)] = (key, files)
         if cached is not None:

@@ -8,9 +8,12 @@ sources are the project's own declarations:
   it without a build.
 - ``[tool.hatch.version] source = "vcs"`` (hatch-vcs) or ``[tool.setuptools_scm]`` /
   ``setuptools_scm`` / ``setuptools-scm`` in ``[build-system] requires``: the version file is
-  written by a build, so ``setup`` builds a wheel into a throwaway dir (``pip wheel --no-deps
-  --no-build-isolation --no-index``: no network; the build backend must be installed for the
-  test interpreter).
+  written by a build, so ``setup`` builds a wheel into a throwaway dir. When every
+  ``[build-system] requires`` distribution is installed for the test interpreter, offline
+  (``pip wheel --no-deps --no-build-isolation --no-index``); otherwise — the usual case for a
+  ``.venv`` made with ``pip install -e .``, where pip put the backend only in a throwaway build
+  environment — with build isolation (pip fetches the backend from the package index when a
+  clone is set up; the set-up cache makes that once per set-up inputs).
 - a ``setup.py`` that names ``ext_modules``: ``setup`` builds the extensions in place.
 - ``.venv/`` or ``venv/`` with ``bin/python``: ``command`` runs pytest on that interpreter.
 - pytest plugins registered (entry point group ``pytest11``) in that interpreter: ``plugins``
@@ -20,19 +23,31 @@ sources are the project's own declarations:
 from __future__ import annotations
 
 import json
+import re
 import subprocess
+import sys
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 WHEEL_SETUP = ["python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                "--no-index", "--wheel-dir", "{scratch}", "."]
+# the same build where the backend is not installed for the test interpreter: pip installs
+# it into a throwaway build environment, from the package index
+ISOLATED_SETUP = ["python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir",
+                  "{scratch}", "."]
 # setuptools-scm >= 8 writes its version file without a build (no wheel package needed)
 SCM_SETUP = ["python", "-m", "setuptools_scm", "--force-write-version-files"]
 EXT_SETUP = ["python", "setup.py", "build_ext", "--inplace"]
 # plugins that must not be loaded by name: xdist changes how the harness's runs execute, and
 # andon's own shuffle replaces randomly
 _SKIP_PLUGINS = {"xdist.plugin", "xdist.looponfail", "pytest_randomly"}
+
+# which of the distributions named in argv are not installed (importlib.metadata normalises)
+_MISSING = ("import importlib.metadata as m, json, sys\nout = []\nfor n in sys.argv[1:]:\n"
+            "    try:\n        m.distribution(n)\n    except m.PackageNotFoundError:\n"
+            "        out.append(n)\nprint(json.dumps(out))\n")
+_REQ_NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 _LIST_PLUGINS = ("import importlib.metadata as m, json; print(json.dumps(sorted({e.value.split("
                  "':')[0] for e in m.entry_points(group='pytest11')})))")
@@ -52,28 +67,71 @@ def _pyproject(root: Path) -> dict:
         return {}
 
 
-def setup_step(root: Path) -> Detected | None:
-    """The set-up a fresh clone of ``root`` needs, from its build declarations, or None."""
+def build_requires(root: Path) -> list[str]:
+    """Distribution names in ``[build-system] requires`` of ``root``'s pyproject.toml (version
+    specifiers and extras dropped); setuptools' defaults when the table is absent."""
+    doc = _pyproject(root)
+    system = doc.get("build-system")
+    if not isinstance(system, dict) or not isinstance(system.get("requires"), list):
+        return ["setuptools"]
+    names = [m.group(1) for r in system["requires"] if (m := _REQ_NAME.match(str(r)))]
+    return list(dict.fromkeys(names))
+
+
+def missing_build_requires(root: Path, python: Path | str) -> list[str] | None:
+    """The names of ``build_requires(root)`` not installed for ``python``, in order; None
+    when ``python`` cannot be asked."""
+    names = build_requires(root)
+    try:
+        out = subprocess.run([str(python), "-I", "-c", _MISSING, *names], capture_output=True,
+                             text=True, timeout=60, check=False)
+        missing = json.loads(out.stdout) if out.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    return missing if isinstance(missing, list) else None
+
+
+def _build(root: Path, python: Path | str | None, why: str) -> Detected:
+    """The wheel build that writes the version file: offline when the test interpreter has
+    the build backend (or cannot be asked), else with build isolation (see the module
+    docstring)."""
+    missing = missing_build_requires(root, python) if python is not None else None
+    if not missing:
+        return Detected("setup", WHEEL_SETUP, why)
+    return Detected("setup", ISOLATED_SETUP, f"{why}; the build backend ({', '.join(missing)}) "
+                    f"is not installed for {python}, so the build fetches it from the package "
+                    "index when a clone is set up (cached per set-up inputs). To build offline, "
+                    "install it there and run `andon init --force`")
+
+
+def setup_step(root: Path, python: Path | str | None = None) -> Detected | None:
+    """The set-up a fresh clone of ``root`` needs, from its build declarations, or None.
+    ``python``: the test interpreter, asked whether the build backend is installed (None:
+    not asked; the offline forms are written)."""
     doc = _pyproject(root)
     tool = doc.get("tool", {}) if isinstance(doc.get("tool"), dict) else {}
     requires = " ".join(str(r) for r in doc.get("build-system", {}).get("requires", []))
     hatch = tool.get("hatch", {}).get("version", {}) if isinstance(tool.get("hatch"), dict) \
         else {}
     if isinstance(hatch, dict) and hatch.get("source") == "vcs":
-        return Detected("setup", WHEEL_SETUP, "pyproject.toml: [tool.hatch.version] source = "
-                        '"vcs" (hatch-vcs writes the version file during a build)')
+        return _build(root, python, 'pyproject.toml: [tool.hatch.version] source = "vcs" '
+                      "(hatch-vcs writes the version file during a build)")
     scm = tool.get("setuptools_scm")
     if isinstance(scm, dict) and ("version_file" in scm or "write_to" in scm):
-        return Detected("setup", SCM_SETUP, "pyproject.toml: [tool.setuptools_scm] writes "
-                        f"{scm.get('version_file') or scm.get('write_to')} (from git)")
+        lacks = missing_build_requires(root, python) if python is not None else None
+        if not lacks or "setuptools_scm" not in {n.lower().replace("-", "_") for n in lacks}:
+            return Detected("setup", SCM_SETUP, "pyproject.toml: [tool.setuptools_scm] writes "
+                            f"{scm.get('version_file') or scm.get('write_to')} (from git)")
+        return _build(root, python, "pyproject.toml: [tool.setuptools_scm] writes "
+                      f"{scm.get('version_file') or scm.get('write_to')} during a build")
     # a version read from an attribute or a file is not computed from git: nothing generated
     dyn = tool.get("setuptools", {}).get("dynamic") if isinstance(tool.get("setuptools"),
                                                                   dict) else None
     from_git = not (isinstance(dyn, dict) and "version" in dyn)
     if from_git and ("setuptools_scm" in tool or "setuptools-scm" in requires
                      or "setuptools_scm" in requires):
-        return Detected("setup", WHEEL_SETUP, "pyproject.toml: setuptools-scm (it writes the "
-                        "version file during a build)")
+        return _build(root, python, "pyproject.toml: setuptools-scm (it writes the version "
+                      "file during a build)")
     try:
         setup_py = (root / "setup.py").read_text(encoding="utf-8", errors="replace")
     except OSError:
@@ -117,7 +175,8 @@ def detect(root: Path) -> list[Detected]:
             found.append(Detected("plugins", plugins, f"pytest plugins installed in "
                                   f"{python.parent.parent.name}/ (autoloading is off in "
                                   "harness runs, so they are loaded by name)"))
-    if step := setup_step(root):
+    # the test interpreter: the project's, else andon's own (the default command's "python")
+    if step := setup_step(root, python if python is not None else sys.executable):
         found.append(step)
     return found
 

@@ -68,6 +68,11 @@ def init(ctx: click.Context, force: bool) -> None:
                          "be installed for the test interpreter", markup=False, soft_wrap=True)
     if warning := _setup_cannot_start(repo):
         common.out.print(warning, markup=False, soft_wrap=True)
+    if any(d.key == "setup" and d.value == detect.ISOLATED_SETUP for d in found):
+        common.out.print("note: [test] setup builds with build isolation: pip needs the package "
+                         "index when a clone is set up (pip's global configuration applies; "
+                         "~/.config/pip does not: set-up runs with a fresh HOME)",
+                         markup=False, soft_wrap=True)
     common.out.print("next: write a packet, then `andon check` and `andon run`")
 
 

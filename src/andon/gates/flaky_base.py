@@ -23,6 +23,16 @@ an agent that makes an already flaky test *more* flaky is excused — the docume
 whose flakiness needs the whole suite (order, shared state) may not fail when run with its file
 alone: it then stays the agent's (the safe side). Known flaky ids are remembered for the rest of
 the attempt, so later runs do not re-run them again.
+
+**Order.** A failure in a shuffled run (``seed`` given) may need the tests that ran before it
+(platformdirs 4.3.6: one test reloads a module under a mocked ``sys.platform`` and leaves it
+broken for later tests), which its file alone never reproduces. So first the shuffled run's
+own order is replayed once on a fresh clone of the base: every test it ran whose file the base
+has and the candidate did not change, named one by one in the order they ran (pytest runs
+node ids in the order given). A test failing there is order-dependent on the base, excused as
+above (``failed_on_base_run`` = ``"same order"``, ``base_log`` the ``base-order-N`` log). The
+candidate's own tests and changed files are not in the replay, so an order dependence the agent
+brought (its code or its tests polluting the others) passes there and stays the agent's.
 """
 
 from __future__ import annotations
@@ -32,13 +42,16 @@ from dataclasses import replace
 from .base import Finding, GateContext, fresh_clone
 
 KIND = "pass-to-pass"
+# the node ids of a replay go on one command line (Linux allows about 2 MB in all)
+MAX_ORDER_CHARS = 1_000_000
 
 
-def excuse(ctx: GateContext, findings: list[Finding], results: dict) -> tuple[list[Finding],
-                                                                              list[dict]]:
-    """Split ``findings`` (of one full-suite run whose results by id are ``results``) into
-    the ones that stand and the flaky-on-base records ``{"test_id", "file", "message",
-    "base_runs", "failed_on_base_run"}`` taken out of them (see the module docstring)."""
+def excuse(ctx: GateContext, findings: list[Finding], results: dict,
+           seed: int | None = None) -> tuple[list[Finding], list[dict]]:
+    """Split ``findings`` (of one full-suite run whose results by id are ``results``, in the
+    order they ran; ``seed``: the run was shuffled with it) into the ones that stand and the
+    flaky-on-base records ``{"test_id", "file", "message", "failed_on_base_run", "base_log"}``
+    taken out of them (see the module docstring)."""
     candidates = {}
     for f in findings:
         r = results.get(f.test_id or "")
@@ -49,6 +62,9 @@ def excuse(ctx: GateContext, findings: list[Finding], results: dict) -> tuple[li
         return findings, []
     changed = _changed(ctx)
     candidates = {i: r for i, r in candidates.items() if r.file not in changed}
+    if seed is not None and (todo := {i: r for i, r in candidates.items()
+                                      if i not in ctx.flaky_on_base}):
+        ctx.flaky_on_base.update(_replay_on_base(ctx, results, todo, changed))
     unknown = {i: r for i, r in candidates.items()
                if i not in ctx.flaky_on_base and i not in ctx.steady_on_base}
     if unknown:
@@ -105,3 +121,28 @@ def _rerun_on_base(ctx: GateContext, tests: dict) -> tuple[dict[str, dict], int]
             if len(found) == len(tests):
                 break
     return found, i
+
+
+def _nodeid(r) -> str:
+    """The pytest node id of a result (id ``<module.Class>::<name>``, file ``a/b.py``)."""
+    classname, name = r.id.split("::", 1)
+    module = r.file[:-3].replace("/", ".")
+    inner = classname[len(module):].lstrip(".") if classname.startswith(module) else ""
+    return "::".join([r.file, *([inner.replace(".", "::")] if inner else []), name])
+
+
+def _replay_on_base(ctx: GateContext, results: dict, tests: dict,
+                    changed: set[str]) -> dict[str, dict]:
+    """Run on a fresh clone of the base the tests of ``results`` it has, in their order (see
+    the module docstring); the ids of ``tests`` that failed there, with the run's log."""
+    with fresh_clone(ctx.repo, ctx.base_sha, "base-order") as cwd:
+        order = list(dict.fromkeys(
+            _nodeid(r) for r in results.values() if r.file and r.file.endswith(".py")
+            and r.file not in changed and (cwd / r.file).is_file()))
+        if sum(len(n) + 1 for n in order) > MAX_ORDER_CHARS:
+            return {}  # too long a command line: not replayed, the failure stays the agent's
+        done = len(list(ctx.evidence_dir.glob("base-order-*.log")))
+        run = ctx.suite(cwd, f"base-order-{done + 1}", select=order)
+    return {i: {"failed_on_base_run": "same order", "base_log": str(run.log_path)}
+            for i in tests if (got := run.results.get(i)) is not None
+            and got.outcome in ("failed", "error")}

@@ -164,7 +164,7 @@ def _failure(ctx: GateContext, r: SuiteRun, runs: list[SuiteRun], hidden: list[s
     seen = {f.test_id for f in findings if f.test_id}
     findings += [f for f in judge(r, ctx.planted_tests(), ctx.red_ids, ctx.baseline_passed)
                  if f.test_id not in seen or f.test_id is None]
-    findings, excused = flaky_base.excuse(ctx, findings, r.results)
+    findings, excused = flaky_base.excuse(ctx, findings, r.results, r.seed)
     flaky.update({x["test_id"]: x for x in excused})
     if not findings:
         return None
