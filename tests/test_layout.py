@@ -23,7 +23,6 @@ TOO_LONG_TODAY = {
     "runner.py": 571,          # refuses a committed hidden test up front; says a cached preflight
     "workspace.py": 516,
     "config.py": 451,          # [test] setup and jobs, [gates] base_reruns and the suite-run budget
-    "runners/pytest.py": 424,  # the plain profile
 }
 
 
