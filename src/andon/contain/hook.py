@@ -130,7 +130,10 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             state["seen_impls"][h] = list(impls)
             for i in impls:
                 state["ok_ids"].add(id(i))
+        cfg = by_name.get("_pytest.config")
+        config_class = cfg[2].get("Config") if cfg is not None else None
         return {"mods": mods, "classes": classes, "funcs": funcs, "pm": pm, "n2p": n2p,
+                "config_class": config_class if _isinst(config_class, type) else None,
                 "path": path,
                 "n2p_copy": dict(n2p), "hooks": hooks_now, "relay": relay}
 
@@ -178,9 +181,26 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         return "object of " + (cm if _type(cm) is _str else "?") + "." + (
             qn if _type(qn) is _str else "?")
 
+    def _expected(qual, key, now, _st=state, _type=type, _oga=object.__getattribute__,
+                  _dict=dict):
+        """pytest's own debugging plugin, at configure: ``pytestPDB._pluginmanager`` becomes
+        the armed plugin manager and ``pytestPDB._config`` the Config that owns it (undone at
+        unconfigure). Only exactly those values are expected; anything else stays a change."""
+        if qual != "_pytest.debugging.pytestPDB":
+            return False
+        pm = _st["snap"]["pm"]
+        if key == "_pluginmanager":
+            return now is pm
+        if key == "_config":
+            cfg = _st["snap"]["config_class"]
+            return cfg is not None and _type(now) is cfg \
+                and _dict.get(_oga(now, "__dict__"), "pluginmanager") is pm
+        return False
+
     def _compare(full, _st=state, _type=type, _str=str, _Mod=types.ModuleType,
                  _tdict=type.__dict__["__dict__"].__get__, _oga=object.__getattribute__,
                  _miss=miss, _len=len, _say=_say, _late_ok=_late_ok, _describe=_describe,
+                 _expected=_expected,
                  _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_,
                  every_hooks=frozenset(("pytest_runtest_makereport", "pytest_runtest_call",
                                         "pytest_pyfunc_call", "pytest_runtest_logreport",
@@ -211,7 +231,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             d = _tdict(cls)
             for k, v in copy.items():
                 now = types.MappingProxyType.get(d, k, _miss)
-                if now is not v:
+                if now is not v and not _expected(qual, k, now):
                     found.append((qual + "." + k + (" removed" if now is _miss else
                                                     " replaced"), crit))
             if _len(d) != _len(copy):
@@ -335,5 +355,5 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             pass
 
     state["hook"] = hook
-    state["helpers"] = (_say, _attr_event, _snapshot, _compare, _late_ok, _describe)
+    state["helpers"] = (_say, _attr_event, _snapshot, _compare, _late_ok, _describe, _expected)
     sys.addaudithook(hook)

@@ -261,7 +261,7 @@ def run_suite(
         selected.append(canary.path)
     args += selected
 
-    channel = Channel() if start.interpreter else None
+    channel = Channel(canary.path if canary else "") if start.interpreter else None
     try:
         home = scratch / "home"
         if channel is not None and start.interpreter is not None:
