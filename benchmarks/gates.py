@@ -55,44 +55,56 @@ from andon.demo import GIT_ENV, build_project, demo_runner
 from andon.gates import mutation
 
 
-def verdict_overhead(n: int, repeats: int) -> int:
-    """Median seconds of a suite run of ``n`` tests with and without the channel+canaries."""
+def _suite(proj: Path, n: int, work_ms: float) -> None:
+    """``n`` tests in modules of 50; each test spins ``work_ms`` ms of its thread's CPU first."""
+    (proj / "tests").mkdir(parents=True)
+    spin = (f"    t = time.thread_time() + {work_ms / 1e3}\n"
+            "    while time.thread_time() < t:\n        pass\n") if work_ms else ""
+    for f in range(n // 50):
+        body = "".join(f"\n\ndef test_{f}_{i}():\n{spin}    assert {i} + 1 == {i + 1}\n"
+                       for i in range(50))
+        (proj / "tests" / f"test_gen_{f}.py").write_text("import time\n" + body)
+
+
+def verdict_overhead(n: int, repeats: int, work_ms: float = 5.0) -> int:
+    """Median seconds of a suite run of ``n`` tests with and without the channel+canaries, on
+    trivial tests and on tests doing ``work_ms`` ms of CPU each; both ratios printed."""
     from andon.runners.pytest import run_suite
 
     work = Path(tempfile.mkdtemp())
-    proj = work / "proj"
-    (proj / "tests").mkdir(parents=True)
-    for f in range(n // 50):
-        body = "".join(f"\n\ndef test_{f}_{i}():\n    assert {i} + 1 == {i + 1}\n"
-                       for i in range(50))
-        (proj / "tests" / f"test_gen_{f}.py").write_text(body)
+    suites = {"trivial": work / "trivial", f"{work_ms:g} ms/test": work / "work"}
+    _suite(suites["trivial"], n, 0)
+    _suite(suites[f"{work_ms:g} ms/test"], n, work_ms)
     unmapped = ["/bin/sh", "-c", 'exec "$0" -m pytest "$@"', sys.executable]
     import resource
 
-    times: dict[str, list[float]] = {"channel+canaries": [], "no channel": []}
-    cpu: dict[str, list[float]] = {k: [] for k in times}
-    for i in range(repeats):
-        for label, walls in times.items():
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = run_suite([sys.executable, "-m", "pytest"] if label != "no channel" else unmapped,
-                          proj, work / "ev", f"{label.replace('+', '-').replace(' ', '-')}-{i}",
-                          canaries=["tests/test_gen_0.py"] if label != "no channel" else None,
-                          network="on")
-            assert len(r.results) == n and not r.forged, (r.report_problem, r.forged)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            walls.append(r.duration_s)
-            cpu[label].append(after.ru_utime + after.ru_stime - before.ru_utime
-                              - before.ru_stime)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
-    for k, v in med.items():
-        print(f"{k:18} wall median {v:6.3f} s, CPU median {mcpu[k]:6.3f} s "
-              f"(wall: {', '.join(f'{x:.2f}' for x in times[k])})")
-    base, ch = "no channel", "channel+canaries"
-    print(f"ratio channel+canaries / no channel: wall {med[ch] / med[base]:.3f}, "
-          f"CPU {mcpu[ch] / mcpu[base]:.3f}; per test: "
-          f"{(mcpu[ch] - mcpu[base]) / n * 1e3:.3f} ms CPU, {(med[ch] - med[base]) / n * 1e3:.3f} "
-          "ms wall")
+    labels = ("channel+canaries", "no channel")
+    times = {(s, lb): list[float]() for s in suites for lb in labels}
+    cpu = {k: list[float]() for k in times}
+    for i in range(repeats):  # interleaved: the machine's load changes under a run
+        for suite, proj in suites.items():
+            for label in labels:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                ch = label != "no channel"
+                r = run_suite([sys.executable, "-m", "pytest"] if ch else unmapped, proj,
+                              work / "ev", f"run-{i}", network="on",
+                              canaries=["tests/test_gen_0.py"] if ch else None)
+                assert len(r.results) == n and not r.forged, (r.report_problem, r.forged)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                times[suite, label].append(r.duration_s)
+                cpu[suite, label].append(after.ru_utime + after.ru_stime - before.ru_utime
+                                         - before.ru_stime)
+    print(f"N={n}, {repeats} repeats, load {os.getloadavg()[0]:.1f}")
+    for suite in suites:
+        med = {lb: statistics.median(times[suite, lb]) for lb in labels}
+        mcpu = {lb: statistics.median(cpu[suite, lb]) for lb in labels}
+        for lb in labels:
+            print(f"{suite:>12} {lb:18} wall median {med[lb]:6.3f} s, CPU median "
+                  f"{mcpu[lb]:6.3f} s (CPU: {', '.join(f'{x:.2f}' for x in cpu[suite, lb])})")
+        ch, base = labels
+        print(f"{suite:>12} ratio channel+canaries / no channel: wall {med[ch] / med[base]:.3f}, "
+              f"CPU {mcpu[ch] / mcpu[base]:.3f}; per test: "
+              f"{(mcpu[ch] - mcpu[base]) / n * 1e3:.3f} ms CPU")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
@@ -104,9 +116,11 @@ def main() -> int:
     ap.add_argument("--verdict-overhead", type=int, metavar="N", default=0,
                     help="only measure the verdict channel on a generated suite of N tests")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--work-ms", type=float, default=5.0,
+                    help="CPU each test of the realistic suite spends (--verdict-overhead)")
     args = ap.parse_args()
     if args.verdict_overhead:
-        return verdict_overhead(args.verdict_overhead, args.repeats)
+        return verdict_overhead(args.verdict_overhead, args.repeats, args.work_ms)
 
     tmp = Path(tempfile.mkdtemp(prefix="andon-bench-gates-"))
     try:
