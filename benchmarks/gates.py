@@ -15,27 +15,35 @@ time; then the mutation scores it saw. Exits 0 (a measurement), 1 if the run its
 Run: ``.venv/bin/python benchmarks/gates.py [--flaky-runs 4] [--keep]``
 
 ``--verdict-overhead N`` measures only what the verdict channel and the canaries add to one
-suite run (docs/gates.md, "What the verdict is read from"): a generated suite of N tests, run
-alternately through boot.py with canaries and the old way (a command the channel cannot map,
-so no channel, no canaries), ``--repeats`` times each; prints the medians and their ratio.
-Measured 2026-11-30 on the shared 2-core machine (load average 7-10), N=500 trivial tests, 3
-repeats: wall 12.0 s vs 10.7 s (ratio 1.13), CPU 3.34 s vs 2.73 s (ratio 1.22); again at the
-final commit: wall 9.25 s vs 7.41 s (1.25), CPU 3.20 s vs 2.55 s (1.25); on a 1-test
-suite the start-up adds ~0.08 s CPU and the canaries ~0.1-0.15 s (their failures' reports). The
-per-test part is the outcome line and the check of the report's path (~1 ms/test here): over
-the "few percent" target for suites of trivial tests; smaller for real tests.
+suite run (docs/gates.md, "What the verdict is read from"), on two generated suites of N tests:
+trivial tests, and tests that each spin ``--work-ms`` (5) ms of CPU first (closer to a real
+suite). Each is run alternately through boot.py with canaries and the old way (a command the
+channel cannot map, so no channel, no canaries), ``--repeats`` times, interleaved; prints the
+medians of wall and child CPU seconds and the ratio for each suite.
 
-Issue 19 follow-up (branch holes), same machine, load average 11-15, before (f9be083) and after
-run back to back: this mode at N=500, 3 repeats: before wall 1.18 / CPU 1.20 and wall 1.32 /
-CPU 1.43, after wall 1.49 / CPU 1.23 — at this load the spread between repeats (±1 ms CPU per
-test) is larger than what changed. Without canaries, N=1000, 5 repeats: the channel's CPU per
-test 0.332 ms before, 0.327 ms after. Timed inside the test process (thread CPU time around each
-``sys.audit`` of the plugin, 500 tests, two runs each): the check after each test 129-148 us
-before, 57-65 us after (identity check of the report hooks' implementation lists, each
-implementation's function only in the full checks); an outcome line 61-92 us before, 48-55 us
-after (lines batched per ~4 KB, one wake-up of the harness per batch instead of per test). The
-events are ~0.1 ms of a trivial test's ~6 ms CPU here; the rest of the measured difference is
-pluggy calling the plugin's hooks (a hookwrapper per phase) and the canaries' failure reports.
+Where the time went (profiled 2026-11-30: ``-X importtime`` and cProfile of the test process,
+N=500): start-up — ``pluggy.__version__`` reads the distribution's metadata (importlib.metadata
+and the email parser) in every run, and hook.py is compiled from source (``-B``, an editable
+install has no ``.pyc``); the canaries — a failing canary's long traceback reads the module's
+source, parses it and, on the run's first failure, ``inspect.getmodule`` walks every loaded
+module (most of the canaries' ~60 ms); per test — an old-style ``makereport`` hookwrapper per
+phase (pluggy wraps each in a generator and a ``Result``), two audit events (the outcome line and
+the check of the report's path), and every other audit event of the process (~23 a test:
+``object.__getattr__``, ``builtins.id``, ``os.putenv`` …) entering the hook, each attribute
+event running a generator. Cut: one new-style wrapper, a failing canary's report is its
+exception line (the plugin learns the canary module through the nonce pipe), the pluggy
+version from its ``dist-info`` name, the per-test check over only the report's hooks, the
+attribute event's identity test in C. Left: compiling hook.py per run, the outcome line and the
+check (~0.1 ms a test), the hook's entry for every audit event.
+
+Measured 2026-11-30 on the shared 2-core machine at load average 22-28 (other helpers' test
+runs), N=500: after (branch channel, 5 repeats) trivial CPU 2.17 s vs 1.94 s — ratio 1.12, wall
+1.01, 0.46 ms CPU a test; 5 ms/test CPU 5.25 s vs 5.10 s — ratio 1.03, wall 1.00, 0.29 ms a
+test. Before (39009a3, same script, 3 repeats, right after): trivial CPU 1.20, wall 1.08, 0.77 ms
+a test; 5 ms/test CPU 1.08, wall 0.99, 0.77 ms a test. At this load the spread between repeats
+of one configuration is ±0.3 s CPU (±15 %), as large as what changed: read the ratios as a
+direction, not a digit. A suite of real tests is within the "few percent"; a suite of 500
+trivial tests (each ~4 ms of pytest's own CPU) is not yet.
 """
 
 from __future__ import annotations
