@@ -42,7 +42,7 @@ runs), N=500: after (branch channel, 5 repeats) trivial CPU 2.17 s vs 1.94 s —
 test. Before (39009a3, same script, 3 repeats, right after): trivial CPU 1.20, wall 1.08, 0.77 ms
 a test; 5 ms/test CPU 1.08, wall 0.99, 0.77 ms a test. At this load the spread between repeats
 of one configuration is ±0.3 s CPU (±15 %), as large as what changed: read the ratios as a
-direction, not a digit. Again after, at load 5-6, 3 repeats: trivial CPU 1.40 s vs 1.48 s — ratio
+direction, not a digit. Again after, at load 5-6, 3 repeats: trivial CPU 1.48 s vs 1.40 s — ratio
 1.06, 0.16 ms a test; 5 ms/test CPU ratio 1.06; wall 1.12 and 1.34, but the wall time of one
 and the same run varies 2.5-6.0 s here (200 tests of 5 ms, 5 repeats each: CPU ratio 1.03, wall
 medians 3.8 s without and 3.4 s with the channel): CPU is the figure to read. A suite of real
