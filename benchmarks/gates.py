@@ -15,27 +15,39 @@ time; then the mutation scores it saw. Exits 0 (a measurement), 1 if the run its
 Run: ``.venv/bin/python benchmarks/gates.py [--flaky-runs 4] [--keep]``
 
 ``--verdict-overhead N`` measures only what the verdict channel and the canaries add to one
-suite run (docs/gates.md, "What the verdict is read from"): a generated suite of N tests, run
-alternately through boot.py with canaries and the old way (a command the channel cannot map,
-so no channel, no canaries), ``--repeats`` times each; prints the medians and their ratio.
-Measured 2026-11-30 on the shared 2-core machine (load average 7-10), N=500 trivial tests, 3
-repeats: wall 12.0 s vs 10.7 s (ratio 1.13), CPU 3.34 s vs 2.73 s (ratio 1.22); again at the
-final commit: wall 9.25 s vs 7.41 s (1.25), CPU 3.20 s vs 2.55 s (1.25); on a 1-test
-suite the start-up adds ~0.08 s CPU and the canaries ~0.1-0.15 s (their failures' reports). The
-per-test part is the outcome line and the check of the report's path (~1 ms/test here): over
-the "few percent" target for suites of trivial tests; smaller for real tests.
+suite run (docs/gates.md, "What the verdict is read from"), on two generated suites of N tests:
+trivial tests, and tests that each spin ``--work-ms`` (5) ms of CPU first (closer to a real
+suite). Each is run alternately through boot.py with canaries and the old way (a command the
+channel cannot map, so no channel, no canaries), ``--repeats`` times, interleaved; prints the
+medians of wall and child CPU seconds and the ratio for each suite.
 
-Issue 19 follow-up (branch holes), same machine, load average 11-15, before (f9be083) and after
-run back to back: this mode at N=500, 3 repeats: before wall 1.18 / CPU 1.20 and wall 1.32 /
-CPU 1.43, after wall 1.49 / CPU 1.23 — at this load the spread between repeats (±1 ms CPU per
-test) is larger than what changed. Without canaries, N=1000, 5 repeats: the channel's CPU per
-test 0.332 ms before, 0.327 ms after. Timed inside the test process (thread CPU time around each
-``sys.audit`` of the plugin, 500 tests, two runs each): the check after each test 129-148 us
-before, 57-65 us after (identity check of the report hooks' implementation lists, each
-implementation's function only in the full checks); an outcome line 61-92 us before, 48-55 us
-after (lines batched per ~4 KB, one wake-up of the harness per batch instead of per test). The
-events are ~0.1 ms of a trivial test's ~6 ms CPU here; the rest of the measured difference is
-pluggy calling the plugin's hooks (a hookwrapper per phase) and the canaries' failure reports.
+Where the time went (profiled 2026-11-30: ``-X importtime`` and cProfile of the test process,
+N=500): start-up — ``pluggy.__version__`` reads the distribution's metadata (importlib.metadata
+and the email parser) in every run, and hook.py is compiled from source (``-B``, an editable
+install has no ``.pyc``); the canaries — a failing canary's long traceback reads the module's
+source, parses it and, on the run's first failure, ``inspect.getmodule`` walks every loaded
+module (most of the canaries' ~60 ms); per test — an old-style ``makereport`` hookwrapper per
+phase (pluggy wraps each in a generator and a ``Result``), two audit events (the outcome line and
+the check of the report's path), and every other audit event of the process (~23 a test:
+``object.__getattr__``, ``builtins.id``, ``os.putenv`` …) entering the hook, each attribute
+event running a generator. Cut: one new-style wrapper, a failing canary's report is its
+exception line (the plugin learns the canary module through the nonce pipe), the pluggy
+version from its ``dist-info`` name, the per-test check over only the report's hooks, the
+attribute event's identity test in C. Left: compiling hook.py per run, the outcome line and the
+check (~0.1 ms a test), the hook's entry for every audit event.
+
+Measured 2026-11-30 on the shared 2-core machine at load average 22-28 (other helpers' test
+runs), N=500: after (branch channel, 5 repeats) trivial CPU 2.17 s vs 1.94 s — ratio 1.12, wall
+1.01, 0.46 ms CPU a test; 5 ms/test CPU 5.25 s vs 5.10 s — ratio 1.03, wall 1.00, 0.29 ms a
+test. Before (39009a3, same script, 3 repeats, right after): trivial CPU 1.20, wall 1.08, 0.77 ms
+a test; 5 ms/test CPU 1.08, wall 0.99, 0.77 ms a test. At this load the spread between repeats
+of one configuration is ±0.3 s CPU (±15 %), as large as what changed: read the ratios as a
+direction, not a digit. Again after, at load 5-6, 3 repeats: trivial CPU 1.48 s vs 1.40 s — ratio
+1.06, 0.16 ms a test; 5 ms/test CPU ratio 1.06; wall 1.12 and 1.34, but the wall time of one
+and the same run varies 2.5-6.0 s here (200 tests of 5 ms, 5 repeats each: CPU ratio 1.03, wall
+medians 3.8 s without and 3.4 s with the channel): CPU is the figure to read. A suite of real
+tests is within the "few percent"; a suite of 500 trivial tests (each ~3-4 ms of pytest's own
+CPU) is at 5-12 % depending on the load.
 """
 
 from __future__ import annotations
@@ -55,44 +67,56 @@ from andon.demo import GIT_ENV, build_project, demo_runner
 from andon.gates import mutation
 
 
-def verdict_overhead(n: int, repeats: int) -> int:
-    """Median seconds of a suite run of ``n`` tests with and without the channel+canaries."""
+def _suite(proj: Path, n: int, work_ms: float) -> None:
+    """``n`` tests in modules of 50; each test spins ``work_ms`` ms of its thread's CPU first."""
+    (proj / "tests").mkdir(parents=True)
+    spin = (f"    t = time.thread_time() + {work_ms / 1e3}\n"
+            "    while time.thread_time() < t:\n        pass\n") if work_ms else ""
+    for f in range(n // 50):
+        body = "".join(f"\n\ndef test_{f}_{i}():\n{spin}    assert {i} + 1 == {i + 1}\n"
+                       for i in range(50))
+        (proj / "tests" / f"test_gen_{f}.py").write_text("import time\n" + body)
+
+
+def verdict_overhead(n: int, repeats: int, work_ms: float = 5.0) -> int:
+    """Median seconds of a suite run of ``n`` tests with and without the channel+canaries, on
+    trivial tests and on tests doing ``work_ms`` ms of CPU each; both ratios printed."""
     from andon.runners.pytest import run_suite
 
     work = Path(tempfile.mkdtemp())
-    proj = work / "proj"
-    (proj / "tests").mkdir(parents=True)
-    for f in range(n // 50):
-        body = "".join(f"\n\ndef test_{f}_{i}():\n    assert {i} + 1 == {i + 1}\n"
-                       for i in range(50))
-        (proj / "tests" / f"test_gen_{f}.py").write_text(body)
+    suites = {"trivial": work / "trivial", f"{work_ms:g} ms/test": work / "work"}
+    _suite(suites["trivial"], n, 0)
+    _suite(suites[f"{work_ms:g} ms/test"], n, work_ms)
     unmapped = ["/bin/sh", "-c", 'exec "$0" -m pytest "$@"', sys.executable]
     import resource
 
-    times: dict[str, list[float]] = {"channel+canaries": [], "no channel": []}
-    cpu: dict[str, list[float]] = {k: [] for k in times}
-    for i in range(repeats):
-        for label, walls in times.items():
-            before = resource.getrusage(resource.RUSAGE_CHILDREN)
-            r = run_suite([sys.executable, "-m", "pytest"] if label != "no channel" else unmapped,
-                          proj, work / "ev", f"{label.replace('+', '-').replace(' ', '-')}-{i}",
-                          canaries=["tests/test_gen_0.py"] if label != "no channel" else None,
-                          network="on")
-            assert len(r.results) == n and not r.forged, (r.report_problem, r.forged)
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            walls.append(r.duration_s)
-            cpu[label].append(after.ru_utime + after.ru_stime - before.ru_utime
-                              - before.ru_stime)
-    med = {k: statistics.median(v) for k, v in times.items()}
-    mcpu = {k: statistics.median(v) for k, v in cpu.items()}
-    for k, v in med.items():
-        print(f"{k:18} wall median {v:6.3f} s, CPU median {mcpu[k]:6.3f} s "
-              f"(wall: {', '.join(f'{x:.2f}' for x in times[k])})")
-    base, ch = "no channel", "channel+canaries"
-    print(f"ratio channel+canaries / no channel: wall {med[ch] / med[base]:.3f}, "
-          f"CPU {mcpu[ch] / mcpu[base]:.3f}; per test: "
-          f"{(mcpu[ch] - mcpu[base]) / n * 1e3:.3f} ms CPU, {(med[ch] - med[base]) / n * 1e3:.3f} "
-          "ms wall")
+    labels = ("channel+canaries", "no channel")
+    times = {(s, lb): list[float]() for s in suites for lb in labels}
+    cpu = {k: list[float]() for k in times}
+    for i in range(repeats):  # interleaved: the machine's load changes under a run
+        for suite, proj in suites.items():
+            for label in labels:
+                before = resource.getrusage(resource.RUSAGE_CHILDREN)
+                ch = label != "no channel"
+                r = run_suite([sys.executable, "-m", "pytest"] if ch else unmapped, proj,
+                              work / "ev", f"run-{i}", network="on",
+                              canaries=["tests/test_gen_0.py"] if ch else None)
+                assert len(r.results) == n and not r.forged, (r.report_problem, r.forged)
+                after = resource.getrusage(resource.RUSAGE_CHILDREN)
+                times[suite, label].append(r.duration_s)
+                cpu[suite, label].append(after.ru_utime + after.ru_stime - before.ru_utime
+                                         - before.ru_stime)
+    print(f"N={n}, {repeats} repeats, load {os.getloadavg()[0]:.1f}")
+    for suite in suites:
+        med = {lb: statistics.median(times[suite, lb]) for lb in labels}
+        mcpu = {lb: statistics.median(cpu[suite, lb]) for lb in labels}
+        for lb in labels:
+            print(f"{suite:>12} {lb:18} wall median {med[lb]:6.3f} s, CPU median "
+                  f"{mcpu[lb]:6.3f} s (CPU: {', '.join(f'{x:.2f}' for x in cpu[suite, lb])})")
+        ch, base = labels
+        print(f"{suite:>12} ratio channel+canaries / no channel: wall {med[ch] / med[base]:.3f}, "
+              f"CPU {mcpu[ch] / mcpu[base]:.3f}; per test: "
+              f"{(mcpu[ch] - mcpu[base]) / n * 1e3:.3f} ms CPU")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
@@ -104,9 +128,11 @@ def main() -> int:
     ap.add_argument("--verdict-overhead", type=int, metavar="N", default=0,
                     help="only measure the verdict channel on a generated suite of N tests")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--work-ms", type=float, default=5.0,
+                    help="CPU each test of the realistic suite spends (--verdict-overhead)")
     args = ap.parse_args()
     if args.verdict_overhead:
-        return verdict_overhead(args.verdict_overhead, args.repeats)
+        return verdict_overhead(args.verdict_overhead, args.repeats, args.work_ms)
 
     tmp = Path(tempfile.mkdtemp(prefix="andon-bench-gates-"))
     try:

@@ -20,7 +20,7 @@ AndonError
 │                               arguments (a bug in the caller)
 ├── agents.external.FormatError also a ValueError: an agent's output (stream, log, trajectory)
 │                               is not in the format its adapter reads
-├── runners.pytest.JUnitError   also a ValueError: a JUnit XML report that cannot be read
+├── runners.junit.JUnitError    also a ValueError: a JUnit XML report that cannot be read
 ├── review.contract.ReviewRejected
 │                               also a ValueError: a review document breaks the contract;
 │                               ``errors`` lists every reason

@@ -11,7 +11,8 @@ tree runs at start-up (a ``sitecustomize.py``/``usercustomize.py`` in a path fol
 
 Order, which is the whole point of this file:
 
-1. read the nonce the harness wrote into ``rfd`` (then closed), make both fds non-inheritable;
+1. read the nonce the harness wrote into ``rfd`` (then closed; after a newline, the run's canary
+   module, which the plugin gives a cheap failure report), make both fds non-inheritable;
 2. install the audit hook (PEP 578: it cannot be removed) writing authenticated lines to ``wfd``;
 3. import pytest, pluggy and andon's verdict plugin (by file) while ``sys.path`` holds only the
    interpreter's own folders, so nothing in the tree can stand in for them;
@@ -44,7 +45,9 @@ PREFIXES = ("_pytest", "pytest", "pluggy", "andon_verdict")
 CRITICAL = ("_pytest.reports", "_pytest.runner", "_pytest.python", "_pytest.junitxml",
             "_pytest.main", "_pytest.outcomes", "_pytest.skipping", "_pytest.fixtures",
             "_pytest.nodes", "_pytest.unittest", "_pytest.capture",
-            "pluggy._callers", "pluggy._hooks", "pluggy._manager", "andon_verdict")
+            "pluggy._callers", "pluggy._hooks", "pluggy._manager", "andon_verdict",
+            # pluggy 1.6+ moved the call loop and HookCaller here (_callers/_hooks re-export)
+            "pluggy._execution", "pluggy._caller", "pluggy._impl", "pluggy._result")
 # checked after every test (with the hooks a report goes through and the plugin table): the
 # functions on the path from a test to its report; everything is checked after collection and
 # at the end
@@ -55,7 +58,9 @@ EVERY_TEST = ("_pytest.reports:TestReport.from_item_and_call",
               "_pytest.runner:check_interactive_exception", "_pytest.python:pytest_pyfunc_call",
               "_pytest.python:Function.runtest", "_pytest.outcomes:fail", "_pytest.outcomes:skip",
               "pluggy._callers:_multicall", "pluggy._hooks:HookCaller.__call__",
-              "andon_verdict:pytest_runtest_makereport", "andon_verdict:_junit_id")
+              "andon_verdict:pytest_runtest_makereport", "andon_verdict:_junit_id",
+              "andon_verdict:_outcome", "pluggy._execution:_multicall",
+              "pluggy._caller:HookCaller.__call__")
 HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
          "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
          "pytest_report_teststatus", "pytest_pyfunc_call", "pytest_collection_modifyitems",
@@ -64,11 +69,30 @@ HOOKS = ("pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call
          "pytest_sessionfinish", "pytest_terminal_summary", "pytest_unconfigure")
 
 
-def _load(util, name, path):
+def _load(util, name, path, preset=None):
     spec = util.spec_from_file_location(name, path)
     module = util.module_from_spec(spec)
+    module.__dict__.update(preset or {})
     spec.loader.exec_module(module)
     return module
+
+
+def _pluggy_version(pluggy):
+    """Without ``pluggy.__version__``: from pluggy 1.6 on that reads the distribution's metadata
+    (importlib.metadata and the email parser, ~10-20 ms of every run). The ``dist-info`` folder
+    beside the package names the version; "?" when there is none."""
+    v = getattr(getattr(pluggy, "_version", None), "version", None)
+    if isinstance(v, str):
+        return v
+    site = os.path.dirname(os.path.dirname(os.path.abspath(pluggy.__file__)))
+    try:
+        names = os.listdir(site)
+    except OSError:
+        return "?"
+    for n in names:
+        if n.startswith("pluggy-") and n.endswith(".dist-info"):
+            return n[len("pluggy-"):-len(".dist-info")]
+    return "?"
 
 
 def _main(argv):
@@ -85,7 +109,8 @@ def _main(argv):
             break
         chunks.append(b)
     os.close(rfd)
-    nonce = b"".join(chunks)
+    # "<nonce>[\n<canary module>]": the canary's path stays off the command line
+    nonce, _, canary = b"".join(chunks).partition(b"\n")
     if len(nonce) < 16 or not hasattr(sys, "addaudithook"):
         sys.stderr.write("andon boot: no nonce or no audit hooks (Python >= 3.8 needed)\n")
         return 3
@@ -105,9 +130,10 @@ def _main(argv):
     # before any project code: which runner this is, so that a run whose plugin never armed
     # the hook (a pytest too old for its events) is told apart from a channel cut short
     sys.audit("andon.boot", "pytest " + str(getattr(pytest, "__version__", "?")) + ", pluggy "
-              + str(getattr(pluggy, "__version__", "?")))
+              + _pluggy_version(pluggy))
     plugin = _load(importlib.util, "andon_verdict",
-                   os.path.join(os.path.dirname(here), "pytest_plugins", "andon_verdict.py"))
+                   os.path.join(os.path.dirname(here), "pytest_plugins", "andon_verdict.py"),
+                   {"_CANARY": canary.decode("utf-8", "replace")})
     sys.modules["andon_verdict"] = plugin
 
     front = [os.getcwd()] if mode == "m" else []

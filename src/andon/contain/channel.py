@@ -69,8 +69,11 @@ class Channel:
     """Two pipes and a nonce for one run. Use: ``argv = ch.boot_argv(...)``; start the process
     with ``pass_fds=ch.child_fds``; ``ch.started()``; after it ended, ``ch.record()``."""
 
-    def __init__(self) -> None:
+    def __init__(self, canary: str = "") -> None:
+        """``canary``: the run's canary module (repo-relative), handed to boot.py with the nonce
+        (never on the command line) so that its failures are reported cheaply."""
         self.nonce = secrets.token_hex(32).encode()
+        self._canary = canary
         self._r, self._w = os.pipe()            # hook → harness
         self._nr, self._nw = os.pipe()          # harness → boot: the nonce
         self.child_fds = (self._w, self._nr)
@@ -87,7 +90,8 @@ class Channel:
         os.close(self._w)
         os.close(self._nr)
         try:
-            os.write(self._nw, self.nonce)
+            os.write(self._nw, self.nonce + (b"\n" + self._canary.encode() if self._canary
+                                             else b""))
         except OSError:
             pass  # the child died already; the record will say lost
         os.close(self._nw)

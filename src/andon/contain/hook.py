@@ -22,6 +22,7 @@ After arming it also reports WATCH events once each, a swap of ``__code__``/``__
 protected function, and any read of the hook's own attributes.
 """
 
+import itertools
 import operator
 import os
 import sys
@@ -60,12 +61,15 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             pass
 
     def _attr_event(event, args, _st=state, _len=len, _type=type, _str=str, _id=id, _say=_say,
-                    func_attrs=frozenset(func_attrs)):
+                    func_attrs=frozenset(func_attrs), _any=any, _map=map, _is=operator.is_,
+                    _repeat=itertools.repeat):
         if _len(args) < 2 or _type(args[1]) is not _str:
             return
         obj, name = args[0], args[1]
         snap = _st["snap"]
-        if obj is _st["hook"] or obj is _st or any(obj is h for h in _st["helpers"]):
+        # compared in C (no generator frame): pytest reads ``__code__``/``tb_frame`` several
+        # times per test, and each read is one of these events
+        if obj is _st["hook"] or obj is _st or _any(_map(_is, _repeat(obj), _st["helpers"])):
             _say("forged-event", ("the verdict hook's " + name + " was read or set",))
         elif event == "object.__setattr__" and name in func_attrs:
             where = snap["funcs"].get(_id(obj)) if snap else None
@@ -107,7 +111,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         relay = _oga(_oga(pm, "hook"), "__dict__")
         by_name = {m[0]: m for m in mods}
         by_class = {c[0]: c for c in classes}
-        path = []  # (what, live dict or mappingproxy, key, object): the per-test set
+        path: list = []  # (what, live dict or mappingproxy, key, object, its get): per test
         for spec in every:
             mod, _, attr = spec.partition(":")
             owner, _, key = attr.rpartition(".")
@@ -117,9 +121,9 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                 c = by_class.get(mod + "." + owner)
                 if c is None or key not in c[2]:
                     continue
-                path.append((spec, _tdict(c[1]), key, c[2][key], False))
+                path.append((spec, _tdict(c[1]), key, c[2][key], types.MappingProxyType.get))
             elif key in by_name[mod][2]:
-                path.append((spec, by_name[mod][1], key, by_name[mod][2][key], True))
+                path.append((spec, by_name[mod][1], key, by_name[mod][2][key], dict.get))
         hooks_now = []
         for h in hooks:
             hc = relay.get(h)
@@ -130,9 +134,17 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             state["seen_impls"][h] = list(impls)
             for i in impls:
                 state["ok_ids"].add(id(i))
+        per_test = frozenset(("pytest_runtest_makereport", "pytest_runtest_call",
+                              "pytest_pyfunc_call", "pytest_runtest_logreport",
+                              "pytest_runtest_protocol"))
+        cfg = by_name.get("_pytest.config")
+        config_class = cfg[2].get("Config") if cfg is not None else None
         return {"mods": mods, "classes": classes, "funcs": funcs, "pm": pm, "n2p": n2p,
+                "config_class": config_class if _isinst(config_class, type) else None,
                 "path": path,
-                "n2p_copy": dict(n2p), "hooks": hooks_now, "relay": relay}
+                "n2p_copy": dict(n2p), "hooks": hooks_now, "relay": relay,
+                # the hooks a test's report goes through: checked after each test
+                "every_hooks": [x for x in hooks_now if x[0] in per_test]}
 
     def _late_ok(plugin, _type=type, _str=str, _sw=str.startswith, _ew=str.endswith,
                  _mdict=types.ModuleType.__dict__["__dict__"].__get__,
@@ -178,22 +190,35 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         return "object of " + (cm if _type(cm) is _str else "?") + "." + (
             qn if _type(qn) is _str else "?")
 
+    def _expected(qual, key, now, _st=state, _type=type, _oga=object.__getattribute__,
+                  _dict=dict):
+        """pytest's own debugging plugin, at configure: ``pytestPDB._pluginmanager`` becomes
+        the armed plugin manager and ``pytestPDB._config`` the Config that owns it (undone at
+        unconfigure). Only exactly those values are expected; anything else stays a change."""
+        if qual != "_pytest.debugging.pytestPDB":
+            return False
+        pm = _st["snap"]["pm"]
+        if key == "_pluginmanager":
+            return now is pm
+        if key == "_config":
+            cfg = _st["snap"]["config_class"]
+            return cfg is not None and _type(now) is cfg \
+                and _dict.get(_oga(now, "__dict__"), "pluginmanager") is pm
+        return False
+
     def _compare(full, _st=state, _type=type, _str=str, _Mod=types.ModuleType,
                  _tdict=type.__dict__["__dict__"].__get__, _oga=object.__getattribute__,
                  _miss=miss, _len=len, _say=_say, _late_ok=_late_ok, _describe=_describe,
-                 _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_,
-                 every_hooks=frozenset(("pytest_runtest_makereport", "pytest_runtest_call",
-                                        "pytest_pyfunc_call", "pytest_runtest_logreport",
-                                        "pytest_runtest_protocol"))):
+                 _expected=_expected,
+                 _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_):
         """Report what changed since the snapshot: everything when ``full``, else the
         EVERY_TEST functions, new plugins and the hooks a test's report goes through."""
         snap = _st["snap"]
         ok_ids = _st["ok_ids"]
         found = []
         if not full:
-            for spec, live, key, obj, is_dict in snap["path"]:
-                now = (dict.get if is_dict else types.MappingProxyType.get)(live, key, _miss)
-                if now is not obj:
+            for spec, live, key, obj, get in snap["path"]:
+                if get(live, key, _miss) is not obj:
                     found.append((spec.replace(":", ".") + " replaced", True))
         for name, d, copy, crit in snap["mods"] if full else ():
             for k, v in copy.items():
@@ -211,7 +236,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             d = _tdict(cls)
             for k, v in copy.items():
                 now = types.MappingProxyType.get(d, k, _miss)
-                if now is not v:
+                if now is not v and not _expected(qual, k, now):
                     found.append((qual + "." + k + (" removed" if now is _miss else
                                                     " replaced"), crit))
             if _len(d) != _len(copy):
@@ -232,9 +257,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         if relay is not snap["relay"]:
             found.append(("the plugin manager's hooks were replaced", True))
         seen_impls = _st["seen_impls"]
-        for h, hc, impls, pairs in snap["hooks"]:
-            if not (full or h in every_hooks):
-                continue
+        for h, hc, impls, pairs in snap["hooks"] if full else snap["every_hooks"]:
             # after each test, only whether the hook and its list are the ones seen last
             # (identity, compared in C): the per-test cost of the channel; what changed is
             # looked at in detail then, and always in a full check (each implementation's
@@ -335,5 +358,5 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             pass
 
     state["hook"] = hook
-    state["helpers"] = (_say, _attr_event, _snapshot, _compare, _late_ok, _describe)
+    state["helpers"] = (_say, _attr_event, _snapshot, _compare, _late_ok, _describe, _expected)
     sys.addaudithook(hook)

@@ -20,6 +20,17 @@ from _pytest.outcomes import Skipped, XFailed
 
 _audit = sys.audit
 _SKIPPED = (Skipped, XFailed)
+# the repo-relative path of this run's canary module, set by boot.py before this file runs
+# (it came through the nonce pipe, not the command line); "" when the run has none
+_CANARY = globals().get("_CANARY", "")
+
+
+def _cheap_failure(excinfo):
+    text = excinfo.exconly()
+
+    def repr_failure(excinfo, style=None):
+        return text
+    return repr_failure
 
 
 def _junit_id(nodeid: str) -> str:
@@ -37,28 +48,39 @@ def pytest_load_initial_conftests(early_config, parser, args) -> None:
         _audit("andon.note", "xdist")  # tests run in workers: no outcome lines from them
 
 
-@pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_makereport(item, call):
+def _outcome(item, call, _junit_id=_junit_id, _audit=_audit, _skipped=_SKIPPED,
+             _canary=_CANARY, _cheap=_cheap_failure):
+    """Raise the phase's ``andon.outcome`` (nothing for a passed set-up or teardown: the call's
+    line says the test ran, and a phase that did not pass always has one)."""
     exc = call.excinfo
     if exc is None:
+        if call.when != "call":
+            return
         outcome = "passed"
-    elif isinstance(exc.value, _SKIPPED):
+    elif isinstance(exc.value, _skipped):
         outcome = "skipped"
     else:
         outcome = "failed"
-    if outcome == "passed" and call.when != "call":
-        # a passed set-up or teardown needs no line: the call's line says the test ran, and a
-        # phase that did not pass always has one (fewer lines, less overhead per test)
-        yield
-        return
-    code_file = ""
-    fn = getattr(item, "obj", None)
-    code = getattr(fn, "__code__", None)
-    if code is not None:
-        code_file = code.co_filename
     node_file = item.nodeid.split("::", 1)[0]
-    _audit("andon.outcome", _junit_id(item.nodeid), call.when, outcome, node_file, code_file)
-    yield
+    if outcome == "failed" and _canary and node_file == _canary:
+        # a canary that must fail: its report needs no source (pytest's long traceback reads
+        # and parses the module and scans sys.modules on the first failure of a run)
+        item.repr_failure = _cheap(exc)
+    code = getattr(getattr(item, "obj", None), "__code__", None)
+    _audit("andon.outcome", _junit_id(item.nodeid), call.when, outcome, node_file,
+           code.co_filename if code is not None else "")
+
+
+try:  # a new-style wrapper (pluggy >= 1.1): no Result object and one generator per call
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(item, call):
+        _outcome(item, call)
+        return (yield)
+except (TypeError, ValueError):  # older pluggy: the old-style wrapper, same place in the order
+    @pytest.hookimpl(hookwrapper=True, tryfirst=True)
+    def pytest_runtest_makereport(item, call):
+        _outcome(item, call)
+        yield
 
 
 @pytest.hookimpl(trylast=True)

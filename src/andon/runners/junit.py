@@ -1,0 +1,108 @@
+"""Read the JUnit XML report pytest writes into one outcome per test id.
+
+Outcomes come only from the JUnit XML report pytest writes (``--junitxml``), never from the exit
+status or the summary line: an exit status of 0 says nothing when the code under test can call
+``os._exit(0)``. The report is written with ``junit_family=xunit1`` so every ``<testcase>`` carries
+``file`` and ``line`` attributes (xunit2, pytest's default, drops them). Sources:
+https://docs.pytest.org/en/stable/how-to/output.html#creating-junitxml-format-files and
+https://docs.pytest.org/en/stable/reference/reference.html#confval-junit_family
+
+What pytest 9 writes for a module that fails to import (collection error)::
+
+    <testcase classname="" name="tests.test_loader" file="tests/test_loader.py" time="0.000">
+      <error message="collection failure">…traceback…</error></testcase>
+
+It becomes the result ``"::tests.test_loader"`` with outcome "error". A test that fails and then
+errors in teardown is written as two testcases with the same id; they merge into the worse outcome.
+
+``parse_junit`` raises ``JUnitError`` (a ``ValueError``); runners/pytest.py runs the suite and
+records such a problem in ``SuiteRun.report_problem`` instead.
+"""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from ..errors import AndonError
+
+Outcome = Literal["passed", "failed", "error", "skipped"]
+OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
+
+MESSAGE_CHARS = 500
+
+# When one id appears twice (failed in call, then errored in teardown), the worse outcome wins, so
+# a duplicate can never turn a failure into a pass. The call's failure outranks a teardown error.
+_SEVERITY = {"passed": 0, "skipped": 1, "error": 2, "failed": 3}
+_CHILD_OUTCOME: dict[str, Outcome] = {"failure": "failed", "error": "error", "skipped": "skipped"}
+
+
+class JUnitError(AndonError, ValueError):
+    """The JUnit report is missing, empty, malformed or truncated."""
+
+
+@dataclass(frozen=True)
+class TestResult:
+    """One ``<testcase>``: id ``"<classname>::<name>"``, repo-relative POSIX ``file`` (or None)."""
+
+    __test__ = False  # not a pytest test class, despite the name
+
+    id: str
+    file: str | None
+    outcome: Outcome
+    message: str  # failure/error/skip message, first 500 chars; "" when passed
+
+
+def _message(child: ET.Element) -> str:
+    msg = child.get("message") or ""
+    # A collection error's message is only "collection failure"; the exception is in the text,
+    # on the lines pytest starts with "E ".
+    if not msg or msg == "collection failure":
+        e_lines = [ln for ln in (child.text or "").splitlines() if ln.startswith("E ")]
+        msg = "\n".join([msg, *e_lines]).strip() if e_lines else (msg or (child.text or "").strip())
+    return msg[:MESSAGE_CHARS]
+
+
+def _testcase(tc: ET.Element) -> TestResult:
+    classname, name = tc.get("classname") or "", tc.get("name") or ""
+    file = tc.get("file")
+    if not file and not classname and name:
+        # A collection error: name is the module's dotted path (xunit2 writes no file attribute).
+        file = name.replace(".", "/") + ".py"
+    outcome: Outcome = "passed"
+    message = ""
+    for child in tc:
+        found = _CHILD_OUTCOME.get(child.tag)
+        if found and _SEVERITY[found] > _SEVERITY[outcome]:
+            outcome, message = found, _message(child)
+    return TestResult(f"{classname}::{name}", file, outcome, message)
+
+
+def parse_junit(path: Path) -> dict[str, TestResult]:
+    """Read a pytest JUnit XML report (root ``<testsuites>`` or ``<testsuite>``) into results by id.
+
+    Raises JUnitError when the file is missing, empty, malformed or truncated, or is not JUnit.
+    """
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise JUnitError(f"no JUnit report at {path}: {exc.strerror}") from exc
+    if not data.strip():
+        raise JUnitError(f"JUnit report is empty: {path}")
+    try:
+        root = ET.fromstring(data)
+    except ET.ParseError as exc:
+        raise JUnitError(f"JUnit report truncated or malformed: {exc}") from exc
+    if root.tag not in ("testsuites", "testsuite"):
+        raise JUnitError("not a JUnit report: root must be testsuites or testsuite, "
+                         f"got {root.tag}")
+    results: dict[str, TestResult] = {}
+    for tc in root.iter("testcase"):
+        new = _testcase(tc)
+        old = results.get(new.id)
+        if old is None or _SEVERITY[new.outcome] > _SEVERITY[old.outcome]:
+            results[new.id] = new
+    return results
