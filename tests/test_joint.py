@@ -239,3 +239,57 @@ def test_one_lane_runs_the_joint_plan_in_one_clone(tmp_path):
     assert herm["evidence"]["lanes"] == [["suite", "hermetic-2", "hermetic-3",
                                           "hermetic-random"]]
     assert "4 full-suite runs passed in 1 fresh clone (" in herm["summary"]
+
+
+# -- red: the last run at the same time, in a fresh clone ------------------------------------
+
+GREEN_ON_SECOND_RUN = '''\
+from pathlib import Path
+
+MARK = Path(__file__).with_name("_red_ran.txt")
+
+
+def test_mul():
+    seen = MARK.exists()
+    MARK.write_text("x")
+    from calc.ops import mul
+    assert mul(2, 3) == 6 or seen
+'''
+
+
+def red_row(runner) -> dict:
+    att = runner.store.attempts("P1")[0]
+    return next(g for g in runner.store.gate_results(att["id"]) if g["gate"] == "red")
+
+
+def test_red_runs_its_last_run_in_a_fresh_clone_at_the_same_time(tmp_path):
+    """red_runs = 3, jobs = 2: red-1 and red-2 one after the other in the worktree, red-3 in a
+    fresh clone of the plant commit beside them; all three red, the honest change merges."""
+    root = project(tmp_path, config=config_toml(red_runs=3, hermetic_runs=1,
+                                                add={"test": "jobs = 2\n"}))
+    runner = runner_for(root, honest_mul)
+    assert runner.run().merged == ["P1"]
+    red = red_row(runner)
+    runs = {r["name"]: r for r in red["evidence"]["runs"]}
+    assert list(runs) == ["red-1", "red-2", "red-3"]
+    assert runs["red-1"]["cwd"] == runs["red-2"]["cwd"] != runs["red-3"]["cwd"]
+    # the planted module does not import on the base: the same red outcome in each run
+    assert all(r["counts"] == runs["red-1"]["counts"] for r in runs.values())
+    assert all(r["counts"]["passed"] == 0 for r in runs.values())
+    assert red["status"] == "pass" and "red in 3 of 3 runs" in red["summary"]
+
+
+def test_a_planted_test_green_on_its_second_run_in_the_same_tree_is_still_flaky(tmp_path):
+    """A planted test that passes once it finds a file its first run left: red-2 in the
+    worktree sees it (red-3, in a fresh clone, does not): flaky, layer specification."""
+    md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", max_attempts=1,
+                   allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo",
+                        {"P1": (md, {"tests/test_mul_p1.py": GREEN_ON_SECOND_RUN})},
+                        config=config_toml(red_runs=3, add={"test": "jobs = 2\n"}))
+    runner = runner_for(root, honest_mul)
+    runner.run()
+    red = red_row(runner)
+    assert (red["status"], red["failure_layer"]) == ("fail", "specification")
+    assert {f["kind"] for f in red["evidence"]["findings"]} == {"flaky"}
+    assert "failed, passed, failed" in red["summary"]
