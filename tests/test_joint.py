@@ -10,11 +10,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from helpers import MUL_TEST, config_toml, git, honest_mul, make_project, packet_md, \
-    runner_for, write
-
 from andon.gates.joint import strays
 from andon.workspace import Repo
+
+from helpers import (
+    MUL_TEST,
+    config_toml,
+    git,
+    honest_mul,
+    make_project,
+    packet_md,
+    runner_for,
+    write,
+)
 
 LANES = config_toml(red_runs=1, hermetic_runs=3, add={"test": "jobs = 2\n"})
 

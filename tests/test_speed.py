@@ -242,8 +242,9 @@ def test_a_test_that_fails_only_in_a_fresh_clone_is_still_caught(tmp_path):
 
 def test_show_and_the_board_count_each_attempts_full_suite_runs_and_their_seconds(tmp_path):
     """red 2 runs of the planted file; suite 1 (which is hermetic-1: the worktree holds exactly
-    the candidate) + the random-order run: 2 full-suite runs out of 4 test runs, their seconds the sum of the recorded runs' durations, in
-    `andon show` (text and --json) and on the board."""
+    the candidate) + the random-order run: 2 full-suite runs out of 4 test runs, their seconds
+    the sum of the recorded runs' durations, in `andon show` (text and --json) and on the
+    board."""
     import json
 
     from helpers import andon
