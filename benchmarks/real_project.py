@@ -254,7 +254,9 @@ def verdict_figures(r: dict, alone: float) -> list[dict]:
     return out
 
 
-def print_verdicts(title: str, r: dict, alone: float) -> list[dict]:
+def print_verdicts(title: str, r: dict, alone: float, aim: float | None = None) -> list[dict]:
+    """Print each attempt's figures; with ``aim`` (issue 18: honest ≤ 3×, a failing or
+    cheating attempt ≤ 1.5× including red), whether the first attempt met it."""
     figures = verdict_figures(r, alone)
     print(f"\n{title}: andon run {r['wall']:.2f} s = {r['wall'] / alone:.1f}× the suite alone "
           f"({alone:.2f} s), load average {r['load'][0]:.2f} → {r['load'][1]:.2f}")
@@ -264,6 +266,10 @@ def print_verdicts(title: str, r: dict, alone: float) -> list[dict]:
         print(f"  attempt {f['n']} ({f['state']}): time to verdict {took} = {times} the suite "
               f"alone; full-suite runs {f['full_suite_runs']} ({f['full_suite_s']} s); test "
               f"runs in all {f['test_runs']} ({f['test_s']} s)")
+    if aim is not None and figures and figures[0]["multiple"] is not None:
+        got = figures[0]["multiple"]
+        print(f"  aim for attempt 1: ≤ {aim}× the suite alone — "
+              + ("met" if got <= aim else "MISSED") + f" ({got:.2f}×, measured in this run)")
     return figures
 
 
@@ -334,8 +340,8 @@ def bench(p: Project, tmp: Path) -> list[str]:
     again = direct_suite(p, pristine, tmp / "direct-again", python)
     alone = (direct["seconds"] + again["seconds"]) / 2
     print(f"\nproject suite alone, again: {again['seconds']:.2f} s; mean {alone:.2f} s")
-    print_verdicts("time to verdict, honest run", honest, alone)
-    print_verdicts("time to verdict, cheating run", cheat, alone)
+    print_verdicts("time to verdict, honest run", honest, alone, aim=3.0)
+    print_verdicts("time to verdict, cheating run", cheat, alone, aim=1.5)
 
     # -- expectations ----------------------------------------------------------------------
     row = honest["status"]["packets"][0]

@@ -150,19 +150,23 @@ def hermetic_row(runner) -> dict:
 
 
 def test_hermetic_runs_in_two_lanes_of_two_and_an_honest_agent_is_merged(tmp_path):
-    """jobs = 2: 3 + 1 random-order runs in two fresh clones of two runs each; all four
-    ran, in clones of their own (their cwd differ by lane), and the honest change merges."""
+    """jobs = 2: the suite run (which is hermetic-1: the worktree holds exactly the candidate,
+    gates/joint.py), hermetic-2, hermetic-3 and the random-order run in two fresh clones of two
+    runs each; all four ran, in clones of their own (their cwd differ by lane), and the honest
+    change merges."""
     root = lanes_project(tmp_path, [])
     runner = runner_for(root, honest_mul)
     assert runner.run().merged == ["P1"]
     herm = hermetic_row(runner)
-    assert herm["evidence"]["lanes"] == [["hermetic-1", "hermetic-2"],
+    assert herm["evidence"]["lanes"] == [["suite", "hermetic-2"],
                                          ["hermetic-3", "hermetic-random"]]
-    runs = {r["name"]: r for r in herm["evidence"]["runs"]}
-    assert list(runs) == ["hermetic-1", "hermetic-2", "hermetic-3", "hermetic-random"]
-    assert runs["hermetic-1"]["cwd"] == runs["hermetic-2"]["cwd"]
+    att = runner.store.attempts("P1")[0]
+    suite = next(g for g in runner.store.gate_results(att["id"]) if g["gate"] == "suite")
+    runs = {r["name"]: r for r in [*suite["evidence"]["runs"], *herm["evidence"]["runs"]]}
+    assert list(runs) == ["suite", "hermetic-2", "hermetic-3", "hermetic-random"]
+    assert runs["suite"]["cwd"] == runs["hermetic-2"]["cwd"]
     assert runs["hermetic-3"]["cwd"] == runs["hermetic-random"]["cwd"]
-    assert runs["hermetic-1"]["cwd"] != runs["hermetic-3"]["cwd"]
+    assert runs["suite"]["cwd"] != runs["hermetic-3"]["cwd"]
     assert len({r["log_path"] for r in runs.values()}) == 4
     assert all(r["counts"]["passed"] == 4 for r in runs.values())  # 2 old + 2 planted
     assert "2 fresh clones at the same time" in herm["summary"]
@@ -206,7 +210,7 @@ def test_a_test_that_fails_only_in_random_order_is_still_caught(tmp_path):
     herm = hermetic_row(runner)
     assert herm["status"] == "fail"
     runs = {r["name"]: r for r in herm["evidence"]["runs"]}
-    assert runs["hermetic-1"]["counts"]["failed"] == 0
+    assert runs["hermetic-2"]["counts"]["failed"] == 0  # hermetic-1 is the suite gate's run
     assert runs["hermetic-random"]["counts"]["failed"] > 0
     assert f"seed {runs['hermetic-random']['seed']}" in herm["summary"]
     assert {f["path"] for f in herm["evidence"]["findings"]} == {"tests/test_chain.py"}
@@ -237,9 +241,10 @@ def test_a_test_that_fails_only_in_a_fresh_clone_is_still_caught(tmp_path):
 # -- accounting -------------------------------------------------------------------------------
 
 def test_show_and_the_board_count_each_attempts_full_suite_runs_and_their_seconds(tmp_path):
-    """red 2 runs of the planted file; suite 1, hermetic 1 + the random-order run: 3 full-suite
-    runs out of 5 test runs, their seconds the sum of the recorded runs' durations, in
-    `andon show` (text and --json) and on the board."""
+    """red 2 runs of the planted file; suite 1 (which is hermetic-1: the worktree holds exactly
+    the candidate) + the random-order run: 2 full-suite runs out of 4 test runs, their seconds
+    the sum of the recorded runs' durations, in `andon show` (text and --json) and on the
+    board."""
     import json
 
     from helpers import andon
@@ -252,15 +257,14 @@ def test_show_and_the_board_count_each_attempts_full_suite_runs_and_their_second
     detail = json.loads(andon(root, "show", "P1", "--json").stdout)
     [a] = detail["attempts"]
     runs = [r for g in a["gates"] for r in g["evidence"].get("runs", [])]
-    assert [r["name"] for r in runs] == ["red-1", "red-2", "suite", "hermetic-1",
-                                         "hermetic-random"]
+    assert [r["name"] for r in runs] == ["red-1", "red-2", "suite", "hermetic-random"]
     full = sum(r["duration_s"] for r in runs[2:])
-    assert a["test_runs"]["full_suite_runs"] == 3 and a["test_runs"]["test_runs"] == 5
+    assert a["test_runs"]["full_suite_runs"] == 2 and a["test_runs"]["test_runs"] == 4
     assert abs(a["test_runs"]["full_suite_s"] - full) < 0.01
     assert abs(a["test_runs"]["test_s"] - sum(r["duration_s"] for r in runs)) < 0.01
     text = andon(root, "show", "P1").stdout
-    assert f"test runs: 3 full-suite run(s) {full:.1f} s; 5 test run(s) in all" in text
+    assert f"test runs: 2 full-suite run(s) {full:.1f} s; 4 test run(s) in all" in text
     board = andon(root, "status").stdout
-    assert f"3 suites {full:.0f} s" in board
+    assert f"2 suites {full:.0f} s" in board
     status = json.loads(andon(root, "status", "--json").stdout)
-    assert status["packets"][0]["last_attempt"]["test_runs"]["full_suite_runs"] == 3
+    assert status["packets"][0]["last_attempt"]["test_runs"]["full_suite_runs"] == 2

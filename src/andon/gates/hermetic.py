@@ -19,7 +19,6 @@ base commit was readable by the agent, and the gate fails with layer ``specifica
 from __future__ import annotations
 
 import os
-import random
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -29,7 +28,8 @@ from ..runners.pytest import SuiteRun
 from ..workspace import Repo
 from . import flaky_base
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
-from .lanes import Planned, deal, jobs, run_lanes
+from .joint import Ahead, hermetic_plan
+from .lanes import deal, jobs, run_lanes
 from .suite import judge, plain_first, summarise
 
 
@@ -99,16 +99,11 @@ def run(ctx: GateContext) -> GateResult:
                           "agent could read it; keep packets/*/hidden/ out of git",
                           "specification", [Finding("hidden-visible", f"{p} is tracked at "
                                                     "the base commit", path=p) for p in leaked])
-    n = ctx.config.gates.hermetic_runs
-    plan = [Planned(f"hermetic-{i}") for i in range(1, n + 1)]
-    not_run = []
-    if ctx.config.gates.hermetic_random_order:
-        plan.append(Planned("hermetic-random", seed=random.SystemRandom().randrange(1, 2**31)))
-    else:
-        not_run.append("random order (disabled by gates.hermetic_random_order)")
+    if (ahead := ctx.ahead.pop(ctx.candidate_sha, None)) is not None:
+        return _judge_ahead(ctx, ahead)
+    herm = hermetic_plan(ctx)
+    plan, not_run = herm.runs, herm.not_run
     hidden = sorted(ctx.packet.hidden_files)
-    for p in plan:
-        p.own_files = hidden
     dealt = deal(plan, jobs(ctx.config))
     with ExitStack() as stack:
         lanes = []
@@ -151,6 +146,36 @@ def run(ctx: GateContext) -> GateResult:
                                "plain_run": plain.to_evidence() if plain else None,
                                "lanes": [[p.name for p in part] for part in dealt],
                                "passed_ids": sorted(runs[0].ids_with("passed"))})
+
+
+def _judge_ahead(ctx: GateContext, ahead: Ahead) -> GateResult:
+    """Judge the runs the suite gate made beside its own (gates/joint.py): hermetic-1 is the
+    suite gate's run, made in a fresh clone and judged there; the others are judged here in
+    plan order, the first failure deciding. Nothing runs."""
+    plan, not_run = ahead.plan.runs[1:], list(ahead.plan.not_run)
+    runs = [ahead.runs[p.name] for p in plan if p.name in ahead.runs]
+    flaky: dict[str, dict] = {}
+    for r in runs:
+        if failed := _failure(ctx, r, runs, [], not_run, flaky):
+            return failed
+    not_run += [f"{p.name} (its lane stopped after a failure flaky on the base)"
+                for p in plan if p.name not in ahead.runs]
+    seeds = [r.seed for r in runs if r.seed is not None]
+    clones = len(ahead.lanes)
+    summary = (f"{len(runs) + 1} full-suite runs passed in {clones} fresh clone"
+               + ("s at the same time" if clones > 1 else "")
+               + " (hermetic-1 is the suite gate's run: the worktree held exactly the "
+               "candidate)")
+    if seeds:
+        summary += f" (random order seed {seeds[0]})"
+    if not_run:
+        summary += f"; not run: {', '.join(not_run)}"
+    summary += flaky_base.note(list(flaky.values()))
+    return GateResult("hermetic", "pass", summary, runs=runs,
+                      details={"not_run": not_run, "seeds": seeds, "hidden": [],
+                               "flaky_on_base": list(flaky.values()), "plain_run": None,
+                               "first_run": "suite", "lanes": ahead.lanes,
+                               "passed_ids": sorted(ahead.suite.ids_with("passed"))})
 
 
 def _failure(ctx: GateContext, r: SuiteRun, runs: list[SuiteRun], hidden: list[str],

@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Sequence
 
-from . import clash
+from . import clash, lanes
 from .base import Finding, GateContext, GateResult, planted_tests
 from .cache import red_key
 
@@ -46,7 +46,7 @@ def run(ctx: GateContext, tests: list[str] | None = None,
                           f"{hit['created_at'][:19]})",
                           details={"red_ids": hit["data"]["red_ids"], "cached": True,
                                    "cache_key": key})
-    runs = [ctx.suite(ctx.worktree, f"red-{i}", select=tests) for i in range(1, n + 1)]
+    runs = lanes.red_runs(ctx, tests, n, at_the_same_time=cacheable)
     for r in runs:
         if r.report_problem:
             return GateResult("red", "error", f"{r.name}: {r.report_problem}", "environment",

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from ..runners.pytest import SuiteRun, collectable
-from . import flaky_base
+from . import flaky_base, joint
 from .base import Finding, GateContext, GateResult, forged_result
 from .changed import implement_base
 
@@ -169,10 +169,20 @@ def run(ctx: GateContext) -> GateResult:
     first, plain = plain_first(ctx, ctx.worktree, "suite")
     if first is not None:
         return first
-    r = ctx.suite(ctx.worktree, "suite", agent_code=True)
     # ``runs`` holds the full suite (its output is what a retry prompt shows); the plain run
     # that passed before it is kept beside it in the evidence
     details: dict[str, Any] = {"plain_run": plain.to_evidence()}
+    differs = joint.can_join(ctx)
+    if differs == []:
+        # the worktree is the candidate commit exactly: this run is hermetic-1 (gates/joint.py)
+        r = joint.run_joint(ctx)
+        details["where"] = ("a fresh clone, as hermetic-1: the worktree holds exactly the "
+                            "candidate (nothing ignored, untracked or changed)")
+    else:
+        r = ctx.suite(ctx.worktree, "suite", agent_code=True)
+        details["where"] = "the worktree"
+        if differs:
+            details["worktree_differs"] = differs
     if forged := forged_result("suite", r, [r], details):
         return forged
     planted = ctx.planted_tests()
