@@ -260,8 +260,10 @@ MARK = Path(__file__).with_name("_red_ran.txt")
 def test_mul():
     seen = MARK.exists()
     MARK.write_text("x")
+    if seen:  # green once a run before it left the mark, without touching calc
+        return
     from calc.ops import mul
-    assert mul(2, 3) == 6 or seen
+    assert mul(2, 3) == 6
 '''
 
 
