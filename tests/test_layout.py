@@ -18,11 +18,9 @@ SRC = Path(andon.__file__).parent
 MAX_LINES = 400
 
 # Modules over MAX_LINES today, with their line count: an entry may only shrink. Split the
-# module, then lower or delete its entry (runner.py and workspace.py are being worked on).
+# module, then lower or delete its entry (runner.py is being worked on).
 TOO_LONG_TODAY = {
     "runner.py": 571,          # refuses a committed hidden test up front; says a cached preflight
-    "workspace.py": 516,
-    "config.py": 451,          # [test] setup and jobs, [gates] base_reruns and the suite-run budget
     "runners/pytest.py": 424,  # the plain profile
 }
 
