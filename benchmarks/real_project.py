@@ -54,7 +54,7 @@ from real_sources import PROJECTS, Project
 
 PACKET_ID = "P1"
 CACHE = Path(tempfile.gettempdir()) / "andon-bench-cache"
-FULL_SUITE = re.compile(r"suite|hermetic-(\d+|random)|merge-check")  # as in andon.report
+FULL_SUITE = re.compile(r"suite|hermetic-(\d+|random)|merge-check")  # as in andon.report.figures
 
 GIT_ENV = {"GIT_AUTHOR_NAME": "Benchmark", "GIT_AUTHOR_EMAIL": "bench@example.com",
            "GIT_COMMITTER_NAME": "Benchmark", "GIT_COMMITTER_EMAIL": "bench@example.com"}

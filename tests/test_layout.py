@@ -18,10 +18,8 @@ SRC = Path(andon.__file__).parent
 MAX_LINES = 400
 
 # Modules over MAX_LINES today, with their line count: an entry may only shrink. Split the
-# module, then lower or delete its entry (runner.py and workspace.py are being worked on).
-TOO_LONG_TODAY = {
-    "workspace.py": 516,
-    "config.py": 451,          # [test] setup and jobs, [gates] base_reruns and the suite-run budget
+# module, then lower or delete its entry. Empty: keep it so.
+TOO_LONG_TODAY: dict[str, int] = {
 }
 
 

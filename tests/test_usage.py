@@ -210,7 +210,7 @@ def test_andon_show_says_how_a_cost_was_priced():
 
     from rich.console import Console
 
-    from andon.report import _show_usage
+    from andon.report.evidence import _show_usage
     for pricing, words in (("total", "on the total: a per-request price tier may be wrong"),
                            ("per_request", "per request")):
         buf = StringIO()

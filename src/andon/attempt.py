@@ -32,7 +32,7 @@ from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
 from .errors import AndonError, UsageError
-from .gates import AFTER_IMPLEMENT, red, scope
+from .gates import AFTER_IMPLEMENT, Gate, atdd_scope, judge, red, scope
 from .gates.agent import could_not_work
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
@@ -149,7 +149,7 @@ class Attempt:
                 return self.out
             reviews = reviews[reviews.index(start):] if start in reviews else reviews
         elif "atdd" in self.stages and not resume_from_atdd:
-            if not self._gate("red", red.run).ok:
+            if not self._gate(red).ok:
                 return self._fail_at("atdd")
             if not self._atdd():
                 return self._fail_at("atdd")
@@ -171,20 +171,20 @@ class Attempt:
         prev = next(x for x in reversed(self.store.attempts(self.packet.id))
                     if x["candidate_sha"] == self.row["candidate_sha"]
                     and x["id"] != self.row["id"])
-        red_row = [g for g in self.store.gate_results(prev["id"]) if g["gate"] == "red"][-1]
+        red_row = [g for g in self.store.gate_results(prev["id"]) if g["gate"] == red.NAME][-1]
         ids = red_row["evidence"].get("red_ids", [])
         self.ctx.red_ids = self.out.red_ids = set(ids)
         if self.ctx.atdd_sha:
             self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
         self._record(GateResult(
-            "red", "pass", f"carried over from attempt {prev['n']}: same plant commit "
+            red.NAME, "pass", f"carried over from attempt {prev['n']}: same plant commit "
             f"{self.ctx.plant_sha[:10]}, {len(ids)} planted test(s) red there",
             details={"red_ids": sorted(ids), "carried_from_attempt": prev["n"]}), now(), 0.0)
         self.ctx.candidate_sha = self.out.candidate_sha = self.row["candidate_sha"]
         self.say(f"  implement: not run again — the candidate of attempt {prev['n']} is "
                  "verified again, since only its review broke")
         self.on_state("gating", "candidate-carried")
-        return all(self._gate(name, fn).ok for name, fn in AFTER_IMPLEMENT)
+        return all(self._gate(gate).ok for gate in AFTER_IMPLEMENT)
 
     def _fail_at(self, stage: str) -> AttemptResult:
         self.out.route_stage = stage
@@ -193,7 +193,7 @@ class Attempt:
     def _red_before_implement(self) -> bool:
         if self.ctx.atdd_sha:
             self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
-        r = self._gate("red", lambda c: red.run(c, c.planted_tests()))
+        r = self._gate(red)
         self.ctx.red_ids = set(r.details.get("red_ids", []))
         return r.ok
 
@@ -204,13 +204,13 @@ class Attempt:
                                                               self.ctx.atdd_sha):
             return False
         self.store.update_attempt(self.row["id"], atdd_sha=self.ctx.atdd_sha)
-        if not self._gate("atdd-scope", scope.run_atdd).ok:
+        if not self._gate(atdd_scope).ok:
             return False
-        written = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
-        self.ctx.atdd_tests = written
+        self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
         # after an agent ran in the worktree: what it left beside the commit is not in the
-        # cache key, so red runs
-        r = self._gate("red", lambda c: red.run(c, c.planted_tests(), written, cacheable=False))
+        # cache key, so red runs; the atdd tests are judged as the agent's
+        self.ctx.atdd_just_ran = True
+        r = self._gate(red)
         self.ctx.red_ids = set(r.details.get("red_ids", []))
         return r.ok
 
@@ -227,7 +227,7 @@ class Attempt:
         self.on_state("gating", "agent-finished")
         if self.over_budget is not None:
             return False
-        return all(self._gate(name, fn).ok for name, fn in AFTER_IMPLEMENT)
+        return all(self._gate(gate).ok for gate in AFTER_IMPLEMENT)
 
     # -- stages -------------------------------------------------------------------------
 
@@ -256,7 +256,7 @@ class Attempt:
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
         if stop is not None:
             raise budget.Exceeded(stop)
-        if (env := self._env_changed("scope", f"since this run started, before the {stage} "
+        if (env := self._env_changed(scope.NAME, f"since this run started, before the {stage} "
                                      "agent ran")) is not None:
             raise _WroteOutside(env)
         started = now()
@@ -283,7 +283,7 @@ class Attempt:
                                             .strip("/"), CONFIG_NAME),
                       self.repo.restore_refs(refs_before, (
                           f"refs/heads/{self.config.andon.integration_branch}",)))
-        env = self._env_changed("scope", f"while the {stage} agent ran")
+        env = self._env_changed(scope.NAME, f"while the {stage} agent ran")
         if env is not None:
             raise _WroteOutside(env)
         return run
@@ -300,7 +300,7 @@ class Attempt:
             + ([f"moved git refs it does not own: {', '.join(moved)} (put back)"] if moved
                else [])
         if findings:
-            raise _WroteOutside(GateResult("scope", "fail", f"the {stage} agent "
+            raise _WroteOutside(GateResult(scope.NAME, "fail", f"the {stage} agent "
                                            + "; ".join(what), "permission", findings))
 
     def _snapshot(self, stage: str) -> str | None:
@@ -315,7 +315,7 @@ class Attempt:
                                      f"changed in attempt {self.row['n']} of {self.packet.id}")
         except SnapshotError as exc:
             self._record(GateResult(
-                "atdd-scope" if stage == "atdd" else "scope", "fail",
+                atdd_scope.NAME if stage == "atdd" else scope.NAME, "fail",
                 f"the {stage} stage left a worktree andon cannot read: {exc}", "permission",
                 [Finding("unreadable-worktree", str(exc), path=exc.path)]), now(), 0.0)
             return None
@@ -367,9 +367,12 @@ class Attempt:
         self.on_gate(result)
         return result
 
-    def _gate(self, name: str, fn: Callable[[GateContext], GateResult]) -> GateResult:
+    def _gate(self, gate: Gate) -> GateResult:
+        """Run (or skip: :func:`andon.gates.judge`) ``gate`` on the attempt's context and
+        record its result."""
+        name = gate.NAME
         started, t0 = now(), time.monotonic()
-        result = fn(self.ctx)
+        result = judge(gate, self.ctx)
         # Code under test ran in this gate's test runs: a file it left in the interpreter's
         # site-packages would steer every later run (the next gate's, the next attempt's).
         outside = self._env_changed(name, f"during the {name} gate's test runs "

@@ -26,7 +26,7 @@ AndonError
 │                               ``errors`` lists every reason
 ├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
 ├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
-├── workspace.SnapshotError     the worktree cannot be read into a commit (what the agent left)
+├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)
 ├── workspace.MergeConflict     a squash-merge conflicts; ``paths`` lists the conflicted files
 ├── StoreError                  the store cannot be used (schema version, held by a runner)
 ├── budget.Exceeded             a stage may not start: no budget left (``result``: the failed

@@ -8,26 +8,25 @@ Harness commits are made as ``andon <andon@localhost>`` so they work on machines
 identity configured.
 
 Raises GitError (a git command failed), UsageError (not a repository, a path escaping the
-worktree, moving the user's checked-out branch), RefMoved and MergeConflict (defined here).
+worktree, moving the user's checked-out branch), RefMoved and MergeConflict (defined here),
+SnapshotError (from :mod:`andon.worktrees`, which holds the worktree and snapshot half).
 """
 
 from __future__ import annotations
 
-import hashlib
-import io
 import os
 import re
-import shutil
-import stat
 import subprocess
-import tarfile
-import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
-from andon import submodules
+from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
+from andon.worktrees import SnapshotError, file_marker, manifest
+
+__all__ = ["IDENTITY", "ZERO_SHA", "Change", "MergeConflict", "RefMoved", "Repo",
+           "SnapshotError", "commit_message", "file_marker", "manifest"]
 
 ZERO_SHA = "0" * 40
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
@@ -42,16 +41,6 @@ _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
 
 class RefMoved(AndonError):
     """A ref was not at the value the caller expected, so it was left alone."""
-
-
-class SnapshotError(AndonError):
-    """The worktree could not be read into a commit: gone, replaced by a link, or holding
-    something git refuses (a nested repository without commits). What the agent left, not
-    a harness fault; ``path`` is the repo-relative path git named, when it named one."""
-
-    def __init__(self, message: str, path: str | None = None):
-        self.path = path
-        super().__init__(message)
 
 
 class MergeConflict(AndonError):
@@ -261,125 +250,37 @@ class Repo:
                 return sha
         return None
 
+    # -- worktrees and snapshots: see andon.worktrees, where each is documented ----------
+
     def add_worktree(self, path: Path, branch: str, start: str, history: str = "full") -> Path:
-        """Create branch ``branch`` at ``start`` and give it a worktree at ``path`` that is a
-        repository of its own: a single-branch clone of ``branch`` with no remote, no
-        alternates, no tags and no other refs, so nothing in it leads to other branches, later
-        commits or the repository's object store (catalogue kind 17, mining git history).
-        ``history`` is "full" (every ancestor of ``start``: ``git log`` and blame work) or
-        "shallow" (only ``start``; faster on very large repositories). The reflog, which
-        names the repository it was cloned from, is removed. The user's
-        ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
-        can commit. Submodules are checked out at the commits ``start`` records, from the
-        user's checkout (:mod:`andon.submodules`). GitError if the branch
-        exists; UsageError if ``path`` exists or ``history`` is unknown."""
-        if history not in ("full", "shallow"):
-            raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
-        path = _unresolved_last(path)
-        if path.exists() or path.is_symlink():  # a dangling link would send the clone away
-            raise UsageError(f"worktree path already exists: {path}")
-        ref = f"refs/heads/{branch}"
-        self.set_ref(ref, start, ZERO_SHA)
-        # --no-local makes git send a pack of what ``branch`` reaches instead of hard-linking
-        # or borrowing the whole object store; a file:// URL is needed for --depth.
-        depth = ("--depth", "1") if history == "shallow" else ()
-        self.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
-                 "--branch", branch, self.git_dir.as_uri(), str(path))
-        self.git("remote", "remove", "origin", cwd=path)
-        # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
-        shutil.rmtree(path / ".git" / "logs", ignore_errors=True)
-        # the user's identity if they have one, else a stand-in, so an agent's commit works
-        for key, fallback in (("user.name", "agent"), ("user.email", "agent@andon.localhost")):
-            value = self.git("config", "--get", key, check=False).strip() or fallback
-            self.git("config", key, value, cwd=path)
-        submodules.populate(self, path, self._sha(start))
-        return path
+        """:func:`andon.worktrees.add_worktree`: a single-branch clone for an agent."""
+        return worktrees.add_worktree(self, path, branch, start, history)
 
     def remove_worktree(self, path: Path) -> None:
-        """Remove the worktree at ``path`` whatever state the agent left it in (a directory
-        already gone is fine), then prune git's records of linked worktrees. The caller names
-        only paths it created. UsageError for the top level or a path inside or around it."""
-        path = _unresolved_last(path)
-        if path == self.root or self.root.is_relative_to(path) or path.is_relative_to(self.root):
-            raise UsageError(f"refusing to remove {path}: it is or holds the main work tree")
-        if path in self.list_worktrees():  # a linked worktree from an older andon
-            self.git("worktree", "remove", "--force", "--force", str(path), check=False)
-        if path.exists() or path.is_symlink():
-            _rmtree(path)
-        self.git("worktree", "prune")
+        """:func:`andon.worktrees.remove_worktree`, whatever state the agent left it in."""
+        worktrees.remove_worktree(self, path)
 
     def list_worktrees(self) -> list[Path]:
         """Every linked worktree git knows of, the main one first."""
-        out = self.git("worktree", "list", "--porcelain", "-z")
-        return [Path(f[len("worktree "):]) for f in out.split("\0") if f.startswith("worktree ")]
+        return worktrees.list_worktrees(self)
 
     def plant(self, base: str, files: Mapping[str, tuple[bytes, bool]], message: str) -> str:
-        """A commit, child of ``base``, adding each file (relative path → (bytes, executable))
-        even if .gitignore matches it, made with plumbing: no worktree, no ref moves. Returns
-        its sha, or ``base`` when every file is already there identically.
-        UsageError for a path that is absolute, has '..' or '.git', or runs through a file or
-        symlink of ``base``."""
-        base = self._sha(base)
-        entries = []
-        for rel, source in files.items():
-            parts = PurePosixPath(rel).parts
-            if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or ".git" in parts:
-                raise UsageError(f"planted path must be relative inside the worktree, got {rel!r}")
-            for i in range(1, len(parts) + 1):  # a link or file on the way would be replaced
-                kind = self.git("cat-file", "-t", f"{base}:{'/'.join(parts[:i])}",
-                                check=False).strip()
-                if i < len(parts) and kind and kind != "tree":
-                    raise UsageError(f"planted path {rel!r} runs through "
-                                     f"{'/'.join(parts[:i])!r}, which is not a directory")
-                if i == len(parts) and kind == "tree":
-                    raise UsageError(f"planted path {rel!r} is a directory in the base")
-            data, executable = source
-            blob = self.git("hash-object", "-w", "--no-filters", "--stdin", input=data).strip()
-            mode = "100755" if executable else "100644"
-            entries.append(f"{mode} {blob}\t{'/'.join(parts)}\0")
-        with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-            self._run(("read-tree", base), None, None, True, env)
-            self._run(("update-index", "--add", "-z", "--index-info"), None,
-                      "".join(entries).encode(), True, env)
-            tree = self._run(("write-tree",), None, None, True, env).stdout.decode().strip()
-        if tree == self.git("rev-parse", f"{base}^{{tree}}").strip():
-            return base
-        return self.git("commit-tree", tree, "-p", base, "-F", "-",
-                        input=message.encode()).strip()
+        """:func:`andon.worktrees.plant`: a child of ``base`` adding ``files``; its sha."""
+        return worktrees.plant(self, base, files, message)
 
     def snapshot(self, worktree: Path, parent: str, message: str) -> str:
-        """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore
-        respected; files tracked in ``parent`` kept even if .gitignore matches them) as a new
-        commit whose only parent is ``parent``, whatever the agent did to the worktree's HEAD,
-        branch, index, config or ``.git`` itself: the files are read into this repository's
-        object store through a temporary index, and git never runs in the agent's repository
-        (its config could name commands to run). Always a new commit, even if the tree equals
-        the parent's. SnapshotError if ``worktree`` is gone, a symbolic link, inside the main
-        work tree, or holds something git refuses to add."""
-        worktree = _unresolved_last(worktree)
-        if worktree.is_symlink():
-            raise SnapshotError(f"the worktree {worktree} was replaced by a symbolic link")
-        if not worktree.is_dir():
-            raise SnapshotError(f"the worktree {worktree} is no longer a directory")
-        if worktree.is_relative_to(self.root):
-            raise SnapshotError(f"{worktree} is inside the main work tree, not a worktree")
-        parent = self._sha(parent)
-        with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
-            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
-                   "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(self.git_dir)}
-            self._run(("read-tree", parent), worktree, None, True, env)
-            # the user's sparse-checkout rules are about their checkout, not the agent's
-            proc = self._run(("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
-                              "add", "--all", "--", "."), worktree, None, False, env)
-            if proc.returncode != 0:
-                err = proc.stderr.decode(errors="replace").strip()
-                named = re.search(r"'([^']+?)/?'", err)
-                raise SnapshotError(f"git could not read the worktree: {err}",
-                                    named.group(1) if named else None)
-            tree = self._run(("write-tree",), worktree, None, True, env).stdout.decode().strip()
-        return self.git("commit-tree", tree, "-p", parent, "-F", "-",
-                        input=message.encode()).strip()
+        """:func:`andon.worktrees.snapshot`: everything in ``worktree`` as a child of
+        ``parent``; SnapshotError when it cannot be read."""
+        return worktrees.snapshot(self, worktree, parent, message)
+
+    def export(self, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
+               ) -> dict[str, str]:
+        """:func:`andon.worktrees.export`: the files of ``rev`` into ``dest``, no ``.git``."""
+        return worktrees.export(self, rev, dest, keep)
+
+    def clone_at(self, rev: str, dest: Path) -> Path:
+        """:func:`andon.worktrees.clone_at`: a fresh clone at ``dest``, detached at ``rev``."""
+        return worktrees.clone_at(self, rev, dest)
 
     def squash(self, onto: str, base: str, head: str, message: str) -> str:
         """Commit, with ``onto`` as the only parent, the tree of merging base..head into ``onto``.
@@ -442,75 +343,3 @@ class Repo:
         """Human-readable ``--stat`` summary of base..head."""
         return self.git("diff-tree", "-r", "--stat", "--text", "--no-color", self._sha(base),
                         self._sha(head))
-
-    def export(self, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
-               ) -> dict[str, str]:
-        """Write the files of ``rev`` whose paths ``keep`` accepts into ``dest`` (created;
-        no ``.git``, so nothing there leads back to the repository's history), and return
-        their manifest (see :func:`manifest`)."""
-        dest.mkdir(parents=True)
-        data = self._run(("archive", "--format=tar", rev), None, None, True).stdout
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            members = [m for m in tar.getmembers() if m.isdir() or keep(m.name)]
-            tar.extractall(dest, members=members, filter="data")
-        return manifest(dest)
-
-    def clone_at(self, rev: str, dest: Path) -> Path:
-        """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
-        untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling.
-        Submodules are checked out at the commits ``rev`` records (:mod:`andon.submodules`)."""
-        sha, dest = self._sha(rev), Path(dest).resolve()
-        # --shared borrows the source's object store through objects/info/alternates instead of
-        # copying it (--no-hardlinks copies every object: slow on big repos). It also makes every
-        # object readable, so a sha that no ref reaches (a snapshot not yet on a branch) checks
-        # out without a fetch. The clone is short-lived, so the source pruning objects under it
-        # is not a practical risk (gc keeps unreachable objects for two weeks by default).
-        self.git("clone", "--quiet", "--no-checkout", "--shared", str(self.git_dir), str(dest))
-        self.git("checkout", "--quiet", "--detach", sha, cwd=dest)
-        submodules.populate(self, dest, sha)
-        return dest
-
-
-def _unresolved_last(path: Path) -> Path:
-    """``path`` with its parent resolved but not its last component, so that a worktree the
-    agent replaced by a symbolic link is seen as the link, never as what it points to."""
-    path = Path(path)
-    return path.parent.resolve() / path.name
-
-
-def _rmtree(path: Path) -> None:
-    """Delete ``path`` even where the agent took away permissions inside it."""
-    def retry(func, p, _exc):
-        parent = os.path.dirname(p)
-        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
-        if os.path.isdir(p) and not os.path.islink(p):
-            os.chmod(p, stat.S_IRWXU)
-            shutil.rmtree(p, onerror=retry)
-        else:
-            os.unlink(p)
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    else:
-        shutil.rmtree(path, onerror=retry)
-
-
-def manifest(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (not following links) → :func:`file_marker`, so any change
-    an agent makes shows up."""
-    out: dict[str, str] = {}
-    for path in sorted(root.rglob("*")):
-        marker = file_marker(path)
-        if marker is not None:
-            out[path.relative_to(root).as_posix()] = marker
-    return out
-
-
-def file_marker(path: Path) -> str | None:
-    """sha256 of a file's bytes with its executable bit, ``link:<target>`` for a symlink
-    (never followed), None for a directory or nothing there."""
-    if path.is_symlink():
-        return "link:" + os.readlink(path)
-    if path.is_file():
-        mode = "x" if os.access(path, os.X_OK) else "-"
-        return mode + hashlib.sha256(path.read_bytes()).hexdigest()
-    return None

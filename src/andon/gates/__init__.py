@@ -1,23 +1,36 @@
 """Gates run by the harness, never by the agent. One module per gate; see ``base.py``.
 
-``AFTER_IMPLEMENT`` is the order in which gates judge the implement stage's candidate; the
-first that fails ends the attempt (the rest are not run). ``preflight`` and ``red`` run
-earlier, from the runner and the attempt.
+Every gate module has the shape :class:`~andon.gates.base.Gate`: ``NAME``, ``skip_reason(ctx)``
+and ``run(ctx)``; :func:`judge` runs one, recording a gate that does not apply as ``skipped``
+with its reason. ``AFTER_IMPLEMENT`` is the order in which gates judge the implement stage's
+candidate; the first that fails ends the attempt (the rest are not run). ``red`` and
+``atdd-scope`` run earlier, from the attempt; ``preflight`` from the runner, once per run,
+before any packet (so with no GateContext); ``agent`` judges a stage's agent run, and is
+recorded only when that agent could not work at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from . import atdd_scope, flaky, hermetic, mutation, patterns, red, scope, static, suite
+from .base import Gate, GateContext, GateResult
 
-from . import flaky, hermetic, mutation, patterns, scope, static, suite
-from .base import GateContext, GateResult
-
-AFTER_IMPLEMENT: list[tuple[str, Callable[[GateContext], GateResult]]] = [
-    ("scope", scope.run),
-    ("patterns", patterns.run),
-    ("suite", suite.run),
-    ("hermetic", hermetic.run),
-    ("static", static.run),       # the project's linters, on the changed lines
-    ("flaky", flaky.run),         # opt-in: nearby tests in random orders
-    ("mutation", mutation.run),   # opt-in: slowest last
+AFTER_IMPLEMENT: list[Gate] = [
+    scope,
+    patterns,
+    suite,
+    hermetic,
+    static,      # the project's linters, on the changed lines
+    flaky,       # opt-in: nearby tests in random orders
+    mutation,    # opt-in: slowest last
 ]
+
+__all__ = ["AFTER_IMPLEMENT", "Gate", "atdd_scope", "judge", "red"]
+
+
+def judge(gate: Gate, ctx: GateContext) -> GateResult:
+    """``gate``'s result on ``ctx``: ``skipped`` with its reason when it does not apply
+    (nothing run), else what its ``run`` returns. The one code path for skipping a gate."""
+    reason = gate.skip_reason(ctx)
+    if reason is not None:
+        return GateResult(gate.NAME, "skipped", reason)
+    return gate.run(ctx)

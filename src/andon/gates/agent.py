@@ -24,6 +24,7 @@ from pathlib import Path
 from ..agents.base import AgentRun
 from .base import Finding, GateResult
 
+NAME = "agent"
 MESSAGE_CHARS = 400
 
 # (pattern in the agent's message, advice); the first that matches wins. {a}: adapter name.
@@ -79,7 +80,7 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
               f"fix the agent's set-up: {setting} in andon.toml (permission_args, "
               "env_passthrough, extra_args) and its credentials")
     advice += " — not the packet; `andon doctor` checks the agent CLIs (see docs/agents/)"
-    return GateResult("agent", "fail", summary, "environment",
+    return GateResult(NAME, "fail", summary, "environment",
                       [Finding("agent-could-not-work", message or how)],
                       details={"advice": advice, "exit_status": run.exit_status,
                                "timed_out": run.timed_out})

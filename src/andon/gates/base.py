@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from .. import clone_setup, origin
 from ..config import Config
@@ -98,6 +98,9 @@ class GateContext:
     baseline_passed: set[str] = field(default_factory=set)
     red_ids: set[str] = field(default_factory=set)
     atdd_tests: list[str] = field(default_factory=list)  # test files the atdd stage wrote
+    # the atdd agent ran in this worktree during this attempt (red: its tests are the
+    # agent's, and the worktree may hold more than its commit, so nothing is cached)
+    atdd_just_ran: bool = False
     # PASS_TO_PASS ids shown flaky on the base during this attempt (gates/flaky_base.py)
     flaky_on_base: dict[str, dict] = field(default_factory=dict)
     steady_on_base: dict[str, int] = field(default_factory=dict)  # id -> base runs all passed
@@ -123,6 +126,20 @@ class GateContext:
         return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
                                  canaries=planted, own_files=[*planted, *own_files],
                                  profile=profile)
+
+
+class Gate(Protocol):
+    """The shape of a gate module (``scope``, ``red``, ``flaky`` ...): its ``NAME`` as
+    recorded, ``skip_reason(ctx)`` — why it does not apply to this attempt (off in
+    ``andon.toml``, nothing to check), or None — and ``run(ctx)``, called only when it
+    applies. :func:`andon.gates.judge` is the one place that turns a skip reason into a
+    ``skipped`` result."""
+
+    NAME: str
+
+    def skip_reason(self, ctx: GateContext) -> str | None: ...
+
+    def run(self, ctx: GateContext) -> GateResult: ...
 
 
 def network_note(runs: list[Any]) -> str:

@@ -31,7 +31,7 @@ from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .changed import changed_code_files
 from .lanes import Planned, deal, jobs, run_lanes
 
-GATE = "flaky"
+NAME = "flaky"
 
 
 def module_name(path: str, pythonpath: list[str]) -> str:
@@ -81,17 +81,22 @@ def nearby_tests(ctx: GateContext, changed: list[str]) -> list[str]:
     return near
 
 
-def run(ctx: GateContext) -> GateResult:
+def skip_reason(ctx: GateContext) -> str | None:
+    """Why the gate does not apply (opt-in: off for the packet's tier), or None."""
     settings = ctx.config.gates.flaky
-    if not settings.runs_for(ctx.packet.tier):
-        return GateResult(GATE, "skipped", settings.off_reason("flaky"))
+    return None if settings.runs_for(ctx.packet.tier) else settings.off_reason(NAME)
+
+
+def run(ctx: GateContext) -> GateResult:
+    """Nearby and planted tests in random orders (see :func:`skip_reason`)."""
+    settings = ctx.config.gates.flaky
     assert ctx.candidate_sha
     changed = changed_code_files(ctx)
     planted = ctx.planted_tests()
     tests = sorted(set(planted) | set(nearby_tests(ctx, changed)))
     details: dict = {"tests": tests, "planted": planted}
     if not tests:
-        return GateResult(GATE, "skipped", "not run: no planted test and no test near the "
+        return GateResult(NAME, "skipped", "not run: no planted test and no test near the "
                           "change", details=details)
     rng = random.SystemRandom()
     seeds: list[int] = []
@@ -112,12 +117,12 @@ def run(ctx: GateContext) -> GateResult:
         made = run_lanes(ctx, lanes, agent_code=True)  # every run: outcomes are compared
     runs = [made[p.name] for p in plan]
     for r in runs:
-        if forged := forged_result(GATE, r, runs, details):
+        if forged := forged_result(NAME, r, runs, details):
             return forged
     broken = [r for r in runs if r.report_problem]
     if broken:
         r = broken[0]
-        return GateResult(GATE, "fail", f"flaky run {r.name} (seed {r.seed}) wrote no usable "
+        return GateResult(NAME, "fail", f"flaky run {r.name} (seed {r.seed}) wrote no usable "
                           f"report: {r.report_problem}", "code",
                           [Finding("no-report", f"{r.report_problem} (seed {r.seed})")], runs,
                           details)
@@ -143,7 +148,7 @@ def run(ctx: GateContext) -> GateResult:
     if findings:
         first = findings[0].message
         more = f" (and {len(findings) - 1} more)" if len(findings) > 1 else ""
-        return GateResult(GATE, "fail", f"{first}{more}", "code", findings, runs, details)
-    return GateResult(GATE, "pass", f"{len(by_test)} tests in {len(tests)} files gave the same "
+        return GateResult(NAME, "fail", f"{first}{more}", "code", findings, runs, details)
+    return GateResult(NAME, "pass", f"{len(by_test)} tests in {len(tests)} files gave the same "
                       f"outcome in {len(runs)} random orders (seeds "
                       f"{', '.join(map(str, seeds))})", runs=runs, details=details)

@@ -32,6 +32,8 @@ from .joint import Ahead, hermetic_plan
 from .lanes import deal, jobs, run_lanes
 from .suite import judge, plain_first, summarise
 
+NAME = "hermetic"
+
 
 def committed_hidden(repo: Repo, rev: str, packet: Packet) -> list[str]:
     """Hidden files of ``packet`` that are committed at ``rev`` (so an agent working from it
@@ -92,10 +94,15 @@ def judge_hidden(run: SuiteRun, hidden: list[str]) -> list[Finding]:
     return found
 
 
+def skip_reason(ctx: GateContext) -> str | None:
+    """Always applies: every candidate is judged."""
+    return None
+
+
 def run(ctx: GateContext) -> GateResult:
     assert ctx.candidate_sha
     if leaked := visible_hidden(ctx):
-        return GateResult("hermetic", "fail", f"hidden test {leaked[0]} is committed, so the "
+        return GateResult(NAME, "fail", f"hidden test {leaked[0]} is committed, so the "
                           "agent could read it; keep packets/*/hidden/ out of git",
                           "specification", [Finding("hidden-visible", f"{p} is tracked at "
                                                     "the base commit", path=p) for p in leaked])
@@ -114,7 +121,7 @@ def run(ctx: GateContext) -> GateResult:
             lanes.append((cwd, part))
         plain = None
         if hidden:  # the hidden tests under the plain profile first (suite.py, "Plain first")
-            first, plain = plain_first(ctx, lanes[0][0], "hermetic", hidden)
+            first, plain = plain_first(ctx, lanes[0][0], NAME, hidden)
             if first is not None:
                 return first
         made = run_lanes(ctx, lanes, agent_code=True,
@@ -140,7 +147,7 @@ def run(ctx: GateContext) -> GateResult:
     if not_run:
         summary += f"; not run: {', '.join(not_run)}"
     summary += flaky_base.note(list(flaky.values()))
-    return GateResult("hermetic", "pass", summary, runs=runs,
+    return GateResult(NAME, "pass", summary, runs=runs,
                       details={"not_run": not_run, "seeds": seeds, "hidden": hidden,
                                "flaky_on_base": list(flaky.values()),
                                "plain_run": plain.to_evidence() if plain else None,
@@ -183,7 +190,7 @@ def _failure(ctx: GateContext, r: SuiteRun, runs: list[SuiteRun], hidden: list[s
     """The failing result run ``r`` (one of ``runs``) calls for, or None when it passed.
     PASS_TO_PASS failures flaky on the base are taken out (gates/flaky_base.py) and added to
     ``flaky`` (test id -> record)."""
-    if forged := forged_result("hermetic", r, runs, {"not_run": not_run}):
+    if forged := forged_result(NAME, r, runs, {"not_run": not_run}):
         return forged
     findings = judge_hidden(r, hidden)
     seen = {f.test_id for f in findings if f.test_id}
@@ -194,5 +201,5 @@ def _failure(ctx: GateContext, r: SuiteRun, runs: list[SuiteRun], hidden: list[s
     if not findings:
         return None
     where = f"in a fresh clone, run {r.name}" + (f" (seed {r.seed})" if r.seed else "")
-    return GateResult("hermetic", "fail", summarise(findings, where), "code", findings, runs,
+    return GateResult(NAME, "fail", summarise(findings, where), "code", findings, runs,
                       {"not_run": not_run, "flaky_on_base": list(flaky.values())})

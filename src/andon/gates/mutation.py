@@ -52,7 +52,7 @@ from .base import Finding, GateContext, GateResult, fresh_clone, network_note
 from .changed import changed_code_files, changed_functions, changed_lines
 from .tools import ToolRun, run_tool
 
-GATE = "mutation"
+NAME = "mutation"
 SUPPORTED_MAJOR = 3
 
 KILLED_CODES: dict[int | None, str] = {1: "killed", 3: "killed", 37: "caught by type check"}
@@ -83,14 +83,20 @@ def mutmut_version(python: str) -> tuple[str | None, str]:
     return version, ""
 
 
-def run(ctx: GateContext) -> GateResult:
+def skip_reason(ctx: GateContext) -> str | None:
+    """Why the gate does not apply (opt-in: off for the packet's tier), or None. mutmut
+    missing is found by :func:`run`, which keeps the interpreter it tried in the evidence."""
     settings = ctx.config.gates.mutation
-    if not settings.runs_for(ctx.packet.tier):
-        return GateResult(GATE, "skipped", settings.off_reason("mutation"))
+    return None if settings.runs_for(ctx.packet.tier) else settings.off_reason(NAME)
+
+
+def run(ctx: GateContext) -> GateResult:
+    """mutmut on the changed functions, in a fresh clone (see :func:`skip_reason`)."""
+    settings = ctx.config.gates.mutation
     python = settings.python or sys.executable
     version, why = mutmut_version(python)
     if version is None:
-        return GateResult(GATE, "skipped", f"not run: {why}; install it with "
+        return GateResult(NAME, "skipped", f"not run: {why}; install it with "
                           "`pip install 'andon[mutation]'`", details={"python": python})
     assert ctx.candidate_sha
     files = changed_code_files(ctx)
@@ -105,7 +111,7 @@ def run(ctx: GateContext) -> GateResult:
                      "min_score": settings.min_score, "note": EQUIVALENT_NOTE}
     if not targets:
         changed = ", ".join(files) or "none"
-        return GateResult(GATE, "skipped", "not run: the candidate changed no Python function "
+        return GateResult(NAME, "skipped", "not run: the candidate changed no Python function "
                           f"or method outside the tests (changed files: {changed})",
                           details=details)
     with fresh_clone(ctx.repo, ctx.candidate_sha, f"mutation-{ctx.packet.id}") as cwd:
@@ -127,7 +133,7 @@ def _mutate(ctx: GateContext, cwd: Path, python: str, targets: dict[str, list[st
         write_mutmut_config(cwd, source_paths(ctx, list(targets)), list(targets),
                             list(getattr(ctx.config.test, "plugins", []) or []))
     except ValueError as exc:
-        return GateResult(GATE, "error", f"could not configure mutmut in the clone: {exc}",
+        return GateResult(NAME, "error", f"could not configure mutmut in the clone: {exc}",
                           "harness", details=details)
     patterns = [f"*.{fn}__mutmut_*" for fns in targets.values() for fn in fns]
     run = run_tool([python, "-m", "mutmut", "run", "--max-children", "2", *patterns], cwd,
@@ -136,13 +142,13 @@ def _mutate(ctx: GateContext, cwd: Path, python: str, targets: dict[str, list[st
                    network=ctx.config.test.network)
     details["runs"] = [run.to_evidence()]
     if run.timed_out:
-        return GateResult(GATE, "error", f"mutmut did not finish within {settings.timeout_s:g} s "
+        return GateResult(NAME, "error", f"mutmut did not finish within {settings.timeout_s:g} s "
                           "([gates.mutation] timeout_s); not a pass", "environment",
                           details=details)
     results = read_results(cwd, targets)
     if not results:
         if run.exit_status == 0 or "nothing matches" in run.output():
-            return GateResult(GATE, "skipped", "not run: mutmut generated no mutant for the "
+            return GateResult(NAME, "skipped", "not run: mutmut generated no mutant for the "
                               f"changed functions ({', '.join(patterns)})", details=details)
         return _broken(run, details)
     unchecked = sorted(k for k, v in results.items() if v is None)
@@ -170,10 +176,10 @@ def _mutate(ctx: GateContext, cwd: Path, python: str, targets: dict[str, list[st
     what = (f"mutation score {score:.0%} ({len(killed)} killed of {len(results)} mutants of "
             f"{sum(map(len, targets.values()))} changed functions; floor {settings.min_score:.0%})")
     if score < settings.min_score:
-        return GateResult(GATE, "fail", f"{what}: the tests do not notice these changes to "
+        return GateResult(NAME, "fail", f"{what}: the tests do not notice these changes to "
                           "the code (some survivors may be equivalent mutants: the floor is "
                           "not 100%)", "test", findings, details=details)
-    return GateResult(GATE, "pass", what + (f"; {len(survivors)} survived (listed; may be "
+    return GateResult(NAME, "pass", what + (f"; {len(survivors)} survived (listed; may be "
                       "equivalent)" if survivors else ""), findings=findings, details=details)
 
 
@@ -192,7 +198,7 @@ def changed_text(diff: str) -> str:
 def _broken(run: ToolRun, details: dict, unchecked: Sequence[str] = ()) -> GateResult:
     tail = run.output_tail.strip().splitlines()[-5:]
     extra = f"; {len(unchecked)} mutants left unchecked" if unchecked else ""
-    return GateResult(GATE, "error", f"mutmut run did not complete (exit status "
+    return GateResult(NAME, "error", f"mutmut run did not complete (exit status "
                       f"{run.exit_status}{extra}): {' | '.join(tail)[-400:]}", "environment",
                       details=details)
 

@@ -12,34 +12,44 @@ from pathlib import Path
 from ..config import Config
 from ..workspace import Repo
 from . import env_cause
-from .base import Finding, GateResult, fresh_clone, run_project_suite
+from .base import Finding, GateContext, GateResult, fresh_clone, run_project_suite
+
+NAME = "preflight"
+
+
+def skip_reason(ctx: GateContext) -> str | None:
+    """Always applies: a run never starts on a head whose suite was not seen to pass."""
+    return None
 
 
 def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
-    with fresh_clone(repo, sha, "preflight") as cwd:
-        r = run_project_suite(config, cwd, evidence_dir, "preflight")
+    """The full suite on ``sha`` (the integration head) in a fresh clone; evidence in
+    ``evidence_dir``. Called by the runner once per run, before any packet: there is no
+    packet, worktree or attempt yet, so it takes what it needs instead of a GateContext."""
+    with fresh_clone(repo, sha, NAME) as cwd:
+        r = run_project_suite(config, cwd, evidence_dir, NAME)
         why = env_cause.cause(r, cwd)
     if r.report_problem:
         # not "wrote no usable report": a failed set-up or an import probe means it never ran
-        return GateResult("preflight", "error", f"the suite on {sha[:10]} gave no results: "
+        return GateResult(NAME, "error", f"the suite on {sha[:10]} gave no results: "
                           f"{r.report_problem}", "environment",
                           [Finding("no-report", r.report_problem)], [r])
     bad = [x for x in r.results.values() if x.outcome in ("failed", "error")]
     if bad and why:
         kind, line, fix = why
-        return GateResult("preflight", "fail", f"{len(bad)} test(s) cannot run on {sha[:10]} "
+        return GateResult(NAME, "fail", f"{len(bad)} test(s) cannot run on {sha[:10]} "
                           f"for a reason of the environment: {line}; {fix}", "environment",
                           [Finding(kind, f"{line}; {fix}", bad[0].file, bad[0].id)], [r])
     if bad:
         findings = [Finding("baseline-failure", f"{x.id} {x.outcome}: {x.message[:200]}",
                             x.file, x.id) for x in bad]
-        return GateResult("preflight", "fail", f"{len(bad)} test(s) fail on the integration "
+        return GateResult(NAME, "fail", f"{len(bad)} test(s) fail on the integration "
                           f"head {sha[:10]} before any agent ran: {bad[0].id}", "environment",
                           findings, [r])
     passed = r.ids_with("passed")
     if not passed:
-        return GateResult("preflight", "fail", f"no test passed on {sha[:10]}: the test "
+        return GateResult(NAME, "fail", f"no test passed on {sha[:10]}: the test "
                           "command collects nothing", "environment",
                           [Finding("no-tests", "0 tests passed")], [r])
-    return GateResult("preflight", "pass", f"{len(passed)} tests passed on {sha[:10]}",
+    return GateResult(NAME, "pass", f"{len(passed)} tests passed on {sha[:10]}",
                       runs=[r], details={"passed_ids": sorted(passed)})

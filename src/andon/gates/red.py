@@ -16,32 +16,40 @@ from . import clash, lanes
 from .base import Finding, GateContext, GateResult, planted_tests
 from .cache import red_key
 
+NAME = "red"
 RED = ("failed", "error")
 
 
-def run(ctx: GateContext, tests: list[str] | None = None,
-        written_by_atdd: Sequence[str] = (), cacheable: bool = True) -> GateResult:
-    """``tests``: the files that must be red (default: the planted test files). Files in
-    ``written_by_atdd`` must also cover each invariant they name with more than one test.
+def skip_reason(ctx: GateContext) -> str | None:
+    """Why the gate does not apply (no planted test file, none written by atdd), or None."""
+    if not ctx.planted_tests():
+        return "the packet plants no test files: nothing is known to fail before the change"
+    return None
 
-    ``cacheable`` (only when no agent has run in the worktree yet, so it holds exactly its
-    commit): a pass is kept in the results cache (gates/cache.py ``red_key``) and a later
-    attempt with the same key records the cached pass (``details["cached"]``) and runs
-    nothing. A failure is never cached: it is run again, in case it was the machine's."""
-    tests = ctx.planted_tests() if tests is None else tests
-    if not tests:
-        return GateResult("red", "skipped", "the packet plants no test files: nothing is "
-                          "known to fail before the change")
+
+def run(ctx: GateContext) -> GateResult:
+    """The files that must be red are ``ctx.planted_tests()`` (planted, and the atdd stage's).
+
+    ``ctx.atdd_just_ran`` (the atdd agent ran in this worktree during this attempt): its
+    tests (``ctx.atdd_tests``) must also cover each invariant they name with more than one
+    test, a fault in them alone is the agent's (layer ``test``), and nothing is cached, since
+    the worktree may hold more than its commit. Otherwise a pass is kept in the results
+    cache (gates/cache.py ``red_key``) and a later attempt with the same key records the
+    cached pass (``details["cached"]``) and runs nothing. A failure is never cached: it is
+    run again, in case it was the machine's."""
+    tests = ctx.planted_tests()
+    written_by_atdd: Sequence[str] = ctx.atdd_tests if ctx.atdd_just_ran else ()
+    cacheable = not ctx.atdd_just_ran
     # before any run: a clash is not visible on the base (see clash.py)
     if found := clash.of_packet(ctx.repo, ctx.plant_sha, ctx.config, ctx.worktree, tests,
                                 sorted(ctx.packet.hidden_files)):
         spec = not written_by_atdd or any(f.path not in written_by_atdd for f in found)
-        return GateResult("red", "fail", found[0].message, "specification" if spec else "test",
+        return GateResult(NAME, "fail", found[0].message, "specification" if spec else "test",
                           found)
     n = ctx.config.gates.red_runs
     key = red_key(ctx, tests, n) if cacheable and ctx.store is not None else None
-    if key and (hit := ctx.store.cached(key)) and hit["kind"] == "red":
-        return GateResult("red", "pass", f"cached, no test run: {hit['data']['summary']} "
+    if key and (hit := ctx.store.cached(key)) and hit["kind"] == NAME:
+        return GateResult(NAME, "pass", f"cached, no test run: {hit['data']['summary']} "
                           f"(same base, planted and hidden files and test settings; run "
                           f"{hit['created_at'][:19]})",
                           details={"red_ids": hit["data"]["red_ids"], "cached": True,
@@ -49,7 +57,7 @@ def run(ctx: GateContext, tests: list[str] | None = None,
     runs = lanes.red_runs(ctx, tests, n, at_the_same_time=cacheable)
     for r in runs:
         if r.report_problem:
-            return GateResult("red", "error", f"{r.name}: {r.report_problem}", "environment",
+            return GateResult(NAME, "error", f"{r.name}: {r.report_problem}", "environment",
                               [Finding("no-report", r.report_problem)], runs)
     findings: list[Finding] = []
     outcomes: dict[str, list[str]] = {}
@@ -87,7 +95,7 @@ def run(ctx: GateContext, tests: list[str] | None = None,
         spec = any(f.path in planted for f in findings) or not written_by_atdd
         what = "planted tests" if spec else "the atdd stage's tests"
         how = "red" if all(f.kind == "already-passes" for f in findings) else "reliably red"
-        return GateResult("red", "fail", f"{what} are not {how} on the base: "
+        return GateResult(NAME, "fail", f"{what} are not {how} on the base: "
                           f"{findings[0].message}", "specification" if spec else "test",
                           findings, runs)
     # "::tests.test_x" is pytest's record of a module that did not import; its real test
@@ -96,10 +104,10 @@ def run(ctx: GateContext, tests: list[str] | None = None,
     unimportable = len(outcomes) - len(red_ids)
     what = f"{len(red_ids)} planted test(s)" + (
         f" and {unimportable} planted module(s) that do not import yet" if unimportable else "")
-    result = GateResult("red", "pass", f"{what}: red in {n} of {n} runs",
+    result = GateResult(NAME, "pass", f"{what}: red in {n} of {n} runs",
                         runs=runs, details={"red_ids": sorted(red_ids), "cached": False})
     if key:
-        ctx.store.set_cached(key, "red", {"red_ids": sorted(red_ids), "summary": result.summary},
+        ctx.store.set_cached(key, NAME, {"red_ids": sorted(red_ids), "summary": result.summary},
                              {"runs": [r.to_evidence() for r in runs]})
     return result
 

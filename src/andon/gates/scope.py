@@ -39,25 +39,28 @@ from ..packet import path_matches
 from .base import Finding, GateContext, GateResult
 from .shadowing import installed_names, own_modules, shadowed, top_level
 
+NAME = "scope"
+
+
+def skip_reason(ctx: GateContext) -> str | None:
+    """Always applies: every candidate's change is checked."""
+    return None
+
 
 def run(ctx: GateContext) -> GateResult:
     """The implement stage's change: from the atdd commit (or the plant commit) to the
     candidate. With an atdd stage, any change to a test path is tamper."""
     assert ctx.candidate_sha, "scope runs on a candidate commit"
     base = ctx.atdd_sha or ctx.plant_sha
-    return _check(ctx, "scope", base, ctx.candidate_sha,
+    return check(ctx, NAME, base, ctx.candidate_sha,
                   frozen_tests=ctx.atdd_sha is not None, only_tests=False)
 
 
-def run_atdd(ctx: GateContext) -> GateResult:
-    """The atdd stage's change: test paths only."""
-    assert ctx.atdd_sha
-    return _check(ctx, "atdd-scope", ctx.plant_sha, ctx.atdd_sha, frozen_tests=False,
-                  only_tests=True)
-
-
-def _check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool,
-           only_tests: bool) -> GateResult:
+def check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool,
+          only_tests: bool) -> GateResult:
+    """The change base..head judged as gate ``gate`` (``scope`` here, ``atdd-scope`` in
+    :mod:`andon.gates.atdd_scope`): ``frozen_tests``, a test path changed is tamper;
+    ``only_tests``, a change outside the test paths is out of scope."""
     packet = ctx.packet
     packets_dir = ctx.config.andon.packets_dir.strip("/")
     test_paths = ctx.config.stages.test_paths

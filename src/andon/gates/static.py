@@ -29,7 +29,7 @@ from .base import Finding, GateContext, GateResult, fresh_clone
 from .changed import changed_code_files, changed_lines
 from .tools import run_tool
 
-GATE = "static"
+NAME = "static"
 _LINE = re.compile(r"^(?P<file>[^:\s][^:]*\.py):(?P<line>\d+)(?::\d+)?:\s*"
                    r"(?:(?P<sev>error|warning|note):\s*)?(?P<msg>.*?)(?:\s+\[(?P<code>[\w-]+)\])?$")
 _FLAKE = re.compile(r"^(?P<code>[A-Z]+\d+)\s+(?P<msg>.*)$")
@@ -83,15 +83,20 @@ def _rel(path: str, root: Path) -> str:
     return p.as_posix().removeprefix("./")
 
 
+def skip_reason(ctx: GateContext) -> str | None:
+    """Why the gate does not apply (no ``[gates.static] commands``), or None."""
+    if not ctx.config.gates.static.commands:
+        return "not run: no static commands configured ([gates.static] commands)"
+    return None
+
+
 def run(ctx: GateContext) -> GateResult:
+    """The configured linters on the candidate's changed lines (see :func:`skip_reason`)."""
     settings = ctx.config.gates.static
-    if not settings.commands:
-        return GateResult(GATE, "skipped", "not run: no static commands configured "
-                          "([gates.static] commands)")
     assert ctx.candidate_sha
     files = changed_code_files(ctx)
     if not files:
-        return GateResult(GATE, "skipped", "not run: the candidate changed no Python file "
+        return GateResult(NAME, "skipped", "not run: the candidate changed no Python file "
                           "outside the tests")
     lines = changed_lines(ctx, files)
     blocking: list[Finding] = []
@@ -107,7 +112,7 @@ def run(ctx: GateContext) -> GateResult:
             tool = tool_name(command)
             if r.timed_out or r.exit_status == 127 or (r.exit_status or 0) < 0:
                 why = "timed out" if r.timed_out else f"exit status {r.exit_status}"
-                return GateResult(GATE, "error", f"{' '.join(command)} could not run ({why}): "
+                return GateResult(NAME, "error", f"{' '.join(command)} could not run ({why}): "
                                   f"{r.output_tail[-300:]}", "environment",
                                   details={"runs": runs})
             parsed = parse_output(r.output(), cwd)
@@ -129,9 +134,9 @@ def run(ctx: GateContext) -> GateResult:
                     notes.append({**f, "tool": tool})
     details = {"runs": runs, "files": files, "notes": notes}
     if blocking:
-        return GateResult(GATE, "fail", f"{blocking[0].message}" + (
+        return GateResult(NAME, "fail", f"{blocking[0].message}" + (
             f" (and {len(blocking) - 1} more)" if len(blocking) > 1 else ""), "code",
             blocking, details=details)
     extra = f"; {len(notes)} findings on unchanged lines kept as notes" if notes else ""
-    return GateResult(GATE, "pass", f"{len(settings.commands)} static commands found nothing "
+    return GateResult(NAME, "pass", f"{len(settings.commands)} static commands found nothing "
                       f"on the changed lines of {len(files)} files{extra}", details=details)

@@ -32,6 +32,7 @@ from . import flaky_base, joint
 from .base import Finding, GateContext, GateResult, forged_result
 from .changed import implement_base
 
+NAME = "suite"
 NOT_RUN = "suite not run: the planted tests failed first"
 
 
@@ -144,7 +145,7 @@ def plain_first(ctx: GateContext, cwd: Path, gate: str,
     plain = ctx.suite(cwd, f"{gate}-plain", select=select, agent_code=True,
                       own_files=list(hidden), profile="plain")
     runs = [plain]
-    details = {"not_run": [NOT_RUN if gate == "suite" else
+    details = {"not_run": [NOT_RUN if gate == NAME else
                            f"{gate} full runs not run: the planted or hidden tests failed first"]}
     if forged := forged_result(gate, plain, runs, details):
         return forged, plain
@@ -165,8 +166,13 @@ def plain_first(ctx: GateContext, cwd: Path, gate: str,
                       + f"; {details['not_run'][0]}", "code", bad, runs, details), plain
 
 
+def skip_reason(ctx: GateContext) -> str | None:
+    """Always applies: every candidate is judged."""
+    return None
+
+
 def run(ctx: GateContext) -> GateResult:
-    first, plain = plain_first(ctx, ctx.worktree, "suite")
+    first, plain = plain_first(ctx, ctx.worktree, NAME)
     if first is not None:
         return first
     # ``runs`` holds the full suite (its output is what a retry prompt shows); the plain run
@@ -179,11 +185,11 @@ def run(ctx: GateContext) -> GateResult:
         details["where"] = ("a fresh clone, as hermetic-1: the worktree holds exactly the "
                             "candidate (nothing ignored, untracked or changed)")
     else:
-        r = ctx.suite(ctx.worktree, "suite", agent_code=True)
+        r = ctx.suite(ctx.worktree, NAME, agent_code=True)
         details["where"] = "the worktree"
         if differs:
             details["worktree_differs"] = differs
-    if forged := forged_result("suite", r, [r], details):
+    if forged := forged_result(NAME, r, [r], details):
         return forged
     planted = ctx.planted_tests()
     if differ(plain, r, planted, ctx.red_ids):
@@ -191,26 +197,26 @@ def run(ctx: GateContext) -> GateResult:
         # tests (order, shared state)? The same selection under the usual profile tells.
         select = [*planted, *agent_test_files(ctx)]
         normal = ctx.suite(ctx.worktree, "suite-normal", select=select, agent_code=True)
-        if forged := forged_result("suite", normal, [r, normal], details):
+        if forged := forged_result(NAME, normal, [r, normal], details):
             return forged
         if dep := differ(plain, normal, planted, ctx.red_ids):
-            return GateResult("suite", "fail", summarise(dep, "plain profile against the "
+            return GateResult(NAME, "fail", summarise(dep, "plain profile against the "
                               "usual one"), "permission", dep, [r, normal], details)
         findings = judge(r, planted, ctx.red_ids, ctx.baseline_passed)
         findings, flaky = flaky_base.excuse(ctx, findings, r.results)
         details["flaky_on_base"] = flaky
-        return GateResult("suite", "fail", summarise(findings, "in the worktree (the planted "
+        return GateResult(NAME, "fail", summarise(findings, "in the worktree (the planted "
                           "tests pass alone in both profiles)"), "code", findings, [normal, r],
                           details)
     findings = judge(r, planted, ctx.red_ids, ctx.baseline_passed)
     findings, flaky = flaky_base.excuse(ctx, findings, r.results)
     details["flaky_on_base"] = flaky
     if findings:
-        return GateResult("suite", "fail", summarise(findings, "in the worktree"), "code",
+        return GateResult(NAME, "fail", summarise(findings, "in the worktree"), "code",
                           findings, [r], details)
     n = len(r.ids_with("passed"))
     planted_set = set(planted)
     f2p = sum(1 for x in r.results.values() if x.file in planted_set)
-    return GateResult("suite", "pass", f"{n} tests passed, including {f2p} FAIL_TO_PASS "
+    return GateResult(NAME, "pass", f"{n} tests passed, including {f2p} FAIL_TO_PASS "
                       f"(passed in the plain profile first) and {len(ctx.baseline_passed)} "
                       "PASS_TO_PASS" + flaky_base.note(flaky), runs=[r], details=details)

@@ -37,7 +37,8 @@ from .literals import data_file_literals, planted_literals
 from .production import Hit, Scanner, pragma_hits
 from .resolve import Resolver
 
-__all__ = ["DEFAULT_SEVERITY", "Hit", "added_lines", "planted_literals", "run", "scan_file"]
+__all__ = ["DEFAULT_SEVERITY", "NAME", "Hit", "added_lines", "planted_literals", "run", "scan_file",
+           "skip_reason"]
 
 DEFAULT_SEVERITY = {
     "test-detection": "block", "skip-call": "block", "os-exit": "block", "monkeypatch": "block",
@@ -104,10 +105,18 @@ def _copied(ctx: GateContext, base: str, head: str
     return copied, visible
 
 
+NAME = "patterns"
+
+
+def skip_reason(ctx: GateContext) -> str | None:
+    """Why the gate does not apply (``[gates.patterns] enabled = false``), or None."""
+    return None if ctx.config.gates.patterns.enabled else \
+        "disabled by [gates.patterns] enabled = false"
+
+
 def run(ctx: GateContext) -> GateResult:
+    """The patterns rules on the candidate's change (see :func:`skip_reason`)."""
     settings = ctx.config.gates.patterns
-    if not settings.enabled:
-        return GateResult("patterns", "skipped", "disabled by [gates.patterns] enabled = false")
     assert ctx.candidate_sha
     # From the plant commit: the tests an atdd stage wrote are the agent's too.
     base, head = ctx.plant_sha, ctx.candidate_sha
@@ -166,11 +175,11 @@ def _result(hits: list[Hit], severity: dict[str, str], scanned: list[str]) -> Ga
     details = {"scanned": scanned, "warnings": len(findings) - len(block)}
     if block:
         more = f" (and {len(block) - 1} more)" if len(block) > 1 else ""
-        return GateResult("patterns", "fail", f"rule {block[0].kind} at {block[0].path}:"
+        return GateResult(NAME, "fail", f"rule {block[0].kind} at {block[0].path}:"
                           f"{block[0].line}: {block[0].message.split(': ', 1)[1]}{more}",
                           "code", findings, details=details)
     summary = f"{len(scanned)} changed Python file(s) scanned, no blocking pattern"
     if findings:
         summary += f"; {len(findings)} warning(s): " + ", ".join(
             f"{f.kind} at {f.path}:{f.line}" for f in findings[:3])
-    return GateResult("patterns", "pass", summary, findings=findings, details=details)
+    return GateResult(NAME, "pass", summary, findings=findings, details=details)

@@ -1,0 +1,113 @@
+"""The status board: one row per packet, narrow enough for an 80-column terminal.
+
+Reads the store only; never recomputes a verdict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.markup import escape
+from rich.table import Table
+
+from ..config import Config
+from ..store import Store
+from .figures import GATE_MARK, STYLE, run_accounting, usage_of, usage_of_rows, usage_text
+
+GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
+
+
+def status_rows(store: Store, on_disk: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+    """One dict per packet: id, slug, state, attempts (counted), last attempt's outcome.
+    ``on_disk`` (id, slug) are the packet files: one the store has not seen yet (nothing ran
+    since it was written) is listed as ``ready`` with ``not_run`` true."""
+    rows = []
+    for p in store.packets():
+        attempts = store.attempts(p["id"])
+        last = attempts[-1] if attempts else None
+        rows.append({
+            "id": p["id"], "slug": p["slug"], "state": p["state"],
+            "attempts": len([a for a in attempts if a["counted"]]),
+            "interrupted": len([a for a in attempts if not a["counted"]]),
+            "usage": usage_of([s for a in attempts for s in store.stage_runs(a["id"])]),
+            "last_attempt": last and {
+                "n": last["n"], "state": last["state"], "reason": last["reason"],
+                "failure_layer": last["failure_layer"], "merge_sha": last["merge_sha"],
+                "evidence_dir": last["evidence_dir"],
+                "gates": {g["gate"]: g["status"] for g in store.gate_results(last["id"])},
+                "test_runs": run_accounting(store.gate_results(last["id"])),
+            },
+        })
+    seen = {r["id"] for r in rows}
+    rows += [{"id": pid, "slug": slug, "state": "ready", "attempts": 0, "interrupted": 0,
+              "usage": usage_of([]), "last_attempt": None, "not_run": True}
+             for pid, slug in on_disk if pid not in seen]
+    return rows
+
+
+def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ()) -> Table:
+    """The status board, narrow enough for an 80-column terminal: per packet its state,
+    counted tries, the last attempt's gates (all passed, or the first that did not), agent
+    cost and time, and the result (merged sha or the reason). ``on_disk``: see
+    :func:`status_rows`."""
+    table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
+                  title_justify="left")
+    table.add_column("packet", no_wrap=True)
+    table.add_column("state", no_wrap=True)
+    table.add_column("tries", justify="right")
+    table.add_column("gates", no_wrap=True)
+    table.add_column("agents", no_wrap=True)
+    table.add_column("result", overflow="fold", ratio=1)
+    rows = status_rows(store, on_disk)
+    caption = "all packets: " + usage_text(usage_of_rows(rows))
+    if rows and all(r.get("not_run") for r in rows):
+        caption = ("nothing ran yet: the packets are read from their files; `andon run` "
+                   "starts them\n" + caption)
+    if any(r["usage"]["runs"] and r["usage"]["cost_usd"] is None for r in rows):
+        caption += ("\ncost ? = the agent reported no usage (no tokens, no cost); "
+                    "see `andon show`")
+    table.caption = caption
+    table.caption_justify = "left"
+    for r in rows:
+        last = r["last_attempt"]
+        if r["state"] == "done" and last:
+            result = f"merged {last['merge_sha'][:10]}"
+        elif last and last["reason"]:
+            result = last["reason"].splitlines()[0][:160]
+        elif r.get("not_run"):
+            result = "not run yet"
+        else:
+            result = ""
+        style = STYLE.get(r["state"], "white")
+        gates_cell = _gates_cell((last or {}).get("gates", {}))
+        if last and last["test_runs"]["full_suite_runs"]:
+            t = last["test_runs"]  # verification time: full-suite runs of the last attempt
+            gates_cell += f"\n{t['full_suite_runs']} suites {t['full_suite_s']:.0f} s"
+        table.add_row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
+                      _usage_cell(r["usage"]), escape(result))
+    return table
+
+
+def _gates_cell(gates: dict[str, str]) -> str:
+    """The first gate that failed (``scope ✗``), else how many passed and how many were
+    skipped (``6 ✓ 3 –``): a skipped gate checked nothing, so it is not counted as passed."""
+    bad = next(((g, s) for g, s in gates.items() if s in ("fail", "error")), None)
+    if bad:
+        return f"{GATE_SHORT.get(bad[0], bad[0])} {GATE_MARK[bad[1]]}"
+    counts = [(n, GATE_MARK[st]) for st in ("pass", "skipped")
+              if (n := sum(1 for s in gates.values() if s == st))]
+    return " ".join(f"{n} {mark}" for n, mark in counts)
+
+
+def _usage_cell(u: dict[str, Any]) -> str:
+    """``$0.06 · 12 s``; ``cost ?`` when the agent reported no usage (the board's legend
+    says so), ``<1 s`` for an agent that took under a second; empty before any agent ran."""
+    if not u["runs"]:
+        return ""
+    cost = "cost ?" if u["cost_usd"] is None else f"${u['cost_usd']:.2f}"
+    if u["wall_s"] is None:
+        wall = "time ?"
+    else:
+        wall = "<1 s" if u["wall_s"] < 1 else f"{u['wall_s']:.0f} s"
+    return f"{cost} · {wall}"

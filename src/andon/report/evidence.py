@@ -1,0 +1,149 @@
+"""The evidence of one packet (``andon show``): its attempts, their stage runs, gates,
+reviews and events, and the diff awaiting a person.
+
+Reads the store (and the repository for diffs) only; never recomputes a verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+
+from ..store import Store
+from ..workspace import Repo
+from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of, usage_text
+
+
+def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
+    p = store.packet(packet_id)
+    if p is None:
+        return None
+    attempts = []
+    for a in store.attempts(packet_id):
+        stat = ""
+        if a["candidate_sha"] and a["plant_sha"] and repo.rev_parse(a["candidate_sha"]):
+            stat = repo.diff_stat(a["plant_sha"], a["candidate_sha"])
+        stages = store.stage_runs(a["id"])
+        gates = store.gate_results(a["id"])
+        attempts.append({**a, "diff_stat": stat, "gates": gates,
+                         "test_runs": run_accounting(gates),
+                         "stages": stages, "usage": usage_of(stages),
+                         "reviews": store.reviews(a["id"])})
+    diff = ""
+    if p["state"] == "awaiting_human" and attempts:
+        last = attempts[-1]
+        diff = repo.diff(last["plant_sha"], last["candidate_sha"])
+    return {"packet": p, "attempts": attempts, "events": store.events(packet_id),
+            "diff": diff, "usage": usage_of([s for a in attempts for s in a["stages"]])}
+
+
+def show_packet(out: Console, d: dict[str, Any]) -> None:
+    p = d["packet"]
+    style = STYLE.get(p["state"], "white")
+    out.print(f"[bold]{p['id']}[/] {p['slug']} — [{style}]{p['state']}[/]")
+    out.print(f"goal: {p['definition'].get('goal', '').strip()}", markup=False)
+    out.print(f"packet file: {p['source']}", markup=False)
+    if d.get("usage", {}).get("runs"):
+        out.print(f"agents used: {usage_text(d['usage'])}", markup=False)
+    for a in d["attempts"]:
+        counted = "" if a["counted"] else " (interrupted; not counted)"
+        out.print(f"\n[bold]attempt {a['n']}[/]{counted}: {a['state']} — agent {a['agent']}, "
+                  f"branch {a['branch']}")
+        if a["merge_sha"]:
+            out.print(f"  merged as {a['merge_sha']}", markup=False)
+        if a["test_runs"]["test_runs"]:
+            out.print(f"  test runs: {accounting_text(a['test_runs'])}", markup=False)
+        if a["reason"]:
+            out.print(f"  reason: {a['reason']}", markup=False, soft_wrap=True)
+        for s in a["stages"]:
+            claim = (s["claim"] or "").strip().splitlines()
+            out.print(f"  stage {s['stage']}: exit {s['exit_status']}"
+                      f"{' (timed out)' if s['timed_out'] else ''}, {s['duration_s']:.1f} s; "
+                      f"transcript {s['transcript_path']}", markup=False, soft_wrap=True)
+            if claim and not s["stage"].startswith("review"):  # a review is shown below
+                out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False,
+                          soft_wrap=True)
+            if s["usage"]:
+                _show_usage(out, s["usage"])
+        for g in a["gates"]:
+            layer = escape(f" [{g['failure_layer']}]") if g["failure_layer"] else ""
+            out.print(f"  {GATE_MARK.get(g['status'], g['status'])} {g['gate']}"
+                      f"{layer}: {escape(g['summary'])}", soft_wrap=True)
+            for f in g["evidence"].get("findings", [])[:10]:
+                where = f["path"] or f["test_id"] or ""
+                if f.get("line") and f["path"]:
+                    where = f"{where}:{f['line']}"
+                out.print(f"      {f['kind']}: {where} — {f['message'][:200]}",
+                          markup=False, soft_wrap=True)
+            for r in g["evidence"].get("runs", []):
+                integ = r.get("integrity") or {}
+                chan = f", verdict channel {integ['channel']}" if integ.get("channel") else ""
+                # without this, "exit 1" under a passing gate reads as a failure andon ignored
+                planted = sum(v == "failed" for v in (integ.get("canaries") or {}).values())
+                if planted:
+                    chan += f" ({planted} canary test(s) fail on purpose: docs/gates.md)"
+                out.print(f"      run {r.get('name')}: exit {r.get('exit_status')}, "
+                          f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}{chan}",
+                          markup=False, soft_wrap=True)
+        for r in a.get("reviews", []):
+            _show_review(out, r)
+        if a["diff_stat"]:
+            out.print("  what the agent changed (plant commit → candidate):", markup=False)
+            # git's stat starts every line with a space: keep it, so the columns line up
+            stat = a["diff_stat"].strip("\n").splitlines()
+            out.print("\n".join("   " + ln for ln in stat), markup=False)
+        if a["evidence_dir"]:
+            out.print(f"  evidence: {a['evidence_dir']}", markup=False, soft_wrap=True)
+    if d.get("diff"):
+        out.print(f"\n[bold]awaiting a person[/]: the change to decide on (`andon approve "
+                  f"{p['id']}` or `andon reject {p['id']} --why ...`):")
+        out.print(d["diff"], markup=False, highlight=False, soft_wrap=True)
+
+
+_PRICING = {"per_request": ", per request",   # usage.py: how a priced cost was priced
+            "even_split": ", as equal requests: a price tier may be missed",
+            "total": ", on the total: a per-request price tier may be wrong"}
+
+
+def _show_usage(out: Console, u: dict[str, Any]) -> None:
+    def n(key: str) -> str:
+        return "?" if u.get(key) is None else str(u[key])
+    cache = (f", cache read {n('cache_read_tokens')}, cache write {n('cache_write_tokens')}"
+             if u.get("cache_read_tokens") is not None or u.get("cache_write_tokens") is not None
+             else "")
+    tokens = (f"tokens in {n('input_tokens')}, out {n('output_tokens')}{cache}"
+              if u.get("input_tokens") is not None or u.get("output_tokens") is not None
+              else "tokens not reported")
+    src = u.get("cost_source", "unknown")
+    cost = ("cost unknown" if u.get("cost_usd") is None else
+            f"${u['cost_usd']:.4f} ({src}" + (f", {u['price_source']}" if u.get("price_source")
+                                               else "") + _PRICING.get(u.get("pricing") or "", "")
+            + ")")
+    turns = f", {u['turns']} turns" if u.get("turns") is not None else ""
+    out.print(f"    usage: model {u.get('model') or '?'}, {tokens}; {cost}{turns}",
+              markup=False, soft_wrap=True)
+    for note in u.get("notes", [])[:5]:
+        out.print(f"      note: {note}", markup=False, soft_wrap=True)
+
+
+def _show_review(out: Console, r: dict[str, Any]) -> None:
+    head = f"  review {r['stage']} (ask {r['ask']}): "
+    if not r["valid"]:
+        out.print(head + "rejected: " + "; ".join(r["errors"]), markup=False, soft_wrap=True)
+        return
+    decided = r["effective_decision"]
+    if decided != r["decision"]:
+        decided = f"{r['decision']} → {decided}"
+    out.print(head + f"{decided}" + (f" (back to {r['revise_stage']})"
+                                     if r["effective_decision"] == "revise" else ""),
+              markup=False)
+    for why in r["downgraded_because"]:
+        out.print(f"      downgraded: {why}", markup=False, soft_wrap=True)
+    for v in r["document"]["verdicts"]:
+        out.print(f"      {v['invariant']}: {v['verdict']} at {v['evidence']} — {v['reason']}",
+                  markup=False, soft_wrap=True)
+    for f in r["document"]["findings"]:
+        out.print(f"      {f['severity']}: {f['location']} — {f['message']}", markup=False,
+                  soft_wrap=True)

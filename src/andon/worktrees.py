@@ -1,0 +1,253 @@
+"""Worktrees and snapshots: where an agent works, and how its work becomes a commit.
+
+An attempt's worktree is a repository of its own (a single-branch clone, no remote, no
+reflog); ``plant`` and ``snapshot`` make commits through a temporary index, never through a
+checkout; ``export`` and ``clone_at`` give reviewers and gates a copy with no way back to
+the user's history. :class:`andon.workspace.Repo` offers each of these as a method; they
+live here, beside their helpers, and are given the repository as a :class:`Git` (what they
+use of it), so that the two modules do not import each other.
+
+Raises GitError (a git command failed), UsageError (a path that exists, escapes the worktree
+or holds the main work tree) and SnapshotError (defined here).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import shutil
+import stat
+import subprocess
+import tarfile
+import tempfile
+from collections.abc import Callable, Mapping
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from . import submodules
+from .errors import AndonError, UsageError
+
+
+class Git(Protocol):
+    """What these functions use of a :class:`andon.workspace.Repo`."""
+
+    root: Path
+    git_dir: Path
+
+    def git(self, *args: str, cwd: Path | None = None, input: bytes | None = None,
+            check: bool = True) -> str: ...
+
+    def succeeds(self, *args: str, cwd: Path | None = None) -> bool: ...
+
+    def resolve(self, rev: str) -> str: ...
+
+    def set_ref(self, ref: str, new: str, expected_old: str | None) -> None: ...
+
+    def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
+             check: bool, env: Mapping[str, str] | None = None
+             ) -> subprocess.CompletedProcess: ...
+
+
+class SnapshotError(AndonError):
+    """The worktree could not be read into a commit: gone, replaced by a link, or holding
+    something git refuses (a nested repository without commits). What the agent left, not
+    a harness fault; ``path`` is the repo-relative path git named, when it named one."""
+
+    def __init__(self, message: str, path: str | None = None):
+        self.path = path
+        super().__init__(message)
+
+
+def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = "full") -> Path:
+    """Create branch ``branch`` at ``start`` and give it a worktree at ``path`` that is a
+    repository of its own: a single-branch clone of ``branch`` with no remote, no
+    alternates, no tags and no other refs, so nothing in it leads to other branches, later
+    commits or the repository's object store (catalogue kind 17, mining git history).
+    ``history`` is "full" (every ancestor of ``start``: ``git log`` and blame work) or
+    "shallow" (only ``start``; faster on very large repositories). The reflog, which
+    names the repository it was cloned from, is removed. The user's
+    ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
+    can commit. Submodules are checked out at the commits ``start`` records, from the
+    user's checkout (:mod:`andon.submodules`). GitError if the branch
+    exists; UsageError if ``path`` exists or ``history`` is unknown."""
+    if history not in ("full", "shallow"):
+        raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
+    path = _unresolved_last(path)
+    if path.exists() or path.is_symlink():  # a dangling link would send the clone away
+        raise UsageError(f"worktree path already exists: {path}")
+    ref = f"refs/heads/{branch}"
+    repo.set_ref(ref, start, "0" * 40)  # ZERO_SHA: must not exist yet
+    # --no-local makes git send a pack of what ``branch`` reaches instead of hard-linking
+    # or borrowing the whole object store; a file:// URL is needed for --depth.
+    depth = ("--depth", "1") if history == "shallow" else ()
+    repo.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
+             "--branch", branch, repo.git_dir.as_uri(), str(path))
+    repo.git("remote", "remove", "origin", cwd=path)
+    # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
+    shutil.rmtree(path / ".git" / "logs", ignore_errors=True)
+    # the user's identity if they have one, else a stand-in, so an agent's commit works
+    for key, fallback in (("user.name", "agent"), ("user.email", "agent@andon.localhost")):
+        value = repo.git("config", "--get", key, check=False).strip() or fallback
+        repo.git("config", key, value, cwd=path)
+    submodules.populate(repo, path, repo.resolve(start))
+    return path
+
+def remove_worktree(repo: Git, path: Path) -> None:
+    """Remove the worktree at ``path`` whatever state the agent left it in (a directory
+    already gone is fine), then prune git's records of linked worktrees. The caller names
+    only paths it created. UsageError for the top level or a path inside or around it."""
+    path = _unresolved_last(path)
+    if path == repo.root or repo.root.is_relative_to(path) or path.is_relative_to(repo.root):
+        raise UsageError(f"refusing to remove {path}: it is or holds the main work tree")
+    if path in list_worktrees(repo):  # a linked worktree from an older andon
+        repo.git("worktree", "remove", "--force", "--force", str(path), check=False)
+    if path.exists() or path.is_symlink():
+        _rmtree(path)
+    repo.git("worktree", "prune")
+
+def list_worktrees(repo: Git) -> list[Path]:
+    """Every linked worktree git knows of, the main one first."""
+    out = repo.git("worktree", "list", "--porcelain", "-z")
+    return [Path(f[len("worktree "):]) for f in out.split("\0") if f.startswith("worktree ")]
+
+def plant(repo: Git, base: str, files: Mapping[str, tuple[bytes, bool]], message: str) -> str:
+    """A commit, child of ``base``, adding each file (relative path → (bytes, executable))
+    even if .gitignore matches it, made with plumbing: no worktree, no ref moves. Returns
+    its sha, or ``base`` when every file is already there identically.
+    UsageError for a path that is absolute, has '..' or '.git', or runs through a file or
+    symlink of ``base``."""
+    base = repo.resolve(base)
+    entries = []
+    for rel, source in files.items():
+        parts = PurePosixPath(rel).parts
+        if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or ".git" in parts:
+            raise UsageError(f"planted path must be relative inside the worktree, got {rel!r}")
+        for i in range(1, len(parts) + 1):  # a link or file on the way would be replaced
+            kind = repo.git("cat-file", "-t", f"{base}:{'/'.join(parts[:i])}",
+                            check=False).strip()
+            if i < len(parts) and kind and kind != "tree":
+                raise UsageError(f"planted path {rel!r} runs through "
+                                 f"{'/'.join(parts[:i])!r}, which is not a directory")
+            if i == len(parts) and kind == "tree":
+                raise UsageError(f"planted path {rel!r} is a directory in the base")
+        data, executable = source
+        blob = repo.git("hash-object", "-w", "--no-filters", "--stdin", input=data).strip()
+        mode = "100755" if executable else "100644"
+        entries.append(f"{mode} {blob}\t{'/'.join(parts)}\0")
+    with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+        repo._run(("read-tree", base), None, None, True, env)
+        repo._run(("update-index", "--add", "-z", "--index-info"), None,
+                  "".join(entries).encode(), True, env)
+        tree = repo._run(("write-tree",), None, None, True, env).stdout.decode().strip()
+    if tree == repo.git("rev-parse", f"{base}^{{tree}}").strip():
+        return base
+    return repo.git("commit-tree", tree, "-p", base, "-F", "-",
+                    input=message.encode()).strip()
+
+def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
+    """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore
+    respected; files tracked in ``parent`` kept even if .gitignore matches them) as a new
+    commit whose only parent is ``parent``, whatever the agent did to the worktree's HEAD,
+    branch, index, config or ``.git`` itself: the files are read into this repository's
+    object store through a temporary index, and git never runs in the agent's repository
+    (its config could name commands to run). Always a new commit, even if the tree equals
+    the parent's. SnapshotError if ``worktree`` is gone, a symbolic link, inside the main
+    work tree, or holds something git refuses to add."""
+    worktree = _unresolved_last(worktree)
+    if worktree.is_symlink():
+        raise SnapshotError(f"the worktree {worktree} was replaced by a symbolic link")
+    if not worktree.is_dir():
+        raise SnapshotError(f"the worktree {worktree} is no longer a directory")
+    if worktree.is_relative_to(repo.root):
+        raise SnapshotError(f"{worktree} is inside the main work tree, not a worktree")
+    parent = repo.resolve(parent)
+    with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
+               "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(repo.git_dir)}
+        repo._run(("read-tree", parent), worktree, None, True, env)
+        # the user's sparse-checkout rules are about their checkout, not the agent's
+        proc = repo._run(("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
+                          "add", "--all", "--", "."), worktree, None, False, env)
+        if proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip()
+            named = re.search(r"'([^']+?)/?'", err)
+            raise SnapshotError(f"git could not read the worktree: {err}",
+                                named.group(1) if named else None)
+        tree = repo._run(("write-tree",), worktree, None, True, env).stdout.decode().strip()
+    return repo.git("commit-tree", tree, "-p", parent, "-F", "-",
+                    input=message.encode()).strip()
+
+def export(repo: Git, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
+           ) -> dict[str, str]:
+    """Write the files of ``rev`` whose paths ``keep`` accepts into ``dest`` (created;
+    no ``.git``, so nothing there leads back to the repository's history), and return
+    their manifest (see :func:`manifest`)."""
+    dest.mkdir(parents=True)
+    data = repo._run(("archive", "--format=tar", rev), None, None, True).stdout
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        members = [m for m in tar.getmembers() if m.isdir() or keep(m.name)]
+        tar.extractall(dest, members=members, filter="data")
+    return manifest(dest)
+
+def clone_at(repo: Git, rev: str, dest: Path) -> Path:
+    """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
+    untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling.
+    Submodules are checked out at the commits ``rev`` records (:mod:`andon.submodules`)."""
+    sha, dest = repo.resolve(rev), Path(dest).resolve()
+    # --shared borrows the source's object store through objects/info/alternates instead of
+    # copying it (--no-hardlinks copies every object: slow on big repos). It also makes every
+    # object readable, so a sha that no ref reaches (a snapshot not yet on a branch) checks
+    # out without a fetch. The clone is short-lived, so the source pruning objects under it
+    # is not a practical risk (gc keeps unreachable objects for two weeks by default).
+    repo.git("clone", "--quiet", "--no-checkout", "--shared", str(repo.git_dir), str(dest))
+    repo.git("checkout", "--quiet", "--detach", sha, cwd=dest)
+    submodules.populate(repo, dest, sha)
+    return dest
+
+
+def _unresolved_last(path: Path) -> Path:
+    """``path`` with its parent resolved but not its last component, so that a worktree the
+    agent replaced by a symbolic link is seen as the link, never as what it points to."""
+    path = Path(path)
+    return path.parent.resolve() / path.name
+
+
+def _rmtree(path: Path) -> None:
+    """Delete ``path`` even where the agent took away permissions inside it."""
+    def retry(func, p, _exc):
+        parent = os.path.dirname(p)
+        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
+        if os.path.isdir(p) and not os.path.islink(p):
+            os.chmod(p, stat.S_IRWXU)
+            shutil.rmtree(p, onerror=retry)
+        else:
+            os.unlink(p)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    else:
+        shutil.rmtree(path, onerror=retry)
+
+
+def manifest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (not following links) → :func:`file_marker`, so any change
+    an agent makes shows up."""
+    out: dict[str, str] = {}
+    for path in sorted(root.rglob("*")):
+        marker = file_marker(path)
+        if marker is not None:
+            out[path.relative_to(root).as_posix()] = marker
+    return out
+
+
+def file_marker(path: Path) -> str | None:
+    """sha256 of a file's bytes with its executable bit, ``link:<target>`` for a symlink
+    (never followed), None for a directory or nothing there."""
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    if path.is_file():
+        mode = "x" if os.access(path, os.X_OK) else "-"
+        return mode + hashlib.sha256(path.read_bytes()).hexdigest()
+    return None
