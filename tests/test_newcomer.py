@@ -80,6 +80,9 @@ def test_unblock_after_a_broken_reviewer_does_not_say_the_packet_will_block_agai
     assert r.returncode == 1, r.stdout + r.stderr
     last = json.loads(andon(root, "status", "--json").stdout)["packets"][0]["last_attempt"]
     assert last["failure_layer"] == "verifier"
+    # a finding with no file or test to point at prints no empty place before its message
+    shown = andon(root, "show", "P1").stdout
+    assert "invalid-review: review is not valid JSON" in shown, shown
     u = andon(root, "unblock", "P1")
     assert u.returncode == 0, u.stderr
     assert "block it again" not in u.stderr

@@ -75,8 +75,8 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                 where = f["path"] or f["test_id"] or ""
                 if f.get("line") and f["path"]:
                     where = f"{where}:{f['line']}"
-                out.print(f"      {f['kind']}: {where} — {f['message'][:200]}",
-                          markup=False, soft_wrap=True)
+                out.print(f"      {f['kind']}: " + (f"{where} — " if where else "")
+                          + f["message"][:200], markup=False, soft_wrap=True)
             for r in g["evidence"].get("runs", []):
                 integ = r.get("integrity") or {}
                 chan = f", verdict channel {integ['channel']}" if integ.get("channel") else ""
