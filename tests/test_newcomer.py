@@ -33,6 +33,24 @@ def test_status_before_the_first_run_shows_the_packets_as_ready(tmp_path):
         ("P1", "ready", 0), ("P2", "ready", 0)]
 
 
+def test_the_board_after_a_run_refused_at_preflight_says_so(tmp_path):
+    """Before: after `andon run` stopped at preflight (the base fails its own suite), the
+    board still said "nothing ran yet … `andon run` starts them", as if running were the
+    fix. Now it names the preflight failure; once the base is fixed, the note is gone."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        {"tests/test_broken.py": "def test_broken():\n    assert False\n"})
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 3, r.stdout + r.stderr
+    board = andon(root, "status").stdout
+    assert "nothing ran yet" not in board
+    assert "the last `andon run` stopped at preflight" in board, board
+    assert "tests.test_broken::test_broken" in board or "1 test" in board, board
+    (root / "tests/test_broken.py").unlink()
+    git(root, "commit", "-qam", "fix the base")
+    assert andon(root, "run", "--agent", "command", "--command", HONEST).returncode == 0
+    assert "stopped at preflight" not in andon(root, "status").stdout
+
+
 def test_a_packet_added_after_a_run_shows_on_the_board_as_ready(tmp_path):
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
     assert andon(root, "run", "--agent", "command", "--command", HONEST).returncode == 0

@@ -46,6 +46,13 @@ def status_rows(store: Store, on_disk: Sequence[tuple[str, str]] = ()) -> list[d
     return rows
 
 
+def last_preflight(store: Store) -> dict[str, Any] | None:
+    """The data of the newest ``preflight`` event (``status``, ``head``, ``summary``), or
+    None before any run reached preflight."""
+    found = store.events(kind="preflight")
+    return found[-1]["data"] if found else None
+
+
 def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ()) -> Table:
     """The status board, narrow enough for an 80-column terminal: per packet its state,
     counted tries, the last attempt's gates (all passed, or the first that did not), agent
@@ -62,8 +69,14 @@ def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ())
     rows = status_rows(store, on_disk)
     caption = "all packets: " + usage_text(usage_of_rows(rows))
     if rows and all(r.get("not_run") for r in rows):
-        caption = ("nothing ran yet: the packets are read from their files; `andon run` "
-                   "starts them\n" + caption)
+        pf = last_preflight(store)
+        if pf is not None and pf["status"] != "pass":
+            caption = (f"nothing ran: the last `andon run` stopped at preflight (the base "
+                       f"{pf['head'][:10]} fails its own suite): {pf['summary'][:300]}; fix "
+                       "the base, then `andon run`\n" + caption)
+        else:
+            caption = ("nothing ran yet: the packets are read from their files; `andon run` "
+                       "starts them\n" + caption)
     if any(r["usage"]["runs"] and r["usage"]["cost_usd"] is None for r in rows):
         caption += ("\ncost ? = the agent reported no usage (no tokens, no cost); "
                     "see `andon show`")

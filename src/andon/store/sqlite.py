@@ -172,9 +172,13 @@ class Store:
             self.event(kind, packet_id, attempt_id, data, row["state"], to_state)
             return row["state"]
 
-    def events(self, packet_id: str | None = None) -> list[dict[str, Any]]:
-        q = "SELECT * FROM events" + (" WHERE packet_id = ?" if packet_id else "") + " ORDER BY id"
-        return [_row(r) for r in self.db.execute(q, (packet_id,) if packet_id else ())]
+    def events(self, packet_id: str | None = None, kind: str | None = None
+               ) -> list[dict[str, Any]]:
+        """Events in the order they happened, of one packet and/or one kind if named."""
+        where = [(c, v) for c, v in (("packet_id", packet_id), ("kind", kind)) if v]
+        q = ("SELECT * FROM events" + (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in where)
+                                       if where else "") + " ORDER BY id")
+        return [_row(r) for r in self.db.execute(q, tuple(v for _, v in where))]
 
     # -- packets ------------------------------------------------------------------------
 
