@@ -51,6 +51,18 @@ def test_the_board_after_a_run_refused_at_preflight_says_so(tmp_path):
     assert "stopped at preflight" not in andon(root, "status").stdout
 
 
+def test_show_says_the_agent_never_ran_when_red_stopped_the_attempt(tmp_path):
+    """Before: "attempt 1: failed — agent command" for an attempt red stopped before any
+    agent started, which reads as if the agent had run and failed."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    (root / "src/calc/ops.py").write_text((root / "src/calc/ops.py").read_text() + MUL_CODE)
+    git(root, "commit", "-qam", "mul is already there: the planted tests pass on the base")
+    assert andon(root, "run", "--agent", "command", "--command", HONEST).returncode == 1
+    shown = andon(root, "show", "P1").stdout
+    assert "agent command (never started: the attempt stopped before its first stage)" \
+        in shown, shown
+
+
 def test_a_packet_added_after_a_run_shows_on_the_board_as_ready(tmp_path):
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
     assert andon(root, "run", "--agent", "command", "--command", HONEST).returncode == 0

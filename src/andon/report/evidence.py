@@ -49,8 +49,10 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
         out.print(f"agents used: {usage_text(d['usage'])}", markup=False)
     for a in d["attempts"]:
         counted = "" if a["counted"] else " (interrupted; not counted)"
-        out.print(f"\n[bold]attempt {a['n']}[/]{counted}: {a['state']} — agent {a['agent']}, "
-                  f"branch {a['branch']}")
+        never = "" if a["stages"] else (" (never started: the attempt stopped before its "
+                                         "first stage)")
+        out.print(f"\n[bold]attempt {a['n']}[/]{counted}: {a['state']} — agent "
+                  f"{escape(a['agent'])}{never}, branch {escape(a['branch'])}")
         if a["merge_sha"]:
             out.print(f"  merged as {a['merge_sha']}", markup=False)
         if a["test_runs"]["test_runs"]:
