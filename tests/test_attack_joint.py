@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from test_joint import BREAKS_IF_PRESENT, project, rows
+
 from andon.gates.joint import strays
 from andon.workspace import Repo
 
 from helpers import git, honest_mul, runner_for, write
-from test_joint import BREAKS_IF_PRESENT, project, rows
 
 
 def repo_with(tmp_path: Path, files: dict[str, str]) -> tuple[Repo, Path, str]:
