@@ -8,6 +8,7 @@ scenario goes through the real Runner.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from test_joint import BREAKS_IF_PRESENT, project, rows
@@ -157,3 +158,19 @@ def test_a_dot_git_file_left_beside_the_code_keeps_the_suite_run_in_the_worktree
     assert suite["evidence"]["where"] == "the worktree"
 
 
+
+
+def test_a_committed_symlink_leaving_the_tree_is_a_difference(tmp_path):
+    """`data.txt -> ../../outside.txt` resolves beside the worktree in one run and beside the
+    clone in the other: the same commit, other files. An absolute link or one inside the tree
+    reads the same file from both."""
+    repo, wt, head = repo_with(tmp_path, {"a.py": "a = 1\n"})
+    (repo.root / "pkg").mkdir()
+    os.symlink("../../outside.txt", repo.root / "pkg" / "data.txt")
+    os.symlink("../a.py", repo.root / "pkg" / "inside.py")
+    os.symlink("/etc/hostname", repo.root / "pkg" / "absolute")
+    git(repo.root, "add", "-A")
+    git(repo.root, "commit", "-qm", "links")
+    head = repo.rev_parse("HEAD")
+    git(wt, "checkout", "-q", "--detach", head)
+    assert strays(repo, wt, head) == ["pkg/data.txt (symbolic link out of the tree)"]
