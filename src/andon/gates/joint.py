@@ -47,11 +47,13 @@ _CONVERTING = ("ident", "filter", "working-tree-encoding", "eol", "crlf")
 def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
     """Paths (relative, "/"-separated; a folder with nothing tracked ends in "/") by which
     ``worktree`` differs from commit ``sha``: untracked files and folders, ignored ones
-    included, tracked files changed, deleted or with another mode, and any path named ``.git``
-    below the top (git never lists one). A submodule in the commit counts as a difference (its
-    checkout is not compared), and so does a tracked file a checkout converts ("path (checkout
-    converts: ident)": ``ident``, ``filter``, ``working-tree-encoding``, ``eol=crlf``, or
-    ``core.autocrlf``/``core.eol=crlf`` in the configuration) — its bytes in a fresh clone
+    included, tracked files changed, deleted or with another mode, a tracked symbolic link
+    whose relative target leaves the tree ("path (symbolic link out of the tree)"), and any
+    path named ``.git`` below the top (git never lists one). A submodule in the commit counts
+    as a difference (its checkout is not compared), and so does a tracked file a checkout
+    converts ("path (checkout converts: ident)": ``ident``, ``filter``,
+    ``working-tree-encoding``, ``eol=crlf``, or ``core.autocrlf``/``core.eol=crlf`` in the
+    configuration) — its bytes in a fresh clone
     are not the blob's. At most ``limit`` paths; empty = the worktree holds exactly ``sha``'s
     tree, byte for byte.
 
@@ -70,6 +72,7 @@ def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
 
         git("read-tree", sha)
         entries = git("ls-files", "-s", "-z")
+        linked = [e.split("\t", 1)[1] for e in entries if e.startswith("120000 ")]
         links = [e.split("\t", 1)[1] for e in entries if e.startswith("160000 ")]
         if links:
             return [f"{p} (submodule)" for p in links[:limit]]
@@ -80,7 +83,22 @@ def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
         found = git("ls-files", "-z", "--others", "--directory")
         git("update-index", "-q", "--refresh", check=False)
         found += git("diff-files", "-z", "--name-only")
-    return sorted(set(found))[:limit] or _dot_git(worktree, limit)
+    return (sorted(set(found))[:limit] or _leaving(worktree, linked)[:limit]
+            or _dot_git(worktree, limit))
+
+
+def _leaving(worktree: Path, links: list[str]) -> list[str]:
+    """The tracked symbolic links (read in ``worktree``, which equals the commit by now) whose
+    relative target climbs out of the tree: it names other files beside the worktree than
+    beside a clone. An absolute target names the same file from both."""
+    found = []
+    for rel in links:
+        target = os.readlink(worktree / rel)
+        if os.path.isabs(target):
+            continue
+        if os.path.normpath(os.path.join(os.path.dirname(rel), target)).split(os.sep)[0] == "..":
+            found.append(f"{rel} (symbolic link out of the tree)")
+    return sorted(found)
 
 
 def _converted(git, paths: list[str]) -> list[str]:
