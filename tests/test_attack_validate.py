@@ -5,6 +5,7 @@ ids that are paths. Real repositories, the real CLI in a subprocess."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 from test_validate import GOOD_OPS, _state, add_solution, by_id, validate
@@ -82,3 +83,51 @@ def test_a_solution_file_under_git_dir_is_rejected(tmp_path):
     assert (p1["valid"], p1["failed_gate"]) == (False, "solution")
     assert "solution/.git/hooks/post-commit: a path with a .git component" in p1["summary"]
     assert _state(root) == before
+
+
+def test_a_base_failing_its_own_suite_exits_3_with_preflight_and_validates_nothing(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        files={"tests/test_broken.py": "def test_broken():\n    assert False\n"})
+    add_solution(root, "P1", {"src/calc/ops.py": GOOD_OPS})
+    before = state(root)
+    proc, doc = validate(root)
+    assert proc.returncode == 3, proc.stderr
+    assert doc["ok"] is False and doc["packets"] == []
+    assert doc["preflight"]["status"] == "fail" and doc["preflight"]["summary"]
+    assert "nothing was validated" in proc.stderr
+    assert state(root) == before
+
+
+def test_json_keys_and_keep_are_as_documented(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    add_solution(root, "P1", {"src/calc/ops.py": GOOD_OPS})
+    proc, doc = validate(root, "--keep", "--runs", "2")
+    assert proc.returncode == 0, proc.stderr
+    assert set(doc) == {"ok", "base", "red_runs", "preflight", "kept", "packets"}
+    assert doc["red_runs"] == 2 and doc["preflight"] is None
+    kept = Path(doc["kept"])
+    assert kept.is_dir() and not kept.is_relative_to(root)
+    [p1] = doc["packets"]
+    assert set(p1) == {"id", "valid", "failed_gate", "layer", "summary", "findings", "gates",
+                       "applied", "not_applied", "seconds", "evidence_dir"}
+    assert Path(p1["evidence_dir"]).is_dir()
+    assert Path(p1["evidence_dir"]).is_relative_to(kept)
+    shutil.rmtree(kept)
+
+
+def test_the_users_object_store_gets_no_object(tmp_path):
+    """The clone is `--shared`: it reads the user's objects; every commit validate makes (the
+    plant, the candidate, required packets) must go to the clone's own store."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"), "P2": mul_packet(
+        "P2", requires=["P1"])})
+    add_solution(root, "P1", {"src/calc/ops.py": GOOD_OPS})
+    add_solution(root, "P2", {"src/calc/ops.py": GOOD_OPS + "\n# P2\n"})
+
+    def objects() -> list[str]:
+        store = root / ".git" / "objects"
+        return sorted(str(p.relative_to(store)) for p in store.rglob("*"))
+
+    before = objects()
+    proc, doc = validate(root)
+    assert doc["packets"], proc.stderr
+    assert objects() == before
