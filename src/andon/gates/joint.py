@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import random
 import tempfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,7 @@ def _leaving(worktree: Path, links: list[str]) -> list[str]:
     return sorted(found)
 
 
-def _converted(git, paths: list[str]) -> list[str]:
+def _converted(git: Callable[..., list[str]], paths: list[str]) -> list[str]:
     """``paths`` a checkout writes converted, each "path (checkout converts: attr)"; with
     ``core.autocrlf`` true or ``core.eol=crlf`` every text file may be, so one entry says so.
     Attributes are read from the candidate's tree (the temporary index), as a clone reads them."""
