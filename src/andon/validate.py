@@ -56,12 +56,31 @@ class ReferenceAgent(Agent):
 
     def __init__(self, packet: Packet, test_paths: Sequence[str]):
         self.packet, self.test_paths = packet, list(test_paths)
+        self.refused: list[str] = []  # "solution/<rel>: why", files not written
+
+    def _refusal(self, worktree: Path, rel: str) -> str | None:
+        """Why ``rel`` must not be written into ``worktree``, or None. A ``.git`` component
+        is a path no commit can hold (and writes git's own files); a folder on the way that is
+        a symbolic link would carry the write outside the worktree."""
+        parts = rel.split("/")
+        if ".git" in parts:
+            return "a path with a .git component, which no commit can hold"
+        for i in range(1, len(parts)):
+            folder = worktree.joinpath(*parts[:i])
+            if folder.is_symlink():
+                return (f"{'/'.join(parts[:i])} is a symbolic link in the repository: the "
+                        "file would be written where it points, not in the worktree")
+        return None
 
     def run(self, ctx: StageContext) -> AgentRun:
         started = time.monotonic()
         written = []
         for rel, (data, executable) in self.packet.solution_blobs().items():
             if ctx.stage == "atdd" and not path_matches(rel, self.test_paths):
+                continue
+            why = self._refusal(ctx.worktree, rel)
+            if why is not None:
+                self.refused.append(f"solution/{rel}: {why}")
                 continue
             target = ctx.worktree / rel
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -253,6 +272,12 @@ class Validator:
         finally:
             clone.remove_worktree(wt)
         kept = ev if self.keep else None
+        if agent.refused:
+            # the solution as given cannot be a change in this repository, whatever the gates
+            # made of the files that were written
+            return Validation(packet.id, False, "the reference solution cannot be written: "
+                              + "; ".join(agent.refused), NO_SOLUTION, "specification", [],
+                              result.gates, applied, missing, evidence_dir=kept)
         failure = result.failure
         if failure is not None:
             return Validation(packet.id, False, failure.summary, failure.gate, failure.layer,

@@ -19,8 +19,10 @@ of the hidden tests must come before its full runs, so those packets keep the ol
 
 from __future__ import annotations
 
+import os
 import random
 import tempfile
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,36 +35,105 @@ from .lanes import Planned, clean, deal, jobs, run_lanes
 SUITE = "suite"
 
 
+# Settings that would hide a difference from git: a mode change (core.fileMode=false, which
+# `git config` run in the worktree writes to the shared config), a case-only name, a symbolic
+# link checked out as a file.
+_STRICT = ("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
+           "-c", "core.fileMode=true", "-c", "core.ignoreCase=false", "-c", "core.symlinks=true")
+# Attributes under which a checkout writes other bytes than the blob's (git's clean filter
+# hides those from diff-files, so a file the agent wrote and the clone's file can differ).
+_CONVERTING = ("ident", "filter", "working-tree-encoding", "eol", "crlf")
+
+
 def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
     """Paths (relative, "/"-separated; a folder with nothing tracked ends in "/") by which
     ``worktree`` differs from commit ``sha``: untracked files and folders, ignored ones
-    included, and tracked files changed, deleted or with another mode. A submodule in the
-    commit counts as a difference (its checkout is not compared). At most ``limit`` paths;
-    empty = the worktree holds exactly ``sha``'s tree.
+    included, tracked files changed, deleted or with another mode, a tracked symbolic link
+    whose relative target leaves the tree ("path (symbolic link out of the tree)"), and any
+    path named ``.git`` below the top (git never lists one). A submodule in the commit counts
+    as a difference (its checkout is not compared), and so does a tracked file a checkout
+    converts ("path (checkout converts: ident)": ``ident``, ``filter``,
+    ``working-tree-encoding``, ``eol=crlf``, or ``core.autocrlf``/``core.eol=crlf`` in the
+    configuration) — its bytes in a fresh clone
+    are not the blob's. At most ``limit`` paths; empty = the worktree holds exactly ``sha``'s
+    tree, byte for byte.
 
     Like ``Repo.snapshot``, git reads the worktree through a temporary index and this
     repository's git dir: git never runs in the agent's repository (its config could name
     commands). Costs one stat and, for a tracked file whose stat git cannot trust (all of
-    them: the index is new), one hash per file. GitError when git cannot read the tree."""
+    them: the index is new), one hash per file; when git finds nothing, one walk of the tree
+    for ``.git`` names. GitError when git cannot read the tree."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(worktree),
                "GIT_DIR": str(repo.git_dir)}
 
-        def git(*args: str, check: bool = True) -> list[str]:
-            proc = repo._run(("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
-                              *args), worktree, None, check, env)
+        def git(*args: str, check: bool = True, input: bytes | None = None) -> list[str]:
+            proc = repo._run((*_STRICT, *args), worktree, input, check, env)
             return [p for p in proc.stdout.decode(errors="replace").split("\0") if p]
 
         git("read-tree", sha)
-        links = [e.split("\t", 1)[1] for e in git("ls-files", "-s", "-z")
-                 if e.startswith("160000 ")]
+        entries = git("ls-files", "-s", "-z")
+        linked = [e.split("\t", 1)[1] for e in entries if e.startswith("120000 ")]
+        links = [e.split("\t", 1)[1] for e in entries if e.startswith("160000 ")]
         if links:
             return [f"{p} (submodule)" for p in links[:limit]]
+        converted = _converted(git, [e.split("\t", 1)[1] for e in entries])
+        if converted:
+            return converted[:limit]
         # every untracked path, ignored ones too (no --exclude-standard), folders collapsed
         found = git("ls-files", "-z", "--others", "--directory")
         git("update-index", "-q", "--refresh", check=False)
         found += git("diff-files", "-z", "--name-only")
-    return sorted(set(found))[:limit]
+    return (sorted(set(found))[:limit] or _leaving(worktree, linked)[:limit]
+            or _dot_git(worktree, limit))
+
+
+def _leaving(worktree: Path, links: list[str]) -> list[str]:
+    """The tracked symbolic links (read in ``worktree``, which equals the commit by now) whose
+    relative target climbs out of the tree: it names other files beside the worktree than
+    beside a clone. An absolute target names the same file from both."""
+    found = []
+    for rel in links:
+        target = os.readlink(worktree / rel)
+        if os.path.isabs(target):
+            continue
+        if os.path.normpath(os.path.join(os.path.dirname(rel), target)).split(os.sep)[0] == "..":
+            found.append(f"{rel} (symbolic link out of the tree)")
+    return sorted(found)
+
+
+def _converted(git: Callable[..., list[str]], paths: list[str]) -> list[str]:
+    """``paths`` a checkout writes converted, each "path (checkout converts: attr)"; with
+    ``core.autocrlf`` true or ``core.eol=crlf`` every text file may be, so one entry says so.
+    Attributes are read from the candidate's tree (the temporary index), as a clone reads them."""
+    autocrlf = [v.strip().lower() for v in git("config", "--get", "core.autocrlf", check=False)]
+    eol = [v.strip().lower() for v in git("config", "--get", "core.eol", check=False)]
+    if autocrlf == ["true"] or eol == ["crlf"]:
+        return ["(checkout converts: core.autocrlf/core.eol in the configuration)"]
+    if not paths:
+        return []
+    out = git("check-attr", "-z", "--cached", "--stdin", *_CONVERTING,
+              input="\0".join(paths).encode())
+    found: dict[str, str] = {}
+    for path, attr, value in zip(out[0::3], out[1::3], out[2::3], strict=True):
+        if value == "unspecified" or value == "unset" or (attr == "eol" and value != "crlf"):
+            continue
+        found.setdefault(path, attr)
+    return [f"{p} (checkout converts: {a})" for p, a in sorted(found.items())]
+
+
+def _dot_git(worktree: Path, limit: int) -> list[str]:
+    """Paths named ``.git`` below the top of ``worktree`` (the top's own is the worktree's
+    link to its repository): git skips them, a clone cannot have them, code can read them."""
+    found = []
+    for top, dirs, files in os.walk(worktree):
+        rel = Path(top).relative_to(worktree)
+        names = [n for n in (*dirs, *files) if n == ".git" and rel != Path(".")]
+        found += [(rel / n).as_posix() for n in names]
+        dirs[:] = [d for d in dirs if d != ".git"]
+        if len(found) >= limit:
+            break
+    return sorted(found)[:limit]
 
 
 @dataclass
