@@ -190,7 +190,7 @@ with ModelServer(Script([{"text": honest}])) as s:
                         "HOME": str(tmp / "home"), "OPENAI_API_KEY": "sk-dummy"})
     run = agent.run(ctx)
 print(json.dumps({"exit": run.exit_status, "timed_out": run.timed_out,
-                  "seconds": run.duration_s, "usage": run.usage,
+                  "seconds": run.duration_s, "usage": run.usage and run.usage.to_dict(),
                   "paths": [x["path"] for x in s.log],
                   "ops": (ctx.worktree / "src/calc/ops.py").read_text()}))
 """
