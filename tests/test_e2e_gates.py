@@ -181,7 +181,9 @@ def test_preflight_failure_stops_before_anything_changes(tmp_path):
     assert (pf.gate, pf.status, pf.layer) == ("preflight", "fail", "environment")
     assert [(f.kind, f.test_id) for f in pf.findings] == [
         ("baseline-failure", "tests.test_ops::test_broken")]
-    assert runner.store.events() == []
+    # one run-level record of the failure (the board names it); no packet was touched
+    assert [(e["kind"], e["packet_id"], e["data"]["status"])
+            for e in runner.store.events()] == [("preflight", None, "fail")]
     assert runner.store.packets() == []
     assert calls == []
     assert rev(root, INTEGRATION) is None

@@ -130,9 +130,13 @@ class Runner:
             self.repo.check_refs_writable(self.ref)
             submodules.check_available(self.repo, head)
             pf = self.baseline.preflight(head)
-            # a run-level event: the board tells "stopped at preflight" from "nothing ran"
-            self.store.event("preflight", data={"status": pf.status, "head": head,
-                                                "summary": pf.summary})
+            # a run-level event when it fails, and on the first pass after a failure: the
+            # board tells "stopped at preflight" from "nothing ran"; a passing run that
+            # changes nothing else adds nothing
+            prev = self.store.events(kind="preflight")
+            if pf.status != "pass" or (prev and prev[-1]["data"]["status"] != "pass"):
+                self.store.event("preflight", data={"status": pf.status, "head": head,
+                                                    "summary": pf.summary})
             if pf.status != "pass":
                 report.exit_status, report.preflight = EXIT_PREFLIGHT, pf
                 report.message = f"preflight failed: {pf.summary}"

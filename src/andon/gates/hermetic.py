@@ -178,7 +178,7 @@ def _judge_ahead(ctx: GateContext, ahead: Ahead) -> GateResult:
     if not_run:
         summary += f"; not run: {', '.join(not_run)}"
     summary += flaky_base.note(list(flaky.values()))
-    return GateResult("hermetic", "pass", summary, runs=runs,
+    return GateResult(NAME, "pass", summary, runs=runs,
                       details={"not_run": not_run, "seeds": seeds, "hidden": [],
                                "flaky_on_base": list(flaky.values()), "plain_run": None,
                                "first_run": "suite", "lanes": ahead.lanes,
