@@ -193,6 +193,12 @@ def test_a_cost_from_neither_formula_leaves_the_rounded_count(tmp_path):
     # the printed 17k is used: input = 34,213 - 17,000 = 17,213, noted as approximate
     assert (u.input_tokens, u.cache_write_tokens) == (17213, 17000)
     assert any("approximate" in n for n in u.notes) and u.cost_source == "priced"
+    assert u.tokens_within == 500   # "17k" is 16,500..17,499
+
+
+def test_exact_counts_carry_no_bound(tmp_path):
+    log, so = _aider_files(tmp_path, 900, 20, 0, "Tokens: 900 sent, 20 received.")
+    assert parse_run(log, so).usage.tokens_within is None
 
 
 def test_zero_cost_is_priced_on_the_corrected_tokens(tmp_path):
@@ -201,6 +207,11 @@ def test_zero_cost_is_priced_on_the_corrected_tokens(tmp_path):
     u = parse_run(log, so).usage
     assert u.input_tokens == 17213 and u.cost_source == "priced"
     assert u.cost_usd == pytest.approx(TRUE_COST, rel=0.01)   # not ×1.77
+    # the case aider-cache-double-count, zero-cost variant: nothing aider writes gives the
+    # exact count, so the record says how far off it may be, and the truth is inside
+    assert u.tokens_within == 500
+    assert abs(u.input_tokens - 17111) <= u.tokens_within
+    assert abs(u.cache_write_tokens - 17102) <= u.tokens_within
 
 
 def test_an_honest_cost_within_the_rounding_is_kept(tmp_path):

@@ -76,7 +76,9 @@ class Usage:
     the agent used several (Claude Code uses a small model for side tasks); each value has
     the four token fields and optionally ``cost_usd``. ``requests`` lists each API request's
     four token fields (and ``model`` when it is not ``model``), in order, when the transcript
-    has them; it is used to price and not stored. ``notes`` say what could not be read
+    has them; it is used to price and not stored. ``tokens_within`` is how far (tokens) the
+    input and cache counts may be from the truth when they come from rounded prints (Aider's
+    ``Tokens: 17k sent``); None when they are exact. ``notes`` say what could not be read
     (truncated lines, unknown event types, a capped transcript, why cost is unknown).
     """
 
@@ -95,6 +97,7 @@ class Usage:
     pricing: Pricing | None = None
     priced_requests: int | None = None
     reported_cost_usd: float | None = None
+    tokens_within: int | None = None
     requests: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:

@@ -176,7 +176,8 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
     costs = [as_cost(p.get("cost")) for p in sends]
     u.turns = len(sends)
     fixes: set[str] = set()
-    approximate = unpaired = False
+    unpaired = False
+    within = 0
     for p_, s_, o, c in zip(_pair(sends, reports), sent, got, costs, strict=True):
         if s_ is None or o is None:
             u.requests = []
@@ -189,8 +190,8 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
             exact = _exact_cache(u.model, s_, w, r, o, c or 0.0, overrides)
             if exact is not None:
                 w, r = exact
-            elif w >= 1000 or r >= 1000:
-                approximate = True
+            else:
+                within += _half_width(w) + _half_width(r)
             inp, w, r, why = _true_input(s_, w, r)
             fixes.add(why)
             if not w and not r and (n := _unprinted_reads(u.model, inp, o, c or 0.0,
@@ -210,8 +211,10 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
         u.input_tokens = None if None in sent else sum(sent)  # type: ignore[arg-type]
         u.output_tokens = None if None in got else sum(got)   # type: ignore[arg-type]
     u.notes += sorted(f for f in fixes if f)
-    if approximate:
-        u.notes.append("cache tokens from aider's rounded Tokens: lines (approximate)")
+    if within:
+        u.tokens_within = within
+        u.notes.append(f"cache tokens from aider's rounded Tokens: lines (approximate: "
+                       f"input and cache counts within {within} tokens)")
     if unpaired:
         u.notes.append("a message_send without its Tokens: line: its cache tokens are "
                        "unknown and its input may count cache writes twice")
@@ -230,17 +233,20 @@ def from_reports(u: Usage, reports: list[dict[str, Any]]) -> float:
     sent = [_part(r["body"], "sent") for r in reports]
     got = [_part(r["body"], "received") for r in reports]
     u.turns = len(reports)
+    within = 0
     for s_, o, r in zip(sent, got, reports, strict=True):
         if s_ is None or o is None:
             u.requests = []
             break
         w, hit = _part(r["body"], "cache write") or 0, _part(r["body"], "cache hit") or 0
+        within += _half_width(s_) + _half_width(w) + _half_width(hit)
         inp, w, hit, _ = _true_input(s_, w, hit)
         u.requests.append({"input_tokens": inp, "output_tokens": o, "cache_read_tokens": hit,
                            "cache_write_tokens": w})
     if u.requests:
         for f in TOKEN_FIELDS:
             setattr(u, f, sum(q[f] for q in u.requests))
+        u.tokens_within = within or None
     cost, slack = _printed_cost(reports)
     if cost is not None:
         if cost == 0 and u.has_tokens:
@@ -272,6 +278,12 @@ def _half_unit(printed: str) -> float:
     """Half a unit of the last digit printed: ``0.0014`` → 0.00005."""
     _, _, decimals = printed.partition(".")
     return 0.5 * 10 ** -len(decimals)
+
+
+def _half_width(printed: int) -> int:
+    """How far the true count may be from ``printed``, a count as aider rounds it (tokens)."""
+    lo, hi = _rounding(printed)
+    return max(printed - lo, hi - printed)
 
 
 def _part(body: str, label: str) -> int | None:

@@ -115,7 +115,9 @@ def _show_usage(out: Console, u: dict[str, Any]) -> None:
     cache = (f", cache read {n('cache_read_tokens')}, cache write {n('cache_write_tokens')}"
              if u.get("cache_read_tokens") is not None or u.get("cache_write_tokens") is not None
              else "")
-    tokens = (f"tokens in {n('input_tokens')}, out {n('output_tokens')}{cache}"
+    within = (f" (counts within ±{u['tokens_within']}: read from rounded prints)"
+              if u.get("tokens_within") else "")
+    tokens = (f"tokens in {n('input_tokens')}, out {n('output_tokens')}{cache}{within}"
               if u.get("input_tokens") is not None or u.get("output_tokens") is not None
               else "tokens not reported")
     src = u.get("cost_source", "unknown")
