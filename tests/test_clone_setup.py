@@ -128,6 +128,8 @@ def test_without_setup_preflight_fails_and_a_failing_setup_is_environment(tmp_pa
                                                          "environment")
     assert "[test] setup" in pf.summary and "exit status 3" in pf.summary
     assert "error: no build backend" in pf.summary
+    # and it names the fix: where the whole output is, and the setting that changes the step
+    assert "andon.toml" in pf.summary and str(pf.runs[0].log_path) in pf.summary
     assert pf.runs[0].setup["exit_status"] == 3
     assert Path(pf.runs[0].log_path).read_text().strip() == "error: no build backend"
 
@@ -178,3 +180,20 @@ def test_apply_writes_keys_into_the_test_table_and_stays_valid_toml():
     assert doc["test"]["command"] == ["/v/bin/python", "-m", "pytest"]
     assert "# detected: why" in text
     assert doc["gates"] == tomllib.loads(DEFAULT_TOML)["gates"]
+
+
+def test_a_set_up_that_cannot_start_or_times_out_names_the_setting(tmp_path):
+    from andon import clone_setup
+    from andon.config import load_config
+
+    root = vcs_project(tmp_path / "c", setup=["no-such-build-tool-4f1c"])
+    config = load_config(root)
+    r = clone_setup.ensure(config, root, tmp_path / "ev", "preflight")
+    assert r is not None and "could not start" in r.problem
+    assert "[test] setup in andon.toml" in r.problem
+
+    config.test.setup = ["python", "-c", "import time; time.sleep(30)"]
+    config.test.setup_timeout_s = 0.5
+    r = clone_setup.ensure(config, root, tmp_path / "ev", "preflight")
+    assert r is not None and "timed out after 0.5 s" in r.problem
+    assert "[test] setup_timeout_s" in r.problem

@@ -183,9 +183,11 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
     files = sorted(_untracked(cwd) - before)
     run = SetupRun(argv, str(cwd), status, duration, log_path, tail, False, key, files)
     if proc is None:
-        run.problem = f"[test] setup could not start: {tail.strip()}"
+        run.problem = (f"[test] setup could not start: {tail.strip()}; install it, or set "
+                       "[test] setup in andon.toml to a command that exists here")
     elif timed_out:
-        run.problem = f"[test] setup timed out after {config.test.setup_timeout_s:g} s"
+        run.problem = (f"[test] setup timed out after {config.test.setup_timeout_s:g} s; "
+                       f"raise [test] setup_timeout_s in andon.toml (log: {log_path})")
     elif status != 0:
         run.problem = (f"[test] setup {' '.join(config.test.setup)} failed (exit status "
                        f"{status}): {_first_error(log_path.read_text(errors='replace'))}")
@@ -193,6 +195,11 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
             run.problem += (f" (this build fetches the build backend from the package index; "
                             f"to build offline install the backend for {argv[0]} and run "
                             "`andon init --force`)")
+        else:
+            run.problem += (f"; the whole output is in {log_path}: fix the build, or set "
+                            "[test] setup in andon.toml to the step this project needs "
+                            "(`andon init --force` writes the one it detects; `setup = []` "
+                            "when none)")
     if run.problem is None:
         _done[str(cwd)] = (key, files)
         if cached is not None:
