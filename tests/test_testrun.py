@@ -389,3 +389,14 @@ def test_a_helper_started_by_the_code_under_test_in_its_own_session_is_ended(tmp
     assert r.results["test_spawn::test_spawn"].outcome == "passed"
     from helpers import process_alive
     assert not process_alive(int(pid_file.read_text()))
+
+
+def test_a_multi_line_assertion_is_one_line_in_findings_and_summaries(tmp_path):
+    """pytest's assertion message spans lines ("assert 4 == 5" then "+  where 4 = f(2)"):
+    a finding or a gate summary built from it must stay on one line (the board prints one
+    line per packet)."""
+    r = run(tmp_path, {"tests/test_m.py": "def f(x):\n    return 2 * x\n\n\n"
+                       "def test_m():\n    assert f(2) == 5\n"})
+    (res,) = r.results.values()
+    assert "\n" in res.message                       # the raw message keeps pytest's lines
+    assert "\n" not in res.brief and "assert 4 == 5 | " in res.brief and "f(2)" in res.brief

@@ -81,7 +81,7 @@ def excuse(ctx: GateContext, findings: list[Finding], results: dict,
                                    "the failure is the change's]")
         kept.append(f)
     records = [{"test_id": i, "file": candidates[i].file,
-                "message": candidates[i].message[:200], **ctx.flaky_on_base[i]}
+                "message": candidates[i].brief, **ctx.flaky_on_base[i]}
                for i in sorted(flaky)]
     return kept, records
 

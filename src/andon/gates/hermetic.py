@@ -89,7 +89,7 @@ def judge_hidden(run: SuiteRun, hidden: list[str]) -> list[Finding]:
         in_file = [r for r in run.results.values() if r.file == f]
         if not in_file:
             found.append(Finding("hidden", f"hidden test file {f} ran no tests", path=f))
-        found += [Finding("hidden", f"hidden test {r.id} {r.outcome}: {r.message[:200]}",
+        found += [Finding("hidden", f"hidden test {r.id} {r.outcome}: {r.brief}",
                           path=f, test_id=r.id) for r in in_file if r.outcome != "passed"]
     return found
 

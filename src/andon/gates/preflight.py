@@ -41,7 +41,7 @@ def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
                           f"for a reason of the environment: {line}; {fix}", "environment",
                           [Finding(kind, f"{line}; {fix}", bad[0].file, bad[0].id)], [r])
     if bad:
-        findings = [Finding("baseline-failure", f"{x.id} {x.outcome}: {x.message[:200]}",
+        findings = [Finding("baseline-failure", f"{x.id} {x.outcome}: {x.brief}",
                             x.file, x.id) for x in bad]
         return GateResult(NAME, "fail", f"{len(bad)} test(s) fail on the integration "
                           f"head {sha[:10]} before any agent ran: {bad[0].id}", "environment",

@@ -50,7 +50,7 @@ def judge(run: SuiteRun, planted: list[str], red_ids: set[str],
             found.append(Finding(kind, f"{test_id} did not run (missing or not collected)",
                                  test_id=test_id))
         elif result.outcome != "passed":
-            found.append(Finding(kind, f"{test_id} {result.outcome}: {result.message[:200]}",
+            found.append(Finding(kind, f"{test_id} {result.outcome}: {result.brief}",
                                  test_id=test_id))
     for f in planted:
         in_file = [r for r in results.values() if r.file == f]
@@ -60,7 +60,7 @@ def judge(run: SuiteRun, planted: list[str], red_ids: set[str],
     for r in results.values():
         if r.outcome in ("failed", "error") and r.id not in reported:
             kind = "fail-to-pass" if r.file in planted else "failing-test"
-            found.append(Finding(kind, f"{r.id} {r.outcome}: {r.message[:200]}",
+            found.append(Finding(kind, f"{r.id} {r.outcome}: {r.brief}",
                                  test_id=r.id, path=r.file))
         elif r.outcome == "skipped" and r.file in planted and r.id not in reported:
             found.append(Finding("fail-to-pass", f"planted test {r.id} was skipped",

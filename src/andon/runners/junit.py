@@ -54,6 +54,14 @@ class TestResult:
     outcome: Outcome
     message: str  # failure/error/skip message, first 500 chars; "" when passed
 
+    @property
+    def brief(self) -> str:
+        """The message on one line for a summary or a finding: its lines stripped and joined
+        with " | " (a multi-line assertion would break the board and one-line summaries),
+        cut to 200 characters with "…"."""
+        one = " | ".join(ln.strip() for ln in self.message.splitlines() if ln.strip())
+        return one if len(one) <= 200 else one[:199] + "…"
+
 
 def _message(child: ET.Element) -> str:
     msg = child.get("message") or ""
