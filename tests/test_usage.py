@@ -218,3 +218,13 @@ def test_andon_show_says_how_a_cost_was_priced():
                   cost_source="priced", price_source="genai-prices 0.2.3", pricing=pricing)
         _show_usage(Console(file=buf, width=200), u.to_dict())
         assert f"$0.5000 (priced, genai-prices 0.2.3, {words})" in buf.getvalue()
+
+
+def test_the_board_never_cuts_a_test_id_in_the_middle():
+    from andon.report.board import clip
+    tid = "tests/test_ops.py::test_multiply_negative_numbers"
+    reason = "hermetic: 2 test(s) fail in a fresh clone: " + tid + " " + tid
+    cut = clip(reason, 100)
+    assert len(cut) <= 100 and cut.endswith(" …")
+    assert all(w == tid or w in reason.split() for w in cut[:-2].split())  # whole words only
+    assert clip("short", 100) == "short"

@@ -54,14 +54,15 @@ input is ``sent - writes``; with an older litellm that left the cache out of the
 count, ``sent`` = uncached + writes and the input is ``sent + reads`` (told apart by
 ``sent < reads + 2 × writes``). A rounded cache count is made exact when aider's cost is
 the price of exactly one count within the rounding, by andon's table or by aider's fallback
-formula; otherwise it is noted as approximate, with its bound in ``Usage.tokens_within``.
+formula; otherwise it is noted as approximate, with its bound in
+``Usage.tokens_within``.
 The cost is the sum of the events' ``cost`` (``reported``), checked against andon's price of
 the same requests: far off (aider's fallback bills cache writes twice), andon's price is
 used and ``reported_cost_usd`` keeps aider's. Aider logs cost 0 for a model it has no price
 for: a zero cost with tokens is treated as not reported, and priced. Without an analytics
-log, everything comes from the ``Tokens:``/``Cost:`` lines (approximate, bounded the same way). ``turns`` = the
-number of requests. The model: the configured ``model``, else ``main_model``, else the
-``Model:`` line aider prints. The claim is the tail of stdout.
+log, everything comes from the ``Tokens:``/``Cost:`` lines (approximate, bounded the same
+way). ``turns`` = the number of requests. The model: the configured ``model``, else
+``main_model``, else the ``Model:`` line aider prints. The claim is the tail of stdout.
 
 Sources: https://aider.chat/docs/scripting.html (``--message``, ``--yes``/``--yes-always``,
 ``--no-auto-commits``), https://aider.chat/docs/config/options.html (every flag above),

@@ -72,7 +72,7 @@ def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ())
         pf = last_preflight(store)
         if pf is not None and pf["status"] != "pass":
             caption = (f"nothing ran: the last `andon run` stopped at preflight (the base "
-                       f"{pf['head'][:10]} fails its own suite): {pf['summary'][:300]}; fix "
+                       f"{pf['head'][:10]} fails its own suite): {clip(pf['summary'], 300)}; fix "
                        "the base, then `andon run`\n" + caption)
         else:
             caption = ("nothing ran yet: the packets are read from their files; `andon run` "
@@ -87,7 +87,7 @@ def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ())
         if r["state"] == "done" and last:
             result = f"merged {last['merge_sha'][:10]}"
         elif last and last["reason"]:
-            result = last["reason"].splitlines()[0][:160]
+            result = clip(last["reason"].splitlines()[0], 160)
         elif r.get("not_run"):
             result = "not run yet"
         else:
@@ -100,6 +100,16 @@ def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ())
         table.add_row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
                       _usage_cell(r["usage"]), escape(result))
     return table
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to at most ``limit`` characters at a space, never inside a word (a test
+    id or a path cut in the middle reads as another one), with " …" when cut."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit - 1]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > 0 else head).rstrip() + " …"
 
 
 def _gates_cell(gates: dict[str, str]) -> str:
