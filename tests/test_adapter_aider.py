@@ -76,12 +76,13 @@ def test_non_zero_exit(tmp_path, bin_dir):
     assert r.usage.input_tokens is None and r.usage.cost_usd is None
 
 
-def test_exit_0_after_a_failed_model_request_is_recorded_as_a_failed_run(tmp_path, bin_dir):
+def test_exit_0_after_a_failed_model_request_is_recorded_as_a_provider_error(tmp_path, bin_dir):
     """Aider 0.86.2 prints litellm's error and exits 0 when the model API fails (seen with
-    the real binary, tests/test_e2e_aider.py): recorded as exit status 1, the error as the
-    claim, so the agent gate can name the layer."""
+    the real binary, tests/test_e2e_aider.py): its exit status is kept, the error is the
+    run's provider_error and its claim, so the agent gate can name the layer."""
     _, r = run(tmp_path, bin_dir, {"mode": "api_error"})
-    assert r.exit_status == 1
+    assert r.exit_status == 0
+    assert r.provider_error == "litellm.AuthenticationError: OpenAIException - invalid x-api-key"
     assert r.claim == ("aider exited 0 but the model API failed: litellm.AuthenticationError: "
                        "OpenAIException - invalid x-api-key")
     assert not r.usage.output_tokens
@@ -92,7 +93,7 @@ def test_an_error_after_the_model_answered_keeps_exit_0(tmp_path, bin_dir):
     edited) keeps aider's own exit status, whatever it printed later."""
     _, r = run(tmp_path, bin_dir, {"mode": "error_after_answer", "append": MUL_EDIT})
     assert r.exit_status == 0 and r.usage.output_tokens > 0
-    assert "exited 0 but" not in r.claim
+    assert "exited 0 but" not in r.claim and r.provider_error is None
 
 
 def test_the_agent_gets_the_local_price_map_switch(tmp_path, bin_dir):

@@ -4,6 +4,7 @@ fails the ``agent`` gate, layer ``environment``, with the agent's own message as
 and advice naming the setting — not ``no-change`` (layer ``code``), not retried into "no new
 evidence". The exit status never lets anything pass."""
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -51,6 +52,18 @@ def test_could_not_work_names_the_layer_the_message_and_the_setting(tmp_path, kw
 ])
 def test_an_agent_that_worked_or_changed_something_is_judged_as_before(tmp_path, kw, changed):
     assert could_not_work(run_(tmp_path, **kw), "implement", changed) is None
+
+
+def test_exit_0_with_a_provider_error_could_not_work_and_keeps_its_exit_status(tmp_path):
+    run = dataclasses.replace(run_(tmp_path, exit_status=0, output_tokens=0,
+                                   claim="aider exited 0 but the model API failed: "
+                                         "litellm.InternalServerError: 500"),
+                              agent="aider", provider_error="litellm.InternalServerError: 500")
+    r = could_not_work(run, "implement", changed=False)
+    assert r is not None and r.layer == "environment"
+    assert "exited 0 but its model API failed" in r.summary
+    assert r.details["exit_status"] == 0
+    assert r.details["provider_error"] == "litellm.InternalServerError: 500"
 
 
 

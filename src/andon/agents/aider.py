@@ -32,9 +32,9 @@ console otherwise wraps its output at 80 columns (a ``Tokens:`` report cut befor
 ``session.``, an error message split).
 
 Aider exits 0 when the model API fails (``litellm.<Kind>Error: ...`` printed, no answer
-received): such a run — exit 0, no output token, a litellm error in stdout — is recorded
-with exit status 1 and the error as its claim, so the ``agent`` gate names it (layer
-``environment``) instead of "the agent changed nothing".
+received): such a run — exit 0, no output token, a litellm error in stdout — keeps its exit
+status 0 and carries the error as ``provider_error`` and in its claim, so the ``agent`` gate
+names it (layer ``environment``) instead of "the agent changed nothing".
 
 Output read back:
 
@@ -96,7 +96,6 @@ from .external import (
 MODEL_LINE = re.compile(r"^(?:> )?(?:Main model|Model): (\S+)", re.M)
 # How aider prints a failed model request (litellm's exception, then its own hint lines).
 API_ERROR = re.compile(r"^(?:> )?(litellm\.\w*(?:Error|Exception)\b.*)$", re.M)
-API_FAILED_STATUS = 1
 WIDE = 10_000
 
 
@@ -143,7 +142,7 @@ class AiderAgent(ExternalAgent):
             error = api_error(run.transcript_path)
             if error:
                 return dataclasses.replace(
-                    run, exit_status=API_FAILED_STATUS,
+                    run, provider_error=error,
                     claim=f"aider exited 0 but the model API failed: {error}")
         return run
 

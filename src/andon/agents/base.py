@@ -42,7 +42,10 @@ class StageContext:
 class AgentRun:
     """What one stage run left behind. ``usage`` (tokens, cost, wall time: see
     :mod:`andon.usage`) is None when the adapter has no way to report any; the store keeps
-    it as ``Usage.to_dict()``."""
+    it as ``Usage.to_dict()``. ``exit_status`` is the process's own; ``provider_error`` is
+    the model API failure the agent printed when it exited 0 without an answer (Aider does:
+    it prints litellm's error and exits 0), else None — the ``agent`` gate reads it, so a
+    run that could not reach its model is named as such without a rewritten exit status."""
 
     agent: str
     exit_status: int | None
@@ -51,6 +54,7 @@ class AgentRun:
     transcript_path: Path
     claim: str = ""
     usage: Usage | None = None
+    provider_error: str | None = None
 
 
 class Agent(ABC):

@@ -61,14 +61,17 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
         stage: ``atdd`` or ``implement``.
         changed: whether the snapshot of the worktree differs from where the stage began.
     """
-    if changed or not (run.timed_out or run.exit_status not in (0, None)):
+    if changed or not (run.timed_out or run.exit_status not in (0, None)
+                       or run.provider_error):
         return None
     out = run.usage.output_tokens if run.usage is not None else None
     if out:
         return None
     message = agent_message(run)
     a = run.agent
-    how = "was killed at the timeout" if run.timed_out else f"exited {run.exit_status}"
+    how = ("was killed at the timeout" if run.timed_out else
+           f"exited {run.exit_status}" + (" but its model API failed" if run.provider_error
+                                           else ""))
     summary = (f"the {stage} agent ({a}) could not work: it {how} without changing a file "
                f"or producing output — " + (message or "it printed no message"))
     hint = next((h for p, h in _ADVICE if re.search(p, message, re.IGNORECASE)), None)
@@ -83,7 +86,8 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
     return GateResult(NAME, "fail", summary, "environment",
                       [Finding("agent-could-not-work", message or how)],
                       details={"advice": advice, "exit_status": run.exit_status,
-                               "timed_out": run.timed_out})
+                               "timed_out": run.timed_out,
+                               "provider_error": run.provider_error})
 
 
 def agent_message(run: AgentRun) -> str:
