@@ -243,8 +243,11 @@ class ModelServer:
                              "model": model, "content": [block], "stop_reason": stop,
                              "stop_sequence": None, "usage": dict(usage)})
 
-    async def _responses(self, request: Request) -> Response:
-        """OpenAI Responses API (Codex): every request is a turn of the agent's loop."""
+    async def _openai_turn(self, request: Request
+                           ) -> Response | tuple[dict, dict, str, dict, int]:
+        """What both OpenAI APIs do before they answer: read the JSON body, play a scripted
+        failure, take the next turn and log it. Returns the error response, or (body, turn,
+        model, usage, response number)."""
         entry, body = await self._entry(request)
         if not isinstance(body, dict):
             return self._json_error(entry, 400, "body is not JSON")
@@ -255,7 +258,14 @@ class ModelServer:
         model = turn.get("model") or body.get("model") or "gpt-scripted"
         usage = usage_of(turn)
         entry.update(status=200, usage=dict(usage), model=model)
-        n = next(self._ids)
+        return body, turn, model, usage, next(self._ids)
+
+    async def _responses(self, request: Request) -> Response:
+        """OpenAI Responses API (Codex): every request is a turn of the agent's loop."""
+        taken = await self._openai_turn(request)
+        if isinstance(taken, Response):
+            return taken
+        body, turn, model, usage, n = taken
         if body.get("stream"):
             return StreamingResponse(responses_api.sse(turn, model, usage, n),
                                      media_type="text/event-stream")
@@ -263,17 +273,10 @@ class ModelServer:
 
     async def _chat(self, request: Request) -> Response:
         """OpenAI Chat Completions (Aider through litellm): every request is a turn."""
-        entry, body = await self._entry(request)
-        if not isinstance(body, dict):
-            return self._json_error(entry, 400, "body is not JSON")
-        failure = await self._failure(entry)
-        if failure is not None:
-            return self._json_error(entry, failure[0], failure[2])
-        turn = self._take(body, side=False)
-        model = turn.get("model") or body.get("model") or "gpt-scripted"
-        usage = usage_of(turn)
-        entry.update(status=200, usage=dict(usage), model=model)
-        n = next(self._ids)
+        taken = await self._openai_turn(request)
+        if isinstance(taken, Response):
+            return taken
+        body, turn, model, usage, n = taken
         if body.get("stream"):
             include = bool((body.get("stream_options") or {}).get("include_usage"))
             return StreamingResponse(chat_api.sse(turn, model, usage, n, include),
