@@ -18,6 +18,8 @@ from andon.context.model import TranscriptError
 from andon.context.render import summary
 from andon.errors import UsageError
 
+from .common import fail
+
 
 def _rules(rule: tuple[str, ...]) -> list[tuple[re.Pattern[str], str]]:
     pairs = []
@@ -48,8 +50,11 @@ def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: P
     """What filled an agent's context window, turn by turn, for any transcript: Claude Code,
     Codex, Gemini CLI, Aider, SWE-agent, mini-swe-agent, OpenAI or Anthropic messages."""
     if html_out and len(files) > 1:
-        raise UsageError("--html writes one page: give one FILE")
-    rules = _rules(rule)
+        fail("--html writes one page: give one FILE")
+    try:
+        rules = _rules(rule)
+    except UsageError as e:
+        fail(str(e))
     reports = []
     for f in files:
         try:
