@@ -102,7 +102,7 @@ def test_turns_reconcile_to_the_reported_input():
         assert sum(t["by_component"].values()) == t["size"] == t["usage"]["input_tokens"]
         assert t["by_component"][NOT_IN_TRANSCRIPT] == t["size"] - t["local_tokens"]
     assert 0 < r["accuracy"]["local_over_reported"] < 1
-    assert [t["growth"] for t in turns][0] == turns[0]["size"]
+    assert turns[0]["growth"] == turns[0]["size"]
 
 
 def test_compaction_restarts_the_context(tmp_path):

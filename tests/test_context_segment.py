@@ -38,7 +38,8 @@ def test_natural_boundaries_and_labels():
     text = ("Given the <prd>, do it.\n<prd>\n# Goals\nfast\n</prd>\n# Plan\nsteps\n"
             "```py\n# not a heading\n```\nend")
     labels = [(label, text[a:b]) for a, b, label in split(text)]
-    assert labels == [(None, "Given the <prd>, do it.\n"), ("prd", "<prd>\n# Goals\nfast\n</prd>\n"),
+    assert labels == [(None, "Given the <prd>, do it.\n"),
+                      ("prd", "<prd>\n# Goals\nfast\n</prd>\n"),
                       ("Plan", "# Plan\nsteps\n"), ("code", "```py\n# not a heading\n```\n"),
                       (None, "end")]
 

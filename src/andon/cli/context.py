@@ -12,7 +12,7 @@ from rich.console import Console
 
 from andon.context import FORMATS, load
 from andon.context.analyse import analyse
-from andon.context.components import compile_rules
+from andon.context.components import Rules, compile_rules
 from andon.context.html import page
 from andon.context.model import TranscriptError
 from andon.context.render import summary
@@ -21,7 +21,7 @@ from andon.errors import UsageError
 from .common import fail
 
 
-def _rules(rule: tuple[str, ...]) -> list[tuple[re.Pattern[str], str]]:
+def _rules(rule: tuple[str, ...]) -> Rules:
     pairs = []
     for r in rule:
         pattern, sep, component = r.rpartition("=")

@@ -91,8 +91,8 @@ def _item_messages(item: dict[str, Any], src: str) -> list[Message]:
         return [Message("assistant", [Part("tool_call", cmd, "shell", iid, {"command": cmd})],
                         src, id=iid),
                 Message("tool", [Part("tool_result", str(item.get("aggregated_output", "")),
-                                      "shell", iid, is_error=item.get("exit_code") not in (0, None))],
-                        src)]
+                                      "shell", iid,
+                                      is_error=item.get("exit_code") not in (0, None))], src)]
     if t == "file_change":
         changes = item.get("changes") or []
         text = "\n".join(f"{c.get('kind')} {c.get('path')}" for c in changes)

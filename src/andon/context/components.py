@@ -59,7 +59,7 @@ def tool_kind(part: Part) -> str:
         first = cmd.strip().split(maxsplit=1)[0] if cmd.strip() else ""
         if first in _READ_CMD or (first == "sed" and " -n" in cmd):
             return "file_read"
-        if first == "sed" and " -i" in cmd or "apply_patch" in cmd:
+        if (first == "sed" and " -i" in cmd) or "apply_patch" in cmd:
             return "edit"
         if first in _SEARCH_CMD:
             return "search"
@@ -105,8 +105,8 @@ def segment_component(base: str, label: str | None, text: str, rules: Rules) -> 
     for pattern, component in rules:
         if pattern.search(text):
             return component
-    if label and label not in ("code",) and text.startswith("<") and base in (
-            "system_prompt", "user_instruction") or (label and text.startswith("<")
+    if (label and label not in ("code",) and text.startswith("<") and base in (
+            "system_prompt", "user_instruction")) or (label and text.startswith("<")
                                                      and base.startswith("tool_result")):
         return label  # a document named by its tag
     return base

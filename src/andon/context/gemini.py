@@ -10,8 +10,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from andon.context.model import (Conversation, Message, Part, RequestUsage, Thread, join_calls,
-                                 text_of)
+from andon.context.model import (
+    Conversation,
+    Message,
+    Part,
+    RequestUsage,
+    Thread,
+    join_calls,
+    text_of,
+)
 from andon.context.read import json_lines, load_json
 
 

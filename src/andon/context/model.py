@@ -139,7 +139,7 @@ def join_calls(conv: Conversation) -> None:
         for m in t.messages:
             for p in m.parts:
                 if p.kind == "tool_result" and p.call_id in calls:
-                    call = calls[p.call_id]  # type: ignore[index]
+                    call = calls[p.call_id]
                     p.tool = p.tool or call.tool
                     p.args = p.args if p.args is not None else call.args
 

@@ -34,10 +34,12 @@ def json_lines(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[
             try:
                 obj = json.loads(s)
             except json.JSONDecodeError as e:
-                problems.append(Problem(path, n, f"expected a JSON object, got {s[:40]!r} ({e.msg})"))
+                problems.append(Problem(path, n, f"expected a JSON object, got {s[:40]!r} "
+                                        f"({e.msg})"))
                 continue
             if not isinstance(obj, dict):
-                problems.append(Problem(path, n, f"expected a JSON object, got {type(obj).__name__}"))
+                problems.append(Problem(path, n, "expected a JSON object, got "
+                                        f"{type(obj).__name__}"))
                 continue
             yield n, obj
 
@@ -47,7 +49,8 @@ def load_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except json.JSONDecodeError as e:
-        raise TranscriptError([Problem(path, e.lineno, f"expected JSON: {e.msg} (column {e.colno})")]) from e
+        raise TranscriptError([Problem(path, e.lineno,
+                                       f"expected JSON: {e.msg} (column {e.colno})")]) from e
 
 
 def _line_format(obj: dict[str, Any]) -> str | None:
@@ -55,8 +58,8 @@ def _line_format(obj: dict[str, Any]) -> str | None:
     if "payload" in obj and "timestamp" in obj and t in (
             "session_meta", "turn_context", "response_item", "event_msg", "compacted"):
         return "codex-rollout"
-    if isinstance(t, str) and (t.startswith(("thread.", "turn.", "item.")) or t == "error"
-                               and "message" in obj and "timestamp" not in obj):
+    if isinstance(t, str) and (t.startswith(("thread.", "turn.", "item.")) or (t == "error"
+                               and "message" in obj and "timestamp" not in obj)):
         return "codex-exec-json"
     if "uuid" in obj and ("sessionId" in obj or "parentUuid" in obj):
         return "claude-code"
@@ -85,7 +88,7 @@ def _document_format(doc: Any) -> str | None:
                 return "anthropic-messages"
             return "openai-chat"
     if isinstance(doc, list) and doc and all(isinstance(x, dict) for x in doc):
-        if any(x.get("type") in RESPONSES_ITEMS and "role" not in x or
+        if any((x.get("type") in RESPONSES_ITEMS and "role" not in x) or
                x.get("type") == "message" for x in doc):
             return "openai-responses"
         if all("role" in x for x in doc):

@@ -12,8 +12,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from andon.context.model import (Conversation, Message, Part, RequestUsage, Thread, join_calls,
-                                 text_of)
+from andon.context.model import (
+    Conversation,
+    Message,
+    Part,
+    RequestUsage,
+    Thread,
+    join_calls,
+    text_of,
+)
 from andon.context.read import load_json
 
 _BASH = re.compile(r"```(?:bash|sh)?\n(.*?)```", re.S)
@@ -33,7 +40,7 @@ def _split(text: str, action: str, call_id: str) -> list[Part]:
     fence = text.rfind("```", 0, at)
     cut = fence if fence >= 0 and "```" not in text[fence + 3:at] else at
     parts = [Part("text", text[:cut])] if text[:cut] else []
-    return parts + [Part("tool_call", text[cut:], _action_tool(action), call_id,
+    return [*parts, Part("tool_call", text[cut:], _action_tool(action), call_id,
                          {"command": action})]
 
 
