@@ -25,31 +25,31 @@ from andon.context.analyse import analyse
 from andon.context.html import page
 from andon.context.tokens import count_many
 
-_PROSE = ("the widget shall parse input files and report every error with its line number "
-          "while the harness runs tests in isolated worktrees and merges what passed")
-WORDS = _PROSE.split()
+def _vocabulary(rng: random.Random, n: int = 5000) -> list[str]:
+    """Pseudo-words, so that unrelated texts share few 5-word runs (as real ones do)."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choice(letters) for _ in range(rng.randint(2, 9))) for _ in range(n)]
 
 
-def _text(rng: random.Random, n_words: int) -> str:
-    lines = []
-    for _ in range(max(1, n_words // 12)):
-        lines.append(" ".join(rng.choice(WORDS) for _ in range(12)))
-    return "\n".join(lines)
+def _text(rng: random.Random, n_words: int, words: list[str]) -> str:
+    drawn = rng.choices(words, k=max(12, n_words))
+    return "\n".join(" ".join(drawn[i:i + 12]) for i in range(0, len(drawn), 12))
 
 
 def generate(path: Path, tokens: int, seed: int = 1) -> int:
     """Write the session log; the number of records written."""
     rng = random.Random(seed)
-    doc = f"<spec>\n{_text(rng, 3000)}\n</spec>\n"
+    words = _vocabulary(rng)
+    doc = f"<spec>\n{_text(rng, 3000, words)}\n</spec>\n"
     recs, n, parent, i = [], 0, None, 0
-    budget = tokens * 4  # characters, about four per token
+    budget = tokens * 2  # characters: the pseudo-words take about two per token
     while n < budget:
         i += 1
-        user = f"Step {i}.\n" + (doc if i % 10 == 0 else f"# Notes\n{_text(rng, 200)}\n")
+        user = f"Step {i}.\n" + (doc if i % 10 == 0 else f"# Notes\n{_text(rng, 200, words)}\n")
         call = {"type": "tool_use", "id": f"t{i}", "name": "Read" if i % 3 else "Bash",
                 "input": {"file_path": f"src/m{i % 40}.py"} if i % 3 else
                 {"command": "python -m pytest -q"}}
-        result = "```\n" + _text(rng, 1500) + "\n```\n"
+        result = "```\n" + _text(rng, 1500, words) + "\n```\n"
         for rec in (
             {"type": "user", "message": {"role": "user", "content": user}},
             {"type": "assistant", "requestId": f"r{i}", "message": {
@@ -74,7 +74,10 @@ def main() -> None:
     ap.add_argument("--no-near", action="store_true")
     ap.add_argument("--no-tracemalloc", action="store_true")
     args = ap.parse_args()
+    t = time.perf_counter()
     count_many(["warm the tokenizer up"])  # loading the BPE file is not per-transcript work
+    import datasketch  # noqa: F401 - imported once per process (it imports scipy)
+    print(f"loading the tokenizer and datasketch: {time.perf_counter() - t:.2f} s (once)")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "session.jsonl"
         records = generate(path, args.tokens)

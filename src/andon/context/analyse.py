@@ -17,10 +17,11 @@ from typing import Any
 
 from andon.context import dupes, reads, tokens
 from andon.context.components import Rules, part_component, segment_component
-from andon.context.model import Conversation, Thread
+from andon.context.model import Conversation, Part, Thread
 from andon.context.segment import split
 
 NOT_IN_TRANSCRIPT = "not_in_transcript"
+_SPLIT_CHARS = 256  # shorter parts are one segment (a few dozen tokens: nothing to cut)
 NEAR_WINDOW = 0.8
 #: context windows (tokens) by model-name prefix, when the transcript does not say
 WINDOWS = (("claude", 200_000), ("gpt-5", 400_000), ("gpt-4.1", 1_047_576), ("gpt-4o", 128_000),
@@ -36,22 +37,28 @@ def window_of(conv: Conversation) -> int | None:
 
 
 def segments(conv: Conversation, rules: Rules = ()) -> list[list[list[dupes.Seg]]]:
-    """Every message's segments, per thread: ``[thread][message] -> [Seg]``."""
+    """Every message's segments, per thread: ``[thread][message] -> [Seg]``, counted.
+
+    The text is encoded once, segment by segment, and a part's ``tokens`` is the sum of its
+    segments' (a cut can move a count by about one token against encoding the part whole).
+    """
     texts: list[str] = []
-    where: list[tuple[int, int, str, str | None]] = []
+    where: list[tuple[int, int, Part, str, str | None]] = []
     for ti, t in enumerate(conv.threads):
         for mi, m in enumerate(t.messages):
             for p in m.parts:
+                p.tokens = 0
                 base = part_component(m, p)
-                spans = split(p.text) if p.tokens > 64 else [(0, len(p.text), None)]
+                spans = split(p.text) if len(p.text) > _SPLIT_CHARS else [(0, len(p.text), None)]
                 for a, b, label in spans:
                     piece = p.text[a:b]
                     texts.append(piece)
-                    where.append((ti, mi, segment_component(base, label, piece, rules), label))
+                    where.append((ti, mi, p, segment_component(base, label, piece, rules), label))
     counts = tokens.count_many(texts)
     out: list[list[list[dupes.Seg]]] = [[[] for _ in t.messages] for t in conv.threads]
-    for text, (ti, mi, comp, label), n in zip(texts, where, counts, strict=True):
+    for text, (ti, mi, part, comp, label), n in zip(texts, where, counts, strict=True):
         t = conv.threads[ti]
+        part.tokens += n
         out[ti][mi].append(dupes.Seg(t.name, mi, t.messages[mi].source, comp, n, text, label))
     return out
 
@@ -101,10 +108,10 @@ def _reconcile(turn: dict[str, Any], reported: int, window: int | None) -> None:
 def analyse(conv: Conversation, rules: Rules = (), near: bool = True,
             top: int = 10) -> dict[str, Any]:
     """The whole report as plain data (what ``--json`` prints); see the module docstring."""
-    total = tokens.count_conversation(conv)
     segs = segments(conv, rules)
     window = window_of(conv)
     flat = [s for thread in segs for msg in thread for s in msg]
+    total = sum(s.tokens for s in flat)
     threads = []
     for t, tsegs in zip(conv.threads, segs, strict=True):
         turns = _turns(t, tsegs, window)
