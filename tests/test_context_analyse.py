@@ -199,3 +199,20 @@ def test_page_renders_in_headless_chromium_offline(tmp_path):
     probe_data = json.loads(html.unescape(found.group(1)))
     assert probe_data["poly"] >= 3 and probe_data["w"] > 300
     assert probe_data["msgs"] > 10 and probe_data["comp"] > 3
+
+
+def test_andon_toml_context_rules(tmp_path):
+    """[[context.rules]] name components; --rule comes first; a bad regex is a config error
+    naming andon.toml, and nothing is printed as a report."""
+    f = write(tmp_path, [{"role": "user", "content": DOC}, {"role": "assistant", "content": "k"}])
+    (tmp_path / "andon.toml").write_text(
+        '[[context.rules]]\npattern = "frobnicate"\ncomponent = "widget_spec"\n')
+    doc = json.loads(andon(tmp_path, f, "--json").stdout)
+    assert "widget_spec" in doc["composition"] and "user_instruction" not in doc["composition"]
+    doc = json.loads(andon(tmp_path, f, "--json", "--rule", "Requirement=reqs").stdout)
+    assert "reqs" in doc["composition"] and "widget_spec" not in doc["composition"]
+    (tmp_path / "andon.toml").write_text(
+        '[[context.rules]]\npattern = "(unclosed"\ncomponent = "x"\n')
+    r = andon(tmp_path, f, "--json")
+    assert r.returncode == 2 and "andon.toml" in r.stderr and "regex" in r.stderr
+    assert r.stdout == ""

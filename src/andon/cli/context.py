@@ -16,12 +16,23 @@ from andon.context.components import Rules, compile_rules
 from andon.context.html import page
 from andon.context.model import TranscriptError
 from andon.context.render import summary
+from andon.config import CONFIG_NAME, load_config
 from andon.errors import UsageError
 
 from .common import fail
 
 
-def _rules(rule: tuple[str, ...]) -> Rules:
+def _config_rules(repo: Path) -> list[tuple[str, str]]:
+    """``[[context.rules]]`` of the repository's andon.toml, when there is one (checked:
+    a broken andon.toml is an error, as for every command)."""
+    if not (repo / CONFIG_NAME).is_file():
+        return []
+    cfg = load_config(repo)
+    return [(r.pattern, r.component) for r in cfg.context.rules]
+
+
+def _rules(rule: tuple[str, ...], then: list[tuple[str, str]]) -> Rules:
+    """``--rule`` options first, then andon.toml's rules."""
     pairs = []
     for r in rule:
         pattern, sep, component = r.rpartition("=")
@@ -33,7 +44,7 @@ def _rules(rule: tuple[str, ...]) -> Rules:
         except re.error as e:
             raise UsageError(f"--rule {r!r}: the pattern is not a regular expression: {e}") \
                 from e
-    return compile_rules(pairs)
+    return compile_rules(pairs + then)
 
 
 @click.command("context")
@@ -43,7 +54,8 @@ def _rules(rule: tuple[str, ...]) -> Rules:
 @click.option("--html", "html_out", type=click.Path(path_type=Path),
               help="Write one self-contained offline HTML page here (one FILE only).")
 @click.option("--rule", multiple=True, metavar="PATTERN=COMPONENT",
-              help="A segment whose text matches PATTERN (a regex) is COMPONENT; repeatable.")
+              help="A segment whose text matches PATTERN (a regex) is COMPONENT; repeatable; "
+                   "before andon.toml's [[context.rules]].")
 @click.option("--no-near", is_flag=True, help="Skip near-duplicate detection (MinHash).")
 def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: Path | None,
             rule: tuple[str, ...], no_near: bool) -> None:
@@ -52,7 +64,8 @@ def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: P
     if html_out and len(files) > 1:
         fail("--html writes one page: give one FILE")
     try:
-        rules = _rules(rule)
+        obj = click.get_current_context().obj or {}
+        rules = _rules(rule, _config_rules(Path(obj.get("repo", "."))))
     except UsageError as e:
         fail(str(e))
     reports = []
