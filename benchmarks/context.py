@@ -25,6 +25,7 @@ from andon.context.analyse import analyse
 from andon.context.html import page
 from andon.context.tokens import count_many
 
+
 def _vocabulary(rng: random.Random, n: int = 5000) -> list[str]:
     """Pseudo-words, so that unrelated texts share few 5-word runs (as real ones do)."""
     letters = "abcdefghijklmnopqrstuvwxyz"

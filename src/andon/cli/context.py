@@ -10,13 +10,13 @@ from pathlib import Path
 import click
 from rich.console import Console
 
+from andon.config import CONFIG_NAME, load_config
 from andon.context import FORMATS, load
 from andon.context.analyse import analyse
 from andon.context.components import Rules, compile_rules
 from andon.context.html import page
 from andon.context.model import TranscriptError
 from andon.context.render import summary
-from andon.config import CONFIG_NAME, load_config
 from andon.errors import UsageError
 
 from .common import fail

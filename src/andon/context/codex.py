@@ -15,10 +15,21 @@ from andon.context.model import Conversation, Message, Part, RequestUsage, Threa
 from andon.context.read import json_lines
 
 
-def openai_usage(u: dict[str, Any], model: str | None = None) -> RequestUsage:
-    """``{input_tokens, cached_input_tokens, output_tokens}`` as a request's usage."""
-    return RequestUsage(int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0),
-                        int(u.get("cached_input_tokens") or 0), None, model)
+def _count(v: Any) -> int | None:
+    return v if isinstance(v, int) and not isinstance(v, bool) and v >= 0 else None
+
+
+def openai_usage(u: Any, model: str | None = None) -> RequestUsage | None:
+    """``{input_tokens, cached_input_tokens, output_tokens}`` as a request's usage (None
+    without input and output counts). Cache writes only when reported
+    (``cache_write_input_tokens``)."""
+    if not isinstance(u, dict):
+        return None
+    inp, out = _count(u.get("input_tokens")), _count(u.get("output_tokens"))
+    if inp is None or out is None:
+        return None
+    return RequestUsage(inp, out, _count(u.get("cached_input_tokens")),
+                        _count(u.get("cache_write_input_tokens")), model)
 
 
 def _attach(thread: Thread, usage: RequestUsage, since: int, src: str) -> None:
@@ -32,7 +43,12 @@ def _attach(thread: Thread, usage: RequestUsage, since: int, src: str) -> None:
 
 
 def rollout(path: Path) -> Conversation:
-    """A Codex rollout (JSON lines ``{timestamp, type, payload}``)."""
+    """A Codex rollout (JSON lines ``{timestamp, type, payload}``).
+
+    ``reported`` holds the last running total (``input_tokens`` … ``cache_write_tokens``)
+    and ``thread_id``; each request's usage is on the assistant message it produced, with
+    the model of the ``turn_context`` before it. The Codex adapter reads its usage here.
+    """
     conv = Conversation(path, "codex-rollout", [Thread("main")])
     thread = conv.main
     last_total: Any = None
@@ -40,8 +56,10 @@ def rollout(path: Path) -> Conversation:
     boundary = False
     for n, rec in json_lines(path, conv.problems):
         kind, p, src = rec.get("type"), rec.get("payload") or {}, f"{path.name}:{n}"
-        if kind == "turn_context" and p.get("model"):
+        if kind == "turn_context" and isinstance(p.get("model"), str):
             conv.model = p["model"]
+        elif kind == "session_meta":
+            conv.reported["thread_id"] = p.get("id")
         elif kind == "compacted":
             thread.messages.append(Message("user", [Part("compaction_summary",
                                                          str(p.get("message", "")))],
@@ -66,16 +84,16 @@ def rollout(path: Path) -> Conversation:
             if total == last_total:
                 continue  # the same call reported again
             last_total = total
-            _attach(thread, openai_usage(info.get("last_token_usage") or {}, conv.model),
-                    since, src)
-            since = len(thread.messages)
-    if last_total:
-        conv.reported.update(input_tokens=int(last_total.get("input_tokens") or 0),
-                             output_tokens=int(last_total.get("output_tokens") or 0),
-                             cache_read_tokens=int(last_total.get("cached_input_tokens") or 0))
-    for m in thread.messages:
-        if m.usage:
-            m.usage.model = conv.model
+            totals = openai_usage(total)
+            if totals is not None:
+                conv.reported.update(input_tokens=totals.input_tokens,
+                                     output_tokens=totals.output_tokens,
+                                     cache_read_tokens=totals.cache_read_tokens,
+                                     cache_write_tokens=totals.cache_write_tokens)
+            req = openai_usage(info.get("last_token_usage"), conv.model)
+            if req is not None:
+                _attach(thread, req, since, src)
+                since = len(thread.messages)
     join_calls(conv)
     return conv
 
@@ -124,8 +142,7 @@ def exec_json(path: Path) -> Conversation:
             conv.reported["thread_id"] = ev.get("thread_id")
         elif kind == "item.completed" and isinstance(ev.get("item"), dict):
             thread.messages.extend(_item_messages(ev["item"], src))
-        elif kind == "turn.completed" and isinstance(ev.get("usage"), dict):
-            u = openai_usage(ev["usage"])
+        elif kind == "turn.completed" and (u := openai_usage(ev.get("usage"))) is not None:
             _attach(thread, u, since, src)
             since = len(thread.messages)
             totals["input_tokens"] += u.input_tokens

@@ -34,8 +34,9 @@ def json_lines(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[
             try:
                 obj = json.loads(s)
             except json.JSONDecodeError as e:
-                problems.append(Problem(path, n, f"expected a JSON object, got {s[:40]!r} "
-                                        f"({e.msg})"))
+                what = "a truncated JSON line" if s.startswith("{") else "text"
+                problems.append(Problem(path, n, f"expected a JSON object, got {what} "
+                                        f"{s[:40]!r} ({e.msg})"))
                 continue
             if not isinstance(obj, dict):
                 problems.append(Problem(path, n, "expected a JSON object, got "
