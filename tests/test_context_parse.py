@@ -166,3 +166,21 @@ def test_provider_formats(tmp_path):
 
 def test_formats_listed_once():
     assert len(set(FORMATS)) == len(FORMATS) == 12
+
+
+def test_claude_code_2_subagent_logs_beside_the_session_are_their_own_threads(tmp_path):
+    """Claude Code 2.x writes a sub-agent's lines to <sessionId>/subagents/agent-*.jsonl."""
+    main = tmp_path / "abc.jsonl"
+    main.write_text((T / "claude-code/1af7fc5e.jsonl").read_text())
+    subs = tmp_path / "abc" / "subagents"
+    subs.mkdir(parents=True)
+    lines = [x for x in (T / "claude-code/5c0375b4.jsonl").read_text().splitlines()
+             if '"isSidechain":true' in x]
+    (subs / "agent-1.jsonl").write_text("\n".join(lines) + "\n")
+    conv = load(main)
+    assert [t.name for t in conv.threads] == ["main", "subagent:agent-1"]
+    assert len(conv.threads[1].messages) > 5
+    side = [m for t in load(T / "claude-code/5c0375b4.jsonl").threads[1:] for m in t.messages
+            if m.usage is not None]
+    assert len(conv.requests()) == len(load(T / "claude-code/1af7fc5e.jsonl").requests()) + \
+        len(side)

@@ -34,8 +34,20 @@ def _merge(msg: Message, rec_usage: RequestUsage | None) -> None:
 
 
 def session(path: Path) -> Conversation:
-    """A Claude Code session log (JSON lines)."""
+    """A Claude Code session log (JSON lines), with the sub-agent logs Claude Code 2.x
+    writes beside it (``<sessionId>/subagents/agent-*.jsonl``), each its own thread
+    ``subagent:<file stem>``."""
     conv = Conversation(path, "claude-code", [Thread("main")])
+    _read(conv, path, None)
+    for sub in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
+        _read(conv, sub, f"subagent:{sub.stem}")
+    join_calls(conv)
+    return conv
+
+
+def _read(conv: Conversation, path: Path, fixed: str | None) -> None:
+    """The records of ``path`` into ``conv``: all in thread ``fixed`` when given, else
+    main and one ``sidechain:N`` per inline sub-agent."""
     thread_of: dict[str, str] = {}  # uuid -> thread name
     open_msg: dict[tuple[str, str], Message] = {}  # (message id, request id) -> message
     pending_boundary: set[str] = set()
@@ -43,7 +55,9 @@ def session(path: Path) -> Conversation:
     for n, rec in json_lines(path, conv.problems):
         kind = rec.get("type")
         uuid, parent = rec.get("uuid"), rec.get("parentUuid")
-        if rec.get("isSidechain"):
+        if fixed:
+            name = fixed
+        elif rec.get("isSidechain"):
             name = thread_of.get(parent or "", "")
             if not name.startswith("sidechain"):
                 n_side += 1
@@ -89,8 +103,6 @@ def session(path: Path) -> Conversation:
             m.boundary = True
             pending_boundary.discard(name)
         thread.messages.append(m)
-    join_calls(conv)
-    return conv
 
 
 def stream_json(path: Path) -> Conversation:
