@@ -216,3 +216,37 @@ def test_andon_toml_context_rules(tmp_path):
     r = andon(tmp_path, f, "--json")
     assert r.returncode == 2 and "andon.toml" in r.stderr and "regex" in r.stderr
     assert r.stdout == ""
+
+
+def test_turns_near_the_window_are_flagged(tmp_path):
+    """A Codex rollout whose window is 10,000 tokens: the call reporting 9,000 input tokens
+    is near it (≥ 80 %), the one reporting 4,000 is not."""
+    def rec(kind, payload):
+        return json.dumps({"timestamp": "2026-01-01T00:00:00Z", "type": kind,
+                           "payload": payload})
+
+    def count_event(inp, total):
+        return rec("event_msg", {"type": "token_count", "info": {
+            "model_context_window": 10000,
+            "last_token_usage": {"input_tokens": inp, "cached_input_tokens": 0,
+                                 "output_tokens": 5},
+            "total_token_usage": {"input_tokens": total, "cached_input_tokens": 0,
+                                  "output_tokens": 5}}})
+
+    lines = [rec("turn_context", {"model": "gpt-5"}),
+             rec("response_item", {"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": "go"}]}),
+             rec("response_item", {"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": "one"}]}),
+             count_event(4000, 4000),
+             rec("response_item", {"type": "message", "role": "user",
+                                   "content": [{"type": "input_text", "text": "more"}]}),
+             rec("response_item", {"type": "message", "role": "assistant",
+                                   "content": [{"type": "output_text", "text": "two"}]}),
+             count_event(9000, 13000)]
+    f = tmp_path / "rollout.jsonl"
+    f.write_text("\n".join(lines) + "\n")
+    r = analyse(load(f))
+    assert r["context_window"] == 10000
+    assert [(t["size"], t["near_window"]) for t in r["threads"][0]["turns"]] == [
+        (4000, False), (9000, True)]
