@@ -8,11 +8,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from click.testing import CliRunner
 
+from andon.cli import main
 from andon.context import load
 from andon.context.analyse import NOT_IN_TRANSCRIPT, analyse
 from andon.context.tokens import count
@@ -130,8 +132,11 @@ def test_compaction_restarts_the_context(tmp_path):
 
 
 def andon(tmp_path, *args):
-    return subprocess.run([sys.executable, "-m", "andon", "context", *map(str, args)],
-                          capture_output=True, text=True, cwd=tmp_path, check=False)
+    """`andon -C tmp_path context ARGS` in this process (the tokenizer loads once)."""
+    r = CliRunner().invoke(main, ["-C", str(tmp_path), "context", *map(str, args)])
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return SimpleNamespace(returncode=r.exit_code, stdout=r.stdout, stderr=r.stderr)
 
 
 EVIL = "<script>alert(1)</script><img src=x onerror=alert(2)> [bold red]x[/bold red] </script>"
