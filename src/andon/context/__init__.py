@@ -1,8 +1,9 @@
 """See the context: what filled an agent's context window, turn by turn (issue 10).
 
 ``load(path, format=None)`` reads any supported transcript into the normalised
-``Conversation`` (``model``), ``tokens.count`` fills in token counts, ``analyse.analyse``
-computes the per-turn report; ``render`` and ``html`` show it. See README.md here.
+``Conversation`` (``model``); ``analyse.analyse`` cuts it into segments, counts their tokens
+(``tokens``, filling in ``Part.tokens``) and computes the per-turn report; ``render`` and
+``html`` show it. See README.md here.
 """
 
 from __future__ import annotations
