@@ -14,6 +14,9 @@ AndonError
 │   │                           a CSV of runs cannot be read; ``problems`` names row and column
 │   ├── experiments.compare.ComparisonError
 │   │                           the runs cannot be compared as asked (an unknown condition)
+│   ├── context.model.TranscriptError
+│   │                           also a ValueError: a transcript cannot be read (unknown
+│   │                           format, not JSON, no message); ``problems`` names file:line
 │   └── InvalidValue            also a ValueError: a value andon was given is not one it
 │                               accepts (an agent name or command, a packet field, a setting)
 ├── InvalidArgument             also a ValueError: a function was called outside its documented

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import AgentSettings
+from ..context import codex as context_codex
 from ..usage import as_count
 from .base import StageContext
 from .external import (
@@ -200,62 +201,42 @@ def rollout_model(codex_home: Path, thread_id: str) -> str | None:
     return None
 
 
-def _openai_counts(x: Any) -> dict[str, int | None] | None:
-    """``{input_tokens, cached_input_tokens, output_tokens}`` (cached part of input,
-    reasoning part of output: already the store's convention) or None."""
-    if not isinstance(x, dict):
-        return None
-    inp, out = as_count(x.get("input_tokens")), as_count(x.get("output_tokens"))
-    if inp is None or out is None:
-        return None
-    return {"input_tokens": inp, "output_tokens": out,
-            "cache_read_tokens": as_count(x.get("cached_input_tokens")),
-            "cache_write_tokens": as_count(x.get("cache_write_input_tokens"))}
-
-
 def parse_rollout(path: Path, configured_model: str | None = None) -> Parsed:
     """Read a Codex rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-*.jsonl``: lines
-    ``{timestamp, type, payload}``): the model of the ``turn_context`` records and one
-    request per ``event_msg`` ``token_count`` whose ``info.total_token_usage`` grew —
-    codex writes the same ``token_count`` again (0.77 repeats each one after the tool
-    output), so ``last_token_usage`` is taken only when the running total changed. The
-    totals are the last ``total_token_usage``; a request list that does not add up to it
-    (a rollout that starts mid-session) is dropped, with a note.
+    ``{timestamp, type, payload}``) with the one rollout parser, ``andon.context.codex``:
+    the model of the ``turn_context`` records and one request per ``event_msg``
+    ``token_count`` whose ``info.total_token_usage`` grew — codex writes the same
+    ``token_count`` again (0.77 repeats each one after the tool output), so
+    ``last_token_usage`` is taken only when the running total changed. The totals are the
+    last ``total_token_usage``; a request list that does not add up to it (a rollout that
+    starts mid-session) is dropped, with a note.
     """
     out = Parsed()
     u = out.usage
-    last_total: dict[str, Any] | None = None
-    total_counts = None
-    model = None
-    for rec in json_lines(path, u):
-        payload = rec.get("payload")
-        if not isinstance(payload, dict):
-            continue
-        if rec.get("type") == "turn_context" and isinstance(payload.get("model"), str):
-            model = payload["model"]
-        elif rec.get("type") == "session_meta":
-            out.meta["thread_id"] = payload.get("id")
-        elif (rec.get("type") == "event_msg" and payload.get("type") == "token_count"
-              and isinstance(payload.get("info"), dict)):
-            info = payload["info"]
-            total = info.get("total_token_usage")
-            if total == last_total:
-                continue            # the same count written again: no new request
-            last_total = total
-            total_counts = _openai_counts(total)
-            req = _openai_counts(info.get("last_token_usage"))
-            if req is not None:
-                u.requests.append({**req, "model": model} if model else req)
-    u.model = configured_model or model
-    if total_counts is None:
+    conv = context_codex.rollout(path)
+    truncated = sum("truncated" in p.message for p in conv.problems)
+    if truncated:
+        u.notes.append(f"{truncated} truncated JSON line(s) skipped")
+    if len(conv.problems) > truncated:
+        u.notes.append(f"{len(conv.problems) - truncated} line(s) that are not JSON objects "
+                       "skipped")
+    if conv.reported.get("thread_id") is not None:
+        out.meta["thread_id"] = conv.reported["thread_id"]
+    for r in conv.requests():
+        req: dict[str, Any] = {"input_tokens": r.input_tokens, "output_tokens": r.output_tokens,
+                               "cache_read_tokens": r.cache_read_tokens,
+                               "cache_write_tokens": r.cache_write_tokens}
+        u.requests.append({**req, "model": r.model} if r.model else req)
+    u.model = configured_model or conv.model
+    if "input_tokens" not in conv.reported:
         u.notes.append("no token_count event with usage: usage unknown")
         u.requests = []
         return out
-    for k, v in total_counts.items():
-        setattr(u, k, v)
+    for k in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        setattr(u, k, conv.reported[k])
     u.turns = len(u.requests)
     sums = {f: sum(r[f] or 0 for r in u.requests) for f in ("input_tokens", "output_tokens")}
-    if any(sums[f] != total_counts[f] for f in sums):
+    if any(sums[f] != conv.reported[f] for f in sums):
         u.notes.append("the token_count requests do not add up to the session total: "
                        "priced on the total")
         u.requests = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import click
 
@@ -105,8 +106,11 @@ def status(ctx: click.Context, as_json: bool) -> None:
 @click.command()
 @click.argument("packet_id")
 @click.option("--json", "as_json", is_flag=True, help="Everything, as JSON.")
+@click.option("--context", "with_context", is_flag=True,
+              help="Also each stage's context (andon context on its transcript), with an "
+                   "offline page written beside the transcript.")
 @click.pass_context
-def show(ctx: click.Context, packet_id: str, as_json: bool) -> None:
+def show(ctx: click.Context, packet_id: str, as_json: bool, with_context: bool) -> None:
     """The evidence for one packet: attempts, gates with findings, diff stat, logs."""
     repo = repo_or_fail(ctx)
     store = open_store(repo)
@@ -114,7 +118,22 @@ def show(ctx: click.Context, packet_id: str, as_json: bool) -> None:
     if detail is None:
         known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"
         fail(f"no packet {packet_id!r} in the store; known: {known}")
+    if with_context:
+        _add_context(detail)
     if as_json:
         common.out.print_json(json.dumps(detail))
     else:
         show_packet(common.out, detail)
+
+
+def _add_context(detail: dict) -> None:
+    """Each stage's context summary (and page) from its transcript, where there is one."""
+    from ..context import stage as context_stage  # the tokenizer loads only when asked
+
+    for a in detail["attempts"]:
+        for s in a["stages"]:
+            path = Path(s["transcript_path"]) if s.get("transcript_path") else None
+            if path is None or not path.is_file() or path.stat().st_size == 0:
+                continue
+            s["context"] = context_stage.summarise(path)
+            s["context_line"] = context_stage.line(s["context"])

@@ -111,6 +111,29 @@ class Patterns(_Strict):
     rules: list[PatternRule] = Field(default_factory=list)
 
 
+class ContextRule(_Strict):
+    """``[[context.rules]]``: a segment of a transcript whose text matches ``pattern`` (a
+    regex, searched) belongs to ``component`` (``andon context``; first match wins)."""
+
+    pattern: str
+    component: str = Field(min_length=1)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, v: str) -> str:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise InvalidValue(f"not a valid regex: {exc}") from None
+        return v
+
+
+class ContextSettings(_Strict):
+    """``[context]``: settings of ``andon context`` (docs/context.md)."""
+
+    rules: list[ContextRule] = Field(default_factory=list)
+
+
 class Gates(_Strict):
     red_runs: int = Field(3, ge=1)
     hermetic_runs: int = Field(3, ge=1)
@@ -252,6 +275,7 @@ class Config(_Strict):
     gates: Gates = Field(default_factory=Gates)
     agent: Agent = Field(default_factory=Agent)
     stages: Stages = Field(default_factory=Stages)
+    context: ContextSettings = Field(default_factory=ContextSettings)
 
     def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.

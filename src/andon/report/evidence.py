@@ -69,6 +69,8 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                           soft_wrap=True)
             if s["usage"]:
                 _show_usage(out, s["usage"])
+            if s.get("context_line"):  # andon show --context (andon.context.stage)
+                out.print(f"    context: {s['context_line']}", markup=False, soft_wrap=True)
         for g in a["gates"]:
             layer = escape(f" [{g['failure_layer']}]") if g["failure_layer"] else ""
             out.print(f"  {GATE_MARK.get(g['status'], g['status'])} {g['gate']}"

@@ -1,0 +1,89 @@
+"""The ``context`` command: what filled an agent's context window, turn by turn."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from andon.config import CONFIG_NAME, load_config
+from andon.context import FORMATS, load
+from andon.context.analyse import analyse
+from andon.context.components import Rules, compile_rules
+from andon.context.html import page
+from andon.context.model import TranscriptError
+from andon.context.render import summary
+from andon.errors import UsageError
+
+from .common import fail
+
+
+def _config_rules(repo: Path) -> list[tuple[str, str]]:
+    """``[[context.rules]]`` of the repository's andon.toml, when there is one (checked:
+    a broken andon.toml is an error, as for every command)."""
+    if not (repo / CONFIG_NAME).is_file():
+        return []
+    cfg = load_config(repo)
+    return [(r.pattern, r.component) for r in cfg.context.rules]
+
+
+def _rules(rule: tuple[str, ...], then: list[tuple[str, str]]) -> Rules:
+    """``--rule`` options first, then andon.toml's rules."""
+    pairs = []
+    for r in rule:
+        pattern, sep, component = r.rpartition("=")
+        if not sep or not pattern or not component:
+            raise UsageError(f"--rule {r!r}: expected PATTERN=COMPONENT")
+        try:
+            pairs.append((pattern, component))
+            compile_rules([(pattern, component)])
+        except re.error as e:
+            raise UsageError(f"--rule {r!r}: the pattern is not a regular expression: {e}") \
+                from e
+    return compile_rules(pairs + then)
+
+
+@click.command("context")
+@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--format", "fmt", type=click.Choice(FORMATS), help="Force the transcript format.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--html", "html_out", type=click.Path(path_type=Path),
+              help="Write one self-contained offline HTML page here (one FILE only).")
+@click.option("--rule", multiple=True, metavar="PATTERN=COMPONENT",
+              help="A segment whose text matches PATTERN (a regex) is COMPONENT; repeatable; "
+                   "before andon.toml's [[context.rules]].")
+@click.option("--no-near", is_flag=True, help="Skip near-duplicate detection (MinHash).")
+def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: Path | None,
+            rule: tuple[str, ...], no_near: bool) -> None:
+    """What filled an agent's context window, turn by turn, for any transcript: Claude Code,
+    Codex, Gemini CLI, Aider, SWE-agent, mini-swe-agent, OpenAI or Anthropic messages."""
+    if html_out and len(files) > 1:
+        fail("--html writes one page: give one FILE")
+    try:
+        obj = click.get_current_context().obj or {}
+        rules = _rules(rule, _config_rules(Path(obj.get("repo", "."))))
+    except UsageError as e:
+        fail(str(e))
+    reports = []
+    for f in files:
+        try:
+            conv = load(f, fmt)
+        except TranscriptError as e:
+            for p in e.problems:
+                click.echo(f"error: {p}", err=True)
+            sys.exit(2)
+        report = analyse(conv, rules, near=not no_near)
+        reports.append(report)
+        if html_out:
+            html_out.write_text(page(report, conv), encoding="utf-8")
+        if not as_json:
+            summary(report, Console(highlight=False, soft_wrap=True))
+            if html_out:
+                click.echo(f"page: {html_out}")
+    if as_json:
+        click.echo(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1,
+                              ensure_ascii=False))

@@ -1,0 +1,64 @@
+"""See the context: what filled an agent's context window, turn by turn (issue 10).
+
+``load(path, format=None)`` reads any supported transcript into the normalised
+``Conversation`` (``model``); ``analyse.analyse`` cuts it into segments, counts their tokens
+(``tokens``, filling in ``Part.tokens``) and computes the per-turn report; ``render`` and
+``html`` show it. See README.md here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from andon.context import aider, api, claude, codex, gemini, swe
+from andon.context.model import Conversation, TranscriptError
+from andon.context.read import FORMATS, detect
+from andon.errors import Problem
+
+_PARSERS: dict[str, Callable[[Path], Conversation]] = {
+    "claude-code": claude.session,
+    "claude-stream-json": claude.stream_json,
+    "codex-rollout": codex.rollout,
+    "codex-exec-json": codex.exec_json,
+    "gemini-session": lambda p: gemini.session(p),
+    "gemini-stream-json": gemini.stream_json,
+    "aider": aider.history,
+    "swe-agent": lambda p: swe.swe_agent(p),
+    "mini-swe-agent": lambda p: swe.mini_swe_agent(p),
+    "openai-chat": lambda p: api.openai_chat(p, None),
+    "openai-responses": lambda p: api.openai_responses(p, None),
+    "anthropic-messages": lambda p: api.anthropic_messages(p, None),
+}
+assert set(_PARSERS) == set(FORMATS)
+
+
+def load(path: Path, format: str | None = None) -> Conversation:
+    """The transcript at ``path`` as a ``Conversation``; ``format`` forces a parser.
+
+    Unreadable lines are skipped and listed in ``Conversation.problems``.
+
+    Raises:
+        TranscriptError: the file is missing, its format is unknown or not the one forced,
+            or no message could be read from it.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise TranscriptError([Problem(path, None, "expected a transcript file, got nothing")])
+    if format is not None and format not in _PARSERS:
+        raise TranscriptError([Problem(path, None, f"unknown format {format!r}: expected one "
+                                       f"of {', '.join(FORMATS)}")])
+    fmt = format or detect(path)
+    try:
+        conv = _PARSERS[fmt](path)
+    except (AttributeError, TypeError, KeyError) as e:
+        # a document of another shape than the forced or detected format
+        raise TranscriptError([Problem(path, None, f"not a {fmt} transcript: {e}")]) from e
+    if not any(t.messages for t in conv.threads):
+        why = "; ".join(str(p) for p in conv.problems[:3])
+        raise TranscriptError([Problem(path, None, f"no message read as {fmt}"
+                                       + (f" ({why})" if why else ""))])
+    return conv
+
+
+__all__ = ["FORMATS", "Conversation", "TranscriptError", "detect", "load"]

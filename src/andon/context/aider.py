@@ -1,0 +1,75 @@
+"""Aider's chat history (``.aider.chat.history.md``).
+
+``#### `` lines are the user's, ``> `` lines aider's own notes (tool output: edits applied,
+commits, token reports), the rest the model's replies. A ``> Tokens:`` report gives the
+usage of the reply before it (aider rounds ``2.4k``); the last ``session`` cost is aider's
+total.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from andon.agents.aider_usage import TOKENS_LINE
+from andon.context.model import Conversation, Message, Part, RequestUsage, Thread
+
+_COUNT = re.compile(r"([\d.,]+)(k?) (sent|received|cache write|cache hit)")
+
+
+def _count(num: str, k: str) -> int:
+    v = float(num.replace(",", ""))
+    return round(v * 1000) if k else int(v)
+
+
+def history(path: Path) -> Conversation:
+    """An aider chat history file."""
+    conv = Conversation(path, "aider", [Thread("main")])
+    thread = conv.main
+    role = None
+    buf: list[str] = []
+    start = 0
+    sent = received = 0
+    session_cost = None
+
+    def flush() -> None:
+        if role and "".join(buf).strip():
+            thread.messages.append(Message(role, [Part("tool_result" if role == "tool" else
+                                                       "text", "".join(buf))],
+                                           f"{path.name}:{start}"))
+
+    with path.open(encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh, 1):
+            if line.startswith("# aider chat started"):
+                kind = None
+            elif line.startswith("####"):
+                kind, line = "user", line[5:] if line.startswith("#### ") else line[4:]
+            elif line.startswith(">"):
+                kind, line = "tool", line[2:] if line.startswith("> ") else line[1:]
+            else:
+                kind = "assistant" if role in ("assistant", "user") or line.strip() else role
+            m = TOKENS_LINE.match(line.rstrip("\n").rstrip()) if kind == "tool" else None
+            if m:
+                counts = {what: _count(num, k) for num, k, what in _COUNT.findall(m["body"])}
+                usage = RequestUsage(counts.get("sent", 0), counts.get("received", 0),
+                                     counts.get("cache hit"), counts.get("cache write"))
+                sent += usage.input_tokens
+                received += usage.output_tokens
+                session_cost = m["session"] or session_cost
+                flush()
+                role, buf = None, []
+                for msg in reversed(thread.messages):
+                    if msg.role == "assistant":
+                        msg.usage = msg.usage or usage
+                        break
+                continue
+            if kind != role:
+                flush()
+                role, buf, start = kind, [], n
+            if kind is not None:
+                buf.append(line)
+    flush()
+    conv.reported.update(input_tokens=sent, output_tokens=received)
+    if session_cost is not None:
+        conv.reported["cost_usd"] = float(session_cost.replace(",", ""))
+    return conv
