@@ -201,9 +201,9 @@ def test_a_clash_only_the_merged_result_shows_is_never_merged(tmp_path):
 
 
 def test_a_blocked_packet_halts_new_claims_running_ones_finish(tmp_path):
-    """A-block fails its only attempt (blocked) while B-long runs; B-long waits until the
-    pool has said the line halts, then finishes and is merged. C and D are never claimed."""
-    packets = {"A-block": mod_packet("A-block", max_attempts=1), "B-long": mod_packet("B-long"),
+    """A fails its only attempt (blocked) while B runs; B waits until the pool has said the
+    line halts, then finishes and is merged. C and D are never claimed."""
+    packets = {"A": mod_packet("A", max_attempts=1), "B": mod_packet("B"),
                "C": mod_packet("C"), "D": mod_packet("D")}
     root = make_project(tmp_path / "repo", packets)
     says = Messages("the line halts")
@@ -211,8 +211,8 @@ def test_a_blocked_packet_halts_new_claims_running_ones_finish(tmp_path):
 
     def agent(ctx: StageContext) -> str:
         started.wait()
-        if ctx.packet.id == "A-block":
-            write(ctx, "src/calc/mod_a-block.py", "VALUE = 0\n")  # wrong: its test fails
+        if ctx.packet.id == "A":
+            write(ctx, "src/calc/mod_a.py", "VALUE = 0\n")  # wrong: its test fails
             return "done"
         assert says.seen["the line halts"].wait(WAIT), "the pool never said the line halts"
         return honest(ctx)
@@ -220,9 +220,9 @@ def test_a_blocked_packet_halts_new_claims_running_ones_finish(tmp_path):
     runner.workers = 2
     report = runner.run()
     store = runner.store
-    assert report.exit_status == EXIT_HALTED and report.halted_by == "A-block"
-    assert store.packet("A-block")["state"] == "blocked"
-    assert store.packet("B-long")["state"] == "done"  # finished and recorded after the halt
+    assert report.exit_status == EXIT_HALTED and report.halted_by == "A"
+    assert store.packet("A")["state"] == "blocked"
+    assert store.packet("B")["state"] == "done"  # finished and recorded after the halt
     for pid in ("C", "D"):
         assert store.packet(pid)["state"] == "ready" and store.attempts(pid) == []
 
