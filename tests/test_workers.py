@@ -12,6 +12,7 @@ sleeps.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import signal
@@ -21,13 +22,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from andon.agents import StageContext
-from andon.report.board import worker_rows
+from andon.config import load_config
+from andon.report.board import board, worker_rows
 from andon.runner import EXIT_HALTED, EXIT_OK
-from andon.workers import EXIT_INTERRUPTED
+from andon.store import Store
+from andon.workers import EXIT_INTERRUPTED, WorkerError
 
-from helpers import git, make_project, packet_md, runner_for, write
+from helpers import andon, git, make_project, packet_md, runner_for, write
 
 WAIT = 120  # seconds an agent waits for the others before the test fails
 
@@ -279,4 +283,66 @@ def test_ctrl_c_twice_marks_running_attempts_interrupted(tmp_path):
     again = runner_for(root, honest)
     again.workers = 2
     assert sorted(again.run().merged) == ids
+    assert sorted(p for _, p in squashes(root)) == ids
+
+
+def test_the_board_shows_what_each_worker_is_doing(tmp_path):
+    """While two attempts run, each agent reads the board from the store (as `andon status`
+    would from another process): both workers busy, each with its packet; once the pool
+    stops, no worker is listed (`andon status --json` has an empty list)."""
+    root = make_project(tmp_path / "repo", {p: mod_packet(p) for p in ("P1", "P2")})
+    barrier = multiprocessing.Barrier(2, timeout=WAIT)
+    seen = tmp_path / "seen"
+    seen.mkdir()
+
+    def agent(ctx: StageContext) -> str:
+        barrier.wait()  # both claimed and running
+        store = Store(root / ".andon" / "andon.db")
+        console = Console(record=True, width=200)
+        console.print(board(store, load_config(root), []))
+        (seen / ctx.packet.id).write_text(json.dumps({"rows": worker_rows(store),
+                                                      "board": console.export_text()}))
+        store.close()
+        barrier.wait()  # neither finishes before both have looked
+        return honest(ctx)
+    runner = runner_for(root, agent)
+    runner.workers = 2
+    assert sorted(runner.run().merged) == ["P1", "P2"]
+    for pid in ("P1", "P2"):
+        got = json.loads((seen / pid).read_text())
+        assert [(r["worker"], r["packet"], r["state"], r["attempt"]) for r in got["rows"]] \
+            == [("w1", "P1", "running", 1), ("w2", "P2", "running", 1)]
+        assert "workers: w1 P1 running · w2 P2 running" in got["board"]
+        assert "worker" in got["board"].splitlines()[2]  # the column header
+    status = andon(root, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["workers"] == []
+
+
+def test_a_worker_killed_alone_costs_only_its_attempt(tmp_path):
+    """P1's worker process dies (SIGKILL, by its agent) while P2's works: P2 still merges,
+    P1's attempt is interrupted (not counted, packet ready), nothing new is claimed, and the
+    run ends with a WorkerError; the next run merges P1 and P3."""
+    ids = ["P1", "P2", "P3"]
+    root = make_project(tmp_path / "repo", {p: mod_packet(p) for p in ids})
+    barrier = multiprocessing.Barrier(2, timeout=WAIT)
+
+    def agent(ctx: StageContext) -> str:
+        barrier.wait()
+        if ctx.packet.id == "P1":
+            os.kill(os.getpid(), signal.SIGKILL)  # this worker process, not the runner
+        return honest(ctx)
+    runner = runner_for(root, agent)
+    runner.workers = 2
+    with pytest.raises(WorkerError, match="worker w1 on P1: the worker process died"):
+        runner.run()
+    store = runner.store
+    assert store.packet("P2")["state"] == "done"
+    assert store.packet("P1")["state"] == "ready"
+    [a] = store.attempts("P1")
+    assert a["state"] == "interrupted" and a["counted"] == 0
+    assert store.attempts("P3") == []
+    again = runner_for(root, honest)
+    again.workers = 2
+    assert sorted(again.run().merged) == ["P1", "P3"]
     assert sorted(p for _, p in squashes(root)) == ids

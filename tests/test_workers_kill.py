@@ -59,7 +59,7 @@ def assert_drained_once(root: Path, tmp_path: Path) -> None:
     assert_every_commit_green(root, tmp_path)
 
 
-@pytest.mark.parametrize("point", ["after-agent", "before-update-ref", "after-update-ref"])
+@pytest.mark.parametrize("point", ["after-agent", "before-update-ref"])
 def test_kill_9_at_a_crash_point_in_a_worker_then_resume(tmp_path, point):
     root = project(tmp_path)
     first = andon(root, "run", "--workers", "2", "--agent", "command", "--command", HONEST,
