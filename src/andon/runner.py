@@ -4,7 +4,9 @@ One runner per repository at a time, and on start it recovers what a killed runn
 (``recovery.py``). The integration branch, its preflight and the tests each attempt is held
 to are ``baseline.py``; where a retry starts and what it is told, ``retry.py``; what the end
 of an attempt does to its packet (merge, needs work, blocked: the retry policy),
-``outcome.py``. This module decides what runs next and carries out one attempt.
+``outcome.py``. This module decides what runs next and carries out one attempt; with
+``workers`` > 1 (``andon run --workers N``) the pool in ``workers.py`` claims and carries out
+several at once through the same :meth:`Runner._claim` and :meth:`Runner._work`.
 """
 
 from __future__ import annotations
