@@ -51,7 +51,8 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     gates, the reviews, and a squash merge onto the integration branch if all passed.
 
     Exits 0 when the queue is drained, 1 when a blocked packet halts the line, 2 on invalid
-    input, 3 when the integration branch fails its own suite before anything ran.
+    input, 3 when the integration branch fails its own suite before anything ran, 130 when
+    Ctrl-C stopped a pool (--workers N) once its running attempts had finished.
     """
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
