@@ -249,11 +249,11 @@ def _fork(runner: Line, job: Job, claimed: tuple, close: tuple[int, ...]) -> tup
         return pid, r
     code = 1  # the child: never returns, never runs the parent's cleanup
     try:
+        # Ctrl-C at a terminal reaches the whole process group: the dispatcher decides
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         os.close(r)
         for fd in close:
             os.close(fd)
-        # Ctrl-C at a terminal reaches the whole process group: the dispatcher decides
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
         _die_with(parent)
         procgroup.forget_subreaper()      # prctl's subreaper flag is not inherited
         fault_injection.runner_pid = parent  # a crash point kills the runner, not one worker
