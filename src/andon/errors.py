@@ -32,6 +32,8 @@ AndonError
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)
 ├── workspace.MergeConflict     a squash-merge conflicts; ``paths`` lists the conflicted files
 ├── StoreError                  the store cannot be used (schema version, held by a runner)
+├── workers.WorkerError        a worker of `andon run --workers N` died or raised (the
+│                               others finished first)
 ├── budget.Exceeded             a stage may not start: no budget left (``result``: the failed
 │                               budget gate); ends the attempt, never escapes it
 ├── attempt._WroteOutside       an agent stage changed watched files in the user's checkout;

@@ -4,16 +4,22 @@ No checkout of the integration branch: ``git merge-tree --write-tree`` makes the
 ``commit-tree`` the squash commit (message names the packet; trailers ``Andon-Packet`` and
 ``Andon-Attempt``), ``update-ref`` moves the branch only if it still points where we read it.
 If the integration branch moved since the attempt started, the merged commit runs the full
-suite in a fresh clone before the ref moves. After a crash, the trailers tell whether the
-merge already happened, so it never happens twice.
+suite in a fresh clone before the ref moves. Merges take a lock (an flock on
+``.git/andon-merge.lock``), one at a time across the workers of ``andon run --workers N``:
+the compare-and-swap on the ref alone keeps the branch green too, but two merges racing
+would each run the merged-result suite and the loser would throw its run away. After a
+crash, the trailers tell whether the merge already happened, so it never happens twice.
 """
 
 from __future__ import annotations
 
+import fcntl
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from . import fault_injection as crash
 from .config import Config
@@ -40,6 +46,16 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
     ``merged_sha=None`` with a failing ``check`` when the merged result is not green or
     conflicts. Never moves a ref unless the merged commit is known to pass.
     """
+    with merge_lock(repo) as lock:
+        out = _merge(repo, config, packet, attempt, red_ids, baseline_of, evidence_dir,
+                     passed)
+        if out.merged_sha:
+            record_merge(lock, repo.resolve(f"refs/heads/{config.andon.integration_branch}"))
+        return out
+
+
+def _merge(repo: Repo, config: Config, packet: Packet, attempt: dict, red_ids: set[str],
+           baseline_of, evidence_dir: Path, passed: Sequence[str]) -> MergeOutcome:
     ref = f"refs/heads/{config.andon.integration_branch}"
     trailers = {"Andon-Packet": packet.id, "Andon-Attempt": str(attempt["n"])}
     message = squash_message(packet, attempt["n"], passed)
@@ -68,6 +84,31 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
             continue  # someone else merged first: merge again onto the new head
         crash.point("after-update-ref")
         return MergeOutcome(commit, check, kept)
+
+
+@contextmanager
+def merge_lock(repo: Repo) -> Iterator[IO[str]]:
+    """Hold ``.git/andon-merge.lock`` (an flock: between processes and threads alike, and
+    released by the kernel when its holder dies, kill -9 included) for one merge. The file
+    is also the ledger: the sha a merge last set the integration branch to
+    (:func:`record_merge`, :func:`ledger_value`; pool_refs.py reads it)."""
+    with open(repo.git_dir / "andon-merge.lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield f
+
+
+def record_merge(lock: IO[str], sha: str) -> None:
+    """Write ``sha`` (where the integration branch now is) into the held merge lock file."""
+    lock.seek(0)
+    lock.truncate(0)
+    lock.write(sha)
+    lock.flush()
+
+
+def ledger_value(lock: IO[str]) -> str | None:
+    """The sha last written by :func:`record_merge` into the held lock file, or None."""
+    lock.seek(0)
+    return lock.read().strip() or None
 
 
 def squash_message(packet: Packet, n: int, passed: Sequence[str] = ()) -> str:

@@ -4,7 +4,9 @@ One runner per repository at a time, and on start it recovers what a killed runn
 (``recovery.py``). The integration branch, its preflight and the tests each attempt is held
 to are ``baseline.py``; where a retry starts and what it is told, ``retry.py``; what the end
 of an attempt does to its packet (merge, needs work, blocked: the retry policy),
-``outcome.py``. This module decides what runs next and carries out one attempt.
+``outcome.py``. This module decides what runs next and carries out one attempt; with
+``workers`` > 1 (``andon run --workers N``) the pool in ``workers.py`` claims and carries out
+several at once through the same :meth:`Runner._claim` and :meth:`Runner._work`.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from . import fault_injection, lifecycle, outcome, recovery, retry, submodules
+from . import fault_injection, lifecycle, outcome, recovery, retry, submodules, workers
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
@@ -70,8 +72,12 @@ class Runner:
 
     def __init__(self, repo: Repo, config: Config, store: Store,
                  agent_for: Callable[[Packet, str], Agent],
-                 echo: Callable[[str], None] = lambda s: None, keep_worktrees: bool = False):
+                 echo: Callable[[str], None] = lambda s: None, keep_worktrees: bool = False,
+                 workers: int | None = None):
         self.repo, self.config, self.store = repo, config, store
+        # how many attempts at once (workers.py); 1 is the loop below, exactly as before
+        self.workers = workers or config.run.workers
+        self.worker: str | None = None  # the pool's name for this runner's worker
         self.agent_for, self.echo = agent_for, echo
         self.keep = keep_worktrees or config.andon.keep_worktrees
         self.ref = f"refs/heads/{config.andon.integration_branch}"
@@ -158,6 +164,9 @@ class Runner:
             drift = base_drift(self.repo, self.config)
             if drift:
                 self.echo(drift_notice(drift))
+            if self.workers > 1:
+                workers.drain(self, only, report)
+                return report
             while True:
                 halted = self._halted()
                 if halted:
@@ -270,6 +279,12 @@ class Runner:
     # -- one attempt --------------------------------------------------------------------
 
     def _attempt(self, packet: Packet) -> str:
+        return self._work(packet, *self._claim(packet))
+
+    def _claim(self, packet: Packet) -> tuple[dict, dict, list[str], Agent]:
+        """Start attempt n of ``packet``: its row created and the packet ``running`` in one
+        transaction (the claim event names the pool's worker, if any); returns (the attempt
+        row, what it carries over from a retry, its stages, its first stage's agent)."""
         stages = self.config.stages_of(packet.stages, packet.tier)
         round_ = sum(1 for e in self.store.events(packet.id) if e["kind"] == "unblocked")
         carry = retry.carry_over(self.store, packet, round_, self.echo)
@@ -277,13 +292,22 @@ class Runner:
         with self.store.tx():
             a = self.store.new_attempt(packet.id, first.name, round_)
             self.store.transition(packet.id, "running", "claimed", a["id"],
-                                  {"n": a["n"], "packet_sha": packet.content_sha})
+                                  {"n": a["n"], "packet_sha": packet.content_sha}
+                                  | ({"worker": self.worker} if self.worker else {}))
+        return a, carry, stages, first
+
+    def _work(self, packet: Packet, a: dict, carry: dict, stages: list[str],
+              first: Agent) -> str:
+        """Carry out the claimed attempt ``a`` (see :meth:`_claim`): worktree, stages, gates,
+        and what its end does to the packet; the packet's new state."""
         fault_injection.point("after-claim")
         n = a["n"]
         ev = self.evidence_root / packet.id / str(n)
         ev.mkdir(parents=True, exist_ok=True)
         wt = self._worktree_path(packet.id, n)
         base = carry.get("base_sha") or self.repo.resolve(self.ref)
+        if self.worker:  # the branch may have moved since the last preflight: this base's
+            workers.baseline_for(self, base)
         self.store.update_attempt(a["id"], **{**carry, "branch": f"andon/{packet.id}/{n}",
                                               "worktree": str(wt), "base_sha": base,
                                               "evidence_dir": str(ev)})

@@ -13,6 +13,7 @@ from ..config import CONFIG_NAME
 from ..errors import AndonError, PacketError
 from ..packet import check_packets
 from ..report import board, packet_detail, show_packet, status_rows, usage_of_rows
+from ..report.board import worker_rows
 from ..runner import base_drift, drift_notice, open_store
 from . import common
 from .common import (
@@ -40,20 +41,25 @@ from .common import (
               help="Shell command when the reviewer is the command agent.")
 @click.option("--only", multiple=True, metavar="ID", help="Run only these packets (repeatable).")
 @click.option("--keep-worktrees", is_flag=True, help="Keep each attempt's worktree for debugging.")
+@click.option("--workers", type=click.IntRange(1, 64), default=None, metavar="N",
+              help="Work up to N packets at once, each attempt in its own worktree; merges "
+                   "one at a time (default: [run] workers in andon.toml, else 1).")
 @click.pass_context
 def run(ctx: click.Context, agent_spec: str | None, command: str | None,
         reviewer_spec: str | None, reviewer_command: str | None, only: tuple[str, ...],
-        keep_worktrees: bool) -> None:
+        keep_worktrees: bool, workers: int | None) -> None:
     """Drain the packet queue: for each ready packet, a worktree, the agent's stages, the
     gates, the reviews, and a squash merge onto the integration branch if all passed.
 
     Exits 0 when the queue is drained, 1 when a blocked packet halts the line, 2 on invalid
-    input, 3 when the integration branch fails its own suite before anything ran.
+    input, 3 when the integration branch fails its own suite before anything ran, 130 when
+    Ctrl-C stopped a pool (--workers N) once its running attempts had finished.
     """
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     runner = make_runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command,
                          keep_worktrees)
+    runner.workers = workers or runner.workers
     store = runner.store
     # andon.toml and the packets are read from the checkout as they are, committed or not:
     # counting them would tell a new user that the packets they just wrote do not run
@@ -96,7 +102,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
         rows = status_rows(store, on_disk)
         common.out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
                                    "base_drift": drift, "packets": rows,
-                                   "usage": usage_of_rows(rows)}))
+                                   "usage": usage_of_rows(rows),
+                                   "workers": worker_rows(store)}))
     else:
         common.out.print(board(store, config, on_disk))
         if drift:

@@ -266,6 +266,12 @@ class Stages(_Strict):
                                                       "valid document before the attempt fails")
 
 
+class Run(_Strict):
+    """``[run]``: how `andon run` works the queue (workers.py)."""
+    workers: int = Field(1, ge=1, le=64, description="attempts at once, each in its own "
+                         "worktree; 1 works one packet at a time (`andon run --workers N`)")
+
+
 class Config(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -276,6 +282,7 @@ class Config(_Strict):
     agent: Agent = Field(default_factory=Agent)
     stages: Stages = Field(default_factory=Stages)
     context: ContextSettings = Field(default_factory=ContextSettings)
+    run: Run = Field(default_factory=Run)
 
     def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.

@@ -137,6 +137,13 @@ def become_subreaper() -> bool:
         return _subreaper
 
 
+def forget_subreaper() -> None:
+    """In a forked child (a worker of ``andon run --workers N``): the parent's subreaper
+    attribute was not inherited, so :func:`become_subreaper` must ask the kernel again."""
+    global _subreaper
+    _subreaper = None
+
+
 def _stat(pid: int | str) -> list[str] | None:
     """Fields 3… of /proc/<pid>/stat (state, ppid, pgrp, …; after the command name, which may
     hold spaces and parentheses); None if the process is gone."""

@@ -67,7 +67,15 @@ def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ())
     table.add_column("agents", no_wrap=True)
     table.add_column("result", overflow="fold", ratio=1)
     rows = status_rows(store, on_disk)
+    workers = worker_rows(store)
+    held = {w["packet"]: w["worker"] for w in workers if w["packet"]}
+    if workers:  # a pool is at work (andon run --workers N): who holds what
+        table.add_column("worker", no_wrap=True)
     caption = "all packets: " + usage_text(usage_of_rows(rows))
+    if workers:
+        caption = "workers: " + " · ".join(
+            f"{w['worker']} {w['packet']} {w['state']}" if w["packet"]
+            else f"{w['worker']} idle" for w in workers) + "\n" + caption
     if rows and all(r.get("not_run") for r in rows):
         pf = last_preflight(store)
         if pf is not None and pf["status"] != "pass":
@@ -97,8 +105,9 @@ def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ())
         if last and last["test_runs"]["full_suite_runs"]:
             t = last["test_runs"]  # verification time: full-suite runs of the last attempt
             gates_cell += f"\n{t['full_suite_runs']} suites {t['full_suite_s']:.0f} s"
-        table.add_row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
-                      _usage_cell(r["usage"]), escape(result))
+        cells = [r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
+                 _usage_cell(r["usage"]), escape(result)]
+        table.add_row(*cells, *([held.get(r["id"], "")] if workers else []))
     return table
 
 
@@ -134,3 +143,35 @@ def _usage_cell(u: dict[str, Any]) -> str:
     else:
         wall = "<1 s" if u["wall_s"] < 1 else f"{u['wall_s']:.0f} s"
     return f"{cost} · {wall}"
+
+
+def worker_rows(store: Store) -> list[dict[str, Any]]:
+    """What each worker of the pool at work is doing (``andon run --workers N``): one dict
+    per worker, ``worker`` (``w1`` …), ``packet`` (id, or None when idle), ``state`` (the
+    packet's, or ``idle``), ``attempt`` (n) and ``since`` (the claim's ISO-8601 UTC time).
+    Empty when no pool is at work. Read from the events the pool writes (``pool-started``,
+    ``pool-stopped``, the ``claimed`` event's ``worker``): after a kill -9 the last pool is
+    shown as it was until the next run recovers its packets."""
+    started = store.events(kind="pool-started")
+    if not started or any(e["id"] > started[-1]["id"]
+                          for e in store.events(kind="pool-stopped")):
+        return []
+    pool = started[-1]
+    states = {p["id"]: p["state"] for p in store.packets()}
+    last_claim = {e["packet_id"]: e for e in store.events(kind="claimed")
+                  if e["id"] > pool["id"] and e["data"].get("worker")}
+    # a packet is held by the worker of its newest claim, a worker by its newest packet
+    holding = {e["data"]["worker"]: e
+               for e in sorted(last_claim.values(), key=lambda e: e["id"])}
+    rows = []
+    for i in range(1, pool["data"]["workers"] + 1):
+        name = f"w{i}"
+        e = holding.get(name)
+        state = states.get(e["packet_id"]) if e else None
+        if e and state in ("running", "gating", "reviewing", "merging"):
+            rows.append({"worker": name, "packet": e["packet_id"], "state": state,
+                         "attempt": e["data"].get("n"), "since": e["ts"]})
+        else:
+            rows.append({"worker": name, "packet": None, "state": "idle", "attempt": None,
+                         "since": None})
+    return rows

@@ -310,6 +310,14 @@ class Store:
     def set_baseline(self, key: str, passed_ids: set[str], evidence: dict[str, Any]) -> None:
         self.set_cached(key, "preflight", {"passed_ids": sorted(passed_ids)}, evidence)
 
+    def reopen(self) -> None:
+        """Close the connection and open a new one to the same file. ``andon run --workers
+        N`` closes the store before each ``os.fork`` and reopens it after: SQLite's state must
+        not cross a fork (the child inherits lock records of locks it does not hold), so at
+        the fork this process has no connection at all (workers.py)."""
+        self.db.close()
+        self.db = Store(self.path).db
+
 _JSON_COLUMNS = {"definition", "evidence", "data", "usage", "errors", "document",
                  "downgraded_because"}
 

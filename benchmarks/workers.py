@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Time to drain a queue with 1, 2 and 4 workers (``andon run --workers N``) on one machine.
+
+Builds a small project (``src/calc`` with two tests) and ``--packets`` packets (default 100),
+each adding its own module ``src/calc/mod_<id>.py`` and planting a one-test file for it: no
+two packets touch the same file, so none conflicts. The agent is instant (an in-process
+``ScriptedAgent`` writing the module); the review stage is off (``stages = ["implement"]``)
+and the gates run once each (one red run, one hermetic run, no random-order run), so what is
+timed is andon and the project's suite. For each worker count a fresh copy of the project and
+a fresh store (SQLite) drain the whole queue through one ``Runner.run()``.
+
+Per worker count it prints: wall time, speed-up against one worker, packets per minute, and
+where the time went, from the store: the sum over attempts of their suite runs
+(``duration_s`` of every gate's test run, merge checks included) and of the agent's time,
+next to the wall time multiplied by the workers (the worker-seconds available). A closing
+note says what bounds the speed-up on this machine (``os.cpu_count()``).
+
+``--store-url`` is passed through to the store for the backends that take one (today only
+SQLite, the default, exists here: a URL other than ``sqlite:`` is refused).
+
+Run: ``.venv/bin/python benchmarks/workers.py [--packets 100] [--workers 1,2,4]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from andon.agents import StageContext
+
+from helpers import config_toml, make_project, packet_md, runner_for, write
+
+
+def packet(i: int) -> tuple[str, dict[str, str]]:
+    pid = f"P{i:03d}"
+    name = f"mod_{pid.lower()}"
+    return packet_md(pid, f"add-{name}", f"calc.{name}.VALUE is 1.",
+                     allowed_paths=[f"src/calc/{name}.py"], stages=["implement"]), {
+        f"tests/test_{pid.lower()}.py":
+            f"from calc import {name}\n\n\ndef test_{pid.lower()}():\n"
+            f"    assert {name}.VALUE == 1\n"}
+
+
+def agent(ctx: StageContext) -> str:
+    write(ctx, f"src/calc/mod_{ctx.packet.id.lower()}.py", "VALUE = 1\n")
+    return "done"
+
+
+def drain(where: Path, packets: int, workers: int) -> dict:
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         worktree_root=where / "worktrees")
+    root = make_project(where / "repo", {f"P{i:03d}": packet(i) for i in range(packets)},
+                        config=config)
+    runner = runner_for(root, agent)
+    runner.workers = workers
+    t0 = time.perf_counter()
+    report = runner.run()
+    wall = time.perf_counter() - t0
+    store = runner.store
+    suites = agents = 0.0
+    merge_checks = 0
+    for p in store.packets():
+        for a in store.attempts(p["id"]):
+            for g in store.gate_results(a["id"]):
+                runs = g["evidence"].get("runs", []) if isinstance(g["evidence"], dict) else []
+                suites += sum(r.get("duration_s") or 0.0 for r in runs)
+                merge_checks += g["gate"] == "merge"
+            agents += sum(s["duration_s"] or 0.0 for s in store.stage_runs(a["id"]))
+    done = sum(1 for p in store.packets() if p["state"] == "done")
+    return {"workers": workers, "wall_s": wall, "done": done, "merged": len(report.merged),
+            "exit": report.exit_status, "suites_s": suites, "agents_s": agents,
+            "merge_checks": merge_checks}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--packets", type=int, default=100)
+    ap.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
+    ap.add_argument("--store-url", default="sqlite:",
+                    help="the store's URL (only sqlite: here; the PostgreSQL backend adds "
+                         "its own)")
+    args = ap.parse_args()
+    if args.store_url != "sqlite:":
+        ap.error(f"--store-url {args.store_url!r}: this build has only the SQLite store")
+    counts = [int(w) for w in args.workers.split(",")]
+    rows = []
+    for n in counts:
+        with tempfile.TemporaryDirectory(prefix=f"bench-workers-{n}-") as tmp:
+            row = drain(Path(tmp), args.packets, n)
+        rows.append(row)
+        print(f"{n} worker(s): {row['wall_s']:7.1f} s wall, {row['done']}/{args.packets} done"
+              f" (exit {row['exit']})", file=sys.stderr, flush=True)
+    one = next((r["wall_s"] for r in rows if r["workers"] == 1), rows[0]["wall_s"])
+    print(f"{args.packets} packets, instant agents, SQLite store, {os.cpu_count()} CPU(s)")
+    print(f"{'workers':>7} {'wall s':>8} {'speed-up':>8} {'pkt/min':>8} {'suites s':>9} "
+          f"{'agents s':>9} {'worker-s':>9} {'suites %':>8} {'merge chk':>9}")
+    for r in rows:
+        capacity = r["wall_s"] * r["workers"]
+        print(f"{r['workers']:>7} {r['wall_s']:>8.1f} {one / r['wall_s']:>8.2f} "
+              f"{60 * r['done'] / r['wall_s']:>8.1f} {r['suites_s']:>9.1f} "
+              f"{r['agents_s']:>9.1f} {capacity:>9.1f} "
+              f"{100 * r['suites_s'] / capacity:>7.0f}% {r['merge_checks']:>9}")
+    print("suites s: time inside the project's test runs (all gates, merge checks "
+          "included); worker-s: wall x workers; the rest is andon's own work (git clones, "
+          "planting, snapshots, store) and waiting for the merge lock.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

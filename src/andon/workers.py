@@ -1,0 +1,353 @@
+"""Several attempts at once on one machine: ``andon run --workers N`` (``[run] workers``).
+
+One dispatcher (the process that called :meth:`Runner.run`) claims packets; each claimed
+attempt is carried out by a worker process forked for it, in its own worktree as with one
+worker. Processes, not threads, because the harness's containment assumes one thread starts
+processes: after an agent stage it kills every child of the process started since the agent
+that it did not start itself (``contain/procgroup.kill_leftovers``, the subreaper sweep), and
+in a threaded pool that would be another worker's git or pytest. A forked worker also needs
+nothing pickled (scripted agents are Python callables), has its own SQLite connection (WAL;
+no connection is open across the fork: ``Store.reopen``), and a worker that crashes takes no
+other worker with it: its attempt is recovered as ``interrupted`` (not counted), the others
+finish, and the run ends with :class:`WorkerError`. Each worker asks the kernel to SIGKILL
+it when the dispatcher dies (``PR_SET_PDEATHSIG``), so a ``kill -9`` of the runner ends the
+pool at once, and the run lock (an flock the workers inherit) is free only when none is left.
+
+Claims go through :func:`claim_next`, the seam a store with leases can take over: one write
+transaction chooses the next ready packet whose ``requires`` are ``done`` and that no worker
+holds, and moves it to ``running``. A blocked packet halts the line: nothing new is claimed,
+the attempts running finish and are recorded. Merges are serialised by the lock in merge.py
+(an flock on ``.git/andon-merge.lock``), and a merge onto a branch that moved since the attempt's
+base runs the suite on the exact merged commit first, so the integration branch is green at
+every commit.
+
+Ctrl-C (SIGINT) once: no new claims, the running attempts finish (workers ignore SIGINT);
+twice: the workers are killed, their attempts marked ``interrupted`` (packets ``ready``), a
+merge under way left to the next run's recovery, and ``KeyboardInterrupt`` goes up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import ctypes
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from . import fault_injection, lifecycle, recovery
+from .advice import halt_message
+from .baseline import Baseline
+from .config import Config
+from .contain import procgroup
+from .errors import AndonError
+from .gates.cache import baseline_key
+from .merge import merge_lock, record_merge
+from .packet import Packet
+from .pool_refs import PoolRepo
+from .store import Store
+from .workspace import Repo
+
+
+class Line(Protocol):
+    """What the pool needs of the runner (runner.py's ``Runner``, which imports this module:
+    named here as a protocol so that the import goes one way)."""
+    repo: Repo
+    config: Config
+    store: Store
+    baseline: Baseline
+    packets: dict[str, Packet]
+    ref: str
+    evidence_root: Path
+    workers: int
+    worker: str | None
+    echo: Callable[[str], None]
+
+    def _halted(self) -> dict | None: ...
+    def _inputs_unchanged(self) -> None: ...
+    def _claim(self, packet: Packet) -> tuple[dict, dict, list[str], Any]: ...
+    def _work(self, packet: Packet, a: dict, carry: dict, stages: list[str],
+              first: Any) -> str: ...
+    def _worktree_path(self, packet_id: str, n: int) -> Path: ...
+
+
+class Report(Protocol):
+    """The fields of runner.py's ``RunReport`` the pool fills in."""
+    exit_status: int
+    merged: list[str]
+    halted_by: str | None
+    message: str
+
+
+EXIT_HALTED = 1  # runner.EXIT_HALTED, repeated: the runner imports this module
+# `andon run` stopped by Ctrl-C after its running attempts finished (the shell's 128 + 2)
+EXIT_INTERRUPTED = 130
+
+
+PR_SET_PDEATHSIG = 1
+
+
+class WorkerError(AndonError):
+    """A worker process died or raised during its attempt (the attempt is recovered as
+    interrupted; the other workers finished first)."""
+
+
+@dataclass
+class Job:
+    """One claimed attempt in a worker's hands: the worker's name, the packet, the attempt's
+    store row, the worker process's pid."""
+    worker: str
+    packet: Packet
+    attempt: dict[str, Any]
+    pid: int = 0
+
+
+def worker_names(n: int) -> list[str]:
+    """``w1`` … ``wN``: the names the board and the claim events use."""
+    return [f"w{i}" for i in range(1, n + 1)]
+
+
+def claim_next(runner: Line, only: list[str] | None, busy: set[str],
+               worker: str) -> tuple[Packet, tuple] | None:
+    """Claim the next packet for ``worker``: the first by id that is claimable, in ``only``
+    (if given), not in ``busy`` (packet ids a worker holds) and whose ``requires`` are all
+    ``done``. Choice and claim are one write transaction of ``runner.store``, so two
+    claimers never take the same packet. Returns (packet, what :meth:`Runner._claim`
+    returns), or None when nothing can start now."""
+    store = runner.store
+    with store.tx():
+        states = {p["id"]: p["state"] for p in store.packets()}
+        for pid in sorted(runner.packets):
+            p = runner.packets[pid]
+            if pid in busy or (only and pid not in only):
+                continue
+            if states.get(pid) in lifecycle.CLAIMABLE and all(
+                    states.get(r) == "done" for r in p.requires):
+                runner.worker = worker
+                try:
+                    return p, runner._claim(p)
+                finally:
+                    runner.worker = None
+    return None
+
+
+def baseline_for(runner: Line, base: str) -> None:
+    """Make sure the store knows what passes on ``base`` (a commit) before an attempt
+    starts from it: another worker's merge may have moved the integration branch since the
+    last preflight, and :meth:`Baseline.passing` would otherwise preflight the newer head."""
+    tree = runner.repo.resolve(f"{base}^{{tree}}")
+    if runner.store.baseline(baseline_key(runner.config, tree)) is None:
+        runner.baseline.preflight(base)
+
+
+def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
+    """Work the queue with ``runner.workers`` worker processes until it is empty, a packet
+    blocks, or only waiting work is left (the same ends as the one-worker loop). Called by
+    :meth:`Runner.run` with its lock held and its checks done; fills in ``report``.
+
+    Raises:
+        KeyboardInterrupt: Ctrl-C twice (see the module docstring).
+        WorkerError: a worker died or raised; the others finished first.
+        AndonError: a claim failed (e.g. andon's inputs changed); the others finished first.
+    """
+    names = worker_names(runner.workers)
+    jobs: dict[int, Job] = {}   # read end of the worker's result pipe → its job
+    error: Exception | None = None
+    stopping, sigints, why = False, 0, "drained"
+    store = runner.store
+    store.event("pool-started", data={"workers": len(names), "pid": os.getpid()})
+    with merge_lock(runner.repo) as lock:  # where the branch is: what pool_refs judges by
+        record_merge(lock, runner.repo.resolve(runner.ref))
+    wake_r, wake_w = os.pipe()
+    previous = _on_sigint(wake_w)
+    try:
+        while True:
+            if not stopping and error is None:
+                halted = runner._halted()
+                if halted:
+                    stopping, why = True, "halted"
+                    report.exit_status, report.halted_by = EXIT_HALTED, halted["id"]
+                    report.message = halt_message(store, halted)
+                    if jobs:
+                        runner.echo(f"{halted['id']} is blocked: the line halts; no new "
+                                    f"attempt starts, {len(jobs)} running finish first")
+            if not stopping and error is None:
+                for name in names:
+                    if any(j.worker == name for j in jobs.values()):
+                        continue
+                    busy = {j.packet.id for j in jobs.values()}
+                    try:
+                        runner._inputs_unchanged()
+                        got = claim_next(runner, only, busy, name)
+                    except AndonError as exc:  # raised once the running attempts end
+                        error, why = exc, "claim error"
+                        break
+                    if got is None:
+                        break
+                    packet, claimed = got
+                    job = Job(name, packet, claimed[0])
+                    job.pid, fd = _fork(runner, job, claimed, (wake_r, wake_w))
+                    jobs[fd] = job
+            if not jobs:
+                break
+            ready, _, _ = select.select([wake_r, *jobs], [], [])
+            if wake_r in ready:
+                os.read(wake_r, 64)
+                sigints += 1
+                if sigints == 1:
+                    stopping, why = True, "interrupted"
+                    runner.echo(f"Ctrl-C: no new claims; {len(jobs)} running attempt(s) "
+                                "finish first (Ctrl-C again to interrupt them)")
+                    continue
+                why = "interrupted twice"
+                _interrupt(runner, jobs)
+                raise KeyboardInterrupt
+            for fd in (fd for fd in ready if fd in jobs):
+                job = jobs.pop(fd)
+                ended = _reap(fd, job)
+                if "state" in ended:
+                    if ended["state"] == "done":
+                        report.merged.append(job.packet.id)
+                    continue
+                runner.echo(f"{job.worker}: {job.packet.id}: {ended['error']}; no new "
+                            "claims, the running attempts finish")
+                _recover(runner, job)
+                if error is None:
+                    error, why = WorkerError(f"worker {job.worker} on {job.packet.id}: "
+                                             f"{ended['error']}"), "worker error"
+        if sigints and report.exit_status == 0:
+            report.exit_status = EXIT_INTERRUPTED
+            report.message = ("interrupted: the running attempts finished and are recorded; "
+                              "`andon run` works the rest")
+        if error is not None:
+            raise error
+        return report
+    finally:
+        _restore_sigint(previous)
+        os.close(wake_r)
+        os.close(wake_w)
+        store.event("pool-stopped", data={"workers": len(names), "why": why})
+
+
+def _fork(runner: Line, job: Job, claimed: tuple, close: tuple[int, ...]) -> tuple[int, int]:
+    """Start the worker process of ``job``; (its pid, the read end of its result pipe)."""
+    parent = os.getpid()
+    r, w = os.pipe()
+    runner.store.db.close()  # no SQLite connection crosses the fork (Store.reopen)
+    pid = os.fork()
+    if pid:
+        runner.store.reopen()
+        os.close(w)
+        return pid, r
+    code = 1  # the child: never returns, never runs the parent's cleanup
+    try:
+        # Ctrl-C at a terminal reaches the whole process group: the dispatcher decides
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        os.close(r)
+        for fd in close:
+            os.close(fd)
+        _die_with(parent)
+        procgroup.forget_subreaper()      # prctl's subreaper flag is not inherited
+        fault_injection.runner_pid = parent  # a crash point kills the runner, not one worker
+        result = {"state": _work(runner, job, claimed)}
+        code = 0
+    except BaseException as exc:  # noqa: BLE001 - every end goes to the dispatcher
+        result = {"error": f"{type(exc).__name__}: {exc}",
+                  "traceback": traceback.format_exc()}
+    try:
+        os.write(w, json.dumps(result).encode())
+    finally:
+        os._exit(code)
+
+
+def _work(runner: Line, job: Job, claimed: tuple) -> str:
+    """In the worker process: the rest of the attempt on its own store connection (the
+    parent's is never touched after the fork); the packet's new state."""
+    store = Store(runner.store.path)
+    mine = copy.copy(runner)
+    mine.store, mine.worker = store, job.worker
+    mine.repo = PoolRepo(runner.repo.root, job.packet.id)  # the ref check, for a pool
+    mine.echo = lambda s: runner.echo(f"[{job.worker}] {s}")
+    mine.baseline = Baseline(runner.repo, runner.config, store, runner.ref,
+                             runner.evidence_root, mine.echo)
+    try:
+        return mine._work(job.packet, *claimed)
+    finally:
+        store.close()
+
+
+def _reap(fd: int, job: Job) -> dict[str, Any]:
+    """Read the worker's result (``{"state": …}`` or ``{"error", "traceback"}``) and reap
+    it; a worker that died without one (a signal, an exit) gets an ``error``."""
+    chunks = []
+    while chunk := os.read(fd, 65536):
+        chunks.append(chunk)
+    os.close(fd)
+    _, status = os.waitpid(job.pid, 0)
+    try:
+        return dict(json.loads(b"".join(chunks)))
+    except ValueError:
+        how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+               else f"exit status {os.waitstatus_to_exitcode(status)}")
+        return {"error": f"the worker process died ({how})"}
+
+
+def _die_with(parent: int) -> None:
+    """Have the kernel SIGKILL this process when its parent dies (``PR_SET_PDEATHSIG``):
+    a kill -9 of the runner then ends every worker, and the run lock (an flock every worker
+    inherited) is free exactly when none is left. Linux only; elsewhere nothing."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # the parent died before the prctl took effect
+        os._exit(1)
+
+
+def _interrupt(runner: Line, jobs: dict[int, Job]) -> None:
+    """Ctrl-C twice: SIGKILL every worker, reap it, and recover its attempt."""
+    for job in jobs.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(job.pid, signal.SIGKILL)
+    for fd, job in jobs.items():
+        os.close(fd)
+        os.waitpid(job.pid, 0)
+        _recover(runner, job)
+
+
+def _recover(runner: Line, job: Job) -> None:
+    """The attempt of a worker that is gone, as :func:`andon.recovery.recover` would treat
+    it: in flight, its agents and the processes in its worktree are ended, worktree and
+    branch removed, marked ``interrupted`` (not counted), the packet ``ready``. A packet in
+    ``merging`` is left for the next run's recovery, which finishes the merge exactly once."""
+    store = runner.store
+    row = store.packet(job.packet.id)
+    if not row or row["state"] not in lifecycle.IN_FLIGHT:
+        return
+    a = store.attempt(job.attempt["id"])
+    recovery.discard(runner.repo, store, a, runner._worktree_path(a["packet_id"], a["n"]),
+                     f"interrupted: the run was stopped while {row['state']}", runner.echo)
+    store.transition(job.packet.id, "ready", "recovered", a["id"],
+                     {"worker": job.worker, "why": "interrupted"})
+    runner.echo(f"{job.packet.id}: attempt {a['n']} interrupted; it does not count, "
+                "the packet is ready again")
+
+
+def _on_sigint(wake: int) -> Any:
+    """While the pool runs, SIGINT writes a byte to the pipe ``wake`` the dispatcher
+    selects on; the previous handler, or None when not on the main thread."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGINT, lambda signum, frame: os.write(wake, b"i"))
+
+
+def _restore_sigint(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(signal.SIGINT, previous)
