@@ -15,6 +15,7 @@ import click
 
 from .. import __version__
 from . import decide, experiments, line, setup
+from .serve import serve
 from .validate import validate
 
 
@@ -43,7 +44,8 @@ def main(ctx: click.Context, repo: str) -> None:
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
-                validate):
+                validate,
+                serve):
     main.add_command(command)
 
 __all__ = ["main"]
