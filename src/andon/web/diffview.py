@@ -82,7 +82,8 @@ def parse(diff: str, attempt_n: int) -> list[DiffFile]:
         elif raw.startswith(("+++ ", "--- ", "index ", "new file", "deleted file",
                              "similarity", "rename ", "old mode", "new mode", "Binary")):
             if raw.startswith("+++ b/"):
-                cur.path = raw[6:]
+                # git ends the line with a tab when the name holds a space
+                cur.path = raw[6:].rstrip("\t")
             cur.lines.append(DiffLine("meta", None, None, Markup(escape(raw))))
         elif raw.startswith("+"):
             cur.lines.append(DiffLine("add", None, new, _code(lexer, raw[1:]),
