@@ -13,7 +13,6 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import git, make_project, mul_packet
 
 from andon.experiments.compare import compare
 from andon.experiments.html import render_html
@@ -24,6 +23,8 @@ from andon.web import diffview, guard
 from andon.web.app import Settings
 from andon.web.server import start
 from andon.web.views import open_read_only
+
+from helpers import git, make_project, mul_packet
 
 # What a red-team agent writes everywhere it can: each would run script if not escaped.
 SCRIPT = "<script>window.__pwned=1</script>"
@@ -262,7 +263,7 @@ def test_unblock_and_reject_through_the_page_use_the_cli_transitions(tmp_path):
 def test_pages_read_the_store_read_only(project):
     store = open_read_only(project / ".andon" / "andon.db")
     try:
-        with pytest.raises(sqlite3.OperationalError, match="readonly|read-only|query_only"):
+        with pytest.raises(sqlite3.OperationalError, match=r"readonly|read-only|query_only"):
             store.event("forged", "P1")
     finally:
         store.close()

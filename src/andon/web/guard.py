@@ -4,7 +4,8 @@ the security headers every response carries.
 The token is printed once when ``andon serve`` starts: every page lives under
 ``/t/TOKEN/`` (another local user cannot read the evidence or act without it). Not a cookie:
 a browser sends the cookies of 127.0.0.1 to every port, so another local user's server
-would receive it. Links carry no Referer (``Referrer-Policy: no-referrer``). Every action
+would receive it. Links to other sites carry no Referer (``Referrer-Policy: same-origin``; ``no-referrer``
+would make the browser send ``Origin: null`` with the forms). Every action
 also needs the CSRF value of the page's form (HMAC of the token) and, when the browser sends
 one, an Origin of this server. A Host other than 127.0.0.1 or
 localhost is refused (a DNS-rebinding page cannot reach the server by another name).
@@ -28,7 +29,7 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 # script at all: it is served in a sandbox that runs none.
 REPORT_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
               "frame-ancestors 'self'; base-uri 'none'; form-action 'none'; sandbox")
-HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
            "Cross-Origin-Opener-Policy": "same-origin",
            "Cross-Origin-Resource-Policy": "same-origin", "Cache-Control": "no-store"}
 
