@@ -33,7 +33,8 @@ def decide(repo: Repo, verb: str, packet_id: str, who: str, why: str) -> tuple[b
         elif verb == "reject":
             state = decisions.reject(repo, config, packet_id, who, why)
         else:
-            state = decisions.unblock(repo, config, packet_id) and "ready"
+            decisions.unblock(repo, config, packet_id)
+            state = "ready"
     except PacketError as exc:
         return False, "fix the packets first: " + "; ".join(str(p) for p in exc.problems)
     except (AndonError, KeyError) as exc:

@@ -4,8 +4,8 @@ the security headers every response carries.
 The token is printed once when ``andon serve`` starts: every page lives under
 ``/t/TOKEN/`` (another local user cannot read the evidence or act without it). Not a cookie:
 a browser sends the cookies of 127.0.0.1 to every port, so another local user's server
-would receive it. Links to other sites carry no Referer (``Referrer-Policy: same-origin``; ``no-referrer``
-would make the browser send ``Origin: null`` with the forms). Every action
+would receive it. Links to other sites carry no Referer (``Referrer-Policy: same-origin``;
+``no-referrer`` would make the browser send ``Origin: null`` with the forms). Every action
 also needs the CSRF value of the page's form (HMAC of the token) and, when the browser sends
 one, an Origin of this server. A Host other than 127.0.0.1 or
 localhost is refused (a DNS-rebinding page cannot reach the server by another name).
