@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import sqlite3
+import subprocess
+import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -278,3 +280,32 @@ def test_diff_lines_are_escaped_and_numbered():
     assert "<script>" not in add.html and "&lt;script&gt;" in add.html
     assert diffview.path_line("src/a.py:12") == ("src/a.py", 12)
     assert diffview.path_line("javascript:alert(1)") is None
+
+
+def test_andon_serve_prints_a_url_that_opens_the_board(project):
+    proc = subprocess.Popen([sys.executable, "-m", "andon", "-C", str(project), "serve",
+                             "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        lines = [proc.stdout.readline() for _ in range(2)]
+        url = lines[1].split("open ", 1)[1].strip()
+        assert url.startswith("http://127.0.0.1:") and "/t/" in url
+        status, _, body = get(url)
+        assert status == 200 and 'id="row-P1"' in body
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_andon_serve_without_a_store_or_the_extra_says_so(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    import andon.web
+    from andon.cli import main
+    root = make_project(tmp_path / "bare")
+    result = CliRunner().invoke(main, ["-C", str(root), "serve", "--port", "0"])
+    assert result.exit_code == 2 and "no store" in result.output
+    monkeypatch.setattr(andon.web, "missing", lambda: ["pygments"])
+    result = CliRunner().invoke(main, ["-C", str(root), "serve"])
+    assert result.exit_code == 2
+    assert "pip install 'andon[web]'" in result.output and "pygments" in result.output
