@@ -128,9 +128,13 @@ def requested_urls(driver) -> list[str]:
 
 
 def shot(driver, name: str) -> None:
+    """With ANDON_WEB_SCREENS set: the whole page (up to 8,000 px tall) as a PNG there."""
     if SCREENS:
         Path(SCREENS).mkdir(parents=True, exist_ok=True)
+        tall = driver.execute_script("return document.documentElement.scrollHeight")
+        driver.set_window_size(1400, min(int(tall) + 40, 8000))
         driver.save_screenshot(str(Path(SCREENS) / name))
+        driver.set_window_size(1400, 1000)
 
 
 def test_the_board_lists_the_demo_with_final_states_and_the_block_reason(shared_server,
@@ -164,7 +168,7 @@ def test_the_red_team_output_is_text_and_nothing_runs(shared_server, browser):
 
 def test_the_pages_ask_no_other_host(shared_server, browser):
     requested_urls(browser)  # drop what earlier tests requested
-    for path in ("", "packets/B05", "packets/B07", "events", "experiments"):
+    for path in ("", "packets/B07", "events", "experiments", "packets/B05"):
         browser.get(shared_server.login + path)
     urls = requested_urls(browser)
     assert urls, "the performance log recorded no request"
