@@ -8,7 +8,8 @@ the lifecycle (some blocked and awaiting a person, most done). Then starts the r
 (uvicorn on 127.0.0.1) and requests the board page ``/`` and its live fragment
 ``/board/rows`` ``--requests`` times each (default 30) over HTTP, one after another,
 timing each from request to last byte with ``perf_counter``. Prints the median and p95 in
-milliseconds, and the events page (the newest 500 of the log) for scale.
+milliseconds, the events page (the newest 500 of the log) for scale, and the page's poll when
+nothing changed (``If-None-Match`` with the board's mark: 304, no rows read).
 
 Run: ``.venv/bin/python benchmarks/serve.py [--packets 1000] [--events 10000]``
 """
@@ -21,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -72,12 +74,17 @@ def _fill(store: Store, packets: int, ends: list[str]) -> None:
         store.transition(pid, end, end, a["id"])
 
 
-def timed(url: str, n: int) -> list[float]:
+def timed(url: str, n: int, headers: dict[str, str] | None = None) -> list[float]:
     out = []
     for _ in range(n):
         t0 = time.perf_counter()
-        with urllib.request.urlopen(url, timeout=120) as resp:
-            resp.read()
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers or {}),
+                                        timeout=120) as resp:
+                resp.read()
+        except urllib.error.HTTPError as exc:  # 304: nothing new since the page's mark
+            if exc.code != 304:
+                raise
         out.append((time.perf_counter() - t0) * 1000)
     return out
 
@@ -96,10 +103,15 @@ def main() -> int:
               f"(built in {time.perf_counter() - t0:.1f} s)")
         running = start(Settings(root))
         try:
-            for path, what in PATHS.items():
-                url = running.login.rstrip("/") + path
-                timed(url, 2)  # warm: imports, templates compiled, SQLite pages cached
-                ms = sorted(timed(url, args.requests))
+            base = running.login.rstrip("/")
+            with urllib.request.urlopen(base + "/board/rows") as resp:
+                mark = resp.headers["ETag"]
+            cases = [(base + path, what, None) for path, what in PATHS.items()]
+            cases.append((base + "/board/rows", "board poll, nothing new (304)",
+                          {"If-None-Match": mark}))
+            for url, what, headers in cases:
+                timed(url, 2, headers)  # warm: templates compiled, SQLite pages cached
+                ms = sorted(timed(url, args.requests, headers))
                 p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
                 print(f"{what:32} median {statistics.median(ms):7.1f} ms   "
                       f"p95 {p95:7.1f} ms   ({args.requests} requests)")

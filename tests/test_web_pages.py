@@ -309,3 +309,23 @@ def test_andon_serve_without_a_store_or_the_extra_says_so(tmp_path, monkeypatch)
     result = CliRunner().invoke(main, ["-C", str(root), "serve"])
     assert result.exit_code == 2
     assert "pip install 'andon[web]'" in result.output and "pygments" in result.output
+
+
+def test_the_board_poll_says_nothing_new_until_the_store_changes(tmp_path):
+    root = make_project(tmp_path / "proj", {"P1": mul_packet("P1"),
+                                            "P2": mul_packet("P2", gate="human")})
+    _blocked_and_hostile(root)
+    running = start(Settings(root))
+    try:
+        url = running.login.rstrip("/") + "/board/rows"
+        status, headers, body = get(url)
+        assert status == 200 and 'id="row-P1"' in body
+        mark = headers["etag"]
+        assert get(url, {"If-None-Match": mark})[0] == 304
+        store = Store(root / ".andon" / "andon.db")
+        store.transition("P1", "ready", "unblocked")
+        store.close()
+        status, headers, body = get(url, {"If-None-Match": mark})
+        assert status == 200 and headers["etag"] != mark
+    finally:
+        running.stop()

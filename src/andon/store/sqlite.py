@@ -349,6 +349,17 @@ class Store:
             f"SELECT * FROM events{cond} ORDER BY id DESC LIMIT ?", (*args, limit))]
         return rows, self.db.execute(f"SELECT COUNT(*) FROM events{cond}", args).fetchone()[0]
 
+    def change_mark(self) -> str:
+        """A short text that changes whenever an event, attempt, stage run, gate result or
+        packet is added or a packet changes state (the newest ids and times): the dashboard's
+        board answers "nothing new" without reading the rows. An attempt updated without any
+        event is seen with the next event."""
+        row = self.db.execute(
+            "SELECT (SELECT MAX(id) FROM events), (SELECT MAX(id) FROM attempts),"
+            " (SELECT MAX(id) FROM stage_runs), (SELECT MAX(id) FROM gate_results),"
+            " (SELECT COUNT(*) FROM packets), (SELECT MAX(updated_at) FROM packets)").fetchone()
+        return "-".join(str(v) for v in row)
+
     def event_facets(self) -> tuple[list[str], list[str]]:
         """(the event kinds there are, the packet ids that have events), sorted."""
         kinds = [r[0] for r in self.db.execute("SELECT DISTINCT kind FROM events ORDER BY 1")]

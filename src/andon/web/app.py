@@ -105,7 +105,15 @@ def create_app(settings: Settings) -> Starlette:
         return page("board.html", b=with_store(views.board), nav="board")
 
     def board_rows(request: Request) -> Response:
-        return page("board_rows.html", b=with_store(views.board))
+        # the page polls every 2 s: when the store has nothing new, answer without the rows
+        def fragment(s):
+            mark = '"' + s.change_mark() + '"'
+            if request.headers.get("if-none-match") == mark:
+                return Response(status_code=304, headers={"ETag": mark})
+            resp = page("board_rows.html", b=views.board(s))
+            resp.headers["ETag"] = mark
+            return resp
+        return with_store(fragment)
 
     def packet(request: Request) -> Response:
         pid = request.path_params["pid"]

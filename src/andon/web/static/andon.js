@@ -6,11 +6,14 @@
   if (!box) return;
   const url = box.getAttribute("data-live");
   let last = null;
+  let mark = null;  // the server's ETag: 304 when the store has nothing new
   async function poll() {
     if (document.hidden) return;
     try {
-      const resp = await fetch(url, {credentials: "same-origin", cache: "no-store"});
-      if (!resp.ok) return;
+      const headers = mark ? {"If-None-Match": mark} : {};
+      const resp = await fetch(url, {credentials: "same-origin", cache: "no-store", headers});
+      if (resp.status === 304 || !resp.ok) return;
+      mark = resp.headers.get("ETag");
       const html = await resp.text();
       if (html !== last) {
         last = html;
