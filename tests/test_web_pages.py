@@ -329,3 +329,16 @@ def test_the_board_poll_says_nothing_new_until_the_store_changes(tmp_path):
         assert status == 200 and headers["etag"] != mark
     finally:
         running.stop()
+
+
+def test_diff_file_names_git_quotes_are_read_back(tmp_path):
+    root = make_project(tmp_path / "q")
+    name = 'src/calc/a"b é <i>.py'
+    (root / name).write_text("x = 1\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "quoted")
+    diff = git(root, "diff", "HEAD~1", "HEAD")
+    assert '"b/' in diff  # git quoted it
+    (f,) = diffview.parse(diff, 1)
+    assert f.path == name
+    assert next(ln for ln in f.lines if ln.kind == "add").anchor == diffview.anchor(1, name, 1)

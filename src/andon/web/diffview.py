@@ -8,6 +8,7 @@ hashes of the path, never the path itself.
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import re
 from dataclasses import dataclass, field
@@ -41,6 +42,17 @@ class DiffLine:
 class DiffFile:
     path: str
     lines: list[DiffLine] = field(default_factory=list)
+
+
+def git_path(text: str) -> str:
+    """A path as git prints it in a diff header: C-quoted (``"a/x\\"y \\303\\251"``) when
+    it holds a quote, a backslash, a control or non-ASCII byte; a tab after it when it holds
+    a space. Returns the path itself (with its ``a/``/``b/`` prefix)."""
+    text = text.rstrip("\t")
+    if not (len(text) >= 2 and text[0] == text[-1] == '"'):
+        return text
+    raw = text[1:-1].encode("latin-1", "backslashreplace")
+    return codecs.escape_decode(raw)[0].decode("utf-8", "replace")
 
 
 def _lexer(path: str):
@@ -81,9 +93,8 @@ def parse(diff: str, attempt_n: int) -> list[DiffFile]:
             cur.lines.append(DiffLine("hunk", None, None, Markup(escape(raw))))
         elif raw.startswith(("+++ ", "--- ", "index ", "new file", "deleted file",
                              "similarity", "rename ", "old mode", "new mode", "Binary")):
-            if raw.startswith("+++ b/"):
-                # git ends the line with a tab when the name holds a space
-                cur.path = raw[6:].rstrip("\t")
+            if raw.startswith(("+++ b/", '+++ "b/')):
+                cur.path = git_path(raw[4:])[2:]
             cur.lines.append(DiffLine("meta", None, None, Markup(escape(raw))))
         elif raw.startswith("+"):
             cur.lines.append(DiffLine("add", None, new, _code(lexer, raw[1:]),
