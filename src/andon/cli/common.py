@@ -144,10 +144,8 @@ def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str 
 
 
 def decision_runner(repo: Repo, config) -> Runner:
-    def no_agent(packet, stage):
-        raise UsageError("a person's decision runs no agent")
-    return Runner(repo, config, open_store(repo), no_agent,
-                  echo=lambda s: out.print(s, soft_wrap=True, markup=False))
+    from ..decisions import person_runner  # the one implementation (decisions.py)
+    return person_runner(repo, config, echo=lambda s: out.print(s, soft_wrap=True, markup=False))
 
 
 def who() -> str:

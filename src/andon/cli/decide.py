@@ -7,14 +7,12 @@ import sys
 
 import click
 
+from .. import decisions
 from ..errors import AndonError, PacketError
-from ..packet import load_packets
-from ..runner import open_store
 from . import common
 from .common import (
     NOT_THE_PACKET,
     config_or_fail,
-    decision_runner,
     fail,
     repo_or_fail,
     who,
@@ -33,9 +31,10 @@ def approve(ctx: click.Context, packet_id: str) -> None:
     """
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
-    runner = decision_runner(repo, config)
     try:
-        state = runner.approve(packet_id, who=who())
+        state = decisions.approve(repo, config, packet_id, who(),
+                                  echo=lambda s: common.out.print(s, soft_wrap=True,
+                                                                  markup=False))
     except AndonError as exc:
         fail(str(exc))
     common.out.print(f"{packet_id}: {state}")
@@ -51,9 +50,8 @@ def reject(ctx: click.Context, packet_id: str, why: str) -> None:
     evidence for the next attempt."""
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
-    runner = decision_runner(repo, config)
     try:
-        state = runner.reject(packet_id, who=who(), why=why)
+        state = decisions.reject(repo, config, packet_id, who(), why)
     except AndonError as exc:
         fail(str(exc))
     common.out.print(f"{packet_id}: {state}; `andon run` will try again with your reason")
@@ -66,28 +64,15 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
     """Put a blocked packet back in the queue (after you have edited it)."""
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
-    store = open_store(repo)
-    row = store.packet(packet_id)
-    if row is None:
-        fail(f"no packet {packet_id!r} in the store")
-    if row["state"] != "blocked":
-        fail(f"packet {packet_id} is {row['state']}, not blocked")
     try:
-        packets = {p.id: p for p in load_packets(repo.root / config.andon.packets_dir,
-                                                 repo.root)}
+        done = decisions.unblock(repo, config, packet_id)
     except PacketError as exc:
         for problem in exc.problems:
             common.err.print(str(problem), soft_wrap=True, markup=False)
         fail("fix the packets first; the packet stays blocked")
-    p = packets.get(packet_id)
-    if p is None:
-        fail(f"packet {packet_id} no longer exists in {config.andon.packets_dir}/")
-    edited = p.content_sha != row["content_sha"]
-    attempts = store.attempts(packet_id)
-    layer = attempts[-1]["failure_layer"] if attempts else None
-    store.upsert_packet(p.id, p.slug, str(p.source), p.content_sha,
-                        p.model_dump(mode="json", by_alias=True))
-    store.transition(packet_id, "ready", "unblocked", data={"packet_edited": edited})
+    except AndonError as exc:
+        fail(str(exc))
+    edited, layer = done.edited, done.layer
     # the board's "tries" and the attempt numbers keep counting: say which count restarts
     common.out.print(f"{packet_id} is ready again; max_attempts counts afresh from its next "
                      "attempt (attempt numbers and the board's tries keep counting)",
@@ -97,5 +82,5 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
         common.out.print(f"it was blocked by a {layer} failure, not by the packet: if you fixed "
                          f"the {NOT_THE_PACKET[layer]}, the next run tries again", markup=False)
     elif not edited:
-        common.err.print(f"warning: {p.source} is unchanged since it was blocked; the same failure "
-                         "will probably block it again", markup=False)
+        common.err.print(f"warning: {done.source} is unchanged since it was blocked; the same "
+                         "failure will probably block it again", markup=False)

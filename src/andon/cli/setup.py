@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import click
@@ -251,11 +252,26 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 @click.option("--agent", type=click.Choice(["scripted", "claude-code"]), default="scripted",
               help="claude-code: the packets go through the real Claude Code, against a "
                    "scripted model server on 127.0.0.1 (no account needed).")
-def demo(where: Path | None, agent: str) -> None:
+@click.option("--serve", "serve_after", is_flag=True,
+              help="Then serve the dashboard on it (andon serve), with B06 left awaiting "
+                   "a person so that you can approve it in the page.")
+@click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="With --serve: the port on 127.0.0.1 (0: a free one).")
+def demo(where: Path | None, agent: str, serve_after: bool, port: int) -> None:
     """Build a small example project with packets and run it with scripted agents:
     honest ones merged, cheats caught, a repeated failure halting the line.
 
     Exits 0 only if every outcome is the expected one.
     """
     from ..demo import run_demo
-    sys.exit(run_demo(common.out, where, agent))
+    if serve_after:
+        from ..web import missing
+        if lacking := missing():
+            fail(f"andon demo --serve needs the web extra: pip install 'andon[web]' "
+                 f"(missing: {', '.join(lacking)})")
+    root = where or Path(tempfile.mkdtemp(prefix="andon-demo-")) / "ledger"
+    status = run_demo(common.out, root, agent, approve=not serve_after)
+    if not serve_after or status:
+        sys.exit(status)
+    from .serve import run_dashboard
+    run_dashboard(root, port, False, [])

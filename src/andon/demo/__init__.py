@@ -91,9 +91,12 @@ def demo_runner(root: Path, echo, agent=None) -> Runner:
                   echo=echo)
 
 
-def run_demo(out: Console, where: Path | None = None, agent: str | None = None) -> int:
+def run_demo(out: Console, where: Path | None = None, agent: str | None = None,
+             approve: bool = True) -> int:
     """Build the demo and run it; ``agent`` ``"claude-code"`` runs its packets through the
-    real Claude Code against the scripted model server (:mod:`andon.demo.real_cli`)."""
+    real Claude Code against the scripted model server (:mod:`andon.demo.real_cli`).
+    ``approve`` False leaves B06 awaiting a person (``andon demo --serve``: approve it in
+    the page)."""
     if agent not in (None, "scripted", "claude-code"):
         out.print(f"[red]andon demo --agent: expected scripted or claude-code, got {agent!r}[/]")
         return 2
@@ -102,7 +105,7 @@ def run_demo(out: Console, where: Path | None = None, agent: str | None = None) 
         out.print(f"[bold]andon demo[/] — building an example project in {root}")
         build_project(root)
         runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True))
-        return _run(out, root, runner)
+        return _run(out, root, runner, approve)
     from . import real_cli
     claude = real_cli.find_claude(dict(os.environ))
     if claude is None:
@@ -120,12 +123,12 @@ def run_demo(out: Console, where: Path | None = None, agent: str | None = None) 
                                           config.agents.get("claude-code"), config.prices)
         runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True),
                              cli_agent)
-        return _run(out, root, runner)
+        return _run(out, root, runner, approve)
     finally:
         server.stop()
 
 
-def _run(out: Console, root: Path, runner: Runner) -> int:
+def _run(out: Console, root: Path, runner: Runner, approve: bool = True) -> int:
     store, config = runner.store, runner.config
     report = runner.run()
     if report.preflight is not None:  # the example's own suite did not pass: say why, stop
@@ -134,7 +137,11 @@ def _run(out: Console, root: Path, runner: Runner) -> int:
             out.print(f"evidence: {r.log_path}\n{r.output_tail}", markup=False, soft_wrap=True)
         out.print("[red]demo: the example project's own suite does not pass here[/]")
         return 1
-    if (store.packet("B06") or {}).get("state") == "awaiting_human":
+    expected = dict(EXPECTED)
+    if not approve:
+        expected["B06"] = ("awaiting_human", "human gate: every check passed; it waits for "
+                                             "you: approve or reject it in the page")
+    elif (store.packet("B06") or {}).get("state") == "awaiting_human":
         out.print("B06 is awaiting a person; the demo approves it (`andon approve B06`)")
         runner.approve("B06", who="the demo")
     out.print()
@@ -142,7 +149,7 @@ def _run(out: Console, root: Path, runner: Runner) -> int:
     out.print()
     ok = True
     states = {p["id"]: p["state"] for p in store.packets()}
-    for pid, (want, story) in EXPECTED.items():
+    for pid, (want, story) in expected.items():
         got = states.get(pid)
         mark = "[green]as expected[/]" if got == want else f"[red]UNEXPECTED: {got}[/]"
         ok &= got == want

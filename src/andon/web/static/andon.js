@@ -1,0 +1,29 @@
+// andon serve: the board refreshes itself. The server renders (and escapes) the fragment;
+// this script only swaps it in. Served from the package: no inline script, no other host.
+"use strict";
+(function () {
+  const box = document.querySelector("[data-live]");
+  if (!box) return;
+  const url = box.getAttribute("data-live");
+  let last = null;
+  let mark = null;  // the server's ETag: 304 when the store has nothing new
+  async function poll() {
+    if (document.hidden) return;
+    try {
+      const headers = mark ? {"If-None-Match": mark} : {};
+      const resp = await fetch(url, {credentials: "same-origin", cache: "no-store", headers});
+      if (resp.status === 304 || !resp.ok) return;
+      mark = resp.headers.get("ETag");
+      const html = await resp.text();
+      if (html !== last) {
+        last = html;
+        const doc = new DOMParser().parseFromString(html, "text/html");
+        box.replaceChildren(...doc.body.childNodes);
+        box.setAttribute("data-updated", String(Date.now()));
+      }
+    } catch (e) {
+      box.setAttribute("data-error", String(e));
+    }
+  }
+  setInterval(poll, 2000);
+})();

@@ -1,0 +1,161 @@
+"""What each page shows, gathered from the store (opened read-only) and the repository.
+
+Rows come from :mod:`andon.report` (the same ``status_rows`` and ``packet_detail`` as
+``andon status`` and ``andon show``): nothing here recomputes a verdict. Files are read only
+when the store names them (a run's log, a stage's transcript) and only inside the state
+folder ``.andon/``; a request never names a path.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+from ..report import packet_detail, usage_of, usage_of_rows, usage_text
+from ..runner import state_dir
+from ..store import Store
+from ..workspace import Repo
+from . import diffview
+
+# Where a person is needed comes first, then the rest in id order.
+FIRST = {"blocked": 0, "awaiting_human": 1}
+ORDER = ["blocked", "awaiting_human", "running", "gating", "reviewing", "merging",
+         "needs_work", "ready", "stale", "done"]
+MAX_FILE_BYTES = 2_000_000
+
+
+def open_read_only(db: Path) -> Store:
+    """The store at ``db`` with writes refused by SQLite itself (``query_only``)."""
+    store = Store(db)
+    store.db.execute("PRAGMA query_only = ON")
+    return store
+
+
+def _gate_cell(gates: dict[str, str]) -> tuple[str, str]:
+    """(text, css class): the first gate that failed, else how many passed/skipped."""
+    bad = next(((g, s) for g, s in gates.items() if s in ("fail", "error")), None)
+    if bad:
+        return f"{bad[0]} {'✗' if bad[1] == 'fail' else '!'}", "bad"
+    passed = sum(s == "pass" for s in gates.values())
+    skipped = sum(s == "skipped" for s in gates.values())
+    text = " ".join(t for t in (f"{passed} ✓" if passed else "",
+                                f"{skipped} –" if skipped else "") if t)
+    return text, "good" if passed else ""
+
+
+def board(store: Store) -> dict[str, Any]:
+    """The board: ``rows`` (blocked and awaiting-human first, each with ``reason``,
+    ``gate``, ``cost``, ``time``, ``updated``), ``counts`` per state, ``progress``
+    (done/total) and ``usage`` (all packets, as text).
+
+    The same figures as ``andon status`` (:func:`andon.report.status_rows`), read in four
+    queries for the whole store instead of several per packet, and without reading any
+    gate's evidence: the board of 1,000 packets is polled every few seconds."""
+    attempts: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for a in store.all_attempts():
+        attempts[a["packet_id"]].append(a)
+    stages: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for st in store.all_stage_usage():
+        stages[st["attempt_id"]].append(st)
+    last_ids = [found[-1]["id"] for found in attempts.values()]
+    gates: dict[int, dict[str, str]] = defaultdict(dict)
+    for g in store.gate_statuses(last_ids):
+        gates[g["attempt_id"]][g["gate"]] = g["status"]
+    out, every_usage = [], []
+    for p in store.packet_states():
+        tries = attempts.get(p["id"], [])
+        last = tries[-1] if tries else {}
+        gate, gate_class = _gate_cell(gates.get(last.get("id", -1), {}))
+        u = usage_of([st for a in tries for st in stages.get(a["id"], [])])
+        every_usage.append({"usage": u})
+        if p["state"] == "done" and last.get("merge_sha"):
+            reason = f"merged {last['merge_sha'][:10]}"
+        else:
+            reason = (last.get("reason") or "").strip()
+        out.append({
+            "id": p["id"], "slug": p["slug"], "state": p["state"],
+            "attempts": sum(1 for a in tries if a["counted"]),
+            "gate": gate, "gate_class": gate_class, "reason": reason,
+            "layer": last.get("failure_layer"),
+            "cost": ("" if not u["runs"] else "?" if u["cost_usd"] is None
+                     else f"${u['cost_usd']:.2f}"),
+            "time": ("" if not u["runs"] or u["wall_s"] is None else
+                     "<1 s" if u["wall_s"] < 1 else f"{u['wall_s']:.0f} s"),
+            "updated": (p["updated_at"] or "")[:19].replace("T", " "),
+            "needs_person": p["state"] in FIRST,
+        })
+    out.sort(key=lambda r: (FIRST.get(r["state"], 9), r["id"]))
+    counts = Counter(r["state"] for r in out)
+    return {"rows": out, "counts": [(s, counts[s]) for s in ORDER if counts[s]],
+            "progress": (counts["done"], len(out)), "usage": usage_text(usage_of_rows(every_usage))}
+
+
+def packet(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
+    """``andon show``'s detail plus, per attempt, the parsed diff (plant → candidate) and a
+    ``link`` for each finding (a diff anchor or a run log); None for an unknown id."""
+    d = packet_detail(store, repo, packet_id)
+    if d is None:
+        return None
+    for a in d["attempts"]:
+        diff = ""
+        if a["plant_sha"] and a["candidate_sha"] and repo.rev_parse(a["candidate_sha"]):
+            diff = repo.diff(a["plant_sha"], a["candidate_sha"])
+        a["files"] = diffview.parse(diff, a["n"])
+        anchors = {ln.anchor for f in a["files"] for ln in f.lines if ln.anchor}
+        for gi, g in enumerate(a["gates"]):
+            g["index"] = gi
+            for f in g["evidence"].get("findings", []):
+                f["link"] = _finding_link(packet_id, a["n"], gi, g, f, anchors)
+        for r in a["reviews"]:
+            for v in (r.get("document") or {}).get("verdicts", []):
+                v["link"] = _place_link(a["n"], v.get("evidence"), anchors)
+            for f in (r.get("document") or {}).get("findings", []):
+                f["link"] = _place_link(a["n"], f.get("location"), anchors)
+    d["usage_text"] = usage_text(d["usage"])
+    d["planted"] = sorted((d["packet"]["definition"].get("plant_files") or {}).keys())
+    return d
+
+
+def _place_link(n: int, where: str | None, anchors: set[str]) -> str | None:
+    found = diffview.path_line(where)
+    if found is None:
+        return None
+    a = diffview.anchor(n, *found)
+    return f"#{a}" if a in anchors else None
+
+
+def _finding_link(packet_id: str, n: int, gi: int, gate: dict[str, Any], f: dict[str, Any],
+                  anchors: set[str]) -> str | None:
+    if f.get("path") and f.get("line"):
+        a = diffview.anchor(n, f["path"], int(f["line"]))
+        if a in anchors:
+            return f"#{a}"
+    if f.get("test_id") and gate["evidence"].get("runs"):
+        return f"/packets/{packet_id}/attempts/{n}/gates/{gi}/runs/0/log"
+    return None
+
+
+def evidence_file(repo: Repo, recorded: str | None) -> tuple[str, str] | None:
+    """(path, text) of a file the store names, if it lies inside ``.andon/`` (the last
+    2 MB of it), else None."""
+    if not recorded:
+        return None
+    root = state_dir(repo).resolve()
+    path = Path(recorded).resolve()
+    if not path.is_relative_to(root) or not path.is_file():
+        return None
+    with open(path, "rb") as fh:
+        size = fh.seek(0, 2)
+        fh.seek(max(0, size - MAX_FILE_BYTES))
+        text = fh.read().decode("utf-8", "replace")
+    return str(path), text
+
+
+def events(store: Store, packet_id: str | None, kind: str | None, limit: int = 500
+           ) -> dict[str, Any]:
+    """The newest ``limit`` events (of one packet and/or kind when given), newest first,
+    with the kinds and packets there are to filter by."""
+    rows, total = store.recent_events(packet_id, kind, limit)
+    kinds, packets = store.event_facets()
+    return {"rows": rows, "kinds": kinds, "packets": packets, "total": total}
