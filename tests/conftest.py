@@ -166,3 +166,11 @@ def store_target(request, tmp_path):
     import psycopg
 
     return StoreTarget("postgresql", cluster.new_database(), (psycopg.DatabaseError,))
+
+
+@pytest.fixture
+def pg_store_target(pg_cluster):
+    """A fresh store on PostgreSQL only (outages, the server's own errors)."""
+    import psycopg
+
+    return StoreTarget("postgresql", pg_cluster.new_database(), (psycopg.DatabaseError,))

@@ -88,13 +88,15 @@ class Claims:
         until = _later(lease_s)
         self.reclaim_expired()
         with self.tx() as db:
-            rows = db.execute("SELECT id, state, definition FROM packets ORDER BY id"
-                              ).fetchall()
+            rows = db.execute(
+                "SELECT p.id, p.state, p.definition, l.expires_at FROM packets p"
+                " LEFT JOIN leases l ON l.packet_id = p.id ORDER BY p.id").fetchall()
             states = {r["id"]: r["state"] for r in rows}
+            cut = _now()
             for r in rows:
-                if r["state"] not in lifecycle.CLAIMABLE or (among is not None
-                                                             and r["id"] not in among):
-                    continue
+                if (r["state"] not in lifecycle.CLAIMABLE or (r["expires_at"] or "") > cut
+                        or (among is not None and r["id"] not in among)):
+                    continue  # (_take re-reads the lease under the row lock)
                 requires = json.loads(r["definition"]).get("requires") or []
                 if not all(states.get(q) == "done" for q in requires):
                     continue
