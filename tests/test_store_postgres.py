@@ -160,18 +160,56 @@ def test_restart_mid_run_loses_nothing(pg_store_target, pg_cluster):
     and every event it wrote is there exactly once."""
     n = 400
     proc = subprocess.Popen([sys.executable, "-c", WRITER, pg_store_target.target, str(n)],
-                            stdout=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []
     for line in proc.stdout:
         lines.append(line)
         if line.startswith("wrote 50"):
             pg_cluster.restart()
             break
-    out, _ = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=120)
     lines += out.splitlines()
-    assert proc.returncode == 0
+    assert proc.returncode == 0, err
     assert any(line.startswith("OUTAGE") for line in lines), "the restart went unnoticed"
     s = pg_store_target.open()
     ticks = [e["data"]["i"] for e in s.events("P1", kind="tick")]
     assert ticks == list(range(n)), "an event was lost or written twice"
     assert json.loads(json.dumps(s.events(kind="store-outage")[0]["data"]))["down_s"] >= 0
+
+
+@pytest.mark.e2e
+def test_andon_run_and_status_on_postgresql(pg_store_target, tmp_path, monkeypatch):
+    """The whole harness on a PostgreSQL store: ``[store] url`` in andon.toml for the run,
+    ``$ANDON_STORE_URL`` (winning over a broken file setting) for the board; nothing in
+    .andon/andon.db."""
+    from helpers import MUL_CODE, andon, config_toml, make_project, mul_packet
+
+    monkeypatch.delenv("ANDON_STORE_URL", raising=False)
+    url = pg_store_target.target
+    root = tmp_path / "repo"
+    root.mkdir()
+    toml = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                       worktree_root=tmp_path / "wt")
+    make_project(root, {"P1": mul_packet("P1")},
+                 config=toml + f'\n[store]\nurl = "{url}"\n')
+    honest = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
+    run = andon(root, "run", "--agent", "command", "--command", honest)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert not (root / ".andon" / "andon.db").exists()
+    s = pg_store_target.open()
+    assert s.packet("P1")["state"] == "done"
+    (root / "andon.toml").write_text(toml + '\n[store]\nurl = "postgresql://nowhere.invalid/x"\n')
+    board = andon(root, "status", "--json", env={"ANDON_STORE_URL": url})
+    assert board.returncode == 0, board.stderr
+    assert [p["state"] for p in json.loads(board.stdout)["packets"]] == ["done"]
+
+
+def test_bad_store_url_in_config_names_file_and_line(tmp_path):
+    from andon.config import load_config
+    from andon.errors import ConfigError
+
+    (tmp_path / "andon.toml").write_text('[store]\nurl = "mysql://u:pw@h/db"\n')
+    with pytest.raises(ConfigError) as e:
+        load_config(tmp_path)
+    assert "andon.toml:2" in str(e.value) and "expected postgresql://" in str(e.value)
+    assert "pw" not in str(e.value)

@@ -66,7 +66,7 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
     """Put a blocked packet back in the queue (after you have edited it)."""
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
-    store = open_store(repo)
+    store = open_store(repo, config)
     row = store.packet(packet_id)
     if row is None:
         fail(f"no packet {packet_id!r} in the store")

@@ -86,7 +86,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     agent time it used (--json: per packet and for all packets)."""
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
-    store = open_store(repo)
+    store = open_store(repo, config)
     drift = base_drift(repo, config)
     # packets written since the last run (or before the first) are ready, not absent
     found, _ = check_packets(repo.root / config.andon.packets_dir, repo.root)

@@ -12,7 +12,9 @@ with exponential backoff for at most ``retry_s`` seconds, records an event ``sto
 and carries on. A method that lost its connection inside its own transaction is run again
 from the start (the server rolled that transaction back); one nested in a caller's
 ``with store.tx()`` cannot be, and raises :class:`~andon.errors.StoreUnavailable`, as does a
-lost ``COMMIT`` (its outcome is unknown) and an outage longer than ``retry_s``.
+``COMMIT`` the server cannot settle (a lost ``COMMIT`` is settled by asking the server, after
+reconnecting, whether the transaction's id committed: ``pg_xact_status``), and an outage
+longer than ``retry_s``.
 
 psycopg is imported only here, when a PostgreSQL URL is opened (extra ``andon[postgres]``).
 """
@@ -121,21 +123,41 @@ class _Connection:
         inside = self.in_transaction
         if self.conn.broken and not inside:
             self.reconnect("the connection was lost earlier")
+        xid = None
         try:
+            if word.startswith("COMMIT") and inside:
+                # the transaction's id, if it wrote anything: how a lost COMMIT is settled
+                xid = self._run("SELECT pg_current_xact_id_if_assigned()::text AS x", ()
+                                ).fetchall()[0]["x"]
             return self._run(text, params)
         except self._psycopg.OperationalError as e:
             if not self.conn.broken:
                 raise
-            if word.startswith("COMMIT"):
-                raise StoreUnavailable(f"lost the connection to {self.safe_url} during COMMIT:"
-                                       f" whether it took effect is unknown ({self._reason(e)})"
-                                       ) from None
+            if xid is not None:
+                self._settle_commit(xid, self._reason(e))
+                return _Result([])
             if inside:
                 raise StoreUnavailable(f"lost the connection to {self.safe_url} inside a "
                                        f"transaction (rolled back): {self._reason(e)}",
                                        retry_safe=True) from None
             self.reconnect(self._reason(e))
             return self._run(text, params)
+
+    def _settle_commit(self, xid: str, why: str) -> None:
+        """The connection broke during COMMIT of transaction ``xid``: reconnect and ask the
+        server whether it committed. Returns if it did.
+
+        Raises:
+            StoreUnavailable: it did not (``retry_safe``: the work may run again), or the
+                server cannot say.
+        """
+        self.reconnect(why)
+        status = self._run("SELECT pg_xact_status(%s::xid8) AS s", (xid,)).fetchall()[0]["s"]
+        if status == "committed":
+            return
+        raise StoreUnavailable(f"lost the connection to {self.safe_url} during COMMIT; the "
+                               f"server says transaction {xid} is {status or 'unknown'}",
+                               retry_safe=status == "aborted")
 
     def _run(self, text: str, params: Any) -> _Result:
         cur = self.conn.execute(text, params or None)
@@ -199,7 +221,7 @@ class PgStore(Store):
                  on_outage: Callable[[str], None] | None = None):
         self.url = redact(url)
         self.path = Path(self.url)  # what messages name the store by
-        self.db = _Connection(url, retry_s, on_outage or _stderr)  # type: ignore[assignment]
+        self.db = _Connection(url, retry_s, on_outage or _stderr)
         self._migrate()
 
     def close(self) -> None:
