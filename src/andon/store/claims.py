@@ -88,15 +88,17 @@ class Claims:
         until = _later(lease_s)
         self.reclaim_expired()
         with self.tx() as db:
+            states = {r[0]: r[1] for r in db.execute("SELECT id, state FROM packets")}
+            claimable = sorted(lifecycle.CLAIMABLE)
+            # candidates without a live lease; _take re-reads state and lease under the lock
             rows = db.execute(
-                "SELECT p.id, p.state, p.definition, l.expires_at FROM packets p"
-                " LEFT JOIN leases l ON l.packet_id = p.id ORDER BY p.id").fetchall()
-            states = {r["id"]: r["state"] for r in rows}
-            cut = _now()
+                "SELECT p.id, p.definition FROM packets p LEFT JOIN leases l"
+                " ON l.packet_id = p.id WHERE p.state IN (" + ", ".join("?" * len(claimable))
+                + ") AND (l.expires_at IS NULL OR l.expires_at <= ?) ORDER BY p.id",
+                (*claimable, _now())).fetchall()
             for r in rows:
-                if (r["state"] not in lifecycle.CLAIMABLE or (r["expires_at"] or "") > cut
-                        or (among is not None and r["id"] not in among)):
-                    continue  # (_take re-reads the lease under the row lock)
+                if among is not None and r["id"] not in among:
+                    continue
                 requires = json.loads(r["definition"]).get("requires") or []
                 if not all(states.get(q) == "done" for q in requires):
                     continue
