@@ -83,3 +83,35 @@ def test_every_lifecycle_edge_from_design():
             lifecycle.check(a, b)
     with pytest.raises(IllegalTransition, match="unknown state"):
         lifecycle.check("nope", "ready")
+
+
+def test_every_record_reads_back_the_same(store_target):
+    """Attempts, gate results, reviews, the results cache and baselines round-trip with their
+    types (floats keep their precision, JSON comes back decoded, a cached result is
+    replaced, not duplicated)."""
+    s = store_target.open()
+    s.upsert_packet("P1", "x", "p.md", "sha1", {"requires": []})
+    a = s.new_attempt("P1", "command", 0)
+    b = s.new_attempt("P1", "command", 0)
+    assert (a["n"], b["n"], a["state"]) == (1, 2, "running") and b["id"] != a["id"]
+    s.update_attempt(a["id"], state="failed", counted=0, reason="r", failure_layer="suite")
+    assert [(x["n"], x["state"], x["counted"]) for x in s.attempts("P1")] == \
+        [(1, "failed", 0), (2, "running", 1)]
+    s.add_gate_result(a["id"], "suite", "failed", "suite", "2 failed",
+                      {"findings": [{"test": "t::x"}]}, "2026-01-01T00:00:00", 1.234567891)
+    [g] = s.gate_results(a["id"])
+    assert g["evidence"] == {"findings": [{"test": "t::x"}]} and g["duration_s"] == 1.234567891
+    s.add_review(a["id"], "review", 1, "{raw}", ["bad"], {"d": 1}, "revise", "revise",
+                 "implement", ["why"])
+    [r] = s.reviews(a["id"])
+    assert (r["valid"], r["errors"], r["document"], r["downgraded_because"]) == \
+        (0, ["bad"], {"d": 1}, ["why"])
+    s.set_cached("k", "red", {"v": 1}, {"e": 1})
+    s.set_cached("k", "red", {"v": 2}, {"e": 2})
+    assert (s.cached("k")["data"], s.cached("k")["evidence"]) == ({"v": 2}, {"e": 2})
+    assert s.cached("nope") is None
+    s.set_baseline("b", {"t::a", "t::b"}, {})
+    assert s.baseline("b") == {"t::a", "t::b"} and s.baseline("k") is None
+    s.event("note", "P1", a["id"], {"x": [1, 2]})
+    assert s.events("P1", "note")[0]["data"] == {"x": [1, 2]}
+    assert [p["id"] for p in s.packets()] == ["P1"]
