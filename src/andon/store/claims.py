@@ -168,6 +168,9 @@ class Claims:
         """
         cut = _now()
         taken: list[str] = []
+        if not self.db.execute("SELECT 1 FROM leases WHERE expires_at <= ? LIMIT 1",
+                               (cut,)).fetchone():
+            return taken  # the usual case: no write transaction for nothing
         with self.tx() as db:
             for lease in list(self._expired(db, cut)):
                 pid = lease["packet_id"]
