@@ -22,6 +22,7 @@ psycopg is imported only here, when a PostgreSQL URL is opened (extra ``andon[po
 from __future__ import annotations
 
 import functools
+import json
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -187,15 +188,10 @@ class _Connection:
         down = round(time.monotonic() - started, 3)
         self.on_outage(f"andon: store {self.safe_url} reachable again after {down:g}s")
         self._run("INSERT INTO events (ts, kind, data) VALUES (%s, 'store-outage', %s)",
-                  (now(), f'{{"error": {_json(why)}, "down_s": {down}}}'))
+                  (now(), json.dumps({"error": why, "down_s": down})))
 
     def close(self) -> None:
         self.conn.close()
-
-
-def _json(text: str) -> str:
-    import json
-    return json.dumps(text)
 
 
 def _stderr(line: str) -> None:
