@@ -202,6 +202,10 @@ def test_andon_run_and_status_on_postgresql(pg_store_target, tmp_path, monkeypat
     board = andon(root, "status", "--json", env={"ANDON_STORE_URL": url})
     assert board.returncode == 0, board.stderr
     assert [p["state"] for p in json.loads(board.stdout)["packets"]] == ["done"]
+    (root / "andon.toml").write_text(toml + f'\n[store]\nurl = "{url}"\n')
+    shown = andon(root, "show", "P1", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert json.loads(shown.stdout)["packet"]["state"] == "done"
 
 
 def test_bad_store_url_in_config_names_file_and_line(tmp_path):

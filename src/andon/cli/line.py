@@ -109,7 +109,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
 def show(ctx: click.Context, packet_id: str, as_json: bool) -> None:
     """The evidence for one packet: attempts, gates with findings, diff stat, logs."""
     repo = repo_or_fail(ctx)
-    store = open_store(repo)
+    # [store] url when there is an andon.toml; show needs nothing else from it
+    store = open_store(repo, config_or_fail(repo)
+                       if (repo.root / CONFIG_NAME).is_file() else None)
     detail = packet_detail(store, repo, packet_id)
     if detail is None:
         known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"
