@@ -125,3 +125,52 @@ def outside_server():
         yield srv.server_address[1]
         srv.shutdown()
         t.join()
+
+
+# -- the store on both backends (issue 12; tests/pgcluster.py) --------------------------
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL server for this test process (skipped, or failed with
+    CI=true, when PostgreSQL is not installed)."""
+    from pgcluster import cluster_or_skip
+
+    cluster = cluster_or_skip()
+    yield cluster
+    cluster.destroy()
+
+
+class StoreTarget:
+    """Where one test's store lives: ``open()`` opens (or reopens) it on ``backend``."""
+
+    def __init__(self, backend: str, target: str, errors: tuple[type[BaseException], ...]):
+        self.backend, self.target, self.errors = backend, target, errors
+
+    def open(self, **kwargs):
+        from andon.store import connect
+
+        if self.backend == "sqlite":
+            return connect(Path(self.target))
+        return connect(Path("/nonexistent"), self.target, **kwargs)
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_target(request, tmp_path):
+    """A fresh store on each backend: a SQLite file, then a new PostgreSQL database.
+    ``errors``: what the backend's driver raises for a statement the database refuses."""
+    import sqlite3
+
+    if request.param == "sqlite":
+        return StoreTarget("sqlite", str(tmp_path / "a.db"), (sqlite3.DatabaseError,))
+    cluster = request.getfixturevalue("pg_cluster")
+    import psycopg
+
+    return StoreTarget("postgresql", cluster.new_database(), (psycopg.DatabaseError,))
+
+
+@pytest.fixture
+def pg_store_target(pg_cluster):
+    """A fresh store on PostgreSQL only (outages, the server's own errors)."""
+    import psycopg
+
+    return StoreTarget("postgresql", pg_cluster.new_database(), (psycopg.DatabaseError,))

@@ -132,12 +132,10 @@ def test_a_stage_run_carries_a_usage_record(tmp_path):
     assert ScriptedAgent(lambda c: "ok").run(ctx).usage is None
 
 
-def test_the_stored_usage_is_the_same_json_as_before(tmp_path):
+def test_the_stored_usage_is_the_same_json_as_before(store_target):
     """The store writes ``Usage.to_dict()``: the same keys and values a dict-typed usage
-    had (no ``requests``), and None for a run that reported none."""
-    from andon.store import Store
-
-    store = Store(tmp_path / "andon.db")
+    had (no ``requests``), and None for a run that reported none (both backends)."""
+    store = store_target.open()
     store.upsert_packet("P1", "p1", "packets/P1.md", "sha", {})
     a = store.new_attempt("P1", "command", 0)
     u = Usage(model="m", input_tokens=10, output_tokens=2, cost_usd=0.5,

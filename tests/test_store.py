@@ -1,34 +1,34 @@
-"""The store: migrations, transitions checked by the lifecycle, append-only events."""
-
-import sqlite3
+"""The store: migrations, transitions checked by the lifecycle, append-only events — on
+both backends (``store_target``: SQLite, then a real PostgreSQL database)."""
 
 import pytest
 
 from andon import lifecycle
 from andon.errors import IllegalTransition, StoreError
-from andon.store import MIGRATIONS, Store
+from andon.store import MIGRATIONS
 
 
-def test_new_store_is_migrated_and_reopens(tmp_path):
+def test_new_store_is_migrated_and_reopens(store_target):
     """Schema applied once and recorded; opening again changes nothing."""
-    s = Store(tmp_path / "a.db")
+    s = store_target.open()
     s.close()
-    s = Store(tmp_path / "a.db")
-    rows = s.db.execute("SELECT version FROM schema_migrations").fetchall()
+    s = store_target.open()
+    rows = s.db.execute("SELECT version FROM schema_migrations ORDER BY version").fetchall()
     assert [r[0] for r in rows] == list(range(1, len(MIGRATIONS) + 1))
-    assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    if store_target.backend == "sqlite":
+        assert s.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
-def test_store_from_a_newer_andon_is_refused(tmp_path):
-    s = Store(tmp_path / "a.db")
+def test_store_from_a_newer_andon_is_refused(store_target):
+    s = store_target.open()
     s.db.execute("INSERT INTO schema_migrations VALUES (99, 'x')")
     s.close()
     with pytest.raises(StoreError, match="newer"):
-        Store(tmp_path / "a.db")
+        store_target.open()
 
 
-def test_transition_logs_event_and_illegal_one_raises_without_change(tmp_path):
-    s = Store(tmp_path / "a.db")
+def test_transition_logs_event_and_illegal_one_raises_without_change(store_target):
+    s = store_target.open()
     s.upsert_packet("P1", "x", "p.md", "sha1", {})
     s.transition("P1", "running", "claimed")
     with pytest.raises(IllegalTransition, match="running -> done"):
@@ -38,18 +38,19 @@ def test_transition_logs_event_and_illegal_one_raises_without_change(tmp_path):
     assert kinds == [("registered", None, "ready"), ("claimed", "ready", "running")]
 
 
-def test_events_are_append_only(tmp_path):
-    s = Store(tmp_path / "a.db")
+def test_events_are_append_only(store_target):
+    s = store_target.open()
     s.event("x")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(store_target.errors, match="append-only"):
         s.db.execute("UPDATE events SET kind = 'y'")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
+    with pytest.raises(store_target.errors, match="append-only"):
         s.db.execute("DELETE FROM events")
+    assert [e["kind"] for e in s.events()] == ["x"]
 
 
-def test_failed_transaction_leaves_no_trace(tmp_path):
+def test_failed_transaction_leaves_no_trace(store_target):
     """A transition and its event commit together or not at all."""
-    s = Store(tmp_path / "a.db")
+    s = store_target.open()
     s.upsert_packet("P1", "x", "p.md", "sha1", {})
     with pytest.raises(RuntimeError), s.tx():
         s.transition("P1", "running", "claimed")
@@ -58,8 +59,8 @@ def test_failed_transaction_leaves_no_trace(tmp_path):
     assert [e["kind"] for e in s.events("P1")] == ["registered"]
 
 
-def test_edited_packet_is_recorded_as_event(tmp_path):
-    s = Store(tmp_path / "a.db")
+def test_edited_packet_is_recorded_as_event(store_target):
+    s = store_target.open()
     assert s.upsert_packet("P1", "x", "p.md", "sha1", {})
     assert not s.upsert_packet("P1", "x", "p.md", "sha1", {})
     assert s.upsert_packet("P1", "x", "p.md", "sha2", {"goal": "new"})
@@ -82,3 +83,35 @@ def test_every_lifecycle_edge_from_design():
             lifecycle.check(a, b)
     with pytest.raises(IllegalTransition, match="unknown state"):
         lifecycle.check("nope", "ready")
+
+
+def test_every_record_reads_back_the_same(store_target):
+    """Attempts, gate results, reviews, the results cache and baselines round-trip with their
+    types (floats keep their precision, JSON comes back decoded, a cached result is
+    replaced, not duplicated)."""
+    s = store_target.open()
+    s.upsert_packet("P1", "x", "p.md", "sha1", {"requires": []})
+    a = s.new_attempt("P1", "command", 0)
+    b = s.new_attempt("P1", "command", 0)
+    assert (a["n"], b["n"], a["state"]) == (1, 2, "running") and b["id"] != a["id"]
+    s.update_attempt(a["id"], state="failed", counted=0, reason="r", failure_layer="suite")
+    assert [(x["n"], x["state"], x["counted"]) for x in s.attempts("P1")] == \
+        [(1, "failed", 0), (2, "running", 1)]
+    s.add_gate_result(a["id"], "suite", "failed", "suite", "2 failed",
+                      {"findings": [{"test": "t::x"}]}, "2026-01-01T00:00:00", 1.234567891)
+    [g] = s.gate_results(a["id"])
+    assert g["evidence"] == {"findings": [{"test": "t::x"}]} and g["duration_s"] == 1.234567891
+    s.add_review(a["id"], "review", 1, "{raw}", ["bad"], {"d": 1}, "revise", "revise",
+                 "implement", ["why"])
+    [r] = s.reviews(a["id"])
+    assert (r["valid"], r["errors"], r["document"], r["downgraded_because"]) == \
+        (0, ["bad"], {"d": 1}, ["why"])
+    s.set_cached("k", "red", {"v": 1}, {"e": 1})
+    s.set_cached("k", "red", {"v": 2}, {"e": 2})
+    assert (s.cached("k")["data"], s.cached("k")["evidence"]) == ({"v": 2}, {"e": 2})
+    assert s.cached("nope") is None
+    s.set_baseline("b", {"t::a", "t::b"}, {})
+    assert s.baseline("b") == {"t::a", "t::b"} and s.baseline("k") is None
+    s.event("note", "P1", a["id"], {"x": [1, 2]})
+    assert s.events("P1", "note")[0]["data"] == {"x": [1, 2]}
+    assert [p["id"] for p in s.packets()] == ["P1"]

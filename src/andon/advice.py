@@ -4,11 +4,11 @@ store and the repository, never used to decide anything."""
 from __future__ import annotations
 
 from .config import Config
-from .store import Store
+from .store import StoreProtocol
 from .workspace import Repo
 
 
-def halt_message(store: Store, row: dict) -> str:
+def halt_message(store: StoreProtocol, row: dict) -> str:
     """The message of a halted line: which packet, why, where the evidence is, what to do."""
     attempts = store.attempts(row["id"])
     last = attempts[-1] if attempts else None
@@ -21,7 +21,7 @@ def halt_message(store: Store, row: dict) -> str:
             f"`andon unblock {pid}`")
 
 
-def advice(store: Store, last: dict | None) -> str:
+def advice(store: StoreProtocol, last: dict | None) -> str:
     """What a person should change, from what the blocking attempt ran into: a change to
     the tests' interpreter environment (with the commands that restore it), a write into
     the checkout, a command not found, a change the packet does not allow (a tamper: not the

@@ -39,7 +39,7 @@ from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
 from .review.stage import Reviewer, ReviewInput
 from .runners.pytest import collectable
-from .store import Store, now
+from .store import StoreProtocol, now
 from .workspace import Repo, SnapshotError
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
@@ -67,7 +67,7 @@ class AttemptResult:
 class Attempt:
     """Carry out one attempt; ``agent_for(stage)`` gives the agent of each stage."""
 
-    def __init__(self, repo: Repo, config: Config, store: Store, packet: Packet, row: dict,
+    def __init__(self, repo: Repo, config: Config, store: StoreProtocol, packet: Packet, row: dict,
                  agent_for: Callable[[str], Agent], baseline: set[str],
                  previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
                  on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], object],

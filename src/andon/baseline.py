@@ -18,7 +18,7 @@ from .errors import UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .gates.cache import baseline_key
-from .store import Store
+from .store import StoreProtocol
 from .workspace import Repo
 
 
@@ -26,7 +26,7 @@ class Baseline:
     """The integration branch ``ref`` of ``repo``; preflight evidence goes under
     ``evidence_root/_preflight/<tree>``, progress to ``echo``."""
 
-    def __init__(self, repo: Repo, config: Config, store: Store, ref: str,
+    def __init__(self, repo: Repo, config: Config, store: StoreProtocol, ref: str,
                  evidence_root: Path, echo: Callable[[str], None]):
         self.repo, self.config, self.store, self.ref = repo, config, store, ref
         self.evidence_root, self.echo = evidence_root, echo

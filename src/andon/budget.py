@@ -24,7 +24,7 @@ from typing import Any
 from .config import Budget, Budgets
 from .errors import AndonError
 from .gates.base import GateResult
-from .store import Store
+from .store import StoreProtocol
 
 
 class Exceeded(AndonError):
@@ -35,7 +35,7 @@ class Exceeded(AndonError):
         self.result = result
 
 
-def check(store: Store, budgets: Budgets, attempt: dict[str, Any], run_started: str | None,
+def check(store: StoreProtocol, budgets: Budgets, attempt: dict[str, Any], run_started: str | None,
           starting: bool) -> GateResult | None:
     """The first budget that stops this work, as a failed ``budget`` gate result, or None.
 
@@ -61,7 +61,7 @@ def check(store: Store, budgets: Budgets, attempt: dict[str, Any], run_started: 
     return None
 
 
-def _since(store: Store, started: str | None) -> list[dict[str, Any]]:
+def _since(store: StoreProtocol, started: str | None) -> list[dict[str, Any]]:
     return [s for p in store.packets() for a in store.attempts(p["id"])
             for s in store.stage_runs(a["id"]) if started and s["started_at"] >= started]
 

@@ -25,7 +25,7 @@ def person_runner(repo: Repo, config: Config,
     raises UsageError)."""
     def no_agent(packet, stage):
         raise UsageError("a person's decision runs no agent")
-    return Runner(repo, config, open_store(repo), no_agent, echo=echo)
+    return Runner(repo, config, open_store(repo, config), no_agent, echo=echo)
 
 
 def approve(repo: Repo, config: Config, packet_id: str, who: str,
@@ -71,7 +71,7 @@ def unblock(repo: Repo, config: Config, packet_id: str) -> Unblocked:
         UsageError: no such packet in the store, it is not blocked, or its file is gone.
         PacketError: the packet files are invalid (``problems`` lists each); it stays blocked.
     """
-    store = open_store(repo)
+    store = open_store(repo, config)
     try:
         row = store.packet(packet_id)
         if row is None:

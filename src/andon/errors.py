@@ -32,6 +32,8 @@ AndonError
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)
 ├── workspace.MergeConflict     a squash-merge conflicts; ``paths`` lists the conflicted files
 ├── StoreError                  the store cannot be used (schema version, held by a runner)
+│   └── StoreUnavailable        the PostgreSQL server cannot be reached (after the bounded
+│                               retry), refused the login, or was lost mid-transaction
 ├── workers.WorkerError        a worker of `andon run --workers N` died or raised (the
 │                               others finished first)
 ├── budget.Exceeded             a stage may not start: no budget left (``result``: the failed
@@ -110,6 +112,17 @@ class GitError(AndonError):
 
 class StoreError(AndonError):
     """The store cannot be used (unknown schema version, held by another runner)."""
+
+
+class StoreUnavailable(StoreError):
+    """The PostgreSQL store cannot be reached: unreachable or login refused when opened, an
+    outage longer than the retry allows, or the connection lost inside a transaction.
+    ``retry_safe``: the server rolled the work back, so running it again from its start is
+    safe (False for a lost COMMIT, whose outcome is unknown)."""
+
+    def __init__(self, message: str, retry_safe: bool = False):
+        super().__init__(message)
+        self.retry_safe = retry_safe
 
 
 class IllegalTransition(AndonError):

@@ -20,11 +20,11 @@ from .gates.base import GateResult
 from .gates.cache import baseline_key
 from .merge import merge_attempt
 from .packet import Packet
-from .store import Store, now
+from .store import StoreProtocol, now
 from .workspace import Repo
 
 
-def reject(store: Store, packet_id: str, who: str, why: str) -> str:
+def reject(store: StoreProtocol, packet_id: str, who: str, why: str) -> str:
     """A person rejects a packet in ``awaiting_human``: back to ``needs_work`` with the
     reason as evidence for the next attempt's prompt.
 
@@ -43,7 +43,7 @@ def reject(store: Store, packet_id: str, who: str, why: str) -> str:
     return "needs_work"
 
 
-def awaiting(store: Store, packet_id: str) -> dict:
+def awaiting(store: StoreProtocol, packet_id: str) -> dict:
     """The last attempt of a packet in ``awaiting_human``.
 
     Raises:
@@ -57,7 +57,7 @@ def awaiting(store: Store, packet_id: str) -> dict:
     return store.attempts(packet_id)[-1]
 
 
-def red_ids(store: Store, attempt_id: int) -> set[str]:
+def red_ids(store: StoreProtocol, attempt_id: int) -> set[str]:
     """The test ids the attempt's ``red`` gate saw fail before the agent ran."""
     red: set[str] = set()
     for g in store.gate_results(attempt_id):
@@ -66,7 +66,7 @@ def red_ids(store: Store, attempt_id: int) -> set[str]:
     return red
 
 
-def merge(repo: Repo, config: Config, store: Store, packet: Packet, a: dict, red: set[str],
+def merge(repo: Repo, config: Config, store: StoreProtocol, packet: Packet, a: dict, red: set[str],
           baseline: Callable[[str], set[str]], echo: Callable[[str], None]) -> str:
     """Merge the passed attempt ``a`` (its ``merge`` check recorded); the packet's new state:
     ``done``, or what :func:`fail` decides when the merge check fails. ``baseline(tree)``:
@@ -94,7 +94,7 @@ def merge(repo: Repo, config: Config, store: Store, packet: Packet, a: dict, red
     return "done"
 
 
-def hermetic_passed(store: Store, attempt_id: int) -> set[str]:
+def hermetic_passed(store: StoreProtocol, attempt_id: int) -> set[str]:
     """The test ids the attempt's passing ``hermetic`` gate saw pass (empty if none)."""
     # The squash of an unmoved branch has exactly the candidate's tree, which the
     # hermetic gate just ran: its passed ids are the next attempts' baseline.
@@ -104,7 +104,7 @@ def hermetic_passed(store: Store, attempt_id: int) -> set[str]:
     return set()
 
 
-def fail(store: Store, packet: Packet, a: dict, failure: GateResult,
+def fail(store: StoreProtocol, packet: Packet, a: dict, failure: GateResult,
          echo: Callable[[str], None]) -> str:
     """Record ``failure`` as the end of attempt ``a``; the packet's new state, ``needs_work``
     or ``blocked`` (the retry policy in the module docstring)."""

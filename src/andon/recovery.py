@@ -20,7 +20,7 @@ from . import lifecycle
 from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import StoreError
 from .packet import Packet
-from .store import Store, now
+from .store import StoreProtocol, now
 from .workspace import Repo
 
 
@@ -44,7 +44,7 @@ def lock(state: Path, root: Path) -> IO[str]:
     return f
 
 
-def recover(repo: Repo, store: Store, packets: dict[str, Packet],
+def recover(repo: Repo, store: StoreProtocol, packets: dict[str, Packet],
             worktree_path: Callable[[str, int], Path],
             merge: Callable[[Packet, dict, set[str]], str],
             red_ids: Callable[[int], set[str]], echo: Callable[[str], None]) -> None:
@@ -72,7 +72,7 @@ def recover(repo: Repo, store: Store, packets: dict[str, Packet],
                         "interrupted before it started", echo)
 
 
-def discard(repo: Repo, store: Store, a: dict, wt: Path, why: str,
+def discard(repo: Repo, store: StoreProtocol, a: dict, wt: Path, why: str,
             echo: Callable[[str], None]) -> None:
     """End what attempt ``a`` left running, remove its worktree ``wt`` and branch, and mark it
     ``interrupted`` (not counted) with ``why``."""

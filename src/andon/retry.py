@@ -10,10 +10,11 @@ from collections.abc import Callable
 
 from .packet import Packet
 from .prompt import PreviousFailure, hidden_names, redacted_failure
-from .store import Store
+from .store import StoreProtocol
 
 
-def carry_over(store: Store, packet: Packet, round_: int, echo: Callable[[str], None]) -> dict:
+def carry_over(store: StoreProtocol, packet: Packet, round_: int,
+               echo: Callable[[str], None]) -> dict:
     """Where a retry starts. A failure routed back to ``implement`` keeps the previous
     attempt's atdd tests (its base, plant and atdd commits); a broken reviewer
     (``verifier``) keeps its candidate too, so only the review runs again; anything else
@@ -39,7 +40,7 @@ def carry_over(store: Store, packet: Packet, round_: int, echo: Callable[[str], 
     return {"start_stage": prev["route_stage"]} if prev["route_stage"] else {}
 
 
-def previous_failure(store: Store, packet_id: str, packet: Packet | None
+def previous_failure(store: StoreProtocol, packet_id: str, packet: Packet | None
                      ) -> PreviousFailure | None:
     """The first failing gate of the packet's last failed attempt, as the next prompt shows
     it (``packet``: the packet as loaded, whose hidden tests are redacted; None if gone)."""

@@ -31,7 +31,7 @@ from .errors import AndonError, PacketError, UsageError
 from .gates.base import GateResult
 from .gates.hermetic import committed_hidden, committed_hidden_problem
 from .packet import Packet, load_packets, tests_problem
-from .store import Store, now
+from .store import StoreProtocol, connect, now, store_url
 from .workspace import Repo
 
 ZERO = "0" * 40
@@ -53,9 +53,10 @@ def state_dir(repo: Repo) -> Path:
     return repo.root / STATE_DIR
 
 
-def open_store(repo: Repo) -> Store:
-    """The store of this repository (``.andon/andon.db``), kept out of git via
-    ``.git/info/exclude`` so that nothing andon writes shows up in ``git status``."""
+def open_store(repo: Repo, config: Config | None = None) -> StoreProtocol:
+    """The store of this repository: ``$ANDON_STORE_URL``, else ``[store] url`` of
+    ``config``, else ``.andon/andon.db`` (SQLite), kept out of git via ``.git/info/exclude``
+    so that nothing andon writes shows up in ``git status``."""
     d = state_dir(repo)
     d.mkdir(exist_ok=True)
     exclude = repo.git_dir / "info" / "exclude"
@@ -64,13 +65,13 @@ def open_store(repo: Repo) -> Store:
     if f"/{STATE_DIR}/" not in lines:
         with open(exclude, "a") as f:
             f.write(("\n" if lines and lines[-1] else "") + f"/{STATE_DIR}/\n")
-    return Store(d / "andon.db")
+    return connect(d / "andon.db", store_url(config.store.url if config else None))
 
 
 class Runner:
     """Drain the queue of one repository. ``agent_for(packet, stage)`` picks the agent."""
 
-    def __init__(self, repo: Repo, config: Config, store: Store,
+    def __init__(self, repo: Repo, config: Config, store: StoreProtocol,
                  agent_for: Callable[[Packet, str], Agent],
                  echo: Callable[[str], None] = lambda s: None, keep_worktrees: bool = False,
                  workers: int | None = None):

@@ -36,7 +36,7 @@ from .errors import AndonError
 from .gates import preflight
 from .gates.base import Finding, GateResult
 from .packet import Packet, path_matches
-from .store import Store
+from .store import Store, StoreProtocol
 from .workspace import Repo
 
 # a packet invalid before any gate ran is named by one of these instead of a gate
@@ -190,7 +190,7 @@ class Validator:
         report = Report(self.base_sha, self.config.gates.red_runs)
         # a neutral name: the code under test sees the path of its clone
         tmp = Path(tempfile.mkdtemp(prefix="v-"))
-        store: Store | None = None
+        store: StoreProtocol | None = None
         try:
             clone = Repo(self.repo.clone_at(self.base_sha, tmp / "repo"))
             store = Store(tmp / "store.db")
@@ -217,14 +217,14 @@ class Validator:
                 shutil.rmtree(tmp, ignore_errors=True)
         return report
 
-    def _one(self, clone: Repo, store: Store, packet: Packet, baseline: set[str],
+    def _one(self, clone: Repo, store: StoreProtocol, packet: Packet, baseline: set[str],
              tmp: Path) -> Validation:
         started = time.monotonic()
         v = self._judge(clone, store, packet, baseline, tmp)
         v.seconds = time.monotonic() - started
         return v
 
-    def _judge(self, clone: Repo, store: Store, packet: Packet, baseline: set[str],
+    def _judge(self, clone: Repo, store: StoreProtocol, packet: Packet, baseline: set[str],
                tmp: Path) -> Validation:
         if not packet.solution_files:
             return Validation(packet.id, False, "no reference solution: the packet has no "

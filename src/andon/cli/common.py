@@ -137,7 +137,7 @@ def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str 
             reviewer = agent
     except AndonError as exc:
         fail(str(exc))
-    return Runner(repo, config, open_store(repo),
+    return Runner(repo, config, open_store(repo, config),
                   lambda p, stage: reviewer if stage.startswith("review") else agent,
                   echo=lambda s: out.print(s, soft_wrap=True, markup=False),
                   keep_worktrees=keep_worktrees)

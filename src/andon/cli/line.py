@@ -93,7 +93,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
     agent time it used (--json: per packet and for all packets)."""
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
-    store = open_store(repo)
+    store = open_store(repo, config)
     drift = base_drift(repo, config)
     # packets written since the last run (or before the first) are ready, not absent
     found, _ = check_packets(repo.root / config.andon.packets_dir, repo.root)
@@ -120,7 +120,9 @@ def status(ctx: click.Context, as_json: bool) -> None:
 def show(ctx: click.Context, packet_id: str, as_json: bool, with_context: bool) -> None:
     """The evidence for one packet: attempts, gates with findings, diff stat, logs."""
     repo = repo_or_fail(ctx)
-    store = open_store(repo)
+    # [store] url when there is an andon.toml; show needs nothing else from it
+    store = open_store(repo, config_or_fail(repo)
+                       if (repo.root / CONFIG_NAME).is_file() else None)
     detail = packet_detail(store, repo, packet_id)
     if detail is None:
         known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"

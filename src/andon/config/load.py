@@ -17,6 +17,7 @@ from typing import Any, NoReturn, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError, Problem
+from ..store.postgres import redact
 from ..suggest import closest, hint
 from .model import CONFIG_NAME, Andon, Config
 
@@ -146,6 +147,8 @@ def _describe(err: Mapping[str, Any], loc: list[str | int]) -> str:
         suggestion = f"did you mean {near!r}?" if near else "expected one of: " + ", ".join(
             repr(e) for e in expected)
         return f"{where}: unknown value {given!r}; {suggestion}"
+    if isinstance(given, str) and "://" in given:
+        given = redact(given)  # a URL's password ([store] url) never goes into a message
     got = f", got {given!r}" if isinstance(given, (str, int, float, bool)) else ""
     return f"{where}: {err['msg']}{got}"
 

@@ -272,6 +272,22 @@ class Run(_Strict):
                          "worktree; 1 works one packet at a time (`andon run --workers N`)")
 
 
+class StoreSettings(_Strict):
+    """``[store]``: where andon keeps its state (docs/store.md)."""
+
+    url: str | None = Field(
+        None, description='"postgresql://user:password@host/db" for a PostgreSQL store that '
+                          'several workers share; default: .andon/andon.db (SQLite). '
+                          '$ANDON_STORE_URL, when set, wins')
+
+    @field_validator("url")
+    @classmethod
+    def _scheme(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith(("postgresql://", "postgres://", "sqlite:///")):
+            raise InvalidValue("expected postgresql://… or sqlite:///path")
+        return v
+
+
 class Config(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -283,6 +299,7 @@ class Config(_Strict):
     stages: Stages = Field(default_factory=Stages)
     context: ContextSettings = Field(default_factory=ContextSettings)
     run: Run = Field(default_factory=Run)
+    store: StoreSettings = Field(default_factory=StoreSettings)
 
     def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.

@@ -86,7 +86,8 @@ def demo_runner(root: Path, echo, agent=None) -> Runner:
     repo = Repo(root)
     agents = {pid: agent or ScriptedAgent(fn) for pid, fn in BEHAVIOURS.items()}
     reviewer = ScriptedAgent(evaluating_reviewer)
-    return Runner(repo, load_config(root), open_store(repo),
+    config = load_config(root)
+    return Runner(repo, config, open_store(repo, config),
                   lambda p, stage: reviewer if stage.startswith("review") else agents[p.id],
                   echo=echo)
 

@@ -12,13 +12,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from ..config import Config
-from ..store import Store
+from ..store import StoreProtocol
 from .figures import GATE_MARK, STYLE, run_accounting, usage_of, usage_of_rows, usage_text
 
 GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 
 
-def status_rows(store: Store, on_disk: Sequence[tuple[str, str]] = ()) -> list[dict[str, Any]]:
+def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = ()
+                ) -> list[dict[str, Any]]:
     """One dict per packet: id, slug, state, attempts (counted), last attempt's outcome.
     ``on_disk`` (id, slug) are the packet files: one the store has not seen yet (nothing ran
     since it was written) is listed as ``ready`` with ``not_run`` true."""
@@ -46,14 +47,14 @@ def status_rows(store: Store, on_disk: Sequence[tuple[str, str]] = ()) -> list[d
     return rows
 
 
-def last_preflight(store: Store) -> dict[str, Any] | None:
+def last_preflight(store: StoreProtocol) -> dict[str, Any] | None:
     """The data of the newest ``preflight`` event (``status``, ``head``, ``summary``), or
     None before any run reached preflight."""
     found = store.events(kind="preflight")
     return found[-1]["data"] if found else None
 
 
-def board(store: Store, config: Config, on_disk: Sequence[tuple[str, str]] = ()) -> Table:
+def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str]] = ()) -> Table:
     """The status board, narrow enough for an 80-column terminal: per packet its state,
     counted tries, the last attempt's gates (all passed, or the first that did not), agent
     cost and time, and the result (merged sha or the reason). ``on_disk``: see

@@ -11,12 +11,12 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from ..store import Store
+from ..store import StoreProtocol
 from ..workspace import Repo
 from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of, usage_text
 
 
-def packet_detail(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
+def packet_detail(store: StoreProtocol, repo: Repo, packet_id: str) -> dict[str, Any] | None:
     p = store.packet(packet_id)
     if p is None:
         return None

@@ -17,7 +17,7 @@ from ..agents.base import AgentRun
 from ..config import Config
 from ..gates.base import Finding, GateResult, Layer
 from ..packet import Packet, path_matches
-from ..store import Store
+from ..store import StoreProtocol
 from ..workspace import Repo, manifest
 from .contract import SCHEMA, ReviewOutcome, ReviewRejected, decide, extract_json, validate
 
@@ -34,7 +34,7 @@ class ReviewInput:
     repo: Repo
     config: Config
     packet: Packet
-    store: Store
+    store: StoreProtocol
     attempt_id: int
     start_stage: str | None      # where the attempt started; a broken review sends it back there
     stages: list[str]            # the packet's stages, in order

@@ -7,7 +7,8 @@ packet's state goes through :meth:`Store.transition`, which checks the edge with
 append-only (triggers refuse UPDATE and DELETE).
 
 Times are ISO-8601 UTC strings; durations are float seconds; JSON columns hold dicts.
-A PostgreSQL backend would implement the same public methods.
+The PostgreSQL backend (:mod:`andon.store.postgres`) runs this same class over another
+connection: write SQL both engines share (:mod:`andon.store.dialect` says what is translated).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 from .. import lifecycle
 from ..errors import StoreError
 from ..usage import Usage
+from .claims import Claims
 
 
 def now() -> str:
@@ -88,10 +90,16 @@ MIGRATIONS: list[str] = [
             key TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL,
             evidence TEXT NOT NULL, created_at TEXT NOT NULL);
     """,
+    # Claims with a lease (issue 12, store/claims.py): who works which packet, until when.
+    """
+        CREATE TABLE leases (
+            packet_id TEXT PRIMARY KEY REFERENCES packets(id), worker TEXT NOT NULL,
+            claimed_at TEXT NOT NULL, expires_at TEXT NOT NULL);
+    """,
 ]
 
 
-class Store:
+class Store(Claims):
     """Open (creating and migrating if needed) the store at ``path``.
 
     Raises:
@@ -216,10 +224,12 @@ class Store:
         with self.tx() as db:
             n = db.execute("SELECT COALESCE(MAX(n), 0) + 1 FROM attempts WHERE packet_id = ?",
                            (packet_id,)).fetchone()[0]
-            cur = db.execute(
+            # RETURNING, not lastrowid: the one both backends have
+            new_id = db.execute(
                 "INSERT INTO attempts (packet_id, n, round, state, agent, started_at)"
-                " VALUES (?, ?, ?, 'running', ?, ?)", (packet_id, n, round_, agent, now()))
-            return self.attempt(cur.lastrowid)  # type: ignore[arg-type]
+                " VALUES (?, ?, ?, 'running', ?, ?) RETURNING id",
+                (packet_id, n, round_, agent, now())).fetchone()[0]
+            return self.attempt(new_id)
 
     def update_attempt(self, attempt_id: int, **fields: Any) -> None:
         if not fields:
@@ -298,7 +308,9 @@ class Store:
         """Keep ``data`` (what a later run reuses) and ``evidence`` (what it was made from)
         under ``key``; a result already there is replaced."""
         with self.tx() as db:
-            db.execute("INSERT OR REPLACE INTO results_cache VALUES (?, ?, ?, ?, ?)",
+            db.execute("INSERT INTO results_cache VALUES (?, ?, ?, ?, ?) ON CONFLICT (key) DO"
+                       " UPDATE SET kind = excluded.kind, data = excluded.data,"
+                       " evidence = excluded.evidence, created_at = excluded.created_at",
                        (key, kind, json.dumps(data), json.dumps(evidence), now()))
 
     def baseline(self, key: str) -> set[str] | None:
