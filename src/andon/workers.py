@@ -48,12 +48,12 @@ from .advice import halt_message
 from .baseline import Baseline
 from .config import Config
 from .contain import procgroup
-from .errors import AndonError
+from .errors import AndonError, UsageError
 from .gates.cache import baseline_key
 from .merge import merge_lock, record_merge
 from .packet import Packet
 from .pool_refs import PoolRepo
-from .store import Store
+from .store import Store, StoreProtocol
 from .workspace import Repo
 
 
@@ -62,7 +62,7 @@ class Line(Protocol):
     named here as a protocol so that the import goes one way)."""
     repo: Repo
     config: Config
-    store: Store
+    store: StoreProtocol
     baseline: Baseline
     packets: dict[str, Packet]
     ref: str
@@ -158,6 +158,11 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
         WorkerError: a worker died or raised; the others finished first.
         AndonError: a claim failed (e.g. andon's inputs changed); the others finished first.
     """
+    if type(runner.store) is not Store:
+        # the pool forks with the SQLite file's path in hand (Store.reopen, _work); claims
+        # with leases on PostgreSQL (store/claims.py) are not wired into it yet
+        raise UsageError("andon run --workers N works on the SQLite store only for now; "
+                         "with [store] url (PostgreSQL) run one worker")
     names = worker_names(runner.workers)
     jobs: dict[int, Job] = {}   # read end of the worker's result pipe → its job
     error: Exception | None = None
@@ -237,14 +242,21 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
         store.event("pool-stopped", data={"workers": len(names), "why": why})
 
 
+def _sqlite(runner: Line) -> Store:
+    """The runner's store, which :func:`drain` checked is the SQLite one."""
+    assert isinstance(runner.store, Store)
+    return runner.store
+
+
 def _fork(runner: Line, job: Job, claimed: tuple, close: tuple[int, ...]) -> tuple[int, int]:
     """Start the worker process of ``job``; (its pid, the read end of its result pipe)."""
     parent = os.getpid()
     r, w = os.pipe()
-    runner.store.db.close()  # no SQLite connection crosses the fork (Store.reopen)
+    sqlite = _sqlite(runner)
+    sqlite.db.close()  # no SQLite connection crosses the fork (Store.reopen)
     pid = os.fork()
     if pid:
-        runner.store.reopen()
+        sqlite.reopen()
         os.close(w)
         return pid, r
     code = 1  # the child: never returns, never runs the parent's cleanup
@@ -271,7 +283,7 @@ def _fork(runner: Line, job: Job, claimed: tuple, close: tuple[int, ...]) -> tup
 def _work(runner: Line, job: Job, claimed: tuple) -> str:
     """In the worker process: the rest of the attempt on its own store connection (the
     parent's is never touched after the fork); the packet's new state."""
-    store = Store(runner.store.path)
+    store = Store(_sqlite(runner).path)
     mine = copy.copy(runner)
     mine.store, mine.worker = store, job.worker
     mine.repo = PoolRepo(runner.repo.root, job.packet.id)  # the ref check, for a pool

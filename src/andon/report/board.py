@@ -146,7 +146,7 @@ def _usage_cell(u: dict[str, Any]) -> str:
     return f"{cost} · {wall}"
 
 
-def worker_rows(store: Store) -> list[dict[str, Any]]:
+def worker_rows(store: StoreProtocol) -> list[dict[str, Any]]:
     """What each worker of the pool at work is doing (``andon run --workers N``): one dict
     per worker, ``worker`` (``w1`` …), ``packet`` (id, or None when idle), ``state`` (the
     packet's, or ``idle``), ``attempt`` (n) and ``since`` (the claim's ISO-8601 UTC time).
