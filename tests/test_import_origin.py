@@ -51,3 +51,62 @@ def test_with_pythonpath_the_clone_wins_and_the_honest_agent_is_merged(tmp_path)
     root = project(tmp_path, '["src"]')
     report = runner_for(root, honest_mul).run()
     assert (report.exit_status, report.merged) == (EXIT_OK, ["P1"]), report.message
+
+
+# -- one question per attempt, not per clone (issue 18) ----------------------------------
+
+def _asks(monkeypatch) -> list[str]:
+    """Count the questions origin.check puts to the interpreter (each a real subprocess)."""
+    from andon import origin
+    asked: list[str] = []
+    real_run = origin.subprocess.run
+
+    def run(argv, **kw):
+        if origin._ASK in argv:  # the same module object: git's runs pass through too
+            asked.append(kw["cwd"])
+        return real_run(argv, **kw)
+    monkeypatch.setattr(origin.subprocess, "run", run)
+    monkeypatch.setattr(origin, "_asked", {})
+    monkeypatch.setattr(origin, "_clean", set())
+    return asked
+
+
+def _clone(root: Path, to: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", str(root), str(to)], check=True)
+    return to
+
+
+def test_a_clean_answer_holds_for_a_later_clone_with_the_same_packages(tmp_path, monkeypatch):
+    from andon import origin
+    from andon.config import load_config
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    config = load_config(root)
+    asked = _asks(monkeypatch)
+    first, second = _clone(root, tmp_path / "c1"), _clone(root, tmp_path / "c2")
+    assert origin.check(config, first) is None
+    assert origin.check(config, second) is None
+    assert asked == [first.absolute()]
+    # another package set is another question
+    (second / "src" / "extra").mkdir()
+    (second / "src" / "extra" / "__init__.py").write_text("")
+    assert origin.check(config, second) is None
+    assert len(asked) == 2
+
+
+def test_a_package_folder_linked_out_of_a_later_clone_is_still_asked_and_caught(
+        tmp_path, monkeypatch):
+    from andon import origin
+    from andon.config import load_config
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    config = load_config(root)
+    asked = _asks(monkeypatch)
+    assert origin.check(config, _clone(root, tmp_path / "c1")) is None
+    linked = _clone(root, tmp_path / "c2")
+    outside = tmp_path / "elsewhere" / "calc"
+    (linked / "src" / "calc").rename(outside.parent.mkdir() or outside)
+    (linked / "src" / "calc").symlink_to(outside)
+    problem = origin.check(config, linked)
+    assert len(asked) == 2
+    assert problem is not None and "outside the clone" in problem
