@@ -110,3 +110,31 @@ def test_a_package_folder_linked_out_of_a_later_clone_is_still_asked_and_caught(
     problem = origin.check(config, linked)
     assert len(asked) == 2
     assert problem is not None and "outside the clone" in problem
+
+
+def test_a_lane_process_is_handed_the_clean_answers_and_asks_none_again(tmp_path, monkeypatch):
+    """gates/lanes.py runs a lane in a process of its own, whose memo starts empty: the job
+    carries the clean layouts, so its run in another clone of the same tree asks nothing
+    (the lane's entry point called here, with a real pytest run)."""
+    import pickle
+
+    from andon import origin
+    from andon.config import load_config
+    from andon.gates import lanes
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    config = load_config(root)
+    asked = _asks(monkeypatch)
+    assert origin.check(config, _clone(root, tmp_path / "c1")) is None
+    handed = origin.clean_layouts()
+    monkeypatch.setattr(origin, "_clean", set())  # as in a new process
+    monkeypatch.setattr(origin, "_asked", {})
+    job = {"config": config, "evidence_dir": tmp_path / "ev",
+           "cwd": _clone(root, tmp_path / "c2"), "runs": [("hermetic-2", {})],
+           "stop_unclean": False, "origin_clean": handed}
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "job.in").write_bytes(pickle.dumps(job))
+    assert lanes._main(str(tmp_path / "job.in"), str(tmp_path / "job.out")) == 0
+    (run,) = pickle.loads((tmp_path / "job.out").read_bytes())
+    assert run.results and {r.outcome for r in run.results.values()} == {"passed"}
+    assert asked == [(tmp_path / "c1").absolute()]
