@@ -51,3 +51,90 @@ def test_with_pythonpath_the_clone_wins_and_the_honest_agent_is_merged(tmp_path)
     root = project(tmp_path, '["src"]')
     report = runner_for(root, honest_mul).run()
     assert (report.exit_status, report.merged) == (EXIT_OK, ["P1"]), report.message
+
+
+# -- one question per attempt, not per clone (issue 18) ----------------------------------
+
+def _asks(monkeypatch) -> list[str]:
+    """Count the questions origin.check puts to the interpreter (each a real subprocess)."""
+    from andon import origin
+    asked: list[str] = []
+    real_run = origin.subprocess.run
+
+    def run(argv, **kw):
+        if origin._ASK in argv:  # the same module object: git's runs pass through too
+            asked.append(kw["cwd"])
+        return real_run(argv, **kw)
+    monkeypatch.setattr(origin.subprocess, "run", run)
+    monkeypatch.setattr(origin, "_asked", {})
+    monkeypatch.setattr(origin, "_clean", set())
+    return asked
+
+
+def _clone(root: Path, to: Path) -> Path:
+    subprocess.run(["git", "clone", "-q", str(root), str(to)], check=True)
+    return to
+
+
+def test_a_clean_answer_holds_for_a_later_clone_with_the_same_packages(tmp_path, monkeypatch):
+    from andon import origin
+    from andon.config import load_config
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    config = load_config(root)
+    asked = _asks(monkeypatch)
+    first, second = _clone(root, tmp_path / "c1"), _clone(root, tmp_path / "c2")
+    assert origin.check(config, first) is None
+    assert origin.check(config, second) is None
+    assert asked == [first.absolute()]
+    # another package set is another question
+    (second / "src" / "extra").mkdir()
+    (second / "src" / "extra" / "__init__.py").write_text("")
+    assert origin.check(config, second) is None
+    assert len(asked) == 2
+
+
+def test_a_package_folder_linked_out_of_a_later_clone_is_still_asked_and_caught(
+        tmp_path, monkeypatch):
+    from andon import origin
+    from andon.config import load_config
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    config = load_config(root)
+    asked = _asks(monkeypatch)
+    assert origin.check(config, _clone(root, tmp_path / "c1")) is None
+    linked = _clone(root, tmp_path / "c2")
+    outside = tmp_path / "elsewhere" / "calc"
+    (linked / "src" / "calc").rename(outside.parent.mkdir() or outside)
+    (linked / "src" / "calc").symlink_to(outside)
+    problem = origin.check(config, linked)
+    assert len(asked) == 2
+    assert problem is not None and "outside the clone" in problem
+
+
+def test_a_lane_process_is_handed_the_clean_answers_and_asks_none_again(tmp_path, monkeypatch):
+    """gates/lanes.py runs a lane in a process of its own, whose memo starts empty: the job
+    carries the clean layouts, so its run in another clone of the same tree asks nothing
+    (the lane's entry point called here, with a real pytest run)."""
+    import pickle
+
+    from andon import origin
+    from andon.config import load_config
+    from andon.gates import lanes
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    config = load_config(root)
+    asked = _asks(monkeypatch)
+    assert origin.check(config, _clone(root, tmp_path / "c1")) is None
+    handed = origin.clean_layouts()
+    monkeypatch.setattr(origin, "_clean", set())  # as in a new process
+    monkeypatch.setattr(origin, "_asked", {})
+    job = {"config": config, "evidence_dir": tmp_path / "ev",
+           "cwd": _clone(root, tmp_path / "c2"), "runs": [("hermetic-2", {})],
+           "stop_unclean": False, "origin_clean": handed}
+    (tmp_path / "ev").mkdir()
+    (tmp_path / "job.in").write_bytes(pickle.dumps(job))
+    assert lanes._main(str(tmp_path / "job.in"), str(tmp_path / "job.out")) == 0
+    (run,) = pickle.loads((tmp_path / "job.out").read_bytes())
+    assert run.results and {r.outcome for r in run.results.values()} == {"passed"}
+    assert asked == [(tmp_path / "c1").absolute()]

@@ -16,6 +16,7 @@ from helpers import (
     config_toml,
     honest_mul,
     make_project,
+    mul_packet,
     packet_md,
     runner_for,
     write,
@@ -268,3 +269,51 @@ def test_show_and_the_board_count_each_attempts_full_suite_runs_and_their_second
     assert f"2 suites {full:.0f} s" in board
     status = json.loads(andon(root, "status", "--json").stdout)
     assert status["packets"][0]["last_attempt"]["test_runs"]["full_suite_runs"] == 2
+
+
+# -- the tests' environment is walked after what ran code, not after every gate ----------
+
+def test_an_honest_attempt_walks_site_packages_only_around_code_that_ran(tmp_path,
+                                                                         monkeypatch):
+    """The fingerprint of the tests' interpreter (contain/envprint.py) is taken when the run
+    starts and again after each agent stage and each gate that ran code: not after a skipped
+    gate nor after scope, which only reads git. On the default config that is 9 walks, not
+    13."""
+    from andon.contain import envprint
+    walks: list[int] = []
+    real = envprint.fingerprint
+    monkeypatch.setattr(envprint, "fingerprint", lambda where: walks.append(1) or real(where))
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    assert runner_for(root, honest_mul).run().merged == ["P1"]
+    assert len(walks) == 9
+
+
+def test_a_pth_written_by_the_suite_gates_tests_is_still_caught(tmp_path):
+    """The cheating side of the walk above: a test of the candidate that drops a ``.pth`` into
+    the tests' interpreter's site-packages fails the suite gate with an ``outside-worktree``
+    finding (an own venv, so this suite's environment is not touched)."""
+    import subprocess
+    import sys
+    import sysconfig
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    drop = site / "steer.pth"
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         test_command=[str(venv / "bin" / "python"), "-m", "pytest"])
+    packet = mul_packet("P1", allowed_paths=["src/calc/**", "tests/**"])
+    root = make_project(tmp_path / "repo", {"P1": packet}, config=config)
+
+    def cheat(ctx) -> str:
+        honest_mul(ctx)
+        write(ctx, "tests/test_steer.py", f"def test_steer():\n"
+                                          f"    open({str(drop)!r}, 'w').write('')\n")
+        return "done"
+    runner = runner_for(root, cheat)
+    assert runner.run().merged == []
+    (att, *_) = runner.store.attempts("P1")
+    bad = next(g for g in runner.store.gate_results(att["id"]) if g["status"] == "fail")
+    assert bad["gate"] == "suite"
+    assert ("outside-worktree", str(drop)) in [(f["kind"], f["path"])
+                                               for f in bad["evidence"]["findings"]]

@@ -375,8 +375,11 @@ class Attempt:
         result = judge(gate, self.ctx)
         # Code under test ran in this gate's test runs: a file it left in the interpreter's
         # site-packages would steer every later run (the next gate's, the next attempt's).
-        outside = self._env_changed(name, f"during the {name} gate's test runs "
-                                    "(the code under test ran there)")
+        # A skipped gate ran nothing, and scope and atdd-scope only read git: no walk of
+        # site-packages after those (issue 18; the next check still sees any change).
+        ran_no_code = result.status == "skipped" or name in (scope.NAME, atdd_scope.NAME)
+        outside = None if ran_no_code else self._env_changed(
+            name, f"during the {name} gate's test runs (the code under test ran there)")
         if outside is not None:
             outside.runs = result.runs
             result = outside

@@ -9,7 +9,13 @@ project's top-level packages would be imported from: the packages with an ``__in
 in the clone's root, in ``src/`` and in each ``[test] pythonpath`` folder (not ``tests``, ``test``,
 ``docs`` or the packets folder). One found outside the clone is an ``environment`` problem naming
 both paths and the setting that fixes it. A package that cannot be imported at all is left to
-the tests (they report it). Asked once per clone and package set in this process.
+the tests (they report it). Asked once per clone and package set in this process; a clean
+answer (every package from inside its clone) also holds for any later clone with the same
+packages at the same places below its root, each a real folder of that clone, for the same
+interpreter and ``[test] pythonpath``: the answer depends on the interpreter's own start-up
+(``-I``), never on the clone's other files, and a change to that interpreter's environment is
+the ``outside-worktree`` finding's business (contain/envprint.py). So a fresh clone per run
+costs one question per attempt, not one per run (issue 18).
 
 The question is asked as ``contain/boot.py`` starts a test run: ``-I``, ``import pytest`` first,
 then the clone's folders in front. A project package pytest imported by then (iniconfig's,
@@ -41,6 +47,8 @@ _ASK = ("import importlib.util, json, sys\nfront = json.loads(sys.argv[1])\n"
         "        s = None\n    out[n] = [s.origin if s is not None and s.origin else None, False]\n"
         "print(json.dumps(out))\n")
 _asked: dict[tuple[str, tuple[str, ...]], str | None] = {}
+# Layouts (interpreter, pythonpath, (package, folder below the clone root)...) that were clean.
+_clean: set[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]] = set()
 
 
 def packages(config: Config, cwd: Path) -> dict[str, Path]:
@@ -70,6 +78,9 @@ def check(config: Config, cwd: Path) -> str | None:
     memo = (str(cwd), tuple(sorted(own)))
     if memo in _asked:
         return _asked[memo]
+    shape = _shape(config, cwd, own, python)
+    if shape is not None and shape in _clean:
+        return None
     with tempfile.TemporaryDirectory() as home:
         env = harness_env(Path(home), ())
         front = [str(cwd), *(str(cwd / p) for p in config.test.pythonpath)]
@@ -97,4 +108,30 @@ def check(config: Config, cwd: Path) -> str | None:
                        "pythonpath so the tests import the attempt's code")
             break
     _asked[memo] = problem
+    if problem is None and origins and shape is not None:
+        _clean.add(shape)
     return problem
+
+
+def clean_layouts() -> frozenset[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]]:
+    """The layouts (interpreter, ``[test] pythonpath``, (package, folder below the clone
+    root)...) answered clean in this process so far: for a lane process (gates/lanes.py)."""
+    return frozenset(_clean)
+
+
+def remember_clean(layouts) -> None:
+    """Take ``layouts`` from :func:`clean_layouts` of the process that started this one."""
+    _clean.update(layouts)
+
+
+def _shape(config: Config, cwd: Path, own: dict[str, Path], python: str
+           ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]] | None:
+    # None when a package folder resolves outside the clone (a symlink): asked every time
+    root = cwd.resolve()
+    where = []
+    for name, folder in sorted(own.items()):
+        real = folder.resolve()
+        if folder.is_symlink() or not real.is_relative_to(root):
+            return None
+        where.append((name, real.relative_to(root).as_posix()))
+    return python, tuple(config.test.pythonpath), tuple(where)

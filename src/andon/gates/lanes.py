@@ -32,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import origin
 from ..config import Config
 from ..runners.pytest import SuiteRun
 from .base import GateContext, fresh_clone, run_project_suite
@@ -108,7 +109,9 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
         for i, (cwd, plan) in enumerate(lanes):
             job = {"config": ctx.config, "evidence_dir": ctx.evidence_dir, "cwd": cwd,
                    "runs": [(p.name, _kwargs(ctx, p, agent_code)) for p in plan],
-                   "stop_unclean": stop is not None}
+                   "stop_unclean": stop is not None,
+                   # the clean import-origin answers so far: a lane asks none of them again
+                   "origin_clean": set(origin.clean_layouts())}
             (work / f"{i}.in").write_bytes(pickle.dumps(job))
             log = (work / f"{i}.log").open("wb")
             procs.append(subprocess.Popen(
@@ -163,6 +166,7 @@ def _lane_env() -> dict[str, str]:
 
 def _main(job_path: str, out_path: str) -> int:
     job = pickle.loads(Path(job_path).read_bytes())
+    origin.remember_clean(job.get("origin_clean", ()))
     runs = []
     for name, kwargs in job["runs"]:
         r = run_project_suite(job["config"], job["cwd"], job["evidence_dir"], name, **kwargs)
