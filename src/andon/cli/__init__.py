@@ -43,7 +43,7 @@ def main(ctx: click.Context, repo: str) -> None:
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
-                validate):
+                validate, experiments.experiment):
     main.add_command(command)
 
 __all__ = ["main"]

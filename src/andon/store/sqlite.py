@@ -88,6 +88,21 @@ MIGRATIONS: list[str] = [
             key TEXT PRIMARY KEY, kind TEXT NOT NULL, data TEXT NOT NULL,
             evidence TEXT NOT NULL, created_at TEXT NOT NULL);
     """,
+    # Experiments (issue 17): one row per experiment file run here, one per finished run
+    # (written whole when the run ends, so a killed experiment loses no finished run);
+    # an error run retried is kept, marked superseded.
+    """
+        CREATE TABLE experiments (
+            name TEXT PRIMARY KEY, source TEXT NOT NULL, spec TEXT NOT NULL,
+            created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+        CREATE TABLE experiment_runs (
+            id INTEGER PRIMARY KEY, experiment TEXT NOT NULL REFERENCES experiments(name),
+            task TEXT NOT NULL, condition TEXT NOT NULL, repeat INTEGER NOT NULL,
+            outcome TEXT NOT NULL, superseded INTEGER NOT NULL DEFAULT 0,
+            data TEXT NOT NULL, started_at TEXT NOT NULL, ended_at TEXT NOT NULL);
+        CREATE INDEX experiment_runs_key ON experiment_runs(experiment, task, condition,
+            repeat);
+    """,
 ]
 
 
@@ -310,7 +325,49 @@ class Store:
     def set_baseline(self, key: str, passed_ids: set[str], evidence: dict[str, Any]) -> None:
         self.set_cached(key, "preflight", {"passed_ids": sorted(passed_ids)}, evidence)
 
-_JSON_COLUMNS = {"definition", "evidence", "data", "usage", "errors", "document",
+    # -- experiments (issue 17) -----------------------------------------------------------
+
+    def upsert_experiment(self, name: str, source: str, spec: dict[str, Any]) -> None:
+        """Record the experiment ``name`` as last read from ``source`` (its settings, JSON)."""
+        with self.tx() as db:
+            db.execute("INSERT INTO experiments VALUES (?, ?, ?, ?, ?) ON CONFLICT(name) DO "
+                       "UPDATE SET source = excluded.source, spec = excluded.spec, "
+                       "updated_at = excluded.updated_at",
+                       (name, source, json.dumps(spec), now(), now()))
+
+    def experiment(self, name: str) -> dict[str, Any] | None:
+        row = self.db.execute("SELECT * FROM experiments WHERE name = ?", (name,)).fetchone()
+        return _row(row) if row else None
+
+    def experiments(self) -> list[dict[str, Any]]:
+        return [_row(r) for r in self.db.execute("SELECT * FROM experiments ORDER BY name")]
+
+    def add_experiment_run(self, experiment: str, task: str, condition: str, repeat: int,
+                           outcome: str, data: dict[str, Any], started_at: str,
+                           supersedes: int | None = None) -> int:
+        """Record one finished run in one transaction (with the error run it replaces, if
+        any, marked superseded); its id."""
+        with self.tx() as db:
+            if supersedes is not None:
+                db.execute("UPDATE experiment_runs SET superseded = 1 WHERE id = ?",
+                           (supersedes,))
+            cur = db.execute(
+                "INSERT INTO experiment_runs (experiment, task, condition, repeat, outcome, "
+                "data, started_at, ended_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (experiment, task, condition, repeat, outcome, json.dumps(data), started_at,
+                 now()))
+            return int(cur.lastrowid or 0)
+
+    def experiment_runs(self, experiment: str, superseded: bool = False
+                        ) -> list[dict[str, Any]]:
+        """The runs of ``experiment`` in the order they finished (``data`` as a dict);
+        superseded error runs only when asked."""
+        where = "" if superseded else " AND superseded = 0"
+        return [_row(r) for r in self.db.execute(
+            f"SELECT * FROM experiment_runs WHERE experiment = ?{where} ORDER BY id",
+            (experiment,))]
+
+_JSON_COLUMNS = {"definition", "evidence", "data", "usage", "errors", "document", "spec",
                  "downgraded_because"}
 
 
