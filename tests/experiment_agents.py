@@ -4,12 +4,13 @@ with tests/ on PYTHONPATH)."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from andon.agents import StageContext
 from andon.experiments.execute import current_run
 
-from helpers import CALC, MUL_CODE, write
+from helpers import CALC, MUL_CODE, git, make_project, mul_packet, write
 
 WRONG_MUL = "\n\ndef mul(a, b):\n    return a + b\n"
 
@@ -56,16 +57,37 @@ def down_on_first_repeat(ctx: StageContext) -> str:
 def slow_good(ctx: StageContext) -> str:
     """Good, but only after a marker file appears: lets a test kill the experiment while a
     run is in flight."""
-    import time
     run = current_run()
     assert run is not None
     gate = Path(os.environ["EXP_MARKER_DIR"])
     (gate / f"started-{run[0].slug}").write_text("")
     if run[0].repeat >= 1:
         deadline = time.monotonic() + 120
-        while not (gate / "never").exists() and time.monotonic() < deadline:
+        while not (gate / "release").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
     return good(ctx)
 
 
-__all__ = ["CALC"]
+# -- projects and experiment files ------------------------------------------------
+
+def project(root: Path, n: int = 2) -> Path:
+    make_project(root, {f"P{i}-mul": mul_packet(f"P{i}") for i in range(1, n + 1)})
+    for i in range(1, n + 1):
+        sol = root / "packets" / f"P{i}-mul" / "solution" / "src/calc/ops.py"
+        sol.parent.mkdir(parents=True)
+        sol.write_text(CALC + MUL_CODE)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "solutions")
+    return root
+
+
+def spec_file(root: Path, conditions: dict[str, str], repeats: int = 1, extra: str = "",
+              name: str = "exp") -> Path:
+    text = f'name = "{name}"\nrepeats = {repeats}\nseed = 7\n{extra}\n'
+    for cname, fn in conditions.items():
+        text += (f'\n[[conditions]]\nname = "{cname}"\n'
+                 f'agent = "scripted:experiment_agents:{fn}"\n'
+                 'reviewer = "scripted:helpers:accept_review"\n')
+    path = root.parent / f"{name}.toml"
+    path.write_text(text)
+    return path

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+from experiment_agents import project, spec_file
 
 from andon.config import load_config
 from andon.experiments.experiment import Experiment, plan
@@ -16,30 +17,7 @@ from andon.experiments.stored import export_rows, status, to_csv
 from andon.runner import open_store
 from andon.workspace import Repo
 
-from helpers import CALC, MUL_CODE, git, make_project, mul_packet
-
-
-def project(root: Path, n: int = 2) -> Path:
-    make_project(root, {f"P{i}-mul": mul_packet(f"P{i}") for i in range(1, n + 1)})
-    for i in range(1, n + 1):
-        sol = root / "packets" / f"P{i}-mul" / "solution" / "src/calc/ops.py"
-        sol.parent.mkdir(parents=True)
-        sol.write_text(CALC + MUL_CODE)
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "solutions")
-    return root
-
-
-def spec_file(root: Path, conditions: dict[str, str], repeats: int = 1, extra: str = "",
-              name: str = "exp") -> Path:
-    text = f'name = "{name}"\nrepeats = {repeats}\nseed = 7\n{extra}\n'
-    for cname, fn in conditions.items():
-        text += (f'\n[[conditions]]\nname = "{cname}"\n'
-                 f'agent = "scripted:experiment_agents:{fn}"\n'
-                 'reviewer = "scripted:helpers:accept_review"\n')
-    path = root.parent / f"{name}.toml"
-    path.write_text(text)
-    return path
+from helpers import git
 
 
 def experiment(root: Path, path: Path) -> Experiment:

@@ -19,6 +19,7 @@ Outcome (docs/experiments.md, "Outcomes"):
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import budget as budget_mod
-from ..agents import Agent, AgentRun, StageContext, make_agent
+from ..agents import EXTERNAL, Agent, AgentRun, StageContext, external_class, make_agent
 from ..attempt import Attempt
 from ..config import Config
 from ..gates.base import GateResult
@@ -104,7 +105,6 @@ def condition_config(config: Config, spec: Spec, cond: Condition) -> Config:
     agents = dict(config.agents)
     name = cond.agent.partition(":")[0]
     if cond.model or cond.extra_args or cond.env:
-        from ..agents import EXTERNAL
         from ..config.model import AgentSettings
         if name in EXTERNAL:
             s = agents.get(name) or AgentSettings()
@@ -124,11 +124,15 @@ def build_agent(spec: Spec, cond: Condition, config: Config, reviewer: bool = Fa
         import shlex
         command = "".join(f"export {k}={shlex.quote(v)}; " for k, v in cond.env.items()) \
             + command
-    agent = make_agent(which, command, config)
-    environ = getattr(agent, "environ", None)
-    if isinstance(environ, dict):
-        environ.update(cond.env)
-    return agent
+    name = which.partition(":")[0]
+    if cond.env and name in EXTERNAL:
+        # the CLI is looked for on the condition's PATH when it gives one
+        agent = make_agent("command", "true", config)  # the [agent] network check, once
+        cli = external_class(name)(config.agents.get(name), config.prices,
+                                   {**os.environ, **cond.env})
+        cli.network = agent.network
+        return cli
+    return make_agent(which, command, config)
 
 
 @dataclass
