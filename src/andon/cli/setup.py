@@ -251,11 +251,18 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
 @click.option("--agent", type=click.Choice(["scripted", "claude-code"]), default="scripted",
               help="claude-code: the packets go through the real Claude Code, against a "
                    "scripted model server on 127.0.0.1 (no account needed).")
-def demo(where: Path | None, agent: str) -> None:
+@click.option("--experiment", is_flag=True,
+              help="Instead: the example experiment, conditions A-H (staged prompt controls) "
+                   "on the demo packets with seeded scripted agents, ending with the HTML "
+                   "report (docs/experiments.md).")
+def demo(where: Path | None, agent: str, experiment: bool) -> None:
     """Build a small example project with packets and run it with scripted agents:
     honest ones merged, cheats caught, a repeated failure halting the line.
 
     Exits 0 only if every outcome is the expected one.
     """
+    if experiment:
+        from ..demo.experiment import run_experiment_demo
+        sys.exit(run_experiment_demo(common.out, where))
     from ..demo import run_demo
     sys.exit(run_demo(common.out, where, agent))
