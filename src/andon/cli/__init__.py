@@ -5,7 +5,8 @@ Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked 
 3 preflight failed (the integration head does not pass its own suite).
 
 One module per group of verbs: ``setup`` (init, check, doctor, demo), ``line`` (run, status,
-show), ``decide`` (approve, reject, unblock), ``experiments`` (compare), ``validate``;
+show), ``decide`` (approve, reject, unblock), ``experiments`` (compare, experiment
+run/status/export), ``validate``;
 ``common`` holds what they share.
 """
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import ConfigError, Problem
+from ..errors import ConfigError, InvalidValue, Problem
 from ..suggest import closest
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -74,7 +74,7 @@ class Spec(_Strict):
         names = [c.name for c in value]
         dup = next((n for i, n in enumerate(names) if n in names[:i]), None)
         if dup is not None:
-            raise ValueError(f"condition name {dup!r} appears twice")
+            raise InvalidValue(f"condition name {dup!r} appears twice")
         return value
 
     def condition(self, name: str) -> Condition:
