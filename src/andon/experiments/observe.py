@@ -89,16 +89,21 @@ def _tool_failures(item: Any) -> Iterable[tuple[bool, str]]:
     """Tool results anywhere in one transcript event: (failed?, their text)."""
     if isinstance(item, dict):
         if "is_error" in item and item.get("type") in ("tool_result", None):
-            yield bool(item["is_error"]), json.dumps(item.get("content", ""))
+            yield bool(item["is_error"]), _text(item.get("content", ""))
         elif isinstance(item.get("exit_code"), int):
-            yield item["exit_code"] != 0, json.dumps(item.get("aggregated_output")
-                                                     or item.get("output") or "")
+            yield item["exit_code"] != 0, _text(item.get("aggregated_output")
+                                                or item.get("output") or "")
         for value in item.values():
             if isinstance(value, (dict, list)):
                 yield from _tool_failures(value)
     elif isinstance(item, list):
         for value in item:
             yield from _tool_failures(value)
+
+
+def _text(value: Any) -> str:
+    """A tool result's text as the agent saw it (content blocks joined)."""
+    return value if isinstance(value, str) else json.dumps(value)
 
 
 def observe(outcome: str, gates: Sequence[Mapping[str, Any]],
