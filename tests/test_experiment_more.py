@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from experiment_agents import project, spec_file
 
-from andon.agents import Agent, AgentRun, StageContext
+from andon.agents import Agent, AgentRun, ScriptedAgent, StageContext
 from andon.config import load_config
 from andon.errors import ConfigError, UsageError
 from andon.experiments.experiment import Experiment
@@ -26,7 +26,7 @@ from andon.usage import Usage
 from andon.workspace import Repo
 
 import fakes
-from helpers import GIT_ENV, MUL_CODE, andon
+from helpers import GIT_ENV, MUL_CODE, accept_review, andon
 
 TESTS = Path(__file__).parent
 
@@ -98,11 +98,16 @@ class Costly(Agent):
                               cost_source="reported"))
 
 
+def costly(good: bool):
+    """The factory of Experiment: Costly for the work, the accepting reviewer for review."""
+    return lambda cond, review: ScriptedAgent(accept_review) if review else Costly(good)
+
+
 def test_total_budget_stops_starting_runs(tmp_path):
     root = project(tmp_path / "proj", n=2)
     path = spec_file(root, {"A": "good", "B": "good"}, repeats=2,
                      extra="[budget]\ntotal_usd = 0.25\n", name="budget")
-    exp, progress = run_experiment(root, path, lambda cond, review: Costly(True))
+    exp, progress = run_experiment(root, path, costly(True))
     assert progress.planned == 8
     assert len(progress.recorded) == 3  # 0.1 + 0.1 + 0.1 >= 0.25: no fourth run started
     assert progress.stopped and "0.25" in progress.stopped
@@ -116,8 +121,9 @@ def test_per_run_budget_stops_a_retry_as_unresolved_not_error(tmp_path):
     text = path.read_text().replace('name = "A"\n', 'name = "A"\nretries = 1\n'
                                     'stages = ["implement"]\n')
     path.write_text(text)
-    exp, _ = run_experiment(root, path, lambda cond, review: Costly(False))
+    exp, _ = run_experiment(root, path, costly(False))
     row, = export_rows(exp.store, "perrun")
+    assert row["outcome"] != "error", row["failure_summary"]
     assert row["outcome"] == "unresolved" and row["failure_gate"] == "budget"
     assert row["attempts"] == 2 and row["cost_usd"] == pytest.approx(0.1)
 

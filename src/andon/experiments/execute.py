@@ -34,7 +34,6 @@ from ..agents import EXTERNAL, Agent, AgentRun, StageContext, external_class, ma
 from ..attempt import Attempt
 from ..config import Config
 from ..gates.base import GateResult
-from ..outcome import fail as record_failure
 from ..packet import Packet
 from ..retry import previous_failure
 from ..store import Store, now
@@ -235,7 +234,10 @@ def _attempts(inputs: RunInputs, key: RunKey, cond: Condition, clone: Repo, stor
         failure = result.failure
         if failure is None or _is_error(failure) or n == cond.retries:
             break
-        record_failure(store, packet, row, failure, lambda s: None)
+        # what the next attempt's prompt shows (retry.previous_failure reads failed
+        # attempts); the packet's own state machine is not involved: nothing merges here
+        store.update_attempt(row["id"], state="failed", ended_at=now(),
+                             failure_layer=failure.layer, reason=failure.summary)
     assert result is not None  # at least one attempt ran
     failure = result.failure
     outcome = "resolved" if failure is None else "error" if _is_error(failure) \
