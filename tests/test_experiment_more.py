@@ -37,6 +37,7 @@ def run_experiment(root: Path, path: Path, factory=None, **kw):
     return exp, exp.run(**kw)
 
 
+@pytest.mark.e2e
 def test_conditions_through_fake_claude_and_codex_cost_and_tokens_per_condition(tmp_path):
     root = project(tmp_path / "proj", n=1)
     bin_dir = tmp_path / "bin"
@@ -103,6 +104,7 @@ def costly(good: bool):
     return lambda cond, review: ScriptedAgent(accept_review) if review else Costly(good)
 
 
+@pytest.mark.e2e
 def test_total_budget_stops_starting_runs(tmp_path):
     root = project(tmp_path / "proj", n=2)
     path = spec_file(root, {"A": "good", "B": "good"}, repeats=2,
@@ -115,6 +117,7 @@ def test_total_budget_stops_starting_runs(tmp_path):
     assert s["done"] == 3 and s["left"] == 5 and s["spent_usd"] == pytest.approx(0.3)
 
 
+@pytest.mark.e2e
 def test_per_run_budget_stops_a_retry_as_unresolved_not_error(tmp_path):
     root = project(tmp_path / "proj", n=1)
     path = spec_file(root, {"A": "bad"}, extra="[budget]\nrun_usd = 0.05\n", name="perrun")
@@ -128,6 +131,7 @@ def test_per_run_budget_stops_a_retry_as_unresolved_not_error(tmp_path):
     assert row["attempts"] == 2 and row["cost_usd"] == pytest.approx(0.1)
 
 
+@pytest.mark.e2e
 def test_errors_are_retried_only_on_request_and_the_old_run_is_kept(tmp_path, monkeypatch):
     root = project(tmp_path / "proj", n=1)
     markers = tmp_path / "markers"
@@ -147,6 +151,7 @@ def test_errors_are_retried_only_on_request_and_the_old_run_is_kept(tmp_path, mo
     assert [(r["outcome"], r["superseded"]) for r in every] == [("error", 1), ("resolved", 0)]
 
 
+@pytest.mark.e2e
 def test_invalid_packet_refused_unless_allowed(tmp_path):
     root = project(tmp_path / "proj", n=1)
     sol = root / "packets" / "P1-mul" / "solution" / "src/calc/ops.py"

@@ -40,6 +40,7 @@ def by_key(rows):
     return {(r["task"], r["condition"], r["repeat"]): r for r in rows}
 
 
+@pytest.mark.e2e  # the shared fixture runs eight real attempts
 def test_outcomes_resolved_unresolved_and_error_apart(ran):
     root, _path, exp, progress = ran
     assert progress.planned == 8 and len(progress.recorded) == 8
@@ -57,6 +58,7 @@ def test_outcomes_resolved_unresolved_and_error_apart(ran):
     assert git(root, "status", "--porcelain").strip() == ""
 
 
+@pytest.mark.e2e  # the shared fixture runs eight real attempts
 def test_observations_false_claim_and_extra_files(ran):
     _, _, exp, _ = ran
     rows = by_key(export_rows(exp.store, "exp"))
@@ -68,6 +70,7 @@ def test_observations_false_claim_and_extra_files(ran):
     assert rows["P1", "good", 0]["extra_files"] == 0
 
 
+@pytest.mark.e2e  # the shared fixture runs eight real attempts
 def test_export_csv_is_read_by_compare(ran, tmp_path):
     from andon.experiments.compare import as_dict, compare
     from andon.experiments.runs import read_csv
@@ -87,6 +90,7 @@ def test_export_csv_is_read_by_compare(ran, tmp_path):
     assert result["pairs"][0]["table"]["only_a"] == 2
 
 
+@pytest.mark.e2e  # the shared fixture runs eight real attempts
 def test_status_counts_and_json(ran):
     _, _, exp, _ = ran
     s = status(exp.store, "exp")
@@ -96,6 +100,7 @@ def test_status_counts_and_json(ran):
     json.dumps(s)
 
 
+@pytest.mark.e2e  # the shared fixture runs eight real attempts
 def test_running_again_skips_finished_runs_and_more_repeats_add_runs(ran):
     root, path, exp, _ = ran
     again = experiment(root, path).run()
