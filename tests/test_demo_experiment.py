@@ -92,3 +92,22 @@ def _chromium_lays_out_plots(tmp_path, page: str) -> None:
     for cls, width, height, _marks in plots:
         assert width > 300 and height > 80, (cls, width, height)
     assert plots[0][3] > 0  # the rates plot drew its intervals and dots
+
+
+def test_the_demo_agents_provider_failure_is_an_environment_failure(tmp_path, monkeypatch):
+    """A "provider failure" of the seeded agent must reach the report as `error`: nothing
+    changed, exit 1 and no output token — the `agent` gate's rule (found in the full demo,
+    where it came out as `unresolved` while the failure still reported output tokens)."""
+    import andon.demo.experiment as demo_experiment
+    from andon.agents import StageContext
+    from andon.demo import build_project
+    from andon.gates.agent import could_not_work
+    from andon.packet import load_packets
+    monkeypatch.setattr(demo_experiment, "ERROR_RATE", 1.0)
+    root = build_project(tmp_path / "ledger")
+    packet = {p.id: p for p in load_packets(root / "packets", root)}["B01"]
+    ctx = StageContext(packet, "implement", 1, root, "prompt", tmp_path / "p.md", tmp_path, 10)
+    run = demo_experiment.SeededAgent(0.5).run(ctx)
+    result = could_not_work(run, "implement", False)
+    assert run.exit_status == 1 and result is not None
+    assert (result.gate, result.layer) == ("agent", "environment")

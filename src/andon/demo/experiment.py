@@ -59,9 +59,13 @@ class SeededAgent(Agent):
         if claim is None:
             status, claim = 1, "ConnectionError: 503 from the model provider"
         transcript.write_text(claim + "\n", encoding="utf-8")
+        if status:  # the provider answered nothing: no tokens, no cost (the `agent` gate)
+            return AgentRun(self.name, status, False, time.monotonic() - started, transcript,
+                            claim, Usage(model="demo-model", input_tokens=0, output_tokens=0,
+                                         cost_usd=0.0, cost_source="reported"))
         turns = rng.randint(2, 8)
         input_tokens = (len(ctx.prompt) // 4 + 2_000) * turns
-        output_tokens = rng.randint(300, 1_500) * (1 if status else turns // 2 + 1)
+        output_tokens = rng.randint(300, 1_500) * (turns // 2 + 1)
         usage = Usage(model="demo-model", input_tokens=input_tokens,
                       output_tokens=output_tokens, turns=turns,
                       cost_usd=round(input_tokens * PRICE_IN + output_tokens * PRICE_OUT, 6),
