@@ -42,7 +42,7 @@ t9,B,resolved,1,100,10,5,m
 """
 
 TOP_KEYS = {"source", "baseline", "conditions", "pairs", "seed", "resamples", "confidence",
-            "ignored_columns", "pairing_rule"}
+            "ignored_columns", "pairing_rule", "observations"}
 PAIR_KEYS = {"a", "b", "tasks", "dropped", "rate_a", "rate_b", "table", "ratios", "repeats",
              "rows", "regressions", "cost_increases"}
 RATE_KEYS = {"condition", "resolved", "runs", "errors", "rate", "low", "high", "tasks"}

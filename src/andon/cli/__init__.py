@@ -5,8 +5,8 @@ Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked 
 3 preflight failed (the integration head does not pass its own suite).
 
 One module per group of verbs: ``setup`` (init, check, doctor, demo), ``line`` (run, status,
-show), ``decide`` (approve, reject, unblock), ``experiments`` (compare), ``validate``,
-``serve`` (the dashboard);
+show), ``decide`` (approve, reject, unblock), ``experiments`` (compare, experiment
+run/status/export), ``validate``, ``serve`` (the dashboard);
 ``common`` holds what they share.
 """
 
@@ -46,7 +46,7 @@ def main(ctx: click.Context, repo: str) -> None:
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
-                validate, context, serve):
+                validate, context, serve, experiments.experiment):
     main.add_command(command)
 
 __all__ = ["main"]

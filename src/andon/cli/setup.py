@@ -257,12 +257,23 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
                    "a person so that you can approve it in the page.")
 @click.option("--port", type=click.IntRange(0, 65535), default=0, show_default=True,
               help="With --serve: the port on 127.0.0.1 (0: a free one).")
-def demo(where: Path | None, agent: str, serve_after: bool, port: int) -> None:
+@click.option("--experiment", is_flag=True,
+              help="Instead: the example experiment, conditions A-H (staged prompt controls) "
+                   "on the demo packets with seeded scripted agents, ending with the HTML "
+                   "report (docs/experiments.md).")
+def demo(where: Path | None, agent: str, serve_after: bool, port: int,
+         experiment: bool) -> None:
     """Build a small example project with packets and run it with scripted agents:
     honest ones merged, cheats caught, a repeated failure halting the line.
 
     Exits 0 only if every outcome is the expected one.
     """
+    if experiment and serve_after:
+        fail("--experiment and --serve do not combine: the experiment ends with its HTML "
+             "report; `andon serve` shows a run's board")
+    if experiment:
+        from ..demo.experiment import run_experiment_demo
+        sys.exit(run_experiment_demo(common.out, where))
     from ..demo import run_demo
     if serve_after:
         from ..web import missing

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ..errors import UsageError
 from ..suggest import hint
-from . import stats
+from . import observed, stats
 from .runs import RunTable
 
 RATIO_METRICS = ("cost_usd", "input_tokens", "output_tokens", "total_tokens", "wall_s",
@@ -163,6 +163,7 @@ class Comparison:
     confidence: float
     ignored_columns: list[str]
     pairing_rule: str = PAIRING_RULE
+    observations: list[dict] = field(default_factory=list)  # observed.summarise
 
 
 def _cells(table: RunTable) -> dict[str, dict[str, Cell]]:
@@ -325,7 +326,8 @@ def compare(table: RunTable, baseline: str, candidate: str | None = None, *,
             pair.table.p_holm = p
     summaries = [_rate(c, list(cells[c].values()), confidence) for c in conditions]
     return Comparison(table.source, baseline, summaries, pairs, seed, resamples, confidence,
-                      list(table.ignored_columns))
+                      list(table.ignored_columns),
+                      observations=observed.summarise(table, confidence))
 
 
 def as_dict(comparison: Comparison) -> dict:

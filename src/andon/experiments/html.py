@@ -56,6 +56,15 @@ resamples; {{ conf }}% intervals.{% if c.ignored_columns %} Ignored columns:
 <td>{% if r.runs %}[{{ pct(r.low) }}, {{ pct(r.high) }}]{% else %}–{% endif %}</td></tr>
 {% endfor %}</table>
 {{ rates_svg }}
+{% if c.observations %}<h2>Observations</h2>
+<p class="note">Share of each condition's valid runs in which the harness saw it at least
+once (Wilson {{ conf }}% interval), and the total count; rules in docs/experiments.md.</p>
+<table id="observations"><tr><th>condition</th><th>observation</th><th>runs</th><th>seen</th>
+<th>rate</th><th>{{ conf }}% CI (Wilson)</th><th>total</th></tr>
+{% for o in c.observations %}<tr><td>{{ o.condition }}</td><td>{{ o.observation }}</td>
+<td>{{ o.runs }}</td><td>{{ o.seen }}</td><td>{{ pct(o.rate) }}</td>
+<td>[{{ pct(o.low) }}, {{ pct(o.high) }}]</td><td>{{ o.total }}</td></tr>
+{% endfor %}</table>{% endif %}
 {% for s in sections %}{% set p = s.pair %}
 <h2>{{ p.b }} against {{ p.a }}</h2>
 <p>{{ p.tasks }} tasks compared, {{ p.dropped|length }} dropped.</p>

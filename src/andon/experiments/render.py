@@ -92,6 +92,17 @@ def render_terminal(comparison: Comparison, console: Console, task_rows: int = 2
                       str(r.resolved), pct(r.rate),
                       f"[{pct(r.low)}, {pct(r.high)}]" if r.runs else "–")
     console.print(conds)
+    if c.observations:
+        obs = Table(title="Observations (share of valid runs where seen; Wilson 95% CI)",
+                    box=box.SIMPLE_HEAD, title_justify="left")
+        for name in ("condition", "observation", "runs", "seen", "rate", "95% CI", "total"):
+            obs.add_column(name, justify="left" if name in ("condition", "observation")
+                           else "right")
+        for o in c.observations:
+            obs.add_row(escape(o["condition"]), o["observation"], str(o["runs"]),
+                        str(o["seen"]), pct(o["rate"]), f"[{pct(o['low'])}, {pct(o['high'])}]",
+                        str(o["total"]))
+        console.print(obs)
     for pair in c.pairs:
         _pair(pair, console, task_rows)
 

@@ -13,7 +13,9 @@ compared by building the same table from the store. The CSV columns (docs/experi
 - ``cost_usd``, ``input_tokens``, ``output_tokens``, ``cache_read_tokens``,
   ``cache_write_tokens``, ``wall_s``, ``tool_s`` — numbers >= 0; empty (or ``NA``, ``nan``,
   ``null``, ``None``) means not known, never 0. Tokens follow andon's convention
-  (:mod:`andon.usage`): input includes the cache reads and writes.
+  (:mod:`andon.usage`): input includes the cache reads and writes;
+- the observations of :mod:`andon.experiments.observe` (``false_claim``, ``scope_violations``
+  ...) — counts >= 0 or ``true``/``false``; empty means not observed.
 
 Other columns are kept out of the table and listed in ``ignored_columns``.
 """
@@ -28,12 +30,13 @@ from pathlib import Path
 
 from ..errors import Problem, UsageError
 from ..suggest import closest
+from .observe import OBSERVATIONS
 
 OUTCOMES = ("resolved", "unresolved", "error")
 METRICS = ("cost_usd", "input_tokens", "output_tokens", "cache_read_tokens",
            "cache_write_tokens", "wall_s", "tool_s")
 REQUIRED = ("task", "condition")
-KNOWN = (*REQUIRED, "resolved", "outcome", "repeat", *METRICS)
+KNOWN = (*REQUIRED, "resolved", "outcome", "repeat", *METRICS, *OBSERVATIONS)
 TRUE = {"true", "1", "yes", "y", "t"}
 FALSE = {"false", "0", "no", "n", "f"}
 MISSING = {"", "na", "n/a", "nan", "null", "none"}
@@ -62,6 +65,8 @@ class Run:
     outcome: str
     metrics: dict[str, float | None] = field(hash=False)  # a dict: compared, not hashed
     origin: str = ""
+    # observation name -> count (a true/false one as 1/0), None when not observed
+    observations: dict[str, int | None] = field(default_factory=dict, hash=False)
 
     @property
     def valid(self) -> bool:
@@ -224,9 +229,20 @@ def _row(values: dict[str, str], col: dict[str, int], line: int, problems: _Prob
             bad(name, "a number >= 0 (or empty when not known)")
             continue
         metrics[name] = number
+    observed: dict[str, int | None] = {}
+    for name in OBSERVATIONS:
+        raw = values.get(name, "").lower()
+        if name not in col or raw in MISSING:
+            continue
+        if raw in TRUE or raw in FALSE:
+            observed[name] = int(raw in TRUE)
+        elif raw.isdigit():
+            observed[name] = int(raw)
+        else:
+            bad(name, "a count >= 0 or true/false (or empty when not observed)")
     if len(problems.found) + problems.more > before:
         return None
-    return Run(values["task"], values["condition"], repeat, outcome, metrics, origin)
+    return Run(values["task"], values["condition"], repeat, outcome, metrics, origin, observed)
 
 
 def table_from_runs(runs: Iterable[Run], source: str) -> RunTable:

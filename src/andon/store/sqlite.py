@@ -17,7 +17,6 @@ import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +24,10 @@ from .. import lifecycle
 from ..errors import StoreError
 from ..usage import Usage
 from .claims import Claims
-
-
-def now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds")
-
+from .dashboard import DashboardReads
+from .experiment_rows import ExperimentRows
+from .rows import now
+from .rows import row_dict as _row
 
 # Each migration is one SQL script, applied once, in order, in its own transaction.
 MIGRATIONS: list[str] = [
@@ -96,10 +94,25 @@ MIGRATIONS: list[str] = [
             packet_id TEXT PRIMARY KEY REFERENCES packets(id), worker TEXT NOT NULL,
             claimed_at TEXT NOT NULL, expires_at TEXT NOT NULL);
     """,
+    # Experiments (issue 17): one row per experiment file run here, one per finished run
+    # (written whole when the run ends, so a killed experiment loses no finished run);
+    # an error run retried is kept, marked superseded.
+    """
+        CREATE TABLE experiments (
+            name TEXT PRIMARY KEY, source TEXT NOT NULL, spec TEXT NOT NULL,
+            created_at TEXT NOT NULL, updated_at TEXT NOT NULL);
+        CREATE TABLE experiment_runs (
+            id INTEGER PRIMARY KEY, experiment TEXT NOT NULL REFERENCES experiments(name),
+            task TEXT NOT NULL, condition TEXT NOT NULL, repeat INTEGER NOT NULL,
+            outcome TEXT NOT NULL, superseded INTEGER NOT NULL DEFAULT 0,
+            data TEXT NOT NULL, started_at TEXT NOT NULL, ended_at TEXT NOT NULL);
+        CREATE INDEX experiment_runs_key ON experiment_runs(experiment, task, condition,
+            repeat);
+    """,
 ]
 
 
-class Store(Claims):
+class Store(Claims, DashboardReads, ExperimentRows):
     """Open (creating and migrating if needed) the store at ``path``.
 
     Raises:
@@ -329,71 +342,3 @@ class Store(Claims):
         the fork this process has no connection at all (workers.py)."""
         self.db.close()
         self.db = Store(self.path).db
-
-    # -- whole-store reads for the dashboard (web/views.py): a few queries, not one per packet
-
-    def packet_states(self) -> list[dict[str, Any]]:
-        """``{"id", "slug", "state", "updated_at"}`` of every packet, by id (no definition)."""
-        return [dict(r) for r in self.db.execute(
-            "SELECT id, slug, state, updated_at FROM packets ORDER BY id")]
-
-    def all_attempts(self) -> list[dict[str, Any]]:
-        """Every attempt (all columns), by packet id then number."""
-        return [_row(r) for r in self.db.execute(
-            "SELECT * FROM attempts ORDER BY packet_id, n")]
-
-    def all_stage_usage(self) -> list[dict[str, Any]]:
-        """``{"attempt_id", "usage" (dict or None), "duration_s"}`` of every stage run."""
-        return [_row(r) for r in self.db.execute(
-            "SELECT attempt_id, usage, duration_s FROM stage_runs ORDER BY id")]
-
-    def gate_statuses(self, attempt_ids: list[int]) -> list[dict[str, Any]]:
-        """``{"attempt_id", "gate", "status"}`` of those attempts' gates, in the order run;
-        the evidence is not read."""
-        out: list[dict[str, Any]] = []
-        for i in range(0, len(attempt_ids), 500):  # SQLite's limit on bound parameters
-            chunk = attempt_ids[i:i + 500]
-            out += [dict(r) for r in self.db.execute(
-                "SELECT attempt_id, gate, status FROM gate_results WHERE attempt_id IN "
-                f"({','.join('?' * len(chunk))}) ORDER BY id", chunk)]
-        return out
-
-    def recent_events(self, packet_id: str | None = None, kind: str | None = None,
-                      limit: int = 500) -> tuple[list[dict[str, Any]], int]:
-        """The newest ``limit`` events (of one packet and/or kind if named), newest first,
-        and how many there are in all."""
-        where = [(c, v) for c, v in (("packet_id", packet_id), ("kind", kind)) if v]
-        cond = (" WHERE " + " AND ".join(f"{c} = ?" for c, _ in where)) if where else ""
-        args = tuple(v for _, v in where)
-        rows = [_row(r) for r in self.db.execute(
-            f"SELECT * FROM events{cond} ORDER BY id DESC LIMIT ?", (*args, limit))]
-        return rows, self.db.execute(f"SELECT COUNT(*) FROM events{cond}", args).fetchone()[0]
-
-    def change_mark(self) -> str:
-        """A short text that changes whenever an event, attempt, stage run, gate result or
-        packet is added or a packet changes state (the newest ids and times): the dashboard's
-        board answers "nothing new" without reading the rows. An attempt updated without any
-        event is seen with the next event."""
-        row = self.db.execute(
-            "SELECT (SELECT MAX(id) FROM events), (SELECT MAX(id) FROM attempts),"
-            " (SELECT MAX(id) FROM stage_runs), (SELECT MAX(id) FROM gate_results),"
-            " (SELECT COUNT(*) FROM packets), (SELECT MAX(updated_at) FROM packets)").fetchone()
-        return "-".join(str(v) for v in row)
-
-    def event_facets(self) -> tuple[list[str], list[str]]:
-        """(the event kinds there are, the packet ids that have events), sorted."""
-        kinds = [r[0] for r in self.db.execute("SELECT DISTINCT kind FROM events ORDER BY 1")]
-        packets = [r[0] for r in self.db.execute(
-            "SELECT DISTINCT packet_id FROM events WHERE packet_id IS NOT NULL ORDER BY 1")]
-        return kinds, packets
-
-_JSON_COLUMNS = {"definition", "evidence", "data", "usage", "errors", "document",
-                 "downgraded_because"}
-
-
-def _row(row: sqlite3.Row) -> dict[str, Any]:
-    out = dict(row)
-    for key in _JSON_COLUMNS & out.keys():
-        if isinstance(out[key], str):
-            out[key] = json.loads(out[key])
-    return out

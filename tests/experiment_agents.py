@@ -1,0 +1,93 @@
+"""Scripted agents for the experiment tests (importable as ``scripted:experiment_agents:NAME``
+with tests/ on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from andon.agents import StageContext
+from andon.experiments.execute import current_run
+
+from helpers import CALC, MUL_CODE, git, make_project, mul_packet, write
+
+WRONG_MUL = "\n\ndef mul(a, b):\n    return a + b\n"
+
+
+def good(ctx: StageContext) -> str:
+    write(ctx, "src/calc/ops.py", MUL_CODE, append=True)
+    return "implemented mul; all tests pass"
+
+
+def bad(ctx: StageContext) -> str:
+    """Wrong code, claims success: a false claim."""
+    write(ctx, "src/calc/ops.py", WRONG_MUL, append=True)
+    return "Done! mul works and every test passes."
+
+
+def honest_bad(ctx: StageContext) -> str:
+    """Wrong code, and says it could not finish: no false claim."""
+    write(ctx, "src/calc/ops.py", WRONG_MUL, append=True)
+    return "I could not make the tests pass."
+
+
+def sprawling(ctx: StageContext) -> str:
+    """Right code, and an extra file the reference solution does not touch."""
+    write(ctx, "src/calc/ops.py", MUL_CODE, append=True)
+    write(ctx, "src/calc/notes.py", "# 1\n# 2\n# 3\n")
+    return "done"
+
+
+def provider_down(ctx: StageContext) -> str:
+    """The provider fails: nothing changed, non-zero exit (the `agent` gate: environment)."""
+    raise ConnectionError("503 from the provider")
+
+
+def down_on_first_repeat(ctx: StageContext) -> str:
+    run = current_run()
+    assert run is not None
+    marker = Path(os.environ["EXP_MARKER_DIR"]) / run[0].slug
+    if not marker.exists():
+        marker.write_text("failed once")
+        raise ConnectionError("503 from the provider")
+    return good(ctx)
+
+
+def slow_good(ctx: StageContext) -> str:
+    """Good, but only after a marker file appears: lets a test kill the experiment while a
+    run is in flight."""
+    run = current_run()
+    assert run is not None
+    gate = Path(os.environ["EXP_MARKER_DIR"])
+    (gate / f"started-{run[0].slug}").write_text("")
+    if run[0].repeat >= 1:
+        deadline = time.monotonic() + 120
+        while not (gate / "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+    return good(ctx)
+
+
+# -- projects and experiment files ------------------------------------------------
+
+def project(root: Path, n: int = 2) -> Path:
+    make_project(root, {f"P{i}-mul": mul_packet(f"P{i}") for i in range(1, n + 1)})
+    for i in range(1, n + 1):
+        sol = root / "packets" / f"P{i}-mul" / "solution" / "src/calc/ops.py"
+        sol.parent.mkdir(parents=True)
+        sol.write_text(CALC + MUL_CODE)
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "solutions")
+    return root
+
+
+def spec_file(root: Path, conditions: dict[str, str], repeats: int = 1, extra: str = "",
+              name: str = "exp") -> Path:
+    text = f'name = "{name}"\nrepeats = {repeats}\nseed = 7\n{extra}\n'
+    for cname, fn in conditions.items():
+        text += (f'\n[[conditions]]\nname = "{cname}"\n'
+                 f'agent = "scripted:experiment_agents:{fn}"\n'
+                 'reviewer = "scripted:helpers:accept_review"\n')
+    path = root.parent / f"{name}.toml"
+    path.write_text(text)
+    return path
