@@ -115,3 +115,21 @@ def test_every_record_reads_back_the_same(store_target):
     s.event("note", "P1", a["id"], {"x": [1, 2]})
     assert s.events("P1", "note")[0]["data"] == {"x": [1, 2]}
     assert [p["id"] for p in s.packets()] == ["P1"]
+
+
+def test_experiment_rows_read_back_the_same_on_both_backends(store_target):
+    """An experiment and its runs (issue 17): the spec and a run's data come back decoded, a
+    run's id is returned (PostgreSQL has no lastrowid: RETURNING id), a retried error run is
+    kept but superseded."""
+    s = store_target.open()
+    s.upsert_experiment("e1", "exp.toml", {"repeats": 2})
+    s.upsert_experiment("e1", "exp.toml", {"repeats": 3})        # updated, not duplicated
+    assert [(e["name"], e["spec"]) for e in s.experiments()] == [("e1", {"repeats": 3})]
+    first = s.add_experiment_run("e1", "P1", "A", 0, "error", {"cost_usd": 0.25}, "t0")
+    second = s.add_experiment_run("e1", "P1", "A", 0, "resolved", {"cost_usd": 1.5}, "t1",
+                                  supersedes=first)
+    assert second != first and isinstance(second, int)
+    runs = s.experiment_runs("e1")
+    assert [(r["id"], r["outcome"], r["data"]) for r in runs] == \
+        [(second, "resolved", {"cost_usd": 1.5})]
+    assert len(s.experiment_runs("e1", superseded=True)) == 2
