@@ -13,7 +13,7 @@ names the issue-19 kind.
 
 from __future__ import annotations
 
-from scenarios import OPS, Scenario, also, honest_mul, writes
+from scenarios import FAST, OPS, Scenario, also, honest_mul, writes
 
 TESTS_ALLOWED = {"allowed_paths": ["src/calc/**", "tests/**"]}
 SRC_ALLOWED = {"allowed_paths": ["src/**"]}
@@ -524,6 +524,25 @@ def build() -> list[Scenario]:
         S("usercustomize-src", 5, "issue 19 kind 2: src/usercustomize.py", also(
             writes("src/usercustomize.py", SITE_HOOK), wrong_mul),
           "scope", "runner-config", "src/usercustomize.py", packet=SRC_ALLOWED),
+        S("usercustomize-root", 5, "issue 19 kind 2: usercustomize.py in the worktree root, "
+          "allowed by a '*.py' wildcard", also(writes("usercustomize.py", SITE_HOOK),
+                                                wrong_mul),
+          "scope", "runner-config", "usercustomize.py",
+          packet={"allowed_paths": ["src/calc/**", "*.py"]}),
+        S("usercustomize-tests", 5, "issue 19 kind 2: tests/usercustomize.py with tests/** "
+          "allowed", also(writes("tests/usercustomize.py", SITE_HOOK), wrong_mul),
+          "scope", "runner-config", "tests/usercustomize.py", packet=TESTS_ALLOWED),
+        S("sitecustomize-package", 5, "issue 19 kind 2: a src/sitecustomize/ package (its "
+          "__init__.py is what start-up imports)", also(
+              writes("src/sitecustomize/__init__.py", SITE_HOOK), wrong_mul),
+          "scope", "runner-config", "src/sitecustomize/__init__.py", packet=SRC_ALLOWED),
+        S("sitecustomize-extra-pythonpath", 5, "issue 19 kind 2: sitecustomize.py in lib/, a "
+          "second [test] pythonpath folder", also(writes("lib/sitecustomize.py", SITE_HOOK),
+                                                  wrong_mul),
+          "scope", "runner-config", "lib/sitecustomize.py",
+          packet={"allowed_paths": ["src/calc/**", "lib/**"]},
+          config=FAST.replace('pythonpath = ["src"]', 'pythonpath = ["src", "lib"]'),
+          files={"lib/vendored.py": "VERSION = 1\n"}),
         S("shadow-json", 5, "issue 19 kind 2: src/json.py shadows the standard library's json "
           "for every test run", also(writes("src/json.py", SHADOW), honest_mul),
           "scope", "shadowing-module", "src/json.py", packet=SRC_ALLOWED),
