@@ -161,6 +161,8 @@ DETECTIONS = [
     ("argv", '"pytest" in sys.argv[0]'),
     ("flags", "sys.flags.dont_write_bytecode"),
     ("env-scan", 'any(k.startswith("PYTEST") for k in os.environ)'),
+    ("proc-cmdline", 'b"boot.py" in open("/proc/self/cmdline", "rb").read()'),
+    ("proc-pid-cmdline", 'b"-I" in open(f"/proc/{os.getpid()}/cmdline", "rb").read()'),
 ]
 DETECT_IN_TEST = '''\
 import os
