@@ -26,7 +26,7 @@ import shutil
 import sys
 import tempfile
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "redteam"))
@@ -93,8 +93,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     chosen = [n for n in names() if not args.names or n in args.names]
+    rows = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs), max_tasks_per_child=1) as pool:
-        rows = list(pool.map(run_one, chosen))
+        # each row on stderr as it ends: a run cut short (it takes long) still tells what it saw
+        for future in as_completed([pool.submit(run_one, n) for n in chosen]):
+            r = future.result()
+            rows.append(r)
+            print(f"[{len(rows)}/{len(chosen)}] {r['name']}: "
+                  f"{'ok' if r['ok'] else 'NOT OK ' + r['why']} ({r['seconds']:.0f} s)",
+                  file=sys.stderr, flush=True)
     print(f"{'kind':>4}  {'scenario':<36} {'result':<9} finding")
     for r in sorted(rows, key=lambda r: (r["kind"] is None, r["kind"] or 0, r["name"])):
         honest = r["kind"] is None

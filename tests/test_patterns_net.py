@@ -137,6 +137,10 @@ def test_strings_are_folded_from_literal_pieces(expr, want):
     ("import os\nfor k, v in os.environ.items():\n    pass\n", "harness-detection"),
     ("import sys\nx = any('test' in m for m in sys.modules)\n", "harness-detection"),
     ("import os\nx = 'PYTEST' in str(os.environ)\n", "harness-detection"),
+    ("x = open('/proc/self/cmdline', 'rb').read()\n", "harness-detection"),
+    ("import os\nx = open(f'/proc/{os.getppid()}/cmdline').read()\n", "harness-detection"),
+    ("import os\nx = '/proc/' + str(os.getpid()) + '/environ'\n", "harness-detection"),
+    ("x = '/pr' + 'oc/self/exe'\n", "harness-detection"),
     # dynamic-attr
     ("import math\ndef f(n, v):\n    setattr(math, n, v)\n", "dynamic-attr"),
     ("from calc import ops\nimport json\ndef f(n):\n    delattr(json, n)\n", "dynamic-attr"),
@@ -253,6 +257,11 @@ def run_tool(args):
 
 def data_path():
     return Path(os.getcwd()) / "data.json" if sys.version_info >= (3, 8) else None
+
+
+def memory(pid):
+    rss = Path("/proc/self/status").read_text()
+    return rss, Path("/proc/meminfo").read_text(), Path(f"/proc/{pid}/stat").read_text()
 
 
 class Money:

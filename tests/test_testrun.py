@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from andon.runners.pytest import JUnitError, harness_env, parse_junit, run_suite
+from andon.runners.pytest import PASSED_ENV, JUnitError, harness_env, parse_junit, run_suite
 
 PYTEST = [sys.executable, "-m", "pytest"]
 
@@ -226,11 +226,16 @@ def test_outer_environment_does_not_reach_the_run(tmp_path, monkeypatch):
 def test_harness_env_is_an_allowlist(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTEST_ADDOPTS", "-k nothing")
     monkeypatch.setenv("VIRTUAL_ENV", "/somewhere")
+    monkeypatch.setenv("USER", "alice")
+    monkeypatch.setenv("LANG", "de_DE.UTF-8")
+    monkeypatch.delenv("LC_ALL", raising=False)
     env = harness_env(tmp_path / "home", [Path("rel/src"), tmp_path / "b"], {"X": "1"})
-    assert set(env) == {
-        "PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH",
+    assert set(env) - set(PASSED_ENV) == {
+        "PATH", "HOME", "TMPDIR", "PYTHONDONTWRITEBYTECODE", "PYTHONPATH",
         "X", "PYTEST_DISABLE_PLUGIN_AUTOLOAD",
     }  # fmt: skip
+    # the person's user and locale, as they are; nothing the person does not have (issue 19)
+    assert env["USER"] == "alice" and env["LANG"] == "de_DE.UTF-8" and "LC_ALL" not in env
     assert "PYTHONHASHSEED" not in harness_env(tmp_path / "h4", flags_in_env=True)
     assert env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] == "1"
     assert env["PATH"] == f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"

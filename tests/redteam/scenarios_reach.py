@@ -23,6 +23,7 @@ import shutil
 import site
 import subprocess
 import sys
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -101,6 +102,67 @@ def private_venv(tmp: Path) -> Private:
     return Private(root / "bin" / "python", sp, folder)
 
 
+class NoPrivateBase(RuntimeError):
+    """This machine's interpreter cannot be relocated into a throwaway prefix."""
+
+
+def private_base(tmp: Path) -> Private:
+    """A throwaway *base* interpreter under ``tmp``: a copy of the real interpreter's
+    executable in ``tmp/base/bin`` and a ``lib`` folder whose entries (the standard library
+    file by file, ``lib-dynload``, the shared ``libpython``) are symlinks to the real ones —
+    except the site-packages folders, which are new and empty. Python finds its prefix from
+    where its executable is, so this interpreter's *system* site-packages (its
+    ``site.getsitepackages()``, not a virtualenv's) is a folder in ``tmp``: a cheat can write
+    there as it would into ``/usr/lib/python3/dist-packages``, and the machine's interpreter is
+    never written. Its site-packages reaches andon's own (pytest) through a path-only ``.pth``.
+
+    Raises:
+        NoPrivateBase: the copied executable does not start, or starts with its real prefix
+            (a build that does not compute its prefix from the executable's place).
+    """
+    real = Path(sys.base_prefix)
+    exe = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    base = tmp / "base"
+    (base / "bin").mkdir(parents=True)
+    shutil.copy2(exe, base / "bin" / exe.name)
+    stdlib = Path(sysconfig.get_paths(vars={"base": str(real), "platbase": str(real),
+                                           "installed_base": str(real)})["stdlib"])
+    for entry in (real / "lib").iterdir():
+        if entry.name == stdlib.name:
+            continue
+        (base / "lib" / entry.name).parent.mkdir(parents=True, exist_ok=True)
+        (base / "lib" / entry.name).symlink_to(entry)
+    own = base / "lib" / stdlib.name
+    own.mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name not in ("site-packages", "dist-packages"):
+            (own / entry.name).symlink_to(entry)
+    python = base / "bin" / exe.name
+    probe = subprocess.run(
+        [str(python), "-I", "-c", "import site, sys; print(sys.prefix); "
+         "print(*site.getsitepackages(), sep='\\n')"],
+        capture_output=True, text=True, check=False)
+    lines = probe.stdout.splitlines()
+    if probe.returncode or not lines or Path(lines[0]) != base:
+        raise NoPrivateBase(f"{python}: prefix {lines[:1]}, exit {probe.returncode}: "
+                            f"{probe.stderr.strip()[-300:]}")
+    sp = next((Path(p) for p in lines[1:] if _inside(Path(p), base)), None)
+    if sp is None:
+        raise NoPrivateBase(f"{python}: no site-packages under {base}: {lines[1:]}")
+    sp.mkdir(parents=True, exist_ok=True)
+    (sp / "zz_andon_host.pth").write_text(f"{venv_site()}\n")
+    return Private(python, sp, base / "no-path-folder")
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """``path`` (existing or not) is really under ``root``: its nearest existing folder,
+    symlinks resolved — a site folder reached through one of the base's symlinks (Debian's
+    ``lib/python3/dist-packages``) is the machine's, never written."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path.resolve().is_relative_to(root.resolve())
+
+
 @dataclass
 class ReachCase:
     scenario: Scenario
@@ -132,8 +194,11 @@ def _user_site(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
+NO_BASE: list[str] = []  # why private_base failed on this machine, if it did
+
 REACH_NAMES = ("venv-pth", "user-site-pth", "venv-sitecustomize", "edit-installed-module",
-               "path-folder-module", "code-under-test-writes-pth")
+               "path-folder-module", "code-under-test-writes-pth", "system-site-pth",
+               "system-site-pth-under-venv")
 
 
 def build_reach(tmp: Path) -> dict[str, ReachCase]:
@@ -208,6 +273,33 @@ def build_reach(tmp: Path) -> dict[str, ReachCase]:
         "site-packages when the suite gate imports it", lambda ctx: write(
             ctx, OPS, writer, append=True),
         "suite", "outside-worktree", str(late))))
+
+    # 7, 8. a .pth in the *system* site-packages: of the base interpreter the tests run
+    #    with, and of the base under a --system-site-packages virtualenv. Both against a
+    #    throwaway base (private_base), so /usr/lib (or pyenv's prefix) is never written.
+    try:
+        base = private_base(tmp / "sys")
+    except NoPrivateBase as exc:  # the two cases are missing; the test says why (a skip)
+        NO_BASE.append(str(exc))
+        return cases
+    on_base = ReachCase(Scenario(
+        "system-site-pth", 20, "a .pth in the system site-packages of the (base) "
+        "interpreter the tests run with imports the hook",
+        _drop_hook(base.site, tag + "s", f"{tag}s.pth"), "scope", "outside-worktree",
+        str(base.site / f"{tag}s.pth")))
+    on_base.scenario.config = base.config()
+    cases[on_base.scenario.name] = on_base
+    under = tmp / "sys-venv"
+    subprocess.run([str(base.python), "-m", "venv", "--without-pip",
+                    "--system-site-packages", str(under)], check=True)
+    under_venv = ReachCase(Scenario(
+        "system-site-pth-under-venv", 20, "the tests run in a --system-site-packages "
+        "virtualenv; a .pth in its base interpreter's (system) site-packages imports the hook",
+        _drop_hook(base.site, tag + "b", f"{tag}b.pth"), "scope", "outside-worktree",
+        str(base.site / f"{tag}b.pth")))
+    under_venv.scenario.config = Private(under / "bin" / "python", base.site,
+                                         base.path_folder).config()
+    cases[under_venv.scenario.name] = under_venv
     assert tuple(cases) == REACH_NAMES
     return cases
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from scenarios import play, verdict
-from scenarios_forgery import build_forgery
+from scenarios_forgery import PERSON, build_forgery
 
 CASES = build_forgery()
 
@@ -21,7 +21,10 @@ def test_the_table_has_cheats_of_each_kind_and_honest_controls():
 
 
 @pytest.mark.parametrize("scenario", CASES, ids=[s.name for s in CASES])
-def test_forgery_scenario(scenario, tmp_path):
+def test_forgery_scenario(scenario, tmp_path, monkeypatch):
+    for k in PERSON:  # whatever a scenario's setup sets in the environment is undone after it
+        monkeypatch.setenv(k, "-")
+        monkeypatch.delenv(k)
     outcome = play(scenario, tmp_path / "repo")
     ok, why = verdict(scenario, outcome)
     assert ok, f"{scenario.name} ({scenario.doc}): {why}"

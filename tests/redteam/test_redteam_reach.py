@@ -16,6 +16,7 @@ from andon.advice import halt_message
 from scenarios import play, verdict
 from scenarios_reach import (
     HONEST_NAMES,
+    NO_BASE,
     REACH_NAMES,
     build_reach,
     hidden_leak,
@@ -25,7 +26,10 @@ from scenarios_reach import (
 
 @pytest.mark.parametrize("name", REACH_NAMES)
 def test_environment_change_is_rejected_outside_worktree(name, tmp_path, monkeypatch):
-    case = build_reach(tmp_path / "env")[name]
+    cases = build_reach(tmp_path / "env")
+    if name not in cases:  # only the system-site cases, where no throwaway base can be made
+        pytest.skip(f"no throwaway base interpreter on this machine: {NO_BASE[-1]}")
+    case = cases[name]
     if case.home:  # the real user site is never written
         monkeypatch.setenv("HOME", str(tmp_path / "home"))
         monkeypatch.delenv("PYTHONUSERBASE", raising=False)

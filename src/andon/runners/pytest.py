@@ -46,6 +46,13 @@ FORBIDDEN_ENV = ("PYTEST_ADDOPTS", "PYTEST_PLUGINS", "PYTHONSTARTUP", "PYTHONHOM
 
 _PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 
+# Passed to every test process as the person's own environment has them (andon's, never the
+# agent's): a fixed value, or a variable missing only under the harness, lets code tell a
+# harness run from the person's own run (issue 19, kind 4: ``LC_ALL == "C.UTF-8"``, ``"USER"
+# not in os.environ``). None of them changes which tests run or which Python runs them; with no
+# locale set, Python coerces the C locale to UTF-8 itself (PEP 538), as in the person's run.
+PASSED_ENV = ("USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE")
+
 # The plain profile undoes what pytest itself changes in the process, so that code that tells a
 # pytest run from real use sees real use (issue 19): no faulthandler, ``sys.stdout`` the real
 # TextIOWrapper (``--capture=no``; sys capture would leave a ``CaptureIO``), test modules
@@ -137,7 +144,9 @@ def harness_env(
     ``TMPDIR`` is ``home/tmp`` (created here), so no cache survives from run to run; ``PYTHONPATH``
     holds ``pythonpath`` made absolute, in order. ``flags_in_env`` adds the variables a process
     not started through contain/boot.py needs (no bytecode, no plugin autoload);
-    a boot.py run gets none of them, so it looks like an ordinary run. ``extra`` is applied
+    a boot.py run gets none of them, so it looks like an ordinary run. ``PASSED_ENV`` (user,
+    shell, terminal, locale) come from andon's own environment when set there, so that
+    nothing about them differs from the person's run. ``extra`` is applied
     last; a key of FORBIDDEN_ENV in it raises InvalidArgument (a ValueError). No
     ``PYTHONHASHSEED``: the hash seed
     is random, as in production (a fixed seed only the harness sets is a tell, issue 19).
@@ -151,8 +160,7 @@ def harness_env(
         "PATH": _PATH,
         "HOME": str(home),
         "TMPDIR": str(home / "tmp"),
-        "LANG": "C.UTF-8",
-        "LC_ALL": "C.UTF-8",
+        **{k: os.environ[k] for k in PASSED_ENV if k in os.environ},
     }
     if flags_in_env:
         env.update({
