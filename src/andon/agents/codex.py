@@ -41,6 +41,8 @@ output, ``--output-last-message``, ``CODEX_API_KEY``); the event types in
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Mapping
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,12 @@ KNOWN = {"thread.started", "turn.started", "turn.completed", "turn.failed", "ite
 class CodexAgent(ExternalAgent):
     name = "codex"
     executable = "codex"
+    home_state = (".codex/",)
+
+    def state_paths(self, env: Mapping[str, str]) -> list[str]:
+        """``~/.codex``, and ``$CODEX_HOME`` when set (its sessions hold the usage)."""
+        extra = [env["CODEX_HOME"]] if os.path.isabs(env.get("CODEX_HOME", "")) else []
+        return [*super().state_paths(env), *extra]
     credential_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME")
     default_permission_args = ("--sandbox", "workspace-write")
     tested_version = "0.171.0"   # end to end against the real binary (tests/agent-clis.txt)
