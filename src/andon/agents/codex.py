@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 

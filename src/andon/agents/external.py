@@ -208,13 +208,19 @@ class ExternalAgent(Agent):
                          ctx.evidence_dir / f"{ctx.stage}.stderr.log",
                          ctx.evidence_dir / ctx.stage)
         env = self.env(ctx, s)
+        plan = ctx.sandbox
+        if plan is not None and plan.level != "none":
+            # the evidence folder is hidden from a sandboxed agent: the files it writes
+            # itself (last message, chat log) go to a folder of this stage's own, bound in
+            out = ctx.evidence_dir / ctx.stage
+            out.mkdir(parents=True, exist_ok=True)
+            files = RunFiles(files.transcript, files.stderr, out / ctx.stage)
+            plan = plan.with_home_state(self.state_paths(env)).with_writable(out)
         exe = shutil.which(self.executable, path=env.get("PATH", os.defpath)) or self.executable
+        if plan is not None and plan.level != "none":
+            plan = plan.with_readonly(*_package_of(exe))
         argv = [exe, *self.argv(ctx, s, files)[1:]]
         state = self.before(ctx)
-        plan = None
-        if ctx.sandbox is not None:  # the stage's own output folder stays writable
-            files.dir.mkdir(parents=True, exist_ok=True)
-            plan = ctx.sandbox.with_home_state(self.state_paths(env)).with_writable(files.dir)
         try:
             p = run_process(argv, ctx.worktree, env, self.stdin(ctx), files.transcript,
                             s.timeout_s or ctx.timeout_s, s.max_output_bytes or DEFAULT_MAX_BYTES,
@@ -262,3 +268,13 @@ class ExternalAgent(Agent):
             if name.endswith("/"):
                 os.makedirs(os.path.join(home, name), exist_ok=True)
         return [n.rstrip("/") for n in self.home_state]
+
+
+def _package_of(exe: str) -> list[Path]:
+    """What the agent CLI at ``exe`` runs from: the folder of its real file, or the
+    ``node_modules`` holding it (an npm ``.bin`` link points into its package)."""
+    real = Path(os.path.realpath(exe))
+    for up in real.parents:
+        if up.name == "node_modules":
+            return [up]
+    return [real.parent] if real.parent != Path("/") else []

@@ -82,8 +82,23 @@ def plan_for(level: str, config: Config, repo_root: Path, worktree: Path,
                 max_processes=config.agent.max_processes)
 
 
+def stage_plan(level: str, config: Config, repo_root: Path, stage: str, wt: Path,
+               worktree_root: Path, prompt_file: Path, review_file: Path | None,
+               planted: list[str]) -> Plan:
+    """The plan of one stage of an attempt: the checkout (with ``.andon/``) and the worktree
+    root hidden; the prompt's folder read-only; during ``implement`` the worktree's ``.git``
+    and the ``planted`` files (repo-relative) locked read-only; a reviewer (``review_file``
+    set) sees its export ``wt`` read-only, with the review file's folder writable."""
+    locked = [wt / ".git", *(wt / p for p in planted)] if stage == "implement" else []
+    writable: list[Path] = []
+    if review_file is not None:  # the export lives beside the review file: bound on top
+        writable, locked = [review_file.parent], [wt]
+    return plan_for(level, config, repo_root, wt, hidden=[worktree_root],
+                    readonly=[prompt_file.parent], writable=writable, locked=locked)
+
+
 def _real(p: Path) -> Path:
     return Path(os.path.realpath(p))
 
 
-__all__ = ["LEVELS", "Capabilities", "Plan", "capabilities", "level_for", "plan_for"]
+__all__ = ["LEVELS", "Capabilities", "Plan", "capabilities", "level_for", "plan_for", "stage_plan"]

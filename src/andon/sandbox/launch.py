@@ -38,7 +38,7 @@ def main(argv):
         sys.stderr.write("launch.py: bad arguments\n")
         return 2
     try:
-        for key, value in zip(opts[::2], opts[1::2]):
+        for key, value in zip(opts[::2], opts[1::2], strict=False):
             if key == "--cgroup":
                 with open(os.path.join(value, "cgroup.procs"), "w") as f:
                     f.write(str(os.getpid()))

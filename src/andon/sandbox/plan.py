@@ -14,7 +14,8 @@ mount covering an earlier one):
    the agent CLI's own state folders bound back writable (it writes its session there and
    andon reads its usage from it) — ``Plan.home_state``;
 5. read-only binds: ``[agent] sandbox_paths`` ``ro:``, the project's venv when it lives in
-   the checkout, the folder of the prompt file;
+   the checkout, the folder of the prompt file, the folders on the agent's ``PATH`` (never
+   one holding a hidden path) and the agent CLI's own package (``node_modules``);
 6. the worktree writable (with ``Plan.writable`` beside it), then, read-only on top of it,
    its ``.git`` and the planted test files during ``implement`` (``Plan.locked``): the OS
    refuses to change or remove them.
@@ -59,6 +60,22 @@ class Plan:
         """The same plan, also keeping ``names`` (relative to ``$HOME``) writable."""
         return replace(self, home_state=(*self.home_state, *names))
 
+    def _path_dirs(self, env: Mapping[str, str]) -> list[Path]:
+        """The folders on the agent's ``PATH``, read-only (the agent CLI and the tools it
+        runs may live under ``/tmp`` or ``HOME``); never one holding a hidden path."""
+        hidden = [str(h) for h in self.hidden]
+        out = []
+        for d in env.get("PATH", "").split(os.pathsep):
+            real = os.path.realpath(d) if os.path.isabs(d) else ""
+            if real and real != "/" and not any(h == real or h.startswith(real + os.sep)
+                                                for h in hidden):
+                out.append(Path(real))
+        return out
+
+    def with_readonly(self, *paths: Path) -> Plan:
+        """The same plan, also binding ``paths`` read-only."""
+        return replace(self, readonly=(*self.readonly, *paths))
+
     def with_writable(self, *paths: Path) -> Plan:
         """The same plan, also binding ``paths`` writable (after the worktree)."""
         return replace(self, writable=(*self.writable, *paths))
@@ -100,7 +117,7 @@ class Plan:
                 p = os.path.join(home, name)
                 if os.path.exists(p):
                     a += ["--bind", p, p]
-        for p in _existing(self.readonly):
+        for p in _existing((*self.readonly, *self._path_dirs(env))):
             a += ["--ro-bind", p, p]
         for p in _existing((self.worktree, *self.writable)):
             a += ["--bind", p, p]
