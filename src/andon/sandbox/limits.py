@@ -9,8 +9,9 @@ A watcher thread reads ``pids.events`` (``max N``: a fork was refused) and the m
 events (``oom_kill N``) every ``POLL_S`` seconds; at the first hit it kills every process of
 the group, so a fork bomb or a leak ends the stage rather than spinning until the timeout,
 and :meth:`Caps.hit` names the limit for the stage's failure (layer ``environment``).
-Without a usable cgroup the launcher sets ``RLIMIT_NPROC`` / ``RLIMIT_AS`` instead (weaker:
-the kernel ignores ``RLIMIT_NPROC`` for uid 0, and a hit is not detected).
+Without a usable cgroup the launcher sets ``RLIMIT_NPROC`` (``max_processes`` on top of the
+tasks the user has now: the kernel counts the whole user) / ``RLIMIT_AS`` instead — weaker:
+the kernel ignores ``RLIMIT_NPROC`` for uid 0, and a hit is not detected.
 """
 
 from __future__ import annotations
@@ -51,7 +52,9 @@ class Caps:
                 self.pids: Path | None = g
             else:
                 self.pids = None
-                self.rlimits += ["--nproc", str(max_processes)]
+                # RLIMIT_NPROC counts every task of the user, not of the stage: on top of
+                # what the user runs already, or an honest agent could not fork at all
+                self.rlimits += ["--nproc", str(max_processes + _user_tasks())]
         else:
             self.pids = None
         self.memory: Path | None = None
@@ -135,6 +138,23 @@ class Caps:
                     break
                 except OSError:
                     threading.Event().wait(0.02)
+
+
+def _user_tasks() -> int:
+    """Tasks (processes and threads) of this user now, from /proc; 0 where unreadable."""
+    uid, n = os.getuid(), 0
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return 0
+    for d in names:
+        if d.isdigit():
+            try:
+                if os.stat(f"/proc/{d}").st_uid == uid:
+                    n += len(os.listdir(f"/proc/{d}/task"))
+            except OSError:
+                continue
+    return n
 
 
 def _read(path: Path) -> str:

@@ -218,3 +218,29 @@ def test_honest_agent_git_tmp_subprocesses_and_python(site):
     # what the agent wrote is the harness's to read and commit
     assert subprocess.run(["git", "-C", str(site["wt"]), "status", "--short"],
                           capture_output=True, text=True).stdout.strip()
+
+
+@needs_fs
+def test_a_leak_ends_the_stage_naming_memory_mb(site):
+    if CAPS.cgroup_memory is None:
+        pytest.skip("no writable memory cgroup here: memory_mb falls back to RLIMIT_AS")
+    cfg = Config.model_validate({"agent": {"memory_mb": 64}})
+    p, _out = run(site, f"{sys.executable} -c 'x = bytearray(400 * 2**20); import time; "
+                        "time.sleep(300)'; sleep 300", config=cfg, timeout=120)
+    assert p.limit_hit is not None and "memory_mb" in p.limit_hit
+    assert p.duration_s < 60
+
+
+def test_without_a_cgroup_the_process_cap_is_an_rlimit_above_the_users_tasks(monkeypatch):
+    from dataclasses import replace
+
+    from andon.sandbox import limits
+    monkeypatch.setattr(limits, "capabilities",
+                        lambda: replace(CAPS, cgroup_pids=None, cgroup_memory=None))
+    caps = limits.Caps(memory_mb=100, max_processes=50)
+    args = caps.launcher_args()
+    assert caps.groups == []
+    nproc = int(args[args.index("--nproc") + 1])
+    assert nproc >= 50 + 1  # this test's own process counts among the user's tasks
+    assert args[args.index("--as") + 1] == str(100 * 2**20)
+    caps.close()
