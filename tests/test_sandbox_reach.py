@@ -244,3 +244,18 @@ def test_without_a_cgroup_the_process_cap_is_an_rlimit_above_the_users_tasks(mon
     assert nproc >= 50 + 1  # this test's own process counts among the user's tasks
     assert args[args.index("--as") + 1] == str(100 * 2**20)
     caps.close()
+
+
+def test_doctor_says_which_levels_work_and_why_not(monkeypatch):
+    from andon.doctor import sandbox_lines
+    text = "\n".join(sandbox_lines())
+    assert "fs+net" in text and "auto    reaches" in text
+    monkeypatch.setenv(probe.BWRAP_ENV, "/nonexistent/bwrap")
+    probe.forget()
+    try:
+        text = "\n".join(sandbox_lines())
+    finally:
+        monkeypatch.delenv(probe.BWRAP_ENV)
+        probe.forget()
+    assert "fs      not available: bubblewrap is not installed" in text
+    assert 'auto    reaches "none"' in text
