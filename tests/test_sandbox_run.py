@@ -69,3 +69,16 @@ def test_an_asked_level_this_machine_lacks_refuses_the_run(tmp_path):
     assert 'sandbox = "none"' in r.stderr + r.stdout
     assert git(root, "rev-parse", "HEAD") == head
     assert not (root / ".andon" / "evidence").exists()
+
+
+@needs_fs
+def test_a_helper_left_in_a_session_of_its_own_dies_with_the_sandboxed_stage(tmp_path):
+    import os
+    import subprocess
+    marker = f"andon-sbx-helper-{os.getpid()}-{tmp_path.name}"
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    agent = f"(setsid sh -c 'sleep 300; echo {marker}' > /dev/null 2>&1 &)\n{HONEST}"
+    r = andon(root, "run", "--agent", "command", "--command", agent)
+    assert r.returncode == 0, r.stdout + r.stderr
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left.strip() == "", f"the helper outlived its sandboxed stage: {left}"
