@@ -1,6 +1,7 @@
 """The launcher of a capped agent stage: join its cgroups, set its rlimits, exec the agent.
 
-Run as a script, isolated like ``contain/netless.py`` (``python -I -S launch.py``), so the
+Where only cgroups are to be joined, ``wrap`` uses a /bin/sh one-liner that does the same
+(``echo $$ > DIR/cgroup.procs``, then ``exec``). Otherwise it runs as a script, isolated like ``contain/netless.py`` (``python -I -S launch.py``), so the
 tree the agent works in cannot replace it::
 
     launch.py [--cgroup DIR]... [--nproc N] [--as BYTES] -- command [args...]
@@ -23,8 +24,17 @@ LAUNCH_FAILED = 125
 SCRIPT = Path(__file__).resolve()
 
 
+# Only cgroups to join: the same in /bin/sh, which starts in a few ms where an interpreter
+# takes 50-250 (the cost of every agent stage; benchmarks/sandbox.py).
+SH_JOIN = ('while [ "$1" != -- ]; do echo $$ > "$1/cgroup.procs" || exit 125; shift; done; '
+           'shift; exec "$@"')
+
+
 def wrap(argv, options):
-    """``argv`` behind the launcher with ``options`` (``Caps.launcher_args()``)."""
+    """``argv`` behind the launcher with ``options`` (``Caps.launcher_args()``): a /bin/sh
+    one-liner when they only name cgroups, else this script."""
+    if options and all(k == "--cgroup" for k in options[::2]):
+        return ["/bin/sh", "-c", SH_JOIN, "andon-launch", *options[1::2], "--", *argv]
     return [sys.executable, "-I", "-S", str(SCRIPT), *options, "--", *argv]
 
 

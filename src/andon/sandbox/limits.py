@@ -131,13 +131,20 @@ class Caps:
         if self._hit is None:
             self._hit = self._check() if self.groups else None
         self._kill()
-        for g in self.groups:
-            for _ in range(50):
-                try:
-                    g.rmdir()
-                    break
-                except OSError:
-                    threading.Event().wait(0.02)
+        # an emptied cgroup can stay busy for a moment: removed off the stage's clock
+        threading.Thread(target=_remove, args=(list(self.groups),), daemon=True).start()
+
+
+def _remove(groups: list[Path]) -> None:
+    for g in groups:
+        for _ in range(100):
+            try:
+                g.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                threading.Event().wait(0.02)
 
 
 def _user_tasks() -> int:
