@@ -1,8 +1,9 @@
 """The launcher of a capped agent stage: join its cgroups, set its rlimits, exec the agent.
 
 Where only cgroups are to be joined, ``wrap`` uses a /bin/sh one-liner that does the same
-(``echo $$ > DIR/cgroup.procs``, then ``exec``). Otherwise it runs as a script, isolated like ``contain/netless.py`` (``python -I -S launch.py``), so the
-tree the agent works in cannot replace it::
+(``echo $$ > DIR/cgroup.procs``, then ``exec``). Otherwise it runs as a script, isolated
+like ``contain/netless.py`` (``python -I -S launch.py``), so the tree the agent works in
+cannot replace it::
 
     launch.py [--cgroup DIR]... [--nproc N] [--as BYTES] -- command [args...]
 
