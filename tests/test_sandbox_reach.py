@@ -259,3 +259,20 @@ def test_doctor_says_which_levels_work_and_why_not(monkeypatch):
         probe.forget()
     assert "fs      not available: bubblewrap is not installed" in text
     assert 'auto    reaches "none"' in text
+
+
+def test_the_rlimit_launcher_sets_the_limits_before_the_agent_starts(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from andon.sandbox import limits
+    monkeypatch.setattr(limits, "capabilities",
+                        lambda: replace(CAPS, cgroup_pids=None, cgroup_memory=None))
+    plan = sandbox.plan_for("none", Config.model_validate(
+        {"agent": {"memory_mb": 512, "max_processes": 40}}), tmp_path, tmp_path)
+    (tmp_path / "in").write_text("")
+    p = run_process(["/bin/sh", "-c", "ulimit -v; ulimit -p 2>/dev/null || ulimit -u"],
+                    tmp_path, {"PATH": "/usr/bin:/bin"}, tmp_path / "in", tmp_path / "out",
+                    60, sandbox=plan)
+    kb, nproc = (tmp_path / "out").read_text().split()
+    assert p.exit_status == 0 and int(kb) == 512 * 1024
+    assert int(nproc) >= 40 + 1
