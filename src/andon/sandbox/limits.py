@@ -131,8 +131,21 @@ class Caps:
         if self._hit is None:
             self._hit = self._check() if self.groups else None
         self._kill()
-        # an emptied cgroup can stay busy for a moment: removed off the stage's clock
-        threading.Thread(target=_remove, args=(list(self.groups),), daemon=True).start()
+        # an emptied cgroup can stay busy for a moment: one try now, the rest off the
+        # stage's clock (a process that exits at once may leave an empty group behind)
+        busy = [g for g in self.groups if not _rmdir(g)]
+        if busy:
+            threading.Thread(target=_remove, args=(busy,), daemon=True).start()
+
+
+def _rmdir(g: Path) -> bool:
+    try:
+        g.rmdir()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return True
 
 
 def _remove(groups: list[Path]) -> None:
