@@ -30,7 +30,7 @@ from andon.contain.procgroup import (
 )
 from andon.packet import load_packets
 
-from helpers import MUL_CODE, andon, make_project, mul_packet, process_alive
+from helpers import FAST, MUL_CODE, _add_lines, andon, make_project, mul_packet, process_alive
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="child subreaper and /proc are Linux only")
@@ -241,8 +241,11 @@ def test_an_honest_stage_has_no_such_note(tmp_path, packet):
 
 def test_andon_run_leaves_no_helper_behind(tmp_path):
     """Through the real CLI: the agent leaves a setsid helper and does the work; when `andon
-    run` returns the helper is gone, and `andon show` says it was killed."""
-    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    run` returns the helper is gone, and `andon show` says it was killed. Unsandboxed: the
+    agent writes the helper's pid outside its worktree (inside the sandbox the helper would
+    die with the stage's pid namespace, tests/test_sandbox_*.py)."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=_add_lines(FAST, "agent", 'sandbox = "none"\n'))
     pf = tmp_path / "helper.pid"
     agent = f"setsid {HELPER.format(pf=pf)} > /dev/null 2>&1 &\n{wait_for(pf)}\n{HONEST_COMMAND}"
     r = andon(root, "run", "--agent", "command", "--command", agent)

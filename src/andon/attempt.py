@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import budget, fault_injection
+from . import budget, fault_injection, sandbox
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
@@ -262,10 +262,12 @@ class Attempt:
         started = now()
         before = self.watch() if self.watch else None
         refs_before = self.repo.refs_snapshot()
-        run = agent.run(StageContext(self.packet, stage, self.row["n"],
-                                     extra.get("worktree", self.worktree), prompt, prompt_file,
-                                     ev, self.config.agent.timeout_s,
-                                     extra.get("review_file")))
+        wt, review = extra.get("worktree", self.worktree), extra.get("review_file")
+        plan = sandbox.stage_plan(agent.sandbox, self.config, self.repo.root, stage, wt,
+                                  self.worktree.parent, prompt_file, review,
+                                  list(self.packet.plant_blobs()))
+        run = agent.run(StageContext(self.packet, stage, self.row["n"], wt, prompt,
+                                     prompt_file, ev, self.config.agent.timeout_s, review, plan))
         self.store.add_stage_run(self.row["id"], stage, run.agent, run.exit_status,
                                  run.timed_out, run.duration_s, str(run.transcript_path),
                                  run.claim, run.usage, started)

@@ -261,6 +261,33 @@ def render(out: Console, checks: list[AgentCheck], git: GitCheck) -> None:
         out.print(f"network namespaces: not available here ({why}) — test runs keep the "
                   'network and their evidence says so; [agent] network = "off" is refused',
                   soft_wrap=True, markup=False)
+    render_sandbox(out)
+
+
+def sandbox_lines() -> list[str]:
+    """What ``andon doctor`` says about the agent sandbox (andon.sandbox): which levels
+    work here and why not, what ``auto`` reaches, Landlock, how the caps are enforced."""
+    from .sandbox import probe
+
+    caps = probe.capabilities()
+    lines = [f"agent sandbox: bubblewrap {caps.bwrap or 'not found'}"]
+    for level in ("fs", "fs+net"):
+        ok, why = caps.works(level)
+        lines.append(f"  {level:<7} {'works' if ok else 'not available: ' + why}")
+    lines.append(f'  auto    reaches "{caps.best(False)}" ("{caps.best(True)}" with [agent] '
+                 'network = "off")')
+    lines.append(f"  landlock ABI {caps.landlock} (reported only: andon enforces with "
+                 "bubblewrap)" if caps.landlock else "  landlock: not available")
+    lines.append("  caps: pids cgroup " + (str(caps.cgroup_pids) if caps.cgroup_pids else
+                 "none") + "; memory cgroup " + (str(caps.cgroup_memory) if caps.cgroup_memory
+                                                 else "none"))
+    lines += [f"  note: {n}" for n in caps.notes]
+    return lines
+
+
+def render_sandbox(out: Console) -> None:
+    for line in sandbox_lines():
+        out.print(line, soft_wrap=True, markup=False)
 
 
 def _docs_path(rel: str) -> str:

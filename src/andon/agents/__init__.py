@@ -11,6 +11,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from .. import sandbox
 from ..contain import netless
 from ..errors import InvalidValue
 from ..suggest import closest
@@ -97,6 +98,8 @@ def make_agent(spec: str, command: str | None = None, config: Config | None = No
             scripted adapter).
     """
     agent = _make(spec, command, config)
+    # the sandbox level every stage of this agent gets; refused here, before anything runs
+    agent.sandbox = sandbox.level_for(config, in_process=spec.partition(":")[0] == "scripted")
     if config is not None and config.agent.network == "off":
         if spec.partition(":")[0] == "scripted":
             raise InvalidValue('[agent] network = "off" cannot contain the scripted adapter: it '

@@ -102,6 +102,7 @@ WIDE = 10_000
 class AiderAgent(ExternalAgent):
     name = "aider"
     executable = "aider"
+    home_state = (".aider/",)
     credential_env = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
                       "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
     default_permission_args = ("--yes-always",)

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from ..packet import Packet
+from ..sandbox.plan import Plan
 from ..usage import Usage
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ class StageContext:
     evidence_dir: Path
     timeout_s: float
     review_file: Path | None = None  # review stages: where the reviewer writes its JSON
+    sandbox: Plan | None = None  # what the agent process may reach (andon.sandbox); None: all
 
 
 @dataclass
@@ -55,6 +57,8 @@ class AgentRun:
     claim: str = ""
     usage: Usage | None = None
     provider_error: str | None = None
+    sandbox: str = "none"          # the level achieved: "none", "fs" or "fs+net"
+    limit_hit: str | None = None   # the [agent] cap the stage hit, which ended it
 
 
 class Agent(ABC):
@@ -65,6 +69,8 @@ class Agent(ABC):
       stage run, and named in messages.
     - ``network``: ``"on"``, or ``"off"`` when ``[agent] network = "off"`` (``make_agent``
       sets it): an adapter that starts a process then runs it without network.
+    - ``sandbox``: the level its stages get (``"none"``, ``"fs"``, ``"fs+net"``), set by
+      ``make_agent`` from ``[agent] sandbox``; the attempt builds each stage's plan with it.
     - ``command``: the shell command the adapter runs, or None; the runner fingerprints the
       files in the checkout it names, so an agent rewriting its own script is caught.
     """
@@ -72,6 +78,7 @@ class Agent(ABC):
     name: str = ""
     network: Literal["on", "off"] = "on"
     command: str | None = None
+    sandbox: str = "none"  # the level make_agent found for [agent] sandbox (andon.sandbox)
 
     @classmethod
     def configured(cls, arg: str, command: str | None, config: Config | None) -> Agent:

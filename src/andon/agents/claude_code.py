@@ -91,6 +91,7 @@ def refused_as_root(args: list[str] | tuple[str, ...], euid: int,
 class ClaudeCodeAgent(ExternalAgent):
     name = "claude-code"
     executable = "claude"
+    home_state = (".claude/", ".claude.json")
     credential_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
     default_permission_args = BYPASS_ARGS
     docs = "docs/agents/claude-code.md"

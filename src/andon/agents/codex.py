@@ -8,7 +8,10 @@ Invocation (the prompt on stdin, named by ``-``; cwd the attempt's worktree)::
 ``--sandbox workspace-write`` (edits and commands in the worktree; ``codex exec`` never asks
 for approval) is the default ``permission_args``; replace it, e.g. with ``["--sandbox",
 "danger-full-access"]``. (It was ``--full-auto``, which codex 0.171 refuses: "unexpected
-argument '--full-auto' found", exit 2.)
+argument '--full-auto' found", exit 2.) Inside andon's own sandbox (``[agent] sandbox`` at
+``fs`` or ``fs+net``) the default is ``--sandbox danger-full-access`` instead: Codex's sandbox
+is bubblewrap too and cannot nest in andon's (no new ``/proc`` mount inside it, so every
+patch fails); andon's sandbox then does the containing (docs/sandbox.md).
 Credentials: ``OPENAI_API_KEY`` or ``CODEX_API_KEY`` when set, or the login in
 ``$CODEX_HOME`` (default ``$HOME/.codex``); ``CODEX_HOME`` is passed through too.
 
@@ -41,7 +44,9 @@ output, ``--output-last-message``, ``CODEX_API_KEY``); the event types in
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,10 +70,21 @@ KNOWN = {"thread.started", "turn.started", "turn.completed", "turn.failed", "ite
 class CodexAgent(ExternalAgent):
     name = "codex"
     executable = "codex"
+    home_state = (".codex/",)
+
+    def state_paths(self, env: Mapping[str, str]) -> list[str]:
+        """``~/.codex``, and ``$CODEX_HOME`` when set (its sessions hold the usage)."""
+        extra = [env["CODEX_HOME"]] if os.path.isabs(env.get("CODEX_HOME", "")) else []
+        return [*super().state_paths(env), *extra]
     credential_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME")
     default_permission_args = ("--sandbox", "workspace-write")
     tested_version = "0.171.0"   # end to end against the real binary (tests/agent-clis.txt)
     docs = "docs/agents/codex.md"
+
+    def permission_args(self, s: AgentSettings) -> list[str]:
+        if s.permission_args is None and self.sandbox != "none":
+            return ["--sandbox", "danger-full-access"]  # andon's sandbox contains it
+        return super().permission_args(s)
 
     def argv(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> list[str]:
         argv = [self.executable, "exec", "--json", "--output-last-message",

@@ -91,19 +91,36 @@ class CommandAgent(Agent):
         )
         usage_file = ctx.evidence_dir / f"{ctx.stage}.usage.json"
         usage_file.unlink(missing_ok=True)
-        env["ANDON_USAGE_FILE"] = str(usage_file)
+        plan, written = ctx.sandbox, usage_file
+        if plan is not None and plan.level != "none":
+            # the evidence folder is hidden from a sandboxed agent: it writes its usage into
+            # a folder of this stage's own, moved into place afterwards
+            out = ctx.evidence_dir / ctx.stage
+            out.mkdir(parents=True, exist_ok=True)
+            written = out / usage_file.name
+            written.unlink(missing_ok=True)
+            plan = plan.with_writable(out)
+        env["ANDON_USAGE_FILE"] = str(written)
         if ctx.review_file:
             env["ANDON_REVIEW_FILE"] = str(ctx.review_file)
         p = run_process(["/bin/sh", "-c", self.command], ctx.worktree, env, ctx.prompt_file,
-                        transcript, ctx.timeout_s, cut_network=self.network == "off")
+                        transcript, ctx.timeout_s, cut_network=self.network == "off",
+                        sandbox=plan)
+        if written != usage_file and written.is_file() and not written.is_symlink():
+            written.replace(usage_file)
         usage = read_usage_file(usage_file)
         usage.wall_s = p.duration_s
         if note := leftover_note(p):
             usage.notes.insert(0, note)
+        if plan is not None:
+            usage.notes.insert(0, plan.describe())
+        if p.limit_hit:
+            usage.notes.insert(0, f"ended at a limit: {p.limit_hit}")
         price(usage, self.prices)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
                         duration_s=p.duration_s, transcript_path=transcript,
-                        claim=_tail(transcript), usage=usage)
+                        claim=_tail(transcript), usage=usage, sandbox=p.sandbox,
+                        limit_hit=p.limit_hit)
 
 
 def read_usage_file(path: Path) -> Usage:

@@ -137,6 +137,9 @@ class ExternalAgent(Agent):
     name = ""
     executable = ""
     credential_env: tuple[str, ...] = ()      # passed through when set; `andon doctor` lists them
+    # Under $HOME: what the CLI keeps state in (login, sessions andon reads usage from); kept
+    # writable inside the sandbox's private HOME. A trailing "/" is a folder made if missing.
+    home_state: tuple[str, ...] = ()
     default_permission_args: tuple[str, ...] = ()
     docs = ""
     tested_version: str | None = None   # `andon doctor` warns about an older CLI
@@ -205,14 +208,24 @@ class ExternalAgent(Agent):
                          ctx.evidence_dir / f"{ctx.stage}.stderr.log",
                          ctx.evidence_dir / ctx.stage)
         env = self.env(ctx, s)
+        plan = ctx.sandbox
+        if plan is not None and plan.level != "none":
+            # the evidence folder is hidden from a sandboxed agent: the files it writes
+            # itself (last message, chat log) go to a folder of this stage's own, bound in
+            out = ctx.evidence_dir / ctx.stage
+            out.mkdir(parents=True, exist_ok=True)
+            files = RunFiles(files.transcript, files.stderr, out / ctx.stage)
+            plan = plan.with_home_state(self.state_paths(env)).with_writable(out)
         exe = shutil.which(self.executable, path=env.get("PATH", os.defpath)) or self.executable
+        if plan is not None and plan.level != "none":
+            plan = plan.with_readonly(*_package_of(exe))
         argv = [exe, *self.argv(ctx, s, files)[1:]]
         state = self.before(ctx)
         try:
             p = run_process(argv, ctx.worktree, env, self.stdin(ctx), files.transcript,
                             s.timeout_s or ctx.timeout_s, s.max_output_bytes or DEFAULT_MAX_BYTES,
                             stderr_path=files.stderr, keep_tail=TAIL_BYTES,
-                            cut_network=self.network == "off")
+                            cut_network=self.network == "off", sandbox=plan)
         except OSError as exc:  # cannot start: recorded like any other failed run
             files.transcript.write_bytes(b"")
             files.stderr.write_text(f"andon: cannot start {argv[0]}: {exc}\n")
@@ -234,9 +247,34 @@ class ExternalAgent(Agent):
             usage.notes.append(f"killed after the {s.timeout_s or ctx.timeout_s:g} s timeout")
         if note := leftover_note(p):
             usage.notes.insert(0, note)
+        if plan is not None:
+            usage.notes.insert(0, plan.describe())
+        if p.limit_hit:
+            usage.notes.insert(0, f"ended at a limit: {p.limit_hit}")
         self.after(ctx, state, usage)
         price(usage, self.prices, check_reported=self.check_reported_cost)
         claim = parsed.claim or tail_text(files.stderr)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
                         duration_s=p.duration_s, transcript_path=files.transcript,
-                        claim=claim, usage=usage)
+                        claim=claim, usage=usage, sandbox=p.sandbox, limit_hit=p.limit_hit)
+
+    def state_paths(self, env: Mapping[str, str]) -> list[str]:
+        """``home_state`` as paths under the agent's ``HOME`` (folders made when missing, so
+        what the CLI writes there outlives the stage's private HOME)."""
+        home = env.get("HOME")
+        if not home:
+            return []
+        for name in self.home_state:
+            if name.endswith("/"):
+                os.makedirs(os.path.join(home, name), exist_ok=True)
+        return [n.rstrip("/") for n in self.home_state]
+
+
+def _package_of(exe: str) -> list[Path]:
+    """What the agent CLI at ``exe`` runs from: the folder of its real file, or the
+    ``node_modules`` holding it (an npm ``.bin`` link points into its package)."""
+    real = Path(os.path.realpath(exe))
+    for up in real.parents:
+        if up.name == "node_modules":
+            return [up]
+    return [real.parent] if real.parent != Path("/") else []

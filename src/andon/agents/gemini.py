@@ -65,6 +65,7 @@ STREAM_EVENTS = {"init", "message", "tool_use", "tool_result", "error", "result"
 class GeminiAgent(ExternalAgent):
     name = "gemini"
     executable = "gemini"
+    home_state = (".gemini/",)
     credential_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
                       "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
                       "GOOGLE_APPLICATION_CREDENTIALS")

@@ -24,6 +24,9 @@ from typing import IO, BinaryIO
 
 from ..contain import netless
 from ..contain.procgroup import before_child, end_child, wait_unreaped
+from ..sandbox import launch
+from ..sandbox.limits import Caps
+from ..sandbox.plan import Plan
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
 CHUNK = 64 * 1024
@@ -41,6 +44,8 @@ class ProcessRun:
     stderr_path: Path | None = None   # set when stderr was kept apart from the transcript
     leftovers_killed: int = 0  # processes the agent left running outside its group, killed
     leftovers_left: int = 0    # ...and those still running when the bounded sweep gave up
+    sandbox: str = "none"      # the level achieved: "none", "fs" or "fs+net"
+    limit_hit: str | None = None  # the [agent] cap the stage hit (memory_mb, max_processes)
 
 
 def leftover_note(p: ProcessRun) -> str | None:
@@ -92,7 +97,8 @@ class _Sink:
 def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_path: Path,
                 transcript_path: Path, timeout_s: float,
                 max_bytes: int = DEFAULT_MAX_BYTES, *, stderr_path: Path | None = None,
-                keep_tail: int = 0, cut_network: bool = False) -> ProcessRun:
+                keep_tail: int = 0, cut_network: bool = False,
+                sandbox: Plan | None = None) -> ProcessRun:
     """Run ``argv`` in ``cwd`` and return what happened. Raises OSError if it cannot start
     (for example the executable does not exist).
 
@@ -104,9 +110,20 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
     ``cut_network``: run it through ``netless.wrap`` (its own network namespace, loopback
     only; same pid). The caller checks ``netless.available()`` first; where it is not, the
     wrapper exits 125 and says why on stderr — never a run with the network.
+    ``sandbox``: the stage's plan (``andon.sandbox``): the command runs inside bubblewrap at
+    its level, capped by its ``memory_mb`` / ``max_processes`` (``ProcessRun.limit_hit``
+    names a cap it hit; the stage was killed then).
     """
+    caps = None
+    if sandbox is not None:
+        argv, env = sandbox.wrap(list(argv), Path(cwd), env)
+        cut_network = cut_network and sandbox.level != "fs+net"  # bwrap cut it already
+        if sandbox.memory_mb or sandbox.max_processes:
+            caps = Caps(sandbox.memory_mb, sandbox.max_processes)
     if cut_network:
         argv = netless.wrap(list(argv))
+    if caps is not None and caps.launcher_args():
+        argv = launch.wrap(list(argv), caps.launcher_args())
     # Set once, here rather than in the Runner: only a process that runs agents needs it
     # (and every adapter's agent runs through this function, in tests as in `andon run`).
     known = before_child()  # this process's children before the agent: never the agent's
@@ -116,9 +133,16 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         err = (_Sink(files.enter_context(open(stderr_path, "wb")), max_bytes, keep_tail)
                if stderr_path else None)
         stdin = files.enter_context(open(stdin_path, "rb"))
-        proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE if err else subprocess.STDOUT,
-                                env=dict(env), start_new_session=True)
+        try:
+            proc = subprocess.Popen(list(argv), cwd=cwd, stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE if err else subprocess.STDOUT,
+                                    env=dict(env), start_new_session=True)
+        except OSError:
+            if caps is not None:
+                caps.close()
+            raise
+        if caps is not None:
+            caps.watch()
         # If the runner is killed (kill -9) the agent's group lives on; this file lets the
         # next runner find and end it (see procgroup.kill_leftover_group).
         pid_file = transcript_path.with_suffix(".pid")
@@ -140,6 +164,8 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
         finally:
             # Before the readers are joined: a helper may hold the output pipe open.
             leftovers = end_child(proc, known)
+            if caps is not None:
+                caps.close()
             for r in readers:
                 # a process out of reach (no subreaper here, or the sweep gave up) may hold
                 # the pipe open for ever: the transcript then ends here rather than the run
@@ -150,4 +176,6 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
             pid_file.unlink(missing_ok=True)
     return ProcessRun(None if timed_out else proc.returncode, timed_out,
                       time.monotonic() - started, transcript_path, out.written, out.dropped,
-                      stderr_path, *leftovers)
+                      stderr_path, *leftovers,
+                      sandbox=sandbox.level if sandbox is not None else "none",
+                      limit_hit=caps.hit() if caps is not None else None)

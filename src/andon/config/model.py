@@ -245,6 +245,20 @@ class Agent(_Strict):
     network: Literal["on", "off"] = Field(
         "on", description='"off": agent processes run without network (loopback only); '
                           '`andon run` refuses to start where the machine cannot do that')
+    sandbox: Literal["auto", "none", "fs", "fs+net"] = Field(
+        "auto", description='what an agent stage can reach (src/andon/sandbox/, docs/sandbox.md): '
+        '"fs" sees only its worktree, a private HOME and TMPDIR writable; "fs+net" also cuts '
+        'the network (needs network = "off"); "auto" the strongest this machine gives; '
+        '`andon run` refuses a level it cannot have')
+    sandbox_paths: list[str] = Field(
+        default_factory=list, description='more paths an agent stage sees: "ro:<path>" '
+        '(read-only, the default) or "rw:<path>"; relative paths from the checkout')
+    memory_mb: int | None = Field(
+        None, gt=0, description="memory cap of one agent stage (cgroup, else RLIMIT_AS); "
+                                "a stage over it ends with layer environment")
+    max_processes: int | None = Field(
+        1024, gt=0, description="processes and threads one agent stage may have at once "
+                                "(cgroup pids, else RLIMIT_NPROC): a fork bomb ends the stage")
 
 
 StageName = Literal["atdd", "implement", "review", "review-tests", "review-correctness"]

@@ -61,6 +61,14 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
         stage: ``atdd`` or ``implement``.
         changed: whether the snapshot of the worktree differs from where the stage began.
     """
+    if run.limit_hit:  # a cap of [agent] ended the stage: whatever it left is not judged
+        return GateResult(NAME, "fail", f"the {stage} agent ({run.agent}) was ended at a "
+                          f"limit: {run.limit_hit}", "environment",
+                          [Finding("resource-limit", run.limit_hit)],
+                          details={"advice": "the stage hit a cap of [agent] in andon.toml "
+                                   "(memory_mb, max_processes): raise it if the work needs "
+                                   "more, else the agent ran away (a fork bomb, a leak)",
+                                   "limit": run.limit_hit})
     if changed or not (run.timed_out or run.exit_status not in (0, None)
                        or run.provider_error):
         return None

@@ -1,0 +1,104 @@
+"""The agent sandbox (issue 11): what an agent stage's process can reach.
+
+``[agent] sandbox`` asks for a level — ``"auto"`` (default: the strongest this machine
+gives), ``"none"``, ``"fs"`` or ``"fs+net"`` — and :func:`level_for` answers with the level
+achieved, or refuses (``InvalidValue``, so ``andon run`` exits 2 with nothing claimed)
+naming what is missing. :func:`plan_for` builds one stage's :class:`~.plan.Plan`; the
+modules: ``probe`` (what the machine can do, once per process), ``plan`` (the bubblewrap
+mounts), ``limits`` (cgroup caps on memory and processes, watched), ``launch`` (the script
+that enters them before exec). See docs/sandbox.md.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidValue
+from .plan import Plan
+from .probe import Capabilities, capabilities
+
+if TYPE_CHECKING:
+    from ..config import Config
+
+LEVELS = ("none", "fs", "fs+net")
+# the project's virtualenv, when it lives in the checkout: the agent runs the tests with it
+VENV_NAMES = (".venv", "venv", ".tox")
+
+
+def level_for(config: Config | None, in_process: bool = False) -> str:
+    """The level every agent stage of this run gets: ``"none"``, ``"fs"`` or ``"fs+net"``.
+
+    ``auto`` takes the strongest the machine gives (``fs+net`` only when ``[agent] network
+    = "off"``: the network is cut inside the sandbox then); ``in_process`` (the scripted
+    adapter runs inside andon) can only be ``none``.
+
+    Raises:
+        InvalidValue: the asked level cannot be had here or with these settings; the
+            message names what is missing and how to get it, or to lower the level.
+    """
+    asked = config.agent.sandbox if config is not None else "auto"
+    cut = config is not None and config.agent.network == "off"
+    if asked == "none":
+        return "none"
+    if in_process:
+        if asked == "auto":
+            return "none"
+        raise InvalidValue(f'[agent] sandbox = "{asked}" cannot contain the scripted adapter: '
+                           'it runs inside andon; use a command agent, or sandbox = "none"')
+    caps = capabilities()
+    if asked == "auto":
+        return caps.best(cut)
+    if asked == "fs+net" and not cut:
+        raise InvalidValue('[agent] sandbox = "fs+net" needs [agent] network = "off" (the '
+                           'network is cut inside the sandbox); set it, or sandbox = "fs"')
+    ok, why = caps.works(asked)
+    if not ok:
+        raise InvalidValue(f'[agent] sandbox = "{asked}" in andon.toml, but this machine '
+                           f'cannot give it: {why}. Install what is missing (see `andon '
+                           f'doctor`), or lower it explicitly: sandbox = "none"')
+    return asked
+
+
+def plan_for(level: str, config: Config, repo_root: Path, worktree: Path,
+             hidden: Iterable[Path] = (), readonly: Iterable[Path] = (),
+             writable: Iterable[Path] = (), locked: Iterable[Path] = ()) -> Plan:
+    """One stage's plan at ``level`` (at ``"none"`` only its caps apply). ``repo_root``: the user's
+    checkout, hidden (with ``hidden``); the project's venv inside it and ``[agent]
+    sandbox_paths`` are bound back (``ro:`` / ``rw:`` prefixes, relative paths from the
+    checkout); ``locked``: paths in the worktree made read-only. Paths are resolved."""
+    ro = [repo_root / v for v in VENV_NAMES if (repo_root / v).is_dir()]
+    rw: list[Path] = []
+    for spec in config.agent.sandbox_paths:
+        mode, _, name = spec.partition(":")
+        p = Path(os.path.expanduser(name))
+        (rw if mode == "rw" else ro).append(p if p.is_absolute() else repo_root / p)
+    r = _real
+    return Plan(level, r(worktree), tuple(map(r, (repo_root, *hidden))),
+                tuple(map(r, (*ro, *readonly))), tuple(map(r, (*rw, *writable))),
+                tuple(map(r, locked)), memory_mb=config.agent.memory_mb,
+                max_processes=config.agent.max_processes)
+
+
+def stage_plan(level: str, config: Config, repo_root: Path, stage: str, wt: Path,
+               worktree_root: Path, prompt_file: Path, review_file: Path | None,
+               planted: list[str]) -> Plan:
+    """The plan of one stage of an attempt: the checkout (with ``.andon/``) and the worktree
+    root hidden; the prompt's folder read-only; during ``implement`` the worktree's ``.git``
+    and the ``planted`` files (repo-relative) locked read-only; a reviewer (``review_file``
+    set) sees its export ``wt`` read-only, with the review file's folder writable."""
+    locked = [wt / ".git", *(wt / p for p in planted)] if stage == "implement" else []
+    writable: list[Path] = []
+    if review_file is not None:  # the export lives beside the review file: bound on top
+        writable, locked = [review_file.parent], [wt]
+    return plan_for(level, config, repo_root, wt, hidden=[worktree_root],
+                    readonly=[prompt_file.parent], writable=writable, locked=locked)
+
+
+def _real(p: Path) -> Path:
+    return Path(os.path.realpath(p))
+
+
+__all__ = ["LEVELS", "Capabilities", "Plan", "capabilities", "level_for", "plan_for", "stage_plan"]

@@ -1,0 +1,132 @@
+"""What one agent stage may see and write, and the bubblewrap command line that does it.
+
+A :class:`Plan` is built by the attempt for each stage (``plan_for``) and applied by
+``agents.process.run_process``. Mount order (bwrap applies its options in order, a later
+mount covering an earlier one):
+
+1. ``/`` read-only; a fresh ``/proc`` (the new pid namespace) and a minimal ``/dev``;
+2. empty, private ``/tmp``, ``/var/tmp``, ``/dev/shm`` and ``/run`` (a tmpfs each: state
+   left there dies with the stage), with ``/run/systemd/resolve`` bound back for DNS;
+3. the hidden paths covered by an empty tmpfs: the user's checkout (its ``.git``, other
+   branches, packets, ``.andon/``: the store, evidence, other attempts), andon's state
+   folder and the worktree root (every other attempt's clone);
+4. ``HOME`` covered by a tmpfs (``~/.bashrc`` and the rest are private to the stage), with
+   the agent CLI's own state folders bound back writable (it writes its session there and
+   andon reads its usage from it) — ``Plan.home_state``;
+5. read-only binds: ``[agent] sandbox_paths`` ``ro:``, the project's venv when it lives in
+   the checkout, the folder of the prompt file, the folders on the agent's ``PATH`` (never
+   one holding a hidden path) and the agent CLI's own package (``node_modules``);
+6. the worktree writable (with ``Plan.writable`` beside it), then, read-only on top of it,
+   its ``.git`` and the planted test files during ``implement`` (``Plan.locked``): the OS
+   refuses to change or remove them.
+
+The agent runs as uid/gid 65534 in a new user namespace with every capability dropped, in
+its own pid, IPC and UTS namespaces (and network namespace at ``fs+net``: loopback only).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from .probe import base_args, capabilities
+
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+KEEP_IN_RUN = ("/run/systemd/resolve",)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One stage's sandbox. ``level``: ``"none"`` (only the caps apply), ``"fs"`` or
+    ``"fs+net"``; paths are absolute. ``hidden``: covered by an empty tmpfs; ``readonly`` /
+    ``writable``: bound at the same path; ``locked``: read-only binds inside the worktree,
+    applied last; ``home_state``: names under ``$HOME`` bound back writable when they
+    exist; ``memory_mb`` / ``max_processes``: the caps (None: none)."""
+
+    level: str
+    worktree: Path
+    hidden: tuple[Path, ...] = ()
+    readonly: tuple[Path, ...] = ()
+    writable: tuple[Path, ...] = ()
+    locked: tuple[Path, ...] = ()
+    home_state: tuple[str, ...] = ()
+    memory_mb: int | None = None
+    max_processes: int | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    def with_home_state(self, names: Iterable[str]) -> Plan:
+        """The same plan, also keeping ``names`` (relative to ``$HOME``) writable."""
+        return replace(self, home_state=(*self.home_state, *names))
+
+    def _path_dirs(self, env: Mapping[str, str]) -> list[Path]:
+        """The folders on the agent's ``PATH``, read-only (the agent CLI and the tools it
+        runs may live under ``/tmp`` or ``HOME``); never one holding a hidden path."""
+        hidden = [str(h) for h in self.hidden]
+        out = []
+        for d in env.get("PATH", "").split(os.pathsep):
+            real = os.path.realpath(d) if os.path.isabs(d) else ""
+            if real and real != "/" and not any(h == real or h.startswith(real + os.sep)
+                                                for h in hidden):
+                out.append(Path(real))
+        return out
+
+    def with_readonly(self, *paths: Path) -> Plan:
+        """The same plan, also binding ``paths`` read-only."""
+        return replace(self, readonly=(*self.readonly, *paths))
+
+    def with_writable(self, *paths: Path) -> Plan:
+        """The same plan, also binding ``paths`` writable (after the worktree)."""
+        return replace(self, writable=(*self.writable, *paths))
+
+    def describe(self) -> str:
+        """One line for the stage's evidence: the level achieved and how."""
+        caps = [f"{k} {v}" for k, v in (("memory_mb", self.memory_mb),
+                                          ("max_processes", self.max_processes)) if v]
+        if self.level == "none":
+            return "sandbox none: the agent runs as andon's user" + (
+                f" ({', '.join(caps)})" if caps else "")
+        net = "loopback only" if self.level == "fs+net" else "network on"
+        return (f"sandbox {self.level}: bubblewrap, uid 65534, no capabilities, {net}"
+                + (f", {', '.join(caps)}" if caps else ""))
+
+    def wrap(self, argv: list[str], cwd: Path, env: Mapping[str, str]
+             ) -> tuple[list[str], dict[str, str]]:
+        """``(bwrap argv, environment)`` running ``argv`` in ``cwd`` inside this sandbox.
+        ``TMPDIR`` becomes ``/tmp`` (the private one); everything else is kept. At
+        ``"none"``: both unchanged."""
+        if self.level == "none":
+            return list(argv), dict(env)
+        bwrap = capabilities().bwrap or "bwrap"
+        a = [*base_args(bwrap)]
+        if self.level == "fs+net":
+            a.append("--unshare-net")
+        a += ["--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
+        for t in PRIVATE_TMP:
+            a += ["--tmpfs", t]
+        for keep in KEEP_IN_RUN:
+            if os.path.isdir(keep):
+                a += ["--ro-bind", keep, keep]
+        for h in _existing(self.hidden):
+            a += ["--tmpfs", h]
+        home = env.get("HOME")
+        if home and os.path.isabs(home) and os.path.realpath(home) != "/":
+            a += ["--tmpfs", home]
+            for name in self.home_state:
+                p = os.path.join(home, name)
+                if os.path.exists(p):
+                    a += ["--bind", p, p]
+        for p in _existing((*self.readonly, *self._path_dirs(env))):
+            a += ["--ro-bind", p, p]
+        for p in _existing((self.worktree, *self.writable)):
+            a += ["--bind", p, p]
+        for p in _existing(self.locked):
+            a += ["--ro-bind", p, p]
+        a += ["--chdir", str(cwd), "--", *argv]
+        return a, {**env, "TMPDIR": "/tmp"}
+
+
+def _existing(paths: Iterable[Path]) -> list[str]:
+    # bwrap refuses a bind whose source is missing; a missing path has nothing to protect
+    return [str(p) for p in paths if os.path.lexists(p)]

