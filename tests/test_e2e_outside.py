@@ -17,6 +17,7 @@ import pytest
 from andon.agents import Agent
 from andon.errors import UsageError
 from andon.runner import EXIT_HALTED
+from andon.sandbox import probe
 
 from helpers import (
     accept_review,
@@ -195,19 +196,32 @@ def test_an_editor_swap_file_in_a_packet_folder_is_not_blamed_on_the_agent(tmp_p
     assert report.merged == ["P1"], report.message
 
 
-def test_an_agent_script_kept_in_the_checkout_is_watched(tmp_path):
+@pytest.mark.parametrize("sandbox", ["none", "auto"])
+def test_an_agent_script_kept_in_the_checkout_is_watched(tmp_path, sandbox):
     """`--command "$PWD/agent.sh"`: a script in the checkout that the agent rewrites would
-    run as the next stage's agent (or reviewer). Rewriting it is caught."""
+    run as the next stage's agent (or reviewer). Without the sandbox, rewriting it is caught;
+    under it, the script runs (bound read-only into a sandbox that hides the checkout) and
+    cannot be rewritten at all."""
+    if sandbox == "auto" and not probe.capabilities().fs[0]:
+        pytest.skip("no sandbox on this machine (andon doctor)")
     root = project(tmp_path)
+    toml = root / "andon.toml"
+    toml.write_text(toml.read_text().replace("[agent]\n", f'[agent]\nsandbox = "{sandbox}"\n', 1))
     script = root / "agent.sh"
     script.write_text("#!/bin/sh\nprintf '\\n\\ndef mul(a, b):\\n    return a * b\\n' "
                       ">> src/calc/ops.py\necho 'echo hijacked' >> \"$0\"\n")
     script.chmod(0o755)
     git(root, "add", "agent.sh")
     git(root, "commit", "-qm", "agent script")
+    before = script.read_text()
     r = andon(root, "run", "--only", "P1", "--command", str(script))
-    assert r.returncode == 1, r.stdout + r.stderr
-    assert "agent.sh" in r.stdout and "outside-worktree" in andon(root, "show", "P1").stdout
+    if sandbox == "none":
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert "agent.sh" in r.stdout and "outside-worktree" in andon(root, "show", "P1").stdout
+    else:
+        assert script.read_text() == before                    # contained: never rewritten
+        assert r.returncode == 0, r.stdout + r.stderr          # and the script did its work
+        assert "outside-worktree" not in andon(root, "show", "P1").stdout
 
 
 def test_hidden_tests_swapped_on_disk_during_the_gates_are_not_the_ones_run(tmp_path):

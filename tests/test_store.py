@@ -133,3 +133,17 @@ def test_experiment_rows_read_back_the_same_on_both_backends(store_target):
     assert [(r["id"], r["outcome"], r["data"]) for r in runs] == \
         [(second, "resolved", {"cost_usd": 1.5})]
     assert len(s.experiment_runs("e1", superseded=True)) == 2
+
+
+def test_events_chain_on_both_backends(store_target):
+    """Every event links to the one before it by hash, whichever backend wrote it
+    (PostgreSQL writers take an advisory lock in turn)."""
+    s = store_target.open()
+    s.upsert_packet("P1", "x", "p.md", "sha1", {"requires": []})
+    s.transition("P1", "running", "claimed")
+    s.event("note", "P1", data={"text": "ünïcode"})
+    from andon.store import chain
+    rows = s.chain_rows()
+    v = chain.verify(rows)
+    assert v.ok and v.chained == len(rows) >= 2 and v.head == rows[-1]["hash"]
+    assert s.chain_rows(1) == rows[-1:]

@@ -18,7 +18,6 @@ the ``agent`` gate (layer ``environment``: it could not work) instead of ``no-ch
 
 from __future__ import annotations
 
-import os
 import shutil
 import tempfile
 import time
@@ -265,7 +264,7 @@ class Attempt:
         wt, review = extra.get("worktree", self.worktree), extra.get("review_file")
         plan = sandbox.stage_plan(agent.sandbox, self.config, self.repo.root, stage, wt,
                                   self.worktree.parent, prompt_file, review,
-                                  list(self.packet.plant_blobs()))
+                                  list(self.packet.plant_blobs()), agent.command)
         run = agent.run(StageContext(self.packet, stage, self.row["n"], wt, prompt,
                                      prompt_file, ev, self.config.agent.timeout_s, review, plan))
         self.store.add_stage_run(self.row["id"], stage, run.agent, run.exit_status,
@@ -276,11 +275,10 @@ class Attempt:
                  f"(recorded, not used to decide); transcript {run.transcript_path}")
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
-        changed = guard.changes(before, self.watch()) if before is not None and self.watch \
-            else []
-        where = self.packet.dir or self.packet.source
-        own = os.path.relpath(where, self.repo.root).replace(os.sep, "/") \
-            + ("/" if self.packet.dir else "")
+        changed = (guard.changes(before, self.watch()) if before is not None and self.watch
+                   else [])
+        own = guard.packet_files(self.packet.dir or self.packet.source,
+                                 bool(self.packet.dir), self.repo.root)
         self._outside(stage, guard.blamable(changed, own, self.config.andon.packets_dir
                                             .strip("/"), CONFIG_NAME),
                       self.repo.restore_refs(refs_before, (

@@ -31,7 +31,7 @@ from .errors import AndonError, PacketError, UsageError
 from .gates.base import GateResult
 from .gates.hermetic import committed_hidden, committed_hidden_problem
 from .packet import Packet, load_packets, tests_problem
-from .store import StoreProtocol, connect, now, store_url
+from .store import StoreProtocol, chain, connect, now, store_url
 from .workspace import Repo
 
 ZERO = "0" * 40
@@ -157,6 +157,7 @@ class Runner:
             if not self.repo.rev_parse(self.ref):
                 self.repo.set_ref(self.ref, head, ZERO)
                 self.store.event("integration-branch-created", data={"sha": head})
+            chain.check_tail(self.store.chain_rows(chain.TAIL))  # before carried candidates
             self._recover()
             for gone in self.store.packets():
                 if gone["state"] == "blocked" and gone["id"] not in self.packets:
@@ -355,9 +356,11 @@ class Runner:
 
         Raises:
             UsageError: no such packet, or it is not awaiting a person.
+            StoreError: the newest events do not chain (the record was changed outside andon).
         """
         lock = self._lock()
         try:
+            chain.check_tail(self.store.chain_rows(chain.TAIL))
             a = outcome.awaiting(self.store, packet_id)
             self.packets = {p.id: p for p in load_packets(
                 self.repo.root / self.config.andon.packets_dir, self.repo.root)}

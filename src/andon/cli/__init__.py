@@ -6,7 +6,7 @@ Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked 
 
 One module per group of verbs: ``setup`` (init, check, doctor, demo), ``line`` (run, status,
 show), ``decide`` (approve, reject, unblock), ``experiments`` (compare, experiment
-run/status/export), ``validate``, ``serve`` (the dashboard);
+run/status/export), ``validate``, ``serve`` (the dashboard), ``verify`` (the hash chain);
 ``common`` holds what they share.
 """
 
@@ -19,6 +19,7 @@ from . import decide, experiments, line, setup
 from .context import context
 from .serve import serve
 from .validate import validate
+from .verify import verify
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -46,7 +47,7 @@ def main(ctx: click.Context, repo: str) -> None:
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
-                validate, context, serve, experiments.experiment):
+                validate, context, serve, experiments.experiment, verify):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -12,6 +12,7 @@ be editing there while the queue runs. Containing the agent is the sandbox's job
 from __future__ import annotations
 
 import hashlib
+import os
 import subprocess
 from pathlib import Path
 
@@ -69,6 +70,13 @@ def _git_config_marker(path: Path) -> str:
         return file_marker(path) or ""
     kept = [e for e in proc.stdout.split(b"\0") if e.lower().startswith(_RISKY_CONFIG)]
     return hashlib.sha256(b"\0".join(kept)).hexdigest()
+
+
+def packet_files(packet_path: Path, is_dir: bool, root: Path) -> str:
+    """The packet's files as :func:`blamable` takes them: its folder relative to ``root``
+    with a trailing slash, or its flat file."""
+    rel = Path(os.path.relpath(packet_path, root)).as_posix()
+    return rel + "/" if is_dir else rel
 
 
 def blamable(changed: list[tuple[str, str]], packet_files: str, packets_rel: str,

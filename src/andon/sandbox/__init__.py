@@ -12,6 +12,7 @@ that enters them before exec). See docs/sandbox.md.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -84,17 +85,32 @@ def plan_for(level: str, config: Config, repo_root: Path, worktree: Path,
 
 def stage_plan(level: str, config: Config, repo_root: Path, stage: str, wt: Path,
                worktree_root: Path, prompt_file: Path, review_file: Path | None,
-               planted: list[str]) -> Plan:
+               planted: list[str], command: str | None = None) -> Plan:
     """The plan of one stage of an attempt: the checkout (with ``.andon/``) and the worktree
-    root hidden; the prompt's folder read-only; during ``implement`` the worktree's ``.git``
-    and the ``planted`` files (repo-relative) locked read-only; a reviewer (``review_file``
-    set) sees its export ``wt`` read-only, with the review file's folder writable."""
+    root hidden; the prompt's folder read-only, and so are the files in the checkout that the
+    agent's ``command`` names (``--command "$PWD/agent.sh"``: it must run, and must not
+    rewrite itself for the next stage); during ``implement`` the worktree's ``.git`` and the
+    ``planted`` files (repo-relative) locked read-only; a reviewer (``review_file`` set) sees
+    its export ``wt`` read-only, with the review file's folder writable."""
     locked = [wt / ".git", *(wt / p for p in planted)] if stage == "implement" else []
     writable: list[Path] = []
     if review_file is not None:  # the export lives beside the review file: bound on top
         writable, locked = [review_file.parent], [wt]
     return plan_for(level, config, repo_root, wt, hidden=[worktree_root],
-                    readonly=[prompt_file.parent], writable=writable, locked=locked)
+                    readonly=[prompt_file.parent, *command_files(command, repo_root)],
+                    writable=writable, locked=locked)
+
+
+def command_files(command: str | None, repo_root: Path) -> list[Path]:
+    """The files inside ``repo_root`` that ``command`` names by absolute path (the words
+    /bin/sh would split it into); [] for a command it cannot split."""
+    try:
+        words = shlex.split(command) if command else []
+    except ValueError:
+        return []
+    root = _real(repo_root)
+    return [p for p in map(Path, words)
+            if p.is_absolute() and p.is_file() and _real(p).is_relative_to(root)]
 
 
 def _real(p: Path) -> Path:

@@ -37,6 +37,8 @@ from .sqlite import MIGRATIONS, Store, now
 
 # the advisory lock that serialises migrations of one database (any constant would do)
 _MIGRATION_LOCK = 0x616E646F6E  # "andon"
+# the advisory lock writers of events take in turn, so that each links to the one before it
+_CHAIN_LOCK = _MIGRATION_LOCK + 1
 
 
 def redact(url: str) -> str:
@@ -222,6 +224,11 @@ class PgStore(Store):
 
     def close(self) -> None:
         self.db.close()
+
+    def _chain_lock(self, db: Any) -> None:
+        """READ COMMITTED lets two writers read the same last event: they take turns (released
+        at the end of the transaction)."""
+        db.execute(f"SELECT pg_advisory_xact_lock({_CHAIN_LOCK})")
 
     def _migrate(self) -> None:
         # Same list, same schema_migrations table as SQLite; each version in its own

@@ -107,3 +107,6 @@ class StoreProtocol(Protocol):
 
     def experiment_runs(self, experiment: str, superseded: bool = False
                         ) -> list[dict[str, Any]]: ...
+
+    # the hash chain (chain.py)
+    def chain_rows(self, last: int | None = None) -> list[dict[str, Any]]: ...

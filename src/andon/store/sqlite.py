@@ -23,6 +23,7 @@ from typing import Any
 from .. import lifecycle
 from ..errors import StoreError
 from ..usage import Usage
+from . import chain
 from .claims import Claims
 from .dashboard import DashboardReads
 from .experiment_rows import ExperimentRows
@@ -109,6 +110,12 @@ MIGRATIONS: list[str] = [
         CREATE INDEX experiment_runs_key ON experiment_runs(experiment, task, condition,
             repeat);
     """,
+    # The hash chain over the events (issue 11, store/chain.py): events before this have
+    # none, and the chain starts at the first event written after the upgrade.
+    """
+        ALTER TABLE events ADD COLUMN prev_hash TEXT;
+        ALTER TABLE events ADD COLUMN hash TEXT;
+    """,
 ]
 
 
@@ -167,13 +174,35 @@ class Store(Claims, DashboardReads, ExperimentRows):
     def event(self, kind: str, packet_id: str | None = None, attempt_id: int | None = None,
               data: dict[str, Any] | None = None, from_state: str | None = None,
               to_state: str | None = None) -> None:
+        row = {"ts": now(), "packet_id": packet_id, "attempt_id": attempt_id, "kind": kind,
+               "from_state": from_state, "to_state": to_state, "data": json.dumps(data or {})}
         with self.tx() as db:
+            self._chain_lock(db)
+            last = db.execute("SELECT hash FROM events ORDER BY id DESC LIMIT 1").fetchone()
+            prev = last[0] if last else None
             db.execute(
-                "INSERT INTO events (ts, packet_id, attempt_id, kind, from_state, to_state, data)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (now(), packet_id, attempt_id, kind, from_state, to_state,
-                 json.dumps(data or {})),
+                "INSERT INTO events (ts, packet_id, attempt_id, kind, from_state, to_state, data,"
+                " prev_hash, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (*row.values(), prev, chain.event_hash(prev, row)),
             )
+
+    def _chain_lock(self, db: Any) -> None:
+        """Writers of events take turns, so that each links to the one before it: SQLite's
+        ``BEGIN IMMEDIATE`` already makes them (PostgreSQL overrides this)."""
+
+    def chain_rows(self, last: int | None = None) -> list[dict[str, Any]]:
+        """Every event as stored (``data`` as its JSON text), or the ``last`` newest, in id
+        order: what :func:`andon.store.chain.verify` walks."""
+        if last is None:
+            return [dict(r) for r in self.db.execute("SELECT * FROM events ORDER BY id")]
+        rows = [dict(r) for r in self.db.execute(
+            "SELECT * FROM events ORDER BY id DESC LIMIT ?", (last,))]
+        return rows[::-1]
+
+    def _evidence_event(self, attempt_id: int | None, of: str, *values: Any) -> None:
+        files = chain.evidence_files(*values)
+        if files:
+            self.event("evidence", None, attempt_id, {"of": of, "files": files})
 
     def transition(self, packet_id: str, to_state: str, kind: str,
                    attempt_id: int | None = None, data: dict[str, Any] | None = None) -> str:
@@ -269,6 +298,7 @@ class Store(Claims, DashboardReads, ExperimentRows):
                        " summary, evidence, started_at, duration_s) VALUES (?,?,?,?,?,?,?,?)",
                        (attempt_id, gate, status, failure_layer, summary,
                         json.dumps(evidence), started_at, duration_s))
+            self._evidence_event(attempt_id, f"gate {gate}", evidence)
 
     def gate_results(self, attempt_id: int) -> list[dict[str, Any]]:
         return [_row(r) for r in self.db.execute(
@@ -287,6 +317,7 @@ class Store(Claims, DashboardReads, ExperimentRows):
                         transcript_path, claim,
                         json.dumps(usage.to_dict()) if usage is not None else None,
                         started_at))
+            self._evidence_event(attempt_id, f"stage {stage}", transcript_path)
 
     def stage_runs(self, attempt_id: int) -> list[dict[str, Any]]:
         return [_row(r) for r in self.db.execute(
