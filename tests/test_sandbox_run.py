@@ -33,7 +33,8 @@ def show(root):
 
 @needs_fs
 def test_honest_command_agent_is_merged_under_auto_and_the_level_is_recorded(tmp_path):
-    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)},
+                        config=_add_lines(FAST, "agent", 'sandbox = "auto"\n'))
     r = andon(root, "run", "--agent", "command", "--command", HONEST)
     assert r.returncode == 0, r.stdout + r.stderr
     s = show(root)
