@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import andon
 from andon import sandbox
 from andon.agents.process import run_process
 from andon.config import Config
@@ -68,8 +69,11 @@ def run(site, script: str, stage: str = "implement", level: str = "fs",
     """``script`` through /bin/sh as the stage's agent; (ProcessRun, transcript text)."""
     wt = site["wt"]
     locked = [wt / ".git", wt / "tests/test_planted.py"] if stage == "implement" else []
-    plan = sandbox.plan_for(level, config or Config(), site["repo"], wt,
-                            hidden=[wt.parent], readonly=[site["prompt"]], locked=locked)
+    # the python the scripts call (this venv, andon's source for `import andon`) wherever the
+    # checkout lives: below /tmp it would be hidden by the stage's private /tmp
+    tools = [Path(sys.prefix), Path(andon.__file__).resolve().parents[1]]
+    plan = sandbox.plan_for(level, config or Config(), site["repo"], wt, hidden=[wt.parent],
+                            readonly=[site["prompt"], *tools], locked=locked)
     out = site["tmp"] / f"out-{os.urandom(4).hex()}.log"
     env = {"PATH": os.environ["PATH"], "HOME": str(site["home"]), "LANG": "C.UTF-8",
            "GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
