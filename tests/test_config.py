@@ -132,3 +132,13 @@ def test_test_jobs_must_be_positive(tmp_path):
         ":2: test.jobs: Input should be greater than or equal to 1, got 0"]
     (tmp_path / "andon.toml").write_text("[test]\njobs = 3\n")
     assert load_config(tmp_path).test.jobs == 3
+
+
+@pytest.mark.parametrize("table", [
+    '[[gates.patterns.rules]]\nid = "x"\nregex = "a(b"\n',
+    '[[context.rules]]\npattern = "a(b"\ncomponent = "doc"\n',
+])
+def test_a_regex_that_does_not_compile_is_named(tmp_path, table):
+    (tmp_path / "andon.toml").write_text(table)
+    with pytest.raises(ConfigError, match="not a valid regex"):
+        load_config(tmp_path)

@@ -94,11 +94,16 @@ class PatternRule(_Strict):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as exc:
-            raise InvalidValue(f"not a valid regex: {exc}") from None
-        return v
+        return valid_regex(v)
+
+
+def valid_regex(v: str) -> str:
+    """``v`` if it compiles as a Python regex, else InvalidValue naming why."""
+    try:
+        re.compile(v)
+    except re.error as exc:
+        raise InvalidValue(f"not a valid regex: {exc}") from None
+    return v
 
 
 class Patterns(_Strict):
@@ -121,11 +126,7 @@ class ContextRule(_Strict):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as exc:
-            raise InvalidValue(f"not a valid regex: {exc}") from None
-        return v
+        return valid_regex(v)
 
 
 class ContextSettings(_Strict):
