@@ -19,7 +19,10 @@ suite run (docs/gates.md, "What the verdict is read from"), on two generated sui
 trivial tests, and tests that each spin ``--work-ms`` (5) ms of CPU first (closer to a real
 suite). Each is run alternately through boot.py with canaries and the old way (a command the
 channel cannot map, so no channel, no canaries), ``--repeats`` times, interleaved; prints the
-medians of wall and child CPU seconds and the ratio for each suite.
+medians of wall and child CPU seconds and the ratio for each suite. A third configuration,
+the channel without canaries, splits what the canaries add from what the channel adds.
+``--real-sdist more-itertools-10.5.0.tar.gz`` adds a real suite (664 tests and 2,332
+unittest sub-tests, each sub-test a report and an outcome line).
 
 Where the time went (profiled 2026-11-30: ``-X importtime`` and cProfile of the test process,
 N=500): start-up — ``pluggy.__version__`` reads the distribution's metadata (importlib.metadata
@@ -78,19 +81,41 @@ def _suite(proj: Path, n: int, work_ms: float) -> None:
         (proj / "tests" / f"test_gen_{f}.py").write_text("import time\n" + body)
 
 
-def verdict_overhead(n: int, repeats: int, work_ms: float = 5.0) -> int:
+def _real_suite(work: Path, sdist: Path, planted: str) -> tuple[Path, int, str]:
+    """Unpack a project's sdist below ``work``; return its folder, its test count (one plain
+    pytest run) and the test file the canaries go beside."""
+    import tarfile
+
+    with tarfile.open(sdist) as tar:
+        tar.extractall(work / "real", filter="data")
+    (proj,) = (work / "real").iterdir()
+    out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "--co", "tests"], cwd=proj, capture_output=True, text=True).stdout
+    count = sum(1 for line in out.splitlines() if "::" in line)
+    return proj, count, planted
+
+
+def verdict_overhead(n: int, repeats: int, work_ms: float = 5.0,
+                     sdist: Path | None = None, planted: str = "") -> int:
     """Median seconds of a suite run of ``n`` tests with and without the channel+canaries, on
-    trivial tests and on tests doing ``work_ms`` ms of CPU each; both ratios printed."""
+    trivial tests and on tests doing ``work_ms`` ms of CPU each — and, given a project's
+    ``sdist`` (a ``.tar.gz`` with a ``tests/`` folder that runs with no dependency but pytest),
+    on that real suite with canaries beside ``planted``; each ratio printed."""
     from andon.runners.pytest import run_suite
 
     work = Path(tempfile.mkdtemp())
     suites = {"trivial": work / "trivial", f"{work_ms:g} ms/test": work / "work"}
     _suite(suites["trivial"], n, 0)
     _suite(suites[f"{work_ms:g} ms/test"], n, work_ms)
+    counts = dict.fromkeys(suites, n)
+    canary_file = dict.fromkeys(suites, "tests/test_gen_0.py")
+    if sdist is not None:
+        proj, counts["real"], canary_file["real"] = _real_suite(work, sdist, planted)
+        suites["real"] = proj
     unmapped = ["/bin/sh", "-c", 'exec "$0" -m pytest "$@"', sys.executable]
     import resource
 
-    labels = ("channel+canaries", "no channel")
+    labels = ("channel+canaries", "channel", "no channel")
     times = {(s, lb): list[float]() for s in suites for lb in labels}
     cpu = {k: list[float]() for k in times}
     for i in range(repeats):  # interleaved: the machine's load changes under a run
@@ -100,8 +125,9 @@ def verdict_overhead(n: int, repeats: int, work_ms: float = 5.0) -> int:
                 ch = label != "no channel"
                 r = run_suite([sys.executable, "-m", "pytest"] if ch else unmapped, proj,
                               work / "ev", f"run-{i}", network="on",
-                              canaries=["tests/test_gen_0.py"] if ch else None)
-                assert len(r.results) == n and not r.forged, (r.report_problem, r.forged)
+                              canaries=[canary_file[suite]] if label == labels[0] else None)
+                assert len(r.results) >= counts[suite] and not r.forged, (
+                    suite, len(r.results), r.report_problem, r.forged)
                 after = resource.getrusage(resource.RUSAGE_CHILDREN)
                 times[suite, label].append(r.duration_s)
                 cpu[suite, label].append(after.ru_utime + after.ru_stime - before.ru_utime
@@ -113,10 +139,13 @@ def verdict_overhead(n: int, repeats: int, work_ms: float = 5.0) -> int:
         for lb in labels:
             print(f"{suite:>12} {lb:18} wall median {med[lb]:6.3f} s, CPU median "
                   f"{mcpu[lb]:6.3f} s (CPU: {', '.join(f'{x:.2f}' for x in cpu[suite, lb])})")
-        ch, base = labels
-        print(f"{suite:>12} ratio channel+canaries / no channel: wall {med[ch] / med[base]:.3f}, "
-              f"CPU {mcpu[ch] / mcpu[base]:.3f}; per test: "
-              f"{(mcpu[ch] - mcpu[base]) / n * 1e3:.3f} ms CPU")
+        both, chan, base = labels
+        print(f"{suite:>12} ratio channel+canaries / no channel: wall {med[both] / med[base]:.3f}, "
+              f"CPU {mcpu[both] / mcpu[base]:.3f}; per test: "
+              f"{(mcpu[both] - mcpu[base]) / counts[suite] * 1e3:.3f} ms CPU "
+              f"({counts[suite]} tests)")
+        print(f"{suite:>12} the canaries alone (channel+canaries / channel): CPU "
+              f"{mcpu[both] / mcpu[chan]:.3f}, wall {med[both] / med[chan]:.3f}")
     shutil.rmtree(work, ignore_errors=True)
     return 0
 
@@ -130,9 +159,15 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--work-ms", type=float, default=5.0,
                     help="CPU each test of the realistic suite spends (--verdict-overhead)")
+    ap.add_argument("--real-sdist", type=Path, metavar="TAR_GZ",
+                    help="also measure a real project's suite (--verdict-overhead), e.g. "
+                    "more-itertools-10.5.0.tar.gz from PyPI")
+    ap.add_argument("--real-planted", default="tests/test_more.py", metavar="FILE",
+                    help="the real suite's file the canaries go beside")
     args = ap.parse_args()
     if args.verdict_overhead:
-        return verdict_overhead(args.verdict_overhead, args.repeats, args.work_ms)
+        return verdict_overhead(args.verdict_overhead, args.repeats, args.work_ms,
+                                args.real_sdist, args.real_planted)
 
     tmp = Path(tempfile.mkdtemp(prefix="andon-bench-gates-"))
     try:
