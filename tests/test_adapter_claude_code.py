@@ -252,3 +252,27 @@ def test_without_a_result_each_message_is_priced_as_its_own_request(tmp_path):
                            model_ref="claude-sonnet-4-5").total_price)
     assert u.input_tokens == 360_000 and u.pricing == "per_request"
     assert u.cost_usd == pytest.approx(12 * one, rel=1e-9)
+
+
+def test_the_adapter_and_andon_context_read_one_response_once_even_when_split(tmp_path):
+    """One response written as two lines with a tool result between them (parallel tool
+    calls) is one request for both readers: they are one parser (andon.context.claude)."""
+    from andon.context import load
+
+    def asst(content, out):
+        return json.dumps({"type": "assistant", "message": {
+            "id": "m1", "model": "claude-sonnet-4-20250514", "content": [content],
+            "usage": {"input_tokens": 3, "cache_creation_input_tokens": 10,
+                      "cache_read_input_tokens": 5, "output_tokens": out}}})
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join([
+        '{"type":"system","subtype":"init","model":"claude-sonnet-4-20250514"}',
+        asst({"type": "tool_use", "id": "a", "name": "Read", "input": {"file_path": "x"}}, 7),
+        json.dumps({"type": "user", "message": {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "x"}]}}),
+        asst({"type": "tool_use", "id": "b", "name": "Read", "input": {"file_path": "y"}}, 40),
+    ]) + "\n")
+    u = parse_stream(p).usage
+    assert (u.input_tokens, u.output_tokens, len(u.requests)) == (18, 40, 1)
+    conv = load(p, "claude-stream-json")
+    assert [(r.input_tokens, r.output_tokens) for r in conv.requests()] == [(18, 40)]

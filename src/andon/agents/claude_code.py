@@ -52,6 +52,8 @@ from pathlib import Path
 from typing import Any
 
 from ..config import AgentSettings
+from ..context import claude as context_claude
+from ..context import model as context_model
 from ..usage import Usage, from_anthropic, sum_counts
 from .base import StageContext
 from .external import (
@@ -59,11 +61,10 @@ from .external import (
     FormatError,
     Parsed,
     RunFiles,
-    json_lines,
+    note_problems,
     note_unknown,
 )
 
-KNOWN = {"system", "assistant", "user", "result", "stream_event"}
 BYPASS_ARGS = ("--dangerously-skip-permissions",)
 ROOT_ARGS = ("--permission-mode", "acceptEdits", "--allowedTools=Bash")
 # Claude Code's own guard: as root, bypass mode is refused unless one of these is "1".
@@ -113,7 +114,10 @@ class ClaudeCodeAgent(ExternalAgent):
 
 
 def parse_stream(path: Path, configured_model: str | None = None) -> Parsed:
-    """Read a ``--output-format stream-json`` transcript (see the module docstring).
+    """Read a ``--output-format stream-json`` transcript (see the module docstring) with the
+    one stream-json parser, ``andon.context.claude.stream_json``: the messages' usage (one
+    response written as several lines counts once), the ``result`` event, the init event's
+    model and version, the kinds of event it does not know.
 
     Raises:
         FormatError: the file has JSON objects but none is a Claude Code event (no ``type``
@@ -125,51 +129,27 @@ def parse_stream(path: Path, configured_model: str | None = None) -> Parsed:
         u.notes.append("no output: usage unknown")
         u.model = configured_model
         return out
-    unknown: Counter = Counter()
-    messages: dict[str, dict[str, Any]] = {}   # message id -> largest usage seen
-    models: dict[str, str] = {}                # message id -> model
-    last_text, result, init, seen = "", None, None, 0
-    for ev in json_lines(path, u):
-        kind = ev.get("type")
-        if kind not in KNOWN:
-            unknown[f"{kind}/{ev.get('subtype')}" if ev.get("subtype") else str(kind)] += 1
-            continue
-        seen += 1
-        if kind == "system" and ev.get("subtype") == "init":
-            init = ev
-        elif kind == "assistant" and isinstance(ev.get("message"), dict):
-            msg = ev["message"]
-            text = "".join(b.get("text", "") for b in msg.get("content") or []
-                           if isinstance(b, dict) and b.get("type") == "text")
-            if text and ev.get("parent_tool_use_id") is None:
-                last_text = text
-            usage, mid = msg.get("usage"), msg.get("id") or f"#{len(messages)}"
-            if isinstance(usage, dict):
-                old = messages.get(mid, {})
-                messages[mid] = {k: max(v, old.get(k, 0)) if isinstance(v, (int, float))
-                                 and not isinstance(v, bool) else v for k, v in usage.items()}
-                models[mid] = msg.get("model") or models.get(mid) or ""
-        elif kind == "result":
-            result = ev
-    note_unknown(u, unknown)
-    if not seen:
+    conv = context_claude.stream_json(path)
+    rep = conv.reported
+    note_problems(u, conv.problems)
+    note_unknown(u, Counter(rep.get("unknown_events") or {}))
+    if not rep.get("events"):
         raise FormatError("no Claude Code stream-json event in the output (is it "
-                          "`--output-format stream-json --verbose`?)" if unknown else
-                          "the output holds no JSON events")
-    if init:
-        u.model = init.get("model") or None
-        version = init.get("claude_code_version") or init.get("version")
-        if version:
-            u.notes.append(f"claude code {version}")
-    if result is not None:
-        _from_result(out, result)
-    elif messages:
+                          "`--output-format stream-json --verbose`?)" if rep.get("unknown_events")
+                          else "the output holds no JSON events")
+    u.model = conv.model or None
+    if rep.get("claude_code_version"):
+        u.notes.append(f"claude code {rep['claude_code_version']}")
+    requests = [m.usage for t in conv.threads for m in t.messages if m.usage is not None]
+    if "subtype" in rep or "num_turns" in rep or "result" in rep or "cost_usd" in rep \
+            or "model_usage" in rep or "input_tokens" in rep:
+        _from_result(out, rep)
+    elif requests:
         parts: dict[str, list[dict]] = {}
-        for mid, usage in messages.items():
-            model = models.get(mid) or u.model or configured_model or "?"
-            counts = from_anthropic(usage.get("input_tokens"), usage.get("output_tokens"),
-                                    usage.get("cache_read_input_tokens"),
-                                    usage.get("cache_creation_input_tokens"))
+        for r in requests:
+            model = r.model or u.model or configured_model or "?"
+            read, write = r.cache_read_tokens or 0, r.cache_write_tokens or 0
+            counts = from_anthropic(r.input_tokens - read - write, r.output_tokens, read, write)
             parts.setdefault(model, []).append(counts)
             u.requests.append({**counts, "model": model})   # one message = one API request
         u.models = {m: sum_counts(p) for m, p in parts.items()}
@@ -178,13 +158,23 @@ def parse_stream(path: Path, configured_model: str | None = None) -> Parsed:
                        "last message's output may be partial)")
     else:
         u.notes.append("no result event and no usage in the messages: usage unknown")
-    out.claim = out.claim or last_text
+    out.claim = out.claim or _last_text(conv)
     if u.model is None:
         u.model = configured_model
     return out
 
 
+def _last_text(conv: context_model.Conversation) -> str:
+    """The text of the main thread's last assistant message that has any."""
+    for m in reversed(conv.main.messages):
+        text = "".join(p.text for p in m.parts if p.kind == "text")
+        if m.role == "assistant" and text:
+            return text
+    return ""
+
+
 def _from_result(out: Parsed, r: dict[str, Any]) -> None:
+    """The usage of the ``result`` event, as the stream-json parser reported it."""
     u = out.usage
     if isinstance(r.get("result"), str):
         out.claim = r["result"]
@@ -193,7 +183,7 @@ def _from_result(out: Parsed, r: dict[str, Any]) -> None:
                                                           else ""))
     turns = r.get("num_turns")
     u.turns = turns if isinstance(turns, int) and not isinstance(turns, bool) else None
-    per_model = r.get("modelUsage")
+    per_model = r.get("model_usage")
     if isinstance(per_model, dict) and per_model:
         for model, m in per_model.items():
             if not isinstance(m, dict):
@@ -207,17 +197,15 @@ def _from_result(out: Parsed, r: dict[str, Any]) -> None:
         _set_totals(u)
         if u.model not in u.models and u.models:  # the model that did most of the work
             u.model = max(u.models, key=lambda k: u.models[k].get("output_tokens") or 0)
-    elif isinstance(r.get("usage"), dict):
-        x = r["usage"]
-        counts = from_anthropic(x.get("input_tokens"), x.get("output_tokens"),
-                                x.get("cache_read_input_tokens"),
-                                x.get("cache_creation_input_tokens"))
+    elif "input_tokens" in r:  # the parser's convention: input includes the cache
+        read, write = r.get("cache_read_tokens") or 0, r.get("cache_write_tokens") or 0
+        counts = from_anthropic(r["input_tokens"] - read - write, r.get("output_tokens"),
+                                read, write)
         for k, v in counts.items():
             setattr(u, k, v)
     else:
         u.notes.append("the result event has no usage block: tokens unknown")
-    cost = r.get("total_cost_usd", r.get("cost_usd"))
-    u.report_cost(cost)
+    u.report_cost(r.get("cost_usd"))
     if u.cost_source != "reported":
         u.notes.append("the result event reports no cost")
 

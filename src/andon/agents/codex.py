@@ -60,6 +60,7 @@ from .external import (
     Parsed,
     RunFiles,
     json_lines,
+    note_problems,
     note_unknown,
 )
 
@@ -230,12 +231,7 @@ def parse_rollout(path: Path, configured_model: str | None = None) -> Parsed:
     out = Parsed()
     u = out.usage
     conv = context_codex.rollout(path)
-    truncated = sum("truncated" in p.message for p in conv.problems)
-    if truncated:
-        u.notes.append(f"{truncated} truncated JSON line(s) skipped")
-    if len(conv.problems) > truncated:
-        u.notes.append(f"{len(conv.problems) - truncated} line(s) that are not JSON objects "
-                       "skipped")
+    note_problems(u, conv.problems)
     if conv.reported.get("thread_id") is not None:
         out.meta["thread_id"] = conv.reported["thread_id"]
     for r in conv.requests():

@@ -30,12 +30,13 @@ import os
 import shutil
 from abc import abstractmethod
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ..config import AgentSettings, Config
+from ..context.model import Problem
 from ..errors import AndonError, InvalidValue
 from ..usage import Usage, price
 from .base import Agent, AgentRun, StageContext
@@ -95,6 +96,17 @@ def json_lines(path: Path, usage: Usage) -> Iterator[dict[str, Any]]:
         usage.notes.append(f"{truncated} truncated JSON line(s) skipped")
     if other:
         usage.notes.append(f"{other} line(s) that are not JSON objects skipped")
+
+
+def note_problems(usage: Usage, problems: Sequence[Problem]) -> None:
+    """The lines a transcript parser of ``andon.context`` skipped, as notes: truncated JSON
+    lines and other lines counted apart (the words ``json_lines`` uses)."""
+    truncated = sum("truncated" in p.message for p in problems)
+    if truncated:
+        usage.notes.append(f"{truncated} truncated JSON line(s) skipped")
+    if len(problems) > truncated:
+        usage.notes.append(f"{len(problems) - truncated} line(s) that are not JSON objects "
+                           "skipped")
 
 
 def note_unknown(usage: Usage, unknown: Counter) -> None:

@@ -105,15 +105,37 @@ def _read(conv: Conversation, path: Path, fixed: str | None) -> None:
         thread.messages.append(m)
 
 
+STREAM_KINDS = {"system", "assistant", "user", "result", "stream_event"}
+
+
 def stream_json(path: Path) -> Conversation:
-    """``claude -p --output-format stream-json --verbose`` output (JSON lines)."""
+    """``claude -p --output-format stream-json --verbose`` output (JSON lines).
+
+    Besides the conversation, ``reported`` gets what the adapter's usage reading needs
+    (``agents/claude_code.py`` reads this, not the file): ``events`` (how many lines were
+    Claude Code events), ``unknown_events`` (``{kind[/subtype]: n}`` of the others),
+    ``claude_code_version``, and from the ``result`` event ``result`` (the final text),
+    ``model_usage`` (its ``modelUsage``, per model) and the totals. One response written as
+    several lines (one ``message.id``) is one message and one request, the largest usage kept.
+    """
     conv = Conversation(path, "claude-stream-json", [Thread("main")])
+    rep = conv.reported
     boundary = False
+    seen, unknown = 0, dict[str, int]()
+    first_of: dict[tuple[str, str], Message] = {}  # (thread, message id) -> its first message
     for n, ev in json_lines(path, conv.problems):
         kind, src = ev.get("type"), f"{path.name}:{n}"
+        if kind not in STREAM_KINDS:
+            key = f"{kind}/{ev.get('subtype')}" if ev.get("subtype") else str(kind)
+            unknown[key] = unknown.get(key, 0) + 1
+            continue
+        seen += 1
         if kind == "system" and ev.get("subtype") == "init":
             conv.model = ev.get("model")
-            conv.reported["session_id"] = ev.get("session_id")
+            rep["session_id"] = ev.get("session_id")
+            version = ev.get("claude_code_version") or ev.get("version")
+            if version:
+                rep["claude_code_version"] = version
             continue
         if kind == "system" and ev.get("subtype") == "compact_boundary":
             boundary = True
@@ -124,19 +146,28 @@ def stream_json(path: Path) -> Conversation:
         if kind not in ("user", "assistant"):
             continue
         parent = ev.get("parent_tool_use_id")
-        thread = conv.thread(f"sidechain:{parent}" if parent else "main")
+        name = f"sidechain:{parent}" if parent else "main"
+        thread = conv.thread(name)
         msg = ev.get("message") or {}
         usage = anthropic_usage(msg["usage"], msg.get("model"), msg.get("id")) if (
             kind == "assistant" and isinstance(msg.get("usage"), dict)) else None
-        last = thread.messages[-1] if thread.messages else None
-        if kind == "assistant" and last is not None and msg.get("id") and last.id == msg["id"]:
-            last.parts.extend(anthropic_parts(msg.get("content")))
-            _merge(last, usage)
-            continue
+        first = first_of.get((name, str(msg.get("id")))) if kind == "assistant" else None
+        if first is not None:
+            # the same response again: its usage counts once, on its first message
+            _merge(first, usage)
+            if thread.messages[-1] is first:
+                first.parts.extend(anthropic_parts(msg.get("content")))
+                continue
+            usage = None
         m = Message(kind, anthropic_parts(msg.get("content")), src, ev.get("timestamp"),
                     msg.get("id"), usage, boundary)
+        if kind == "assistant" and msg.get("id") and first is None:
+            first_of[name, str(msg["id"])] = m
         boundary = False
         thread.messages.append(m)
+    rep["events"] = seen
+    if unknown:
+        rep["unknown_events"] = unknown
     join_calls(conv)
     return conv
 
@@ -146,14 +177,17 @@ def _result(conv: Conversation, ev: dict[str, Any]) -> None:
     cost = ev.get("total_cost_usd", ev.get("cost_usd"))
     if cost is not None:
         rep["cost_usd"] = cost
-    for k in ("num_turns", "duration_ms", "subtype", "is_error"):
+    for k in ("num_turns", "duration_ms", "subtype", "is_error", "result"):
         if k in ev:
             rep[k] = ev[k]
     if isinstance(ev.get("usage"), dict):
         u = anthropic_usage(ev["usage"])
         rep.update(input_tokens=u.input_tokens, output_tokens=u.output_tokens,
                    cache_read_tokens=u.cache_read_tokens, cache_write_tokens=u.cache_write_tokens)
-    for model, mu in (ev.get("modelUsage") or {}).items():
+    per_model = ev.get("modelUsage")
+    if isinstance(per_model, dict):
+        rep["model_usage"] = per_model
+    for model, mu in (per_model or {}).items():
         if isinstance(mu, dict) and mu.get("contextWindow"):
             conv.context_window = int(mu["contextWindow"])
             conv.model = conv.model or model
