@@ -53,9 +53,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config import AgentSettings
+from ..context import gemini as context_gemini
 from ..usage import as_count, sum_counts
 from .base import StageContext
-from .external import DEVNULL, ExternalAgent, FormatError, Parsed, RunFiles, json_lines
+from .external import DEVNULL, ExternalAgent, FormatError, Parsed, RunFiles, note_problems
 
 ARG_LIMIT = 100_000   # bytes; Linux refuses a single argument over 128 KiB
 STDIN_NOTE = "Follow the instructions given on standard input."
@@ -170,22 +171,13 @@ def parse_json(path: Path, configured_model: str | None = None) -> Parsed:
     return out
 
 
-def _request_tokens(t: dict[str, Any]) -> dict[str, int | None]:
-    """One request's ``tokens`` of a chat recording (``input`` = the prompt, cached
-    included; ``output`` = candidates; ``thoughts``; ``tool`` = tool-use prompt tokens)
-    → the store's convention, as for the per-model stats."""
-    prompt, cand = as_count(t.get("input")), as_count(t.get("output"))
-    tool, thoughts = as_count(t.get("tool")) or 0, as_count(t.get("thoughts")) or 0
-    return {"input_tokens": None if prompt is None else prompt + tool,
-            "output_tokens": None if cand is None else cand + thoughts,
-            "cache_read_tokens": as_count(t.get("cached")), "cache_write_tokens": None}
-
-
 def parse_session(path: Path, configured_model: str | None = None) -> Parsed:
     """Read a Gemini CLI chat recording (``~/.gemini/tmp/<project hash>/chats/
     session-*.json``: ``{sessionId, messages: [{type: "user" | "gemini", model, tokens:
-    {input, output, cached, thoughts, tool, total}, ...}]}``), one ``gemini`` message per
-    API request: the requests, their sums per model, ``turns`` = their number.
+    {input, output, cached, thoughts, tool, total}, ...}]}``) with the one parser,
+    ``andon.context.gemini.session``: one ``gemini`` message per API request (input = the
+    prompt, cached included, + tool-use prompt tokens; output = candidates + thoughts), their
+    sums per model, ``turns`` = their number.
 
     Raises:
         FormatError: not a JSON object with a ``messages`` list.
@@ -198,28 +190,30 @@ def parse_session(path: Path, configured_model: str | None = None) -> Parsed:
         raise FormatError(f"{path}: not a Gemini CLI chat recording: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
         raise FormatError(f"{path}: a JSON object with a `messages` list was expected")
+    conv = context_gemini.session(path, doc)
+    replies = [m for m in conv.main.messages if m.role == "assistant"]
     per_model: dict[str, list[dict]] = {}
-    for m in doc["messages"]:
-        if not isinstance(m, dict) or m.get("type") != "gemini":
-            continue
-        if not isinstance(m.get("tokens"), dict):
-            u.notes.append("a gemini message without token counts: tokens unknown")
-            u.requests = []
-            per_model = {}
-            break
-        model = m.get("model") if isinstance(m.get("model"), str) else configured_model
-        counts = _request_tokens(m["tokens"])
-        u.requests.append({**counts, "model": model})
-        per_model.setdefault(model or "?", []).append(counts)
-        if isinstance(m.get("content"), str) and m["content"]:
-            out.claim = m["content"]
+    if conv.reported.get("replies_without_tokens") or any(m.usage is None for m in replies):
+        u.notes.append("a gemini message without token counts: tokens unknown")
+    else:
+        for m in replies:
+            assert m.usage is not None  # checked just above
+            model = m.usage.model if isinstance(m.usage.model, str) else configured_model
+            counts = {"input_tokens": m.usage.input_tokens,
+                      "output_tokens": m.usage.output_tokens,
+                      "cache_read_tokens": m.usage.cache_read_tokens,
+                      "cache_write_tokens": None}
+            u.requests.append({**counts, "model": model})
+            per_model.setdefault(model or "?", []).append(counts)
+    texts = [t for m in replies if (t := "".join(p.text for p in m.parts if p.kind == "text"))]
+    out.claim = texts[-1] if texts else ""
     u.models = {k: sum_counts(v) for k, v in per_model.items()}
     for k, v in sum_counts(u.models.values()).items():
         setattr(u, k, v)
     u.turns = len(u.requests) if u.requests else None
     u.model = configured_model or (max(u.models, key=lambda k: u.models[k].get(
         "output_tokens") or 0) if u.models else None)
-    out.meta["session_id"] = doc.get("sessionId")
+    out.meta["session_id"] = conv.reported.get("session_id")
     return out
 
 
@@ -240,7 +234,8 @@ def session_file(home: Path, session_id: str) -> Path | None:
 
 
 def parse_stream_json(path: Path, configured_model: str | None = None) -> Parsed:
-    """Read ``gemini -o stream-json`` output: ``init {session_id, model}``, ``message``
+    """Read ``gemini -o stream-json`` output with the one parser,
+    ``andon.context.gemini.stream_json``: ``init {session_id, model}``, ``message``
     (``delta`` chunks of the reply), ``tool_use``, ``tool_result``, ``error``, last ``result
     {status, stats: {total_tokens, input_tokens, output_tokens, cached, input, tool_calls,
     duration_ms}}``. Lines that are not JSON (a shell prompt, CLI notices) are skipped.
@@ -254,36 +249,23 @@ def parse_stream_json(path: Path, configured_model: str | None = None) -> Parsed
     """
     out = Parsed()
     u = out.usage
-    results, model, reply = [], None, ""
-    for ev in json_lines(path, u):
-        kind = ev.get("type")
-        if kind == "init":
-            model = ev.get("model") if isinstance(ev.get("model"), str) else model
-            out.meta["session_id"] = ev.get("session_id")
-            reply = ""
-        elif kind == "message" and ev.get("role") == "assistant":
-            reply += c if isinstance(c := ev.get("content"), str) else ""
-        elif kind == "result" and isinstance(ev.get("stats"), dict):
-            results.append(ev["stats"])
-    out.claim = reply
-    u.model = configured_model or model
-    if not results:
+    conv = context_gemini.stream_json(path)
+    note_problems(u, conv.problems)
+    rep = conv.reported
+    if rep.get("session_id") is not None:
+        out.meta["session_id"] = rep["session_id"]
+    out.claim = "".join(p.text for m in conv.main.messages if m.role == "assistant"
+                        for p in m.parts if p.kind == "text")
+    u.model = configured_model or conv.model
+    if not rep.get("results"):
         u.notes.append("no result event with stats: usage unknown")
         return out
-    parts = []
-    for st in results:
-        total, prompt = as_count(st.get("total_tokens")), as_count(st.get("input_tokens"))
-        parts.append({"input_tokens": prompt,
-                      "output_tokens": None if total is None or prompt is None
-                      else total - prompt,
-                      "cache_read_tokens": as_count(st.get("cached")),
-                      "cache_write_tokens": None})
-    for k, v in sum_counts(parts).items():
-        setattr(u, k, v)
+    u.input_tokens, u.output_tokens = rep["input_tokens"], rep["output_tokens"]
+    u.cache_read_tokens = rep["cache_read_tokens"]
     u.notes.append("output = total_tokens - input_tokens (stream-json's output_tokens leaves "
                    "out the thoughts)")
-    if len(results) > 1:
-        u.notes.append(f"{len(results)} result events (runs) summed")
+    if rep["results"] > 1:
+        u.notes.append(f"{rep['results']} result events (runs) summed")
     return out
 
 

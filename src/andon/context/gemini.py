@@ -34,7 +34,9 @@ def _result_text(result: Any) -> str:
 
 
 def session(path: Path, doc: Any = None) -> Conversation:
-    """A Gemini CLI chat recording (one JSON document, ``messages[]``)."""
+    """A Gemini CLI chat recording (one JSON document, ``messages[]``). ``reported``: the
+    summed tokens, ``session_id``, and ``replies_without_tokens`` when a reply has no
+    ``tokens`` object (the adapter then leaves the requests unknown)."""
     doc = doc if doc is not None else load_json(path)
     conv = Conversation(path, "gemini-session", [Thread("main")])
     thread = conv.main
@@ -60,6 +62,9 @@ def session(path: Path, doc: Any = None) -> Conversation:
                                 c.get("id"), is_error=c.get("status") == "error"))
         tok = m.get("tokens") or {}
         usage = None
+        if not isinstance(m.get("tokens"), dict):
+            conv.reported["replies_without_tokens"] = conv.reported.get(
+                "replies_without_tokens", 0) + 1
         if tok:
             usage = RequestUsage(int(tok.get("input") or 0) + int(tok.get("tool") or 0),
                                  int(tok.get("output") or 0) + int(tok.get("thoughts") or 0),
@@ -72,12 +77,18 @@ def session(path: Path, doc: Any = None) -> Conversation:
         if results:
             thread.messages.append(Message("tool", results, src, ts))
     conv.reported.update(totals)
+    if isinstance(doc.get("sessionId"), str):
+        conv.reported["session_id"] = doc["sessionId"]
     join_calls(conv)
     return conv
 
 
 def stream_json(path: Path) -> Conversation:
-    """``gemini -o stream-json`` lines: init, message (deltas), tool_use, tool_result, result."""
+    """``gemini -o stream-json`` lines: init, message (deltas), tool_use, tool_result, result.
+
+    ``reported``: the totals of the ``result`` events (summed; output = ``total_tokens -
+    input_tokens``, thoughts included) and their number ``results``, only when there is one;
+    ``session_id`` from ``init``. The adapter (``agents/gemini.py``) reads these."""
     conv = Conversation(path, "gemini-stream-json", [Thread("main")])
     thread = conv.main
     totals = {"input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0}
@@ -86,6 +97,7 @@ def stream_json(path: Path) -> Conversation:
         last = thread.messages[-1] if thread.messages else None
         if kind == "init":
             conv.model = ev.get("model") or conv.model
+            conv.reported["session_id"] = ev.get("session_id")
         elif kind == "message":
             role = "assistant" if ev.get("role") == "assistant" else "user"
             text = text_of(ev.get("content"))
@@ -117,6 +129,8 @@ def stream_json(path: Path) -> Conversation:
             totals["input_tokens"] += inp
             totals["output_tokens"] += out
             totals["cache_read_tokens"] += int(s.get("cached") or 0)
-    conv.reported.update(totals)
+            conv.reported["results"] = conv.reported.get("results", 0) + 1
+    if conv.reported.get("results"):
+        conv.reported.update(totals)
     join_calls(conv)
     return conv
