@@ -184,3 +184,22 @@ def test_claude_code_2_subagent_logs_beside_the_session_are_their_own_threads(tm
             if m.usage is not None]
     assert len(conv.requests()) == len(load(T / "claude-code/1af7fc5e.jsonl").requests()) + \
         len(side)
+
+
+def test_aider_history_counts_cache_writes_once_as_the_adapter_does(tmp_path):
+    """aider adds cache writes to ``sent`` a second time (Aider-AI/aider#5516): the chat
+    history's reports are read with the adapter's one reader, so both give the true input."""
+    from andon.agents.aider import parse_run
+
+    report = "Tokens: 34k sent, 17k cache write, 180 received. Cost: $0.07 message, $0.07 session."
+    hist = tmp_path / ".aider.chat.history.md"
+    hist.write_text("# aider chat started at 2026-12-01 04:00:00\n\n#### multiply\n\n"
+                    "Here is the edit.\n\n> Applied edit to src/calc/ops.py\n"
+                    f"> {report}\n")
+    out = tmp_path / "aider.out"
+    out.write_text(f"Aider v0.86.1\nApplied edit to src/calc/ops.py\n{report}\n")
+    conv = load(hist, "aider")
+    (req,) = conv.requests()
+    adapter = parse_run(tmp_path / "no-analytics.jsonl", out).usage
+    assert (req.input_tokens, req.cache_write_tokens) == (17000, 17000)
+    assert (adapter.input_tokens, adapter.cache_write_tokens) == (17000, 17000)

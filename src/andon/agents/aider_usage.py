@@ -230,19 +230,16 @@ def from_events(u: Usage, sends: list[dict[str, Any]], reports: list[dict[str, A
 def from_reports(u: Usage, reports: list[dict[str, Any]]) -> float:
     """Usage from the Tokens:/Cost: prints alone; returns how far the printed cost may be
     from the true one (its rounding), in USD."""
-    sent = [_part(r["body"], "sent") for r in reports]
-    got = [_part(r["body"], "received") for r in reports]
     u.turns = len(reports)
     within = 0
-    for s_, o, r in zip(sent, got, reports, strict=True):
-        if s_ is None or o is None:
+    for r in reports:
+        counts = report_counts(r["body"])
+        if counts is None:
             u.requests = []
             break
-        w, hit = _part(r["body"], "cache write") or 0, _part(r["body"], "cache hit") or 0
-        within += _half_width(s_) + _half_width(w) + _half_width(hit)
-        inp, w, hit, _ = _true_input(s_, w, hit)
-        u.requests.append({"input_tokens": inp, "output_tokens": o, "cache_read_tokens": hit,
-                           "cache_write_tokens": w})
+        within += sum(_half_width(_part(r["body"], label) or 0)
+                      for label in ("sent", "cache write", "cache hit"))
+        u.requests.append(counts)
     if u.requests:
         for f in TOKEN_FIELDS:
             setattr(u, f, sum(q[f] for q in u.requests))
@@ -256,6 +253,21 @@ def from_reports(u: Usage, reports: list[dict[str, Any]]) -> float:
     u.notes.append("no analytics log: tokens from aider's rounded Tokens: lines "
                    "(approximate)")
     return slack
+
+
+def report_counts(body: str) -> dict[str, int] | None:
+    """One ``Tokens:`` report's body (``34k sent, 17k cache write, 180 received``) as the
+    request's counts in the store's convention (input includes the cache; cache writes
+    counted once, see :func:`_true_input`), tokens, maybe rounded as aider prints them.
+    None when the report has no ``sent`` or no ``received`` count. The adapter and
+    ``andon.context.aider`` (the chat history) read reports with this one function."""
+    sent, got = _part(body, "sent"), _part(body, "received")
+    if sent is None or got is None:
+        return None
+    inp, w, hit, _ = _true_input(sent, _part(body, "cache write") or 0,
+                                 _part(body, "cache hit") or 0)
+    return {"input_tokens": inp, "output_tokens": got, "cache_read_tokens": hit,
+            "cache_write_tokens": w}
 
 
 def _printed_cost(reports: list[dict[str, Any]]) -> tuple[float | None, float]:

@@ -2,24 +2,17 @@
 
 ``#### `` lines are the user's, ``> `` lines aider's own notes (tool output: edits applied,
 commits, token reports), the rest the model's replies. A ``> Tokens:`` report gives the
-usage of the reply before it (aider rounds ``2.4k``); the last ``session`` cost is aider's
-total.
+usage of the reply before it (aider rounds ``2.4k``), read with the adapter's
+``report_counts`` (cache writes counted once: aider adds them to ``sent`` twice); the last
+``session`` cost is aider's total.
 """
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
-from andon.agents.aider_usage import TOKENS_LINE
+from andon.agents.aider_usage import TOKENS_LINE, report_counts
 from andon.context.model import Conversation, Message, Part, RequestUsage, Thread
-
-_COUNT = re.compile(r"([\d.,]+)(k?) (sent|received|cache write|cache hit)")
-
-
-def _count(num: str, k: str) -> int:
-    v = float(num.replace(",", ""))
-    return round(v * 1000) if k else int(v)
 
 
 def history(path: Path) -> Conversation:
@@ -50,9 +43,9 @@ def history(path: Path) -> Conversation:
                 kind = "assistant" if role in ("assistant", "user") or line.strip() else role
             m = TOKENS_LINE.match(line.rstrip("\n").rstrip()) if kind == "tool" else None
             if m:
-                counts = {what: _count(num, k) for num, k, what in _COUNT.findall(m["body"])}
-                usage = RequestUsage(counts.get("sent", 0), counts.get("received", 0),
-                                     counts.get("cache hit"), counts.get("cache write"))
+                c = report_counts(m["body"]) or {}
+                usage = RequestUsage(c.get("input_tokens", 0), c.get("output_tokens", 0),
+                                     c.get("cache_read_tokens"), c.get("cache_write_tokens"))
                 sent += usage.input_tokens
                 received += usage.output_tokens
                 session_cost = m["session"] or session_cost
