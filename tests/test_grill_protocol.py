@@ -4,6 +4,8 @@ harness checks beyond the schema — each rejection says what was expected."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +114,12 @@ def test_glossary_terms_are_read_from_tables_and_lists_and_appended_as_a_section
                         "| a\\|b | x y |\n")
     assert glossary_with(None, doc, "d.md", ).startswith("# Glossary\n\n| term |")  # type: ignore[union-attr]
     assert glossary_with(text, Written.model_validate(_written(glossary=[])), "d.md") is None
+
+
+def test_docs_grill_md_publishes_the_schemas_exactly():
+    from andon.grill.protocol import SCHEMAS
+
+    text = (Path(__file__).parents[1] / "docs" / "grill.md").read_text(encoding="utf-8")
+    tail = text.split("## JSON Schemas of the documents", 1)[1]
+    blocks = [json.loads(b) for b in re.findall(r"```json\n(.*?)\n```", tail, flags=re.S)]
+    assert blocks == [SCHEMAS["question"], SCHEMAS["done"], SCHEMAS["write"]]
