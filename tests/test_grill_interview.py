@@ -117,3 +117,24 @@ def test_the_checkout_is_not_the_agents_working_folder(repo: Repo):
     assert all(code)
     assert not (repo.root / "scribble.txt").exists()
     assert not seen[0].exists()   # the export is removed at the end
+
+
+def test_two_processes_cannot_run_one_interview_at_once(repo: Repo):
+    import subprocess
+    import sys
+
+    from andon.errors import UsageError
+
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys; from pathlib import Path; from andon.grill.interview import _hold; "
+        "f = _hold(Path(sys.argv[1])); print('held', flush=True); sys.stdin.read()"),
+        str(repo.root / ".andon" / "grill" / "feature" / "lock")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with pytest.raises(UsageError, match="another andon grill is running this interview"):
+            interview(repo, interviewer)
+    finally:
+        holder.kill()
+        holder.wait()
+    interview(repo, interviewer)   # the lock went with the process

@@ -134,6 +134,7 @@ def run_interview(repo: Path, feature_path: Path, *, non_interactive: bool = Tru
     r = Repo(repo)
     interview = Interview(r, load_config(r.root), ScriptedAgent(interviewer), feature_path)
     if interview.log.phase == "done":
+        interview.close()
         return interview.result().decisions_copy
     answer = accept_all if non_interactive else TerminalAnswerer(Console())
     return interview.run(answer).decisions_copy

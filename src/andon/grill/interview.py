@@ -8,6 +8,7 @@ and whether it is their own correction (True) or the recommendation accepted (Fa
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import re
 import secrets
@@ -17,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from ..agents.base import Agent
 from ..config import STATE_DIR, Config
@@ -91,6 +92,7 @@ class Interview:
         self.dir = repo.root / STATE_DIR / "grill" / self.slug
         self.log_path = self.dir / "log.json"
         sha = hashlib.sha256(data).hexdigest()
+        self._lock = _hold(self.dir / "lock")
         if restart and self.log_path.exists():
             self.log_path.unlink()
         found = logfile.load(self.log_path)
@@ -143,7 +145,12 @@ class Interview:
         finally:
             if self._workdir is not None:
                 shutil.rmtree(self._workdir.parent, ignore_errors=True)
+            self.close()
         return self.result()
+
+    def close(self) -> None:
+        """Let another process run this interview (``run`` does it when it ends)."""
+        self._lock.close()
 
     def result(self) -> Result:
         """The outcome of a finished interview (``log.phase == "done"``)."""
@@ -157,7 +164,8 @@ class Interview:
             self.log.notes.append(note)
         self.log.phase = NEXT[self.log.phase]  # type: ignore[assignment]
         logfile.save(self.log, self.log_path)
-        self.say(f"phase {self.log.phase}")
+        self.say({"review": "asked: now re-reading the answers for contradictions (review)",
+                  "write": "reviewed: now writing the decisions"}[self.log.phase])
 
     def _write(self) -> None:
         log, grill = self.log, self.config.grill
@@ -238,6 +246,21 @@ def _cap(text: str) -> str:
     if len(text) <= TEXT_CAP:
         return text
     return text[:TEXT_CAP] + f"\n\n[andon: cut at {TEXT_CAP} characters]"
+
+
+def _hold(path: Path) -> IO[str]:
+    """An exclusive lock on ``path`` for this process's lifetime (the OS drops it when the
+    process dies, kill -9 included): two terminals must not interleave one interview's log.
+    UsageError when another process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "a+", encoding="utf-8")  # noqa: SIM115 - held open on purpose
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        f.close()
+        raise UsageError(f"another andon grill is running this interview ({path} is "
+                         "locked); answer there, or wait until it ends") from None
+    return f
 
 
 def _now() -> str:
