@@ -27,6 +27,10 @@ AndonError
 ├── review.contract.ReviewRejected
 │                               also a ValueError: a review document breaks the contract;
 │                               ``errors`` lists every reason
+├── grill.protocol.TurnRejected  also a ValueError: an interview turn document breaks the
+│                               turn protocol; ``errors`` lists every reason
+├── grill.turn.AgentFailed      the interview agent gave no valid turn in ``[grill] max_asks``
+│                               asks; ``errors``: the last document's problems
 ├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
 ├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)

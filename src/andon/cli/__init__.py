@@ -17,6 +17,7 @@ import click
 from .. import __version__
 from . import decide, experiments, line, setup
 from .context import context
+from .grill import grill
 from .serve import serve
 from .validate import validate
 from .verify import verify
@@ -49,5 +50,6 @@ for command in (setup.init, setup.check, line.run, line.status, line.show, decid
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
                 validate, context, serve, experiments.experiment, verify):
     main.add_command(command)
+main.add_command(grill)  # andon grill FEATURE.md (docs/grill.md)
 
 __all__ = ["main"]

@@ -304,6 +304,18 @@ class StoreSettings(_Strict):
         return v
 
 
+class GrillSettings(_Strict):
+    """``[grill]``: the interview of `andon grill` (docs/grill.md)."""
+
+    glossary: str = Field("GLOSSARY.md", description="the file glossary additions are "
+                          "appended to (repository-relative)")
+    decisions_dir: str = Field("decisions", description="where decisions/NNN-<slug>.md go")
+    max_asks: int = Field(3, ge=1, description="how often the interview agent is asked for a "
+                          "valid turn document before the interview stops")
+    max_questions: int = Field(30, ge=1, description="questions per phase; then the harness "
+                               "moves the interview to its next phase")
+
+
 class Config(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -316,6 +328,7 @@ class Config(_Strict):
     context: ContextSettings = Field(default_factory=ContextSettings)
     run: Run = Field(default_factory=Run)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    grill: GrillSettings = Field(default_factory=GrillSettings)
 
     def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.
