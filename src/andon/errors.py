@@ -27,6 +27,8 @@ AndonError
 ├── review.contract.ReviewRejected
 │                               also a ValueError: a review document breaks the contract;
 │                               ``errors`` lists every reason
+├── plan.contract.PlanRejected  also a ValueError: a plan document breaks the contract;
+│                               ``errors`` lists every reason (evidence for the next round)
 ├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
 ├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)

@@ -17,6 +17,7 @@ import click
 from .. import __version__
 from . import decide, experiments, line, setup
 from .context import context
+from .plan import plan
 from .serve import serve
 from .validate import validate
 from .verify import verify
@@ -47,7 +48,7 @@ def main(ctx: click.Context, repo: str) -> None:
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
-                validate, context, serve, experiments.experiment, verify):
+                validate, context, serve, experiments.experiment, verify, plan):
     main.add_command(command)
 
 __all__ = ["main"]

@@ -129,7 +129,8 @@ def check(ctx: click.Context, as_json: bool) -> None:
                 common.out.print(f"{len(problems)} problem(s) in {' and '.join(places)}",
                                  markup=False)
             else:
-                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(p.id for p in packets)}")
+                names = (p.id + (" (draft)" if p.status == "draft" else "") for p in packets)
+                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(names)}")
         sys.exit(EXIT_USAGE if problems else 0)
 
     try:

@@ -304,6 +304,14 @@ class StoreSettings(_Strict):
         return v
 
 
+class PlanSettings(_Strict):
+    """``[plan]``: how thin a drafted packet must be (`andon plan`, docs/plan.md)."""
+    max_allowed_paths: int = Field(8, ge=1, description="globs in one draft's allowed_paths")
+    max_invariants: int = Field(8, ge=1, description="invariants of one draft")
+    max_planted_files: int = Field(5, ge=0, description="planted test files of one draft")
+    max_packets: int = Field(12, ge=1, description="drafts in one plan")
+
+
 class Config(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -316,6 +324,7 @@ class Config(_Strict):
     context: ContextSettings = Field(default_factory=ContextSettings)
     run: Run = Field(default_factory=Run)
     store: StoreSettings = Field(default_factory=StoreSettings)
+    plan: PlanSettings = Field(default_factory=PlanSettings)
 
     def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.
