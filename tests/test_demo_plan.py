@@ -7,11 +7,14 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 
 from andon.demo.plan import run_plan_demo
 from andon.runner import open_store
 from andon.workspace import Repo
+
+pytestmark = pytest.mark.e2e  # the whole loop, twice, on a real repository
 
 
 def test_demo_plan_drafts_checks_accepts_and_merges(tmp_path: Path):

@@ -115,7 +115,9 @@ def test_a_mistake_in_round_one_is_fixed_in_round_two(project: Path, tmp_path: P
 
 
 def test_a_broken_document_is_evidence_too(project: Path, tmp_path: Path):
-    command, prompts = planner(tmp_path, {"packets": [{"id": "X"}]}, GOOD)
+    # no planted test in round 2: no test run is needed to show the round-1 evidence
+    command, prompts = planner(tmp_path, {"packets": [{"id": "X"}]},
+                               {"packets": [pkt("M1", ["src/calc/ops.py"])]})
     r = andon(project, "plan", "docs/spec.md", "--agent", "command", "--command", command)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "packets.1.goal: Field required" in (prompts / "round-2.md").read_text()
@@ -171,7 +173,8 @@ def test_a_draft_never_runs_until_accepted_and_accepting_is_recorded(tmp_path: P
 
 
 def test_accepting_a_draft_with_problems_needs_force(project: Path, tmp_path: Path):
-    command, _ = planner(tmp_path, BAD)
+    # without G1's planted test: every --accept checks again, and no test run is needed here
+    command, _ = planner(tmp_path, {"packets": BAD["packets"][:-1]})
     andon(project, "plan", "docs/spec.md", "--agent", "command", "--command", command,
           "--rounds", "1")
     r = andon(project, "plan", "--accept", "N1", "--by", "bob")
@@ -186,14 +189,14 @@ def test_accepting_a_draft_with_problems_needs_force(project: Path, tmp_path: Pa
         assert event["data"]["forced"] and event["data"]["by"] == "bob"
     finally:
         store.close()
-    r = andon(project, "plan", "--reject", "G1", "--why", "already covered", "--by", "bob")
+    r = andon(project, "plan", "--reject", "T1", "--why", "already covered", "--by", "bob")
     assert r.returncode == 0, r.stderr
-    assert not (project / "packets/G1").exists()
+    assert not (project / "packets/T1").exists()
     r = andon(project, "plan", "--reject", "A1")
     assert r.returncode == 2 and "--why" in r.stderr
     store = open_store(Repo(project))
     try:
-        (event,) = store.events("G1", "draft-rejected")
+        (event,) = store.events("T1", "draft-rejected")
         assert event["data"] == {"by": "bob", "why": "already covered",
                                  "source": event["data"]["source"]}
     finally:
@@ -261,3 +264,14 @@ def test_contract_renders_a_packet_that_reads_back(tmp_path: Path):
     assert problems == [] and found[0].status == "draft" and found[0].tests == "none"
     with pytest.raises(PlanRejected, match="not valid JSON"):
         parse("{")
+
+
+def test_a_draft_is_never_claimable():
+    from andon import lifecycle
+    from andon.errors import IllegalTransition
+    assert "draft" not in lifecycle.CLAIMABLE
+    lifecycle.check("draft", "ready")
+    lifecycle.check("ready", "draft")
+    for to in ("running", "gating", "merging", "done"):
+        with pytest.raises(IllegalTransition):
+            lifecycle.check("draft", to)
