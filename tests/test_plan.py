@@ -275,3 +275,14 @@ def test_a_draft_is_never_claimable():
     for to in ("running", "gating", "merging", "done"):
         with pytest.raises(IllegalTransition):
             lifecycle.check("draft", to)
+
+
+def test_rule_validation_reports_what_andon_check_does(tmp_path: Path):
+    folder = tmp_path / "packets" / "A"
+    folder.mkdir(parents=True)
+    (folder / "packet.md").write_text(packet_md("A", status="draft", max_attempts=0))
+    found = checks.validation(tmp_path / "packets", tmp_path, {"A": folder / "packet.md"})
+    assert len(found) == 1 and found[0].startswith("A: andon check: packets/A/packet.md:")
+    assert "max_attempts" in found[0]
+    (folder / "packet.md").write_text(packet_md("A", status="draft"))
+    assert checks.validation(tmp_path / "packets", tmp_path, {"A": folder / "packet.md"}) == []

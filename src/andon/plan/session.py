@@ -7,6 +7,7 @@ is the person's to see. Nothing is ever accepted here (``andon plan --accept``).
 from __future__ import annotations
 
 import shutil
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -138,7 +139,9 @@ def run_plan(repo: Repo, config: Config, store: StoreProtocol, agent: Agent,
     base = integration_head(repo, config)
     packets_dir = repo.root / config.andon.packets_dir
     packets_dir.mkdir(exist_ok=True)
-    evidence = state_dir(repo) / "plan" / now().replace(":", "").replace("-", "")[:15]
+    (state_dir(repo) / "plan").mkdir(parents=True, exist_ok=True)
+    stamp = now().replace(":", "").replace("-", "")[:15]
+    evidence = Path(tempfile.mkdtemp(prefix=f"{stamp}-", dir=state_dir(repo) / "plan"))
     store.event("plan-started", data={"spec": [d.path for d in docs], "agent": agent.name,
                                       "rounds": rounds, "base": base})
     outcome = Outcome(False, evidence=evidence)
