@@ -31,6 +31,8 @@ AndonError
 │                               turn protocol; ``errors`` lists every reason
 ├── grill.turn.AgentFailed      the interview agent gave no valid turn in ``[grill] max_asks``
 │                               asks; ``errors``: the last document's problems
+├── plan.contract.PlanRejected  also a ValueError: a plan document breaks the contract;
+│                               ``errors`` lists every reason (evidence for the next round)
 ├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
 ├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)

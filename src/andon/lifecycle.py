@@ -7,6 +7,8 @@
             ▼                                                           └─reject─▶ needs_work
          blocked ── halts the queue until a person acts (`andon unblock`)
       stale: spec_commit no longer matches spec_path — refused, never run
+      draft ─accept (a person, `andon plan --accept`)─▶ ready: written by the plan stage,
+      never claimed; a packet whose file says ``status = "draft"`` again goes back to draft
 
 Two edges are the harness's own, not the agent's: an attempt interrupted by a crash goes back
 to ``ready`` (``running``/``gating``/``reviewing`` → ``ready``) without counting as a failure,
@@ -21,14 +23,14 @@ from .errors import IllegalTransition
 
 State = Literal[
     "ready", "running", "gating", "reviewing", "merging", "done",
-    "needs_work", "blocked", "awaiting_human", "stale",
+    "needs_work", "blocked", "awaiting_human", "stale", "draft",
 ]
 
 STATES: tuple[str, ...] = State.__args__  # type: ignore[attr-defined]
 
 TRANSITIONS: dict[str, frozenset[str]] = {
-    "ready": frozenset({"running", "stale"}),
-    "needs_work": frozenset({"running", "stale", "blocked"}),
+    "ready": frozenset({"running", "stale", "draft"}),
+    "needs_work": frozenset({"running", "stale", "blocked", "draft"}),
     "running": frozenset({"gating", "needs_work", "blocked", "ready"}),
     "gating": frozenset({"reviewing", "merging", "awaiting_human", "needs_work", "blocked",
                          "ready"}),
@@ -36,7 +38,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     "awaiting_human": frozenset({"merging", "needs_work"}),
     "merging": frozenset({"done", "needs_work", "blocked"}),
     "blocked": frozenset({"ready"}),
-    "stale": frozenset({"ready"}),
+    "stale": frozenset({"ready", "draft"}),
+    "draft": frozenset({"ready"}),
     "done": frozenset(),
 }
 

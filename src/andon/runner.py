@@ -31,6 +31,7 @@ from .errors import AndonError, PacketError, UsageError
 from .gates.base import GateResult
 from .gates.hermetic import committed_hidden, committed_hidden_problem
 from .packet import Packet, load_packets, tests_problem
+from .plan import drafts
 from .store import StoreProtocol, chain, connect, now, store_url
 from .workspace import Repo
 
@@ -106,14 +107,15 @@ class Runner:
         lock = self._lock()
         try:
             packets = load_packets(self.repo.root / self.config.andon.packets_dir,
-                                   self.repo.root)
+                                   self.repo.root, drafts_ok=True)
             unknown = sorted(set(only or []) - {p.id for p in packets})
             if unknown:
                 raise UsageError(f"--only names unknown packet(s): {', '.join(unknown)}; "
                                  f"known: {', '.join(p.id for p in packets)}")
             self.packets = {p.id: p for p in packets}
             untested = []
-            for p in packets:  # an undefined tier is bad input: refuse before anything runs
+            # an undefined tier is bad input: refuse before anything runs (drafts never run)
+            for p in (q for q in packets if q.status != "draft"):
                 problem = tests_problem(p, self.config.stages_of(p.stages, p.tier))
                 row = self.store.packet(p.id)
                 if problem and not (row and row["state"] == "done"):  # done: never runs again
@@ -245,6 +247,8 @@ class Runner:
                                      p.model_dump(mode="json", by_alias=True))
             row = self.store.packet(p.id)
             assert row is not None  # upserted just above
+            if drafts.keep_out(self.store, p, row["state"], self.echo):
+                continue
             stale = self._stale_reason(p)
             if stale and row["state"] in ("ready", "needs_work"):
                 self.store.transition(p.id, "stale", "spec-changed", data={"why": stale})
@@ -363,7 +367,7 @@ class Runner:
             chain.check_tail(self.store.chain_rows(chain.TAIL))
             a = outcome.awaiting(self.store, packet_id)
             self.packets = {p.id: p for p in load_packets(
-                self.repo.root / self.config.andon.packets_dir, self.repo.root)}
+                self.repo.root / self.config.andon.packets_dir, self.repo.root, True)}
             self.store.transition(packet_id, "merging", "approved", a["id"], {"by": who})
             red = outcome.red_ids(self.store, a["id"])
             return self._merge(self.packets[packet_id], self.store.attempt(a["id"]), red)

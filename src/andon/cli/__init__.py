@@ -18,6 +18,7 @@ from .. import __version__
 from . import decide, experiments, line, setup
 from .context import context
 from .grill import grill
+from .plan import plan
 from .serve import serve
 from .validate import validate
 from .verify import verify
@@ -48,8 +49,7 @@ def main(ctx: click.Context, repo: str) -> None:
 
 for command in (setup.init, setup.check, line.run, line.status, line.show, decide.unblock,
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
-                validate, context, serve, experiments.experiment, verify):
+                validate, context, serve, experiments.experiment, verify, plan, grill):
     main.add_command(command)
-main.add_command(grill)  # andon grill FEATURE.md (docs/grill.md)
 
 __all__ = ["main"]

@@ -129,7 +129,8 @@ def check(ctx: click.Context, as_json: bool) -> None:
                 common.out.print(f"{len(problems)} problem(s) in {' and '.join(places)}",
                                  markup=False)
             else:
-                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(p.id for p in packets)}")
+                names = (p.id + (" (draft)" if p.status == "draft" else "") for p in packets)
+                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(names)}")
         sys.exit(EXIT_USAGE if problems else 0)
 
     try:
@@ -261,8 +262,12 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
               help="Instead: the example experiment, conditions A-H (staged prompt controls) "
                    "on the demo packets with seeded scripted agents, ending with the HTML "
                    "report (docs/experiments.md).")
+@click.option("--plan", "plan_first", is_flag=True,
+              help="Instead: a scripted planner drafts packets from a feature request, the "
+                   "checks send one mistake back, the drafts are accepted and run "
+                   "(docs/plan.md).")
 def demo(where: Path | None, agent: str, serve_after: bool, port: int,
-         experiment: bool) -> None:
+         experiment: bool, plan_first: bool) -> None:
     """Build a small example project with packets and run it with scripted agents:
     honest ones merged, cheats caught, a repeated failure halting the line.
 
@@ -271,6 +276,9 @@ def demo(where: Path | None, agent: str, serve_after: bool, port: int,
     if experiment and serve_after:
         fail("--experiment and --serve do not combine: the experiment ends with its HTML "
              "report; `andon serve` shows a run's board")
+    if plan_first:
+        from ..demo.plan import run_plan_demo
+        sys.exit(run_plan_demo(common.out, where))
     if experiment:
         from ..demo.experiment import run_experiment_demo
         sys.exit(run_experiment_demo(common.out, where))

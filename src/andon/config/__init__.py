@@ -19,6 +19,7 @@ from .model import (
     Gates,
     PatternRule,
     Patterns,
+    PlanSettings,
     Price,
     StageAgentSettings,
     StageName,
@@ -28,5 +29,5 @@ from .model import (
 
 __all__ = ["CONFIG_NAME", "DEFAULT_TOML", "PACKETS_CONFTEST", "STATE_DIR", "Agent",
            "AgentSettings", "Andon", "Budget", "Budgets", "Config", "Gates", "PatternRule",
-           "Patterns", "Price", "StageAgentSettings", "StageName", "Stages", "Test",
+           "Patterns", "PlanSettings", "Price", "StageAgentSettings", "StageName", "Stages", "Test",
            "load_config", "packets_dir_despite_errors"]

@@ -316,6 +316,14 @@ class GrillSettings(_Strict):
                                "moves the interview to its next phase")
 
 
+class PlanSettings(_Strict):
+    """``[plan]``: how thin a drafted packet must be (`andon plan`, docs/plan.md)."""
+    max_allowed_paths: int = Field(8, ge=1, description="globs in one draft's allowed_paths")
+    max_invariants: int = Field(8, ge=1, description="invariants of one draft")
+    max_planted_files: int = Field(5, ge=0, description="planted test files of one draft")
+    max_packets: int = Field(12, ge=1, description="drafts in one plan")
+
+
 class Config(_Strict):
     agents: dict[str, AgentSettings] = Field(default_factory=dict)
     prices: dict[str, Price] = Field(default_factory=dict)
@@ -329,6 +337,7 @@ class Config(_Strict):
     run: Run = Field(default_factory=Run)
     store: StoreSettings = Field(default_factory=StoreSettings)
     grill: GrillSettings = Field(default_factory=GrillSettings)
+    plan: PlanSettings = Field(default_factory=PlanSettings)
 
     def stages_of(self, packet_stages: Sequence[str] | None, tier: str | None) -> list[str]:
         """The packet's stages: its own, else its tier's, else ``[stages] default``.

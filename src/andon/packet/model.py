@@ -91,6 +91,8 @@ class FrontMatter(BaseModel):
     gate: Literal["auto", "human"] = "auto"
     title: Annotated[str, AfterValidator(_not_blank)] | None = None
     tests: Literal["planted", "none"] = "planted"
+    # a draft (written by `andon plan`) is never claimed until a person accepts it
+    status: Literal["draft", "ready"] = "ready"
     tier: str | None = None
     stages: list[Stage] | None = None
     max_attempts: int = Field(default=3, ge=1)

@@ -166,6 +166,12 @@ def check_packets(packets_dir: Path, repo_root: Path) -> tuple[list[Packet], lis
     all Problems sorted by file then line. A missing folder is itself a Problem. Never raises
     for bad input.
     """
+    sources, problems = _check_all(packets_dir, repo_root)
+    return [s.packet for s in sources if s.packet is not None], problems
+
+
+def _check_all(packets_dir: Path, repo_root: Path) -> tuple[list[_Source], list[Problem]]:
+    """check_packets, keeping every file's _Source (drafts are told apart by their raw table)."""
     if not packets_dir.is_dir():
         state = "is not a directory" if packets_dir.exists() else "does not exist"
         msg = f"packets folder {state}; run `andon init` to create it"
@@ -217,7 +223,7 @@ def check_packets(packets_dir: Path, repo_root: Path) -> tuple[list[Packet], lis
             line = next(ln for dep, ln in s.requires() if dep == cycle[1])
             problems.append(Problem(s.path, line, f"requires forms a cycle: {' -> '.join(cycle)}"))
     problems.sort(key=lambda pr: (str(pr.path), pr.line or 0, pr.message))
-    return [s.packet for s in sources if s.packet is not None], problems
+    return sources, problems
 
 
 def _unreadable_note(paths: list[Path], packets_dir: Path) -> str:
@@ -230,12 +236,21 @@ def _unreadable_note(paths: list[Path], packets_dir: Path) -> str:
     return f" (the {ids} of {', '.join(names)}{more} could not be read)"
 
 
-def load_packets(packets_dir: Path, repo_root: Path) -> list[Packet]:
+def load_packets(packets_dir: Path, repo_root: Path, drafts_ok: bool = False) -> list[Packet]:
     """Load every packet under ``packets_dir``, sorted by id.
+
+    ``drafts_ok`` (the runner): a problem in a file whose front matter says ``status =
+    "draft"`` does not refuse the others — a draft is never run, and its problems are
+    ``andon plan``'s to show; a draft with a problem is left out of the list.
 
     Raises PacketError carrying every Problem (see check_packets) if there is any.
     """
-    packets, problems = check_packets(packets_dir, repo_root)
+    sources, problems = _check_all(packets_dir, repo_root)
+    if drafts_ok:
+        drafts = {s.path for s in sources if s.data.get("status") == "draft"}
+        flawed = {p.path for p in problems} & drafts
+        problems = [p for p in problems if p.path not in drafts]
+        sources = [s for s in sources if s.path not in flawed]
     if problems:
         raise PacketError(problems)
-    return sorted(packets, key=lambda p: p.id)
+    return sorted((s.packet for s in sources if s.packet is not None), key=lambda p: p.id)

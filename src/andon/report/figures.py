@@ -11,7 +11,7 @@ from typing import Any
 from ..usage import totals
 
 STYLE = {"done": "green", "blocked": "bold red", "needs_work": "yellow", "stale": "magenta",
-         "awaiting_human": "cyan", "ready": "white"}
+         "awaiting_human": "cyan", "ready": "white", "draft": "dim"}
 GATE_MARK = {"pass": "[green]✓[/]", "fail": "[red]✗[/]", "error": "[red]![/]",
              "skipped": "[dim]–[/]"}
 # The runs of the whole suite (no selection) a gate makes, by their evidence names; the

@@ -1,0 +1,40 @@
+"""`andon demo --plan` (issue 14): a scripted planner's mistake returned by the checks in
+round 1, fixed in round 2; the drafts accepted (recorded) and merged through the loop. The
+decisions file seam: a file given to the demo reaches the planner's prompt."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from andon.demo.plan import run_plan_demo
+from andon.runner import open_store
+from andon.workspace import Repo
+
+pytestmark = pytest.mark.e2e  # the whole loop, twice, on a real repository
+
+
+def test_demo_plan_drafts_checks_accepts_and_merges(tmp_path: Path):
+    decisions = tmp_path / "001-summary.md"
+    decisions.write_text("# Decisions\n\n- total_out is positive: DECIDED-OUT-SIGN\n")
+    buf = io.StringIO()
+    root = tmp_path / "demo" / "ledger"
+    code = run_plan_demo(Console(file=buf, width=200), root, decisions)
+    text = buf.getvalue()
+    assert code == 0, text
+    assert "round 1 problems (returned to the planner): S02: allowed_paths overlap S01's" in text
+    prompts = sorted((root / ".andon" / "plan").glob("*/round-*/plan.prompt.md"))
+    assert len(prompts) == 2
+    assert "DECIDED-OUT-SIGN" in prompts[0].read_text()
+    assert "S02: allowed_paths overlap S01's" in prompts[1].read_text()
+    store = open_store(Repo(root))
+    try:
+        for pid in ("S01", "S02"):
+            (event,) = store.events(pid, "accepted")
+            assert event["data"]["by"] == "the demo"
+            assert store.packet(pid)["state"] == "done"
+    finally:
+        store.close()
