@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from ..workspace import Repo
-from . import actions, diffview, guard, views
+from . import actions, diffview, guard, stages, views
 
 STATIC = {  # name → media type; only these names are ever served
     "andon.js": "text/javascript", "andon.css": "text/css"}
@@ -87,6 +87,7 @@ def create_app(settings: Settings) -> Starlette:
     repo = Repo(settings.repo_root)
     csrf = guard.csrf_value(settings.token)
     pygments_css = diffview.style_css()
+    chain_status = stages.ChainStatus()
 
     def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(csrf=csrf, **ctx), status)
@@ -153,15 +154,53 @@ def create_app(settings: Settings) -> Starlette:
         return page("transcript.html", pid=p["pid"], n=p["n"], stage=st,
                     text=found[1] if found else None)
 
+    def context(request: Request) -> Response:
+        # the stage is found by its position in the store; the file is the one the store
+        # recorded, read only inside .andon/; the page (inline script and style, agent text
+        # inside) runs sandboxed in an opaque origin that can reach nothing
+        p = request.path_params
+        stages_of = with_store(lambda s: [st for a in s.attempts(p["pid"]) if a["n"] == p["n"]
+                                          for st in s.stage_runs(a["id"])])
+        path = (views.evidence_path(repo, stages_of[p["si"]].get("transcript_path"))
+                if 0 <= p["si"] < len(stages_of) else None)
+        html = stages.context_page(path) if path is not None else None
+        if html is None:
+            return page("message.html", 404, title="no context view",
+                        message="this stage has no transcript andon.context can read")
+        resp = HTMLResponse(html)
+        resp.headers["Content-Security-Policy"] = guard.CONTEXT_CSP
+        return resp
+
     def events(request: Request) -> Response:
         q = request.query_params
-        e = with_store(lambda s: views.events(s, q.get("packet") or None, q.get("kind") or None))
+        e = with_store(lambda s: views.events(s, q.get("packet") or None, q.get("kind") or None,
+                                              chain_status=chain_status))
         return page("events.html", e=e, packet=q.get("packet", ""), kind=q.get("kind", ""),
                     nav="events")
 
     def experiments(request: Request) -> Response:
         return page("experiments.html", tables=actions.experiment_list(settings.experiments),
-                    nav="experiments")
+                    stored=with_store(actions.stored_list), nav="experiments")
+
+    def stored(request: Request) -> Response:
+        name, q = request.path_params["name"], request.query_params
+        conditions = with_store(lambda s: actions.stored_conditions(s, name))
+        if conditions is None:
+            return page("message.html", 404, title="no such experiment",
+                        message=f"no experiment {name!r} in the store")
+        return page("experiment.html", stored_name=name, path=f"experiment {name}",
+                    baseline=q.get("baseline", ""), candidate=q.get("candidate", ""),
+                    conditions=conditions, nav="experiments")
+
+    def stored_report(request: Request) -> Response:
+        name, q = request.path_params["name"], request.query_params
+        found = with_store(lambda s: actions.stored_compare_html(
+            s, name, q.get("baseline", ""), q.get("candidate") or None))
+        if found is None:
+            return _plain("no such experiment", 404)
+        resp = HTMLResponse(found[1], found[0])
+        resp.headers["Content-Security-Policy"] = guard.REPORT_CSP
+        return resp
 
     def experiment(request: Request) -> Response:
         i, q = request.path_params["i"], request.query_params
@@ -212,10 +251,13 @@ def create_app(settings: Settings) -> Starlette:
         Route("/packets/{pid}", packet),
         Route("/packets/{pid}/attempts/{n:int}/gates/{gi:int}/runs/{ri:int}/log", run_log),
         Route("/packets/{pid}/attempts/{n:int}/stages/{si:int}/transcript", transcript),
+        Route("/packets/{pid}/attempts/{n:int}/stages/{si:int}/context", context),
         Route("/packets/{pid}/{verb:str}", act, methods=["POST"]),
         Route("/events", events), Route("/experiments", experiments),
         Route("/experiments/{i:int}", experiment),
         Route("/experiments/{i:int}/report", experiment_report),
+        Route("/experiments/stored/{name}", stored),
+        Route("/experiments/stored/{name}/report", stored_report),
     ]
     routes = [Mount(root, routes=pages), Route("/static/{name}", static),
               Route("/favicon.ico", favicon)]
