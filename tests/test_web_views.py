@@ -234,3 +234,10 @@ def test_experiments_list_reads_the_store_and_reports_with_compare_html(server, 
     assert headers["content-security-policy"] == guard.REPORT_CSP
     assert get(_url(server, "/experiments/stored/nope"))[0] == 404
     assert get(_url(server, "/experiments/stored/nope/report?baseline=a"))[0] == 404
+
+
+def test_the_board_page_carries_the_mark_its_first_poll_sends(server):
+    body = get(_url(server, "/"))[2]
+    mark = body.split('data-mark="', 1)[1].split('"', 1)[0].replace("&#34;", '"')
+    status, headers, _ = get(_url(server, "/board/rows"), {"If-None-Match": mark})
+    assert status == 304 and {k.lower(): v for k, v in headers.items()}["etag"] == mark

@@ -103,7 +103,10 @@ def create_app(settings: Settings) -> Starlette:
             s.close()
 
     def board(request: Request) -> Response:
-        return page("board.html", b=with_store(views.board), nav="board")
+        # the rows' mark goes into the page, so the first poll gets 304 unless the store
+        # moved; read before the rows, so a change between the two is fetched, never missed
+        mark, b = with_store(lambda s: ('"' + s.change_mark() + '"', views.board(s)))
+        return page("board.html", b=b, mark=mark, nav="board")
 
     def board_rows(request: Request) -> Response:
         # the page polls every 2 s: when the store has nothing new, answer without the rows

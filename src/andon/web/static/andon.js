@@ -13,7 +13,9 @@ document.querySelectorAll("[data-toggle=diff]").forEach(function (button) {
   if (!box) return;
   const url = box.getAttribute("data-live");
   let last = null;
-  let mark = null;  // the server's ETag: 304 when the store has nothing new
+  // the server's ETag: 304 when the store has nothing new since the page (or the last
+  // fragment) was made
+  let mark = box.getAttribute("data-mark") || null;
   async function poll() {
     if (document.hidden) return;
     try {
