@@ -8,6 +8,7 @@ pages and written only by the actions, through :mod:`andon.decisions` (the CLI's
 from __future__ import annotations
 
 import getpass
+import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
@@ -41,6 +43,24 @@ class Settings:
     @property
     def db(self) -> Path:
         return self.repo_root / ".andon" / "andon.db"
+
+
+class RowsCache:
+    """The board's rows as last rendered, under the store's change mark they were read at;
+    shared by the server's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._mark: str | None = None
+        self._html = Markup("")
+
+    def get(self, mark: str) -> Markup | None:
+        with self._lock:
+            return self._html if mark == self._mark else None
+
+    def put(self, mark: str, html: Markup) -> None:
+        with self._lock:
+            self._mark, self._html = mark, html
 
 
 def _env(root: str) -> Environment:
@@ -102,21 +122,33 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             s.close()
 
+    rows_cache = RowsCache()
+
+    def rows_html(s) -> tuple[str, Markup]:
+        # the mark is read before the rows, so a change between the two is fetched at the
+        # next poll, never missed; rows rendered for one mark serve every request until the
+        # store moves (each open page polls every 2 s)
+        mark = '"' + s.change_mark() + '"'
+        html = rows_cache.get(mark)
+        if html is None:
+            html = Markup(env.get_template("board_rows.html").render(
+                b=views.board(s), csrf=csrf))
+            rows_cache.put(mark, html)
+        return mark, html
+
     def board(request: Request) -> Response:
-        # the rows' mark goes into the page, so the first poll gets 304 unless the store
-        # moved; read before the rows, so a change between the two is fetched, never missed
-        mark, b = with_store(lambda s: ('"' + s.change_mark() + '"', views.board(s)))
-        return page("board.html", b=b, mark=mark, nav="board")
+        # the rows' mark goes into the page, so its first poll gets 304 unless the store moved
+        mark, rows = with_store(rows_html)
+        return page("board.html", rows=rows, mark=mark, nav="board")
 
     def board_rows(request: Request) -> Response:
-        # the page polls every 2 s: when the store has nothing new, answer without the rows
+        # when the store has nothing new since the page's mark, answer without the rows
         def fragment(s):
             mark = '"' + s.change_mark() + '"'
             if request.headers.get("if-none-match") == mark:
                 return Response(status_code=304, headers={"ETag": mark})
-            resp = page("board_rows.html", b=views.board(s))
-            resp.headers["ETag"] = mark
-            return resp
+            mark, rows = rows_html(s)
+            return HTMLResponse(rows, headers={"ETag": mark})
         return with_store(fragment)
 
     def packet(request: Request) -> Response:
