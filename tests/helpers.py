@@ -311,3 +311,40 @@ def process_alive(pid: int, within_s: float = 10.0) -> bool:
         if time.monotonic() >= deadline:
             return True
         os.sched_yield()
+
+
+def chromium_offline_dom(tmp_path: Path, page: str, probe: str, attribute: str) -> object:
+    """Open ``page`` (HTML text) with ``probe`` (a ``<script>`` that writes JSON into
+    ``attribute`` of some element) inserted before ``</body>``, in Debian's headless
+    ``chromium`` with the network cut (andon.contain.netless), and return that JSON decoded.
+
+    Skips when chromium is not installed (fails instead with CI=true, where scripts/test
+    installs it) or the network cannot be cut here; fails when chromium exits non-zero or
+    the attribute is missing from the dumped DOM."""
+    import html
+    import shutil
+
+    import pytest
+
+    from andon.contain import netless
+    if shutil.which("chromium") is None:
+        why = "Debian's chromium is not installed (scripts/test installs it as root)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    ok, why = netless.available()
+    if not ok:
+        pytest.skip(f"cannot cut the network here: {why}")
+    page_file = tmp_path / "probe.html"
+    page_file.write_text(page.replace("</body>", probe + "</body>"))
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    argv = netless.wrap(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
+                         "--no-first-run", f"--user-data-dir={home / 'profile'}",
+                         "--window-size=1200,2000", "--dump-dom", page_file.as_uri()])
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False,
+                          env={**os.environ, "HOME": str(home)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    found = re.search(rf'{re.escape(attribute)}="([^"]*)"', done.stdout)
+    assert found, done.stdout[-2000:]
+    return json.loads(html.unescape(found.group(1)))

@@ -2,12 +2,8 @@
 reads, turns reconciled to reported usage) and its command: JSON, terminal, HTML page
 (escaped, offline, laid out by headless Chromium with the network cut)."""
 
-import html
 import json
-import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -177,31 +173,11 @@ document.body.setAttribute("data-probe", JSON.stringify({poly, w: Math.round(cha
 
 
 def test_page_renders_in_headless_chromium_offline(tmp_path):
-    from andon.contain import netless
-    if shutil.which("chromium") is None:
-        why = "Debian's chromium is not installed (scripts/test installs it as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    ok, why = netless.available()
-    if not ok:
-        pytest.skip(f"cannot cut the network here: {why}")
+    from helpers import chromium_offline_dom
     out = tmp_path / "page.html"
     r = andon(tmp_path, T / "claude-code/5c0375b4.jsonl", "--html", out)
     assert r.returncode == 0, r.stderr
-    probe = tmp_path / "probe.html"
-    probe.write_text(out.read_text().replace("</body>", MEASURE + "</body>"))
-    home = tmp_path / "home"
-    home.mkdir()
-    argv = netless.wrap(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                         "--no-first-run", f"--user-data-dir={home / 'profile'}",
-                         "--window-size=1200,2000", "--dump-dom", probe.as_uri()])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False,
-                          env={**os.environ, "HOME": str(home)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = re.search(r'data-probe="([^"]*)"', done.stdout)
-    assert found, done.stdout[-2000:]
-    probe_data = json.loads(html.unescape(found.group(1)))
+    probe_data = chromium_offline_dom(tmp_path, out.read_text(), MEASURE, "data-probe")
     assert probe_data["poly"] >= 3 and probe_data["w"] > 300
     assert probe_data["msgs"] > 10 and probe_data["comp"] > 3
 

@@ -5,12 +5,7 @@ external URL. Narrowed to three conditions and two packets to stay quick."""
 
 from __future__ import annotations
 
-import html
 import io
-import json
-import os
-import re
-import shutil
 import subprocess
 
 import pytest
@@ -62,28 +57,8 @@ def test_demo_experiment_ends_with_an_offline_html_report(tmp_path):
 
 
 def _chromium_lays_out_plots(tmp_path, page: str) -> None:
-    from andon.contain import netless
-    if shutil.which("chromium") is None:
-        why = "Debian's chromium is not installed (scripts/test installs it as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    ok, why = netless.available()
-    if not ok:
-        pytest.skip(f"cannot cut the network here: {why}")
-    probe = tmp_path / "probe.html"
-    probe.write_text(page.replace("</body>", MEASURE + "</body>"))
-    home = tmp_path / "home"
-    home.mkdir()
-    argv = netless.wrap(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                         "--no-first-run", f"--user-data-dir={home / 'profile'}",
-                         "--window-size=1200,2000", "--dump-dom", probe.as_uri()])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False,
-                          env={**os.environ, "HOME": str(home)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = re.search(r'data-plots="([^"]*)"', done.stdout)
-    assert found, done.stdout[-2000:]
-    plots = json.loads(html.unescape(found.group(1)))
+    from helpers import chromium_offline_dom
+    plots = chromium_offline_dom(tmp_path, page, MEASURE, "data-plots")
     kinds = [cls.split()[1] for cls, *_ in plots]
     # the rates, then per pair (E and H against A) its ratio histograms (where a ratio has
     # tasks) and one cost scatter

@@ -6,17 +6,12 @@ escaped."""
 
 from __future__ import annotations
 
-import html
 import json
-import os
 import re
-import shutil
 import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
-
-import pytest
 
 from helpers import _in_process  # click's CliRunner with the CLI's consoles swapped
 
@@ -220,32 +215,12 @@ document.body.setAttribute("data-plots", JSON.stringify(plots));
 def test_headless_chromium_without_network_lays_out_every_plot(tmp_path):
     """The page, opened offline in headless Chromium, lays out every plot. scripts/test
     installs Debian's chromium; missing, the test skips — except with CI=true, where it fails."""
-    from andon.contain import netless
-    if shutil.which("chromium") is None:
-        why = "Debian's chromium is not installed (scripts/test installs it as root)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(why)
-        pytest.skip(why)
-    ok, why = netless.available()
-    if not ok:
-        pytest.skip(f"cannot cut the network here: {why}")
+    from helpers import chromium_offline_dom
     out = tmp_path / "report.html"
     r = run(tmp_path, runs_file(tmp_path), "--baseline", "A", "--html", str(out),
             "--resamples", "200")
     assert r.returncode == 0, r.stderr
-    probe = tmp_path / "probe.html"
-    probe.write_text(out.read_text().replace("</body>", MEASURE + "</body>"))
-    home = tmp_path / "home"
-    home.mkdir()
-    argv = netless.wrap(["chromium", "--headless", "--no-sandbox", "--disable-gpu",
-                         "--no-first-run", f"--user-data-dir={home / 'profile'}",
-                         "--window-size=1200,2000", "--dump-dom", probe.as_uri()])
-    done = subprocess.run(argv, capture_output=True, text=True, timeout=180, check=False,
-                          env={**os.environ, "HOME": str(home)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    found = re.search(r'data-plots="([^"]*)"', done.stdout)
-    assert found, done.stdout[-2000:]
-    plots = json.loads(html.unescape(found.group(1)))
+    plots = chromium_offline_dom(tmp_path, out.read_text(), MEASURE, "data-plots")
     kinds = [cls.split()[1] for cls, *_ in plots]
     assert kinds == ["rates", *["ratio-dist"] * 5, "cost-scatter"]
     for cls, width, height, marks in plots:

@@ -160,6 +160,18 @@ def test_the_red_team_output_is_text_and_nothing_runs(shared_server, browser):
     assert browser.find_elements(By.ID, "pwn") == []
     assert not [a for a in browser.find_elements(By.TAG_NAME, "a")
                 if (a.get_attribute("href") or "").startswith("javascript:")]
+    # the side-by-side diff too: hidden until toggled, then the hostile file's text as text
+    split = browser.find_elements(By.CSS_SELECTOR, "table.diff.split")
+    unified = browser.find_elements(By.CSS_SELECTOR, "table.diff.unified")
+    assert split and unified and not split[0].is_displayed() and unified[0].is_displayed()
+    browser.find_element(By.CSS_SELECTOR, "[data-toggle=diff]").click()
+    assert split[0].is_displayed() and not unified[0].is_displayed()
+    shown = " ".join(t.text for t in split)
+    assert SCRIPT in shown and "window.__pwned=4" in shown
+    shot(browser, "packet-B07-split.png")
+    assert browser.execute_script("return window.__pwned") is None
+    browser.find_element(By.CSS_SELECTOR, "[data-toggle=diff]").click()
+    assert unified[0].is_displayed() and not split[0].is_displayed()
     # the transcript page too
     browser.get(shared_server.login + "packets/B07/attempts/1/stages/0/transcript")
     assert SCRIPT in browser.find_element(By.TAG_NAME, "body").text

@@ -73,3 +73,21 @@ class DashboardReads:
         packets = [r[0] for r in self.db.execute(
             "SELECT DISTINCT packet_id FROM events WHERE packet_id IS NOT NULL ORDER BY 1")]
         return kinds, packets
+
+    def claim_workers(self) -> dict[str, str]:
+        """``{packet id: worker}`` from each packet's newest ``claimed`` event that names a
+        worker (``andon run --workers N`` writes ``w1`` …); packets never claimed by a pool
+        worker are absent."""
+        out: dict[str, str] = {}
+        for r in self.db.execute("SELECT packet_id, data FROM events WHERE kind = 'claimed'"
+                                 " ORDER BY id"):
+            d = _row(r)
+            worker = (d.get("data") or {}).get("worker")
+            if worker and d["packet_id"]:
+                out[d["packet_id"]] = str(worker)
+        return out
+
+    def newest_event_id(self) -> int | None:
+        """The id of the newest event (None when there is none): the key the dashboard's
+        hash-chain status is cached under."""
+        return self.db.execute("SELECT MAX(id) FROM events").fetchone()[0]

@@ -78,6 +78,42 @@ def compare_html(path: Path, baseline: str, candidate: str | None) -> tuple[int,
         return 400, f"<p>{escape(str(exc))}</p>"
 
 
+def stored_list(store) -> list[dict]:
+    """The experiments ``andon experiment run`` stored: name, source, runs, conditions."""
+    from ..experiments.stored import run_table
+    out = []
+    for e in store.experiments():
+        table = run_table(store, e["name"])
+        out.append({"name": e["name"], "source": e["source"], "rows": len(table.runs),
+                    "conditions": table.conditions(), "updated": e["updated_at"][:19]})
+    return out
+
+
+def stored_conditions(store, name: str) -> list[str] | None:
+    """The conditions of stored experiment ``name``; None when there is none by that name."""
+    from ..experiments.stored import run_table
+    if store.experiment(name) is None:
+        return None
+    return run_table(store, name).conditions()
+
+
+def stored_compare_html(store, name: str, baseline: str, candidate: str | None
+                        ) -> tuple[int, str] | None:
+    """(HTTP status, page) of a stored experiment's comparison, the page ``andon compare
+    --html`` writes from its export; None when there is no experiment ``name``."""
+    from ..experiments.compare import compare
+    from ..experiments.html import render_html
+    from ..experiments.stored import run_table
+    if store.experiment(name) is None:
+        return None
+    if not baseline:
+        return 400, "<p>choose a baseline condition</p>"
+    try:
+        return 200, render_html(compare(run_table(store, name), baseline, candidate))
+    except AndonError as exc:
+        return 400, f"<p>{escape(str(exc))}</p>"
+
+
 def _read(path: Path):
     from ..experiments.runs import read_csv
     return read_csv(str(path))

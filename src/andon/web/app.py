@@ -8,6 +8,7 @@ pages and written only by the actions, through :mod:`andon.decisions` (the CLI's
 from __future__ import annotations
 
 import getpass
+import threading
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, PackageLoader, select_autoescape
+from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.middleware.base import BaseHTTPMiddleware, RequestResponseEndpoint
@@ -23,7 +25,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
 from ..workspace import Repo
-from . import actions, diffview, guard, views
+from . import actions, diffview, guard, stages, views
 
 STATIC = {  # name → media type; only these names are ever served
     "andon.js": "text/javascript", "andon.css": "text/css"}
@@ -41,6 +43,24 @@ class Settings:
     @property
     def db(self) -> Path:
         return self.repo_root / ".andon" / "andon.db"
+
+
+class RowsCache:
+    """The board's rows as last rendered, under the store's change mark they were read at;
+    shared by the server's threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._mark: str | None = None
+        self._html = Markup("")
+
+    def get(self, mark: str) -> Markup | None:
+        with self._lock:
+            return self._html if mark == self._mark else None
+
+    def put(self, mark: str, html: Markup) -> None:
+        with self._lock:
+            self._mark, self._html = mark, html
 
 
 def _env(root: str) -> Environment:
@@ -87,6 +107,7 @@ def create_app(settings: Settings) -> Starlette:
     repo = Repo(settings.repo_root)
     csrf = guard.csrf_value(settings.token)
     pygments_css = diffview.style_css()
+    chain_status = stages.ChainStatus()
 
     def page(name: str, status: int = 200, **ctx: Any) -> HTMLResponse:
         return HTMLResponse(env.get_template(name).render(csrf=csrf, **ctx), status)
@@ -101,18 +122,33 @@ def create_app(settings: Settings) -> Starlette:
         finally:
             s.close()
 
+    rows_cache = RowsCache()
+
+    def rows_html(s) -> tuple[str, Markup]:
+        # the mark is read before the rows, so a change between the two is fetched at the
+        # next poll, never missed; rows rendered for one mark serve every request until the
+        # store moves (each open page polls every 2 s)
+        mark = '"' + s.change_mark() + '"'
+        html = rows_cache.get(mark)
+        if html is None:
+            html = Markup(env.get_template("board_rows.html").render(
+                b=views.board(s), csrf=csrf))
+            rows_cache.put(mark, html)
+        return mark, html
+
     def board(request: Request) -> Response:
-        return page("board.html", b=with_store(views.board), nav="board")
+        # the rows' mark goes into the page, so its first poll gets 304 unless the store moved
+        mark, rows = with_store(rows_html)
+        return page("board.html", rows=rows, mark=mark, nav="board")
 
     def board_rows(request: Request) -> Response:
-        # the page polls every 2 s: when the store has nothing new, answer without the rows
+        # when the store has nothing new since the page's mark, answer without the rows
         def fragment(s):
             mark = '"' + s.change_mark() + '"'
             if request.headers.get("if-none-match") == mark:
                 return Response(status_code=304, headers={"ETag": mark})
-            resp = page("board_rows.html", b=views.board(s))
-            resp.headers["ETag"] = mark
-            return resp
+            mark, rows = rows_html(s)
+            return HTMLResponse(rows, headers={"ETag": mark})
         return with_store(fragment)
 
     def packet(request: Request) -> Response:
@@ -153,15 +189,53 @@ def create_app(settings: Settings) -> Starlette:
         return page("transcript.html", pid=p["pid"], n=p["n"], stage=st,
                     text=found[1] if found else None)
 
+    def context(request: Request) -> Response:
+        # the stage is found by its position in the store; the file is the one the store
+        # recorded, read only inside .andon/; the page (inline script and style, agent text
+        # inside) runs sandboxed in an opaque origin that can reach nothing
+        p = request.path_params
+        stages_of = with_store(lambda s: [st for a in s.attempts(p["pid"]) if a["n"] == p["n"]
+                                          for st in s.stage_runs(a["id"])])
+        path = (views.evidence_path(repo, stages_of[p["si"]].get("transcript_path"))
+                if 0 <= p["si"] < len(stages_of) else None)
+        html = stages.context_page(path) if path is not None else None
+        if html is None:
+            return page("message.html", 404, title="no context view",
+                        message="this stage has no transcript andon.context can read")
+        resp = HTMLResponse(html)
+        resp.headers["Content-Security-Policy"] = guard.CONTEXT_CSP
+        return resp
+
     def events(request: Request) -> Response:
         q = request.query_params
-        e = with_store(lambda s: views.events(s, q.get("packet") or None, q.get("kind") or None))
+        e = with_store(lambda s: views.events(s, q.get("packet") or None, q.get("kind") or None,
+                                              chain_status=chain_status))
         return page("events.html", e=e, packet=q.get("packet", ""), kind=q.get("kind", ""),
                     nav="events")
 
     def experiments(request: Request) -> Response:
         return page("experiments.html", tables=actions.experiment_list(settings.experiments),
-                    nav="experiments")
+                    stored=with_store(actions.stored_list), nav="experiments")
+
+    def stored(request: Request) -> Response:
+        name, q = request.path_params["name"], request.query_params
+        conditions = with_store(lambda s: actions.stored_conditions(s, name))
+        if conditions is None:
+            return page("message.html", 404, title="no such experiment",
+                        message=f"no experiment {name!r} in the store")
+        return page("experiment.html", stored_name=name, path=f"experiment {name}",
+                    baseline=q.get("baseline", ""), candidate=q.get("candidate", ""),
+                    conditions=conditions, nav="experiments")
+
+    def stored_report(request: Request) -> Response:
+        name, q = request.path_params["name"], request.query_params
+        found = with_store(lambda s: actions.stored_compare_html(
+            s, name, q.get("baseline", ""), q.get("candidate") or None))
+        if found is None:
+            return _plain("no such experiment", 404)
+        resp = HTMLResponse(found[1], found[0])
+        resp.headers["Content-Security-Policy"] = guard.REPORT_CSP
+        return resp
 
     def experiment(request: Request) -> Response:
         i, q = request.path_params["i"], request.query_params
@@ -212,10 +286,13 @@ def create_app(settings: Settings) -> Starlette:
         Route("/packets/{pid}", packet),
         Route("/packets/{pid}/attempts/{n:int}/gates/{gi:int}/runs/{ri:int}/log", run_log),
         Route("/packets/{pid}/attempts/{n:int}/stages/{si:int}/transcript", transcript),
+        Route("/packets/{pid}/attempts/{n:int}/stages/{si:int}/context", context),
         Route("/packets/{pid}/{verb:str}", act, methods=["POST"]),
         Route("/events", events), Route("/experiments", experiments),
         Route("/experiments/{i:int}", experiment),
         Route("/experiments/{i:int}/report", experiment_report),
+        Route("/experiments/stored/{name}", stored),
+        Route("/experiments/stored/{name}/report", stored_report),
     ]
     routes = [Mount(root, routes=pages), Route("/static/{name}", static),
               Route("/favicon.ico", favicon)]

@@ -12,6 +12,7 @@ import codecs
 import hashlib
 import re
 from dataclasses import dataclass, field
+from itertools import zip_longest
 
 from markupsafe import Markup, escape
 from pygments import highlight
@@ -112,6 +113,43 @@ def parse(diff: str, attempt_n: int) -> list[DiffFile]:
             old += 1
             new += 1
     return files
+
+
+@dataclass
+class SplitRow:
+    """One row of the side-by-side view: ``left`` (old side) and ``right`` (new side), either
+    None where that side has no line; or ``whole`` for a hunk or meta line across both."""
+
+    left: DiffLine | None = None
+    right: DiffLine | None = None
+    whole: DiffLine | None = None
+
+
+def side_by_side(f: DiffFile) -> list[SplitRow]:
+    """``f``'s lines for a two-column view: context on both sides, each run of removed
+    lines beside the run of added lines that follows it (paired in order, the longer run
+    against blanks). The lines are ``parse``'s, already escaped and highlighted."""
+    rows: list[SplitRow] = []
+    dels: list[DiffLine] = []
+    adds: list[DiffLine] = []
+
+    def flush() -> None:
+        rows.extend(SplitRow(old, new) for old, new in zip_longest(dels, adds))
+        dels.clear()
+        adds.clear()
+
+    for ln in f.lines:
+        if ln.kind == "del":
+            if adds:  # a removal after additions starts a new change
+                flush()
+            dels.append(ln)
+        elif ln.kind == "add":
+            adds.append(ln)
+        else:
+            flush()
+            rows.append(SplitRow(ln, ln) if ln.kind == "ctx" else SplitRow(whole=ln))
+    flush()
+    return rows
 
 
 def style_css() -> str:

@@ -29,6 +29,12 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self';
 # script at all: it is served in a sandbox that runs none.
 REPORT_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
               "frame-ancestors 'self'; base-uri 'none'; form-action 'none'; sandbox")
+# The context view (andon.context.html) draws with inline script over the transcript's data:
+# its scripts run, but in a sandbox without allow-same-origin (an opaque origin: no cookie,
+# no token page, no storage of this server) and with no request allowed to any host.
+CONTEXT_CSP = ("sandbox allow-scripts; default-src 'none'; script-src 'unsafe-inline'; "
+               "style-src 'unsafe-inline'; img-src data:; connect-src 'none'; "
+               "frame-ancestors 'self'; base-uri 'none'; form-action 'none'")
 HEADERS = {"X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
            "Cross-Origin-Opener-Policy": "same-origin",
            "Cross-Origin-Resource-Policy": "same-origin", "Cache-Control": "no-store"}

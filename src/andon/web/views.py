@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from ..report import packet_detail, usage_of, usage_of_rows, usage_text
+from ..report.board import worker_rows
 from ..runner import state_dir
 from ..store import Store
 from ..workspace import Repo
-from . import diffview
+from . import diffview, stages
 
 # Where a person is needed comes first, then the rest in id order.
 FIRST = {"blocked": 0, "awaiting_human": 1}
@@ -46,8 +47,9 @@ def _gate_cell(gates: dict[str, str]) -> tuple[str, str]:
 
 def board(store: Store) -> dict[str, Any]:
     """The board: ``rows`` (blocked and awaiting-human first, each with ``reason``,
-    ``gate``, ``cost``, ``time``, ``updated``), ``counts`` per state, ``progress``
-    (done/total) and ``usage`` (all packets, as text).
+    ``gate``, ``cost``, ``time``, ``updated``, ``worker``), ``counts`` per state, ``progress``
+    (done/total), ``usage`` (all packets, as text) and ``workers`` (the pool at work, as
+    ``andon status --json`` gives it; empty without one).
 
     The same figures as ``andon status`` (:func:`andon.report.status_rows`), read in four
     queries for the whole store instead of several per packet, and without reading any
@@ -62,6 +64,9 @@ def board(store: Store) -> dict[str, Any]:
     gates: dict[int, dict[str, str]] = defaultdict(dict)
     for g in store.gate_statuses(last_ids):
         gates[g["attempt_id"]][g["gate"]] = g["status"]
+    workers = worker_rows(store)
+    # the worker holding it now, else the one that claimed it last (a finished pool)
+    worked = store.claim_workers() | {w["packet"]: w["worker"] for w in workers if w["packet"]}
     out, every_usage = [], []
     for p in store.packet_states():
         tries = attempts.get(p["id"], [])
@@ -83,12 +88,13 @@ def board(store: Store) -> dict[str, Any]:
             "time": ("" if not u["runs"] or u["wall_s"] is None else
                      "<1 s" if u["wall_s"] < 1 else f"{u['wall_s']:.0f} s"),
             "updated": (p["updated_at"] or "")[:19].replace("T", " "),
-            "needs_person": p["state"] in FIRST,
+            "needs_person": p["state"] in FIRST, "worker": worked.get(p["id"], ""),
         })
     out.sort(key=lambda r: (FIRST.get(r["state"], 9), r["id"]))
     counts = Counter(r["state"] for r in out)
     return {"rows": out, "counts": [(s, counts[s]) for s in ORDER if counts[s]],
-            "progress": (counts["done"], len(out)), "usage": usage_text(usage_of_rows(every_usage))}
+            "progress": (counts["done"], len(out)), "usage": usage_text(usage_of_rows(every_usage)),
+            "workers": workers}
 
 
 def packet(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
@@ -102,6 +108,12 @@ def packet(store: Store, repo: Repo, packet_id: str) -> dict[str, Any] | None:
         if a["plant_sha"] and a["candidate_sha"] and repo.rev_parse(a["candidate_sha"]):
             diff = repo.diff(a["plant_sha"], a["candidate_sha"])
         a["files"] = diffview.parse(diff, a["n"])
+        a["split"] = [diffview.side_by_side(f) for f in a["files"]]
+        for st in a["stages"]:
+            st["sandbox"] = stages.sandbox_level(st.get("usage"))
+            path = evidence_path(repo, st.get("transcript_path"))
+            st["context"] = (stages.context_summary(path)
+                             if path is not None and path.stat().st_size else None)
         anchors = {ln.anchor for f in a["files"] for ln in f.lines if ln.anchor}
         for gi, g in enumerate(a["gates"]):
             g["index"] = gi
@@ -136,14 +148,22 @@ def _finding_link(packet_id: str, n: int, gi: int, gate: dict[str, Any], f: dict
     return None
 
 
-def evidence_file(repo: Repo, recorded: str | None) -> tuple[str, str] | None:
-    """(path, text) of a file the store names, if it lies inside ``.andon/`` (the last
-    2 MB of it), else None."""
+def evidence_path(repo: Repo, recorded: str | None) -> Path | None:
+    """The file the store names (resolved), if it is a file inside ``.andon/``, else None."""
     if not recorded:
         return None
     root = state_dir(repo).resolve()
     path = Path(recorded).resolve()
     if not path.is_relative_to(root) or not path.is_file():
+        return None
+    return path
+
+
+def evidence_file(repo: Repo, recorded: str | None) -> tuple[str, str] | None:
+    """(path, text) of a file the store names, if it lies inside ``.andon/`` (the last
+    2 MB of it), else None."""
+    path = evidence_path(repo, recorded)
+    if path is None:
         return None
     with open(path, "rb") as fh:
         size = fh.seek(0, 2)
@@ -152,10 +172,12 @@ def evidence_file(repo: Repo, recorded: str | None) -> tuple[str, str] | None:
     return str(path), text
 
 
-def events(store: Store, packet_id: str | None, kind: str | None, limit: int = 500
-           ) -> dict[str, Any]:
+def events(store: Store, packet_id: str | None, kind: str | None, limit: int = 500,
+           chain_status: stages.ChainStatus | None = None) -> dict[str, Any]:
     """The newest ``limit`` events (of one packet and/or kind when given), newest first,
-    with the kinds and packets there are to filter by."""
+    with the kinds and packets there are to filter by, and ``chain`` (the hash chain's
+    verdict, :class:`stages.ChainStatus`; None when not asked)."""
     rows, total = store.recent_events(packet_id, kind, limit)
     kinds, packets = store.event_facets()
-    return {"rows": rows, "kinds": kinds, "packets": packets, "total": total}
+    return {"rows": rows, "kinds": kinds, "packets": packets, "total": total,
+            "chain": chain_status.of(store) if chain_status else None}

@@ -1,12 +1,21 @@
 // andon serve: the board refreshes itself. The server renders (and escapes) the fragment;
 // this script only swaps it in. Served from the package: no inline script, no other host.
 "use strict";
+// the diff's two views are both in the page; a button shows one or the other
+document.querySelectorAll("[data-toggle=diff]").forEach(function (button) {
+  button.addEventListener("click", function () {
+    const section = button.closest("section");
+    if (section) section.classList.toggle("show-split");
+  });
+});
 (function () {
   const box = document.querySelector("[data-live]");
   if (!box) return;
   const url = box.getAttribute("data-live");
   let last = null;
-  let mark = null;  // the server's ETag: 304 when the store has nothing new
+  // the server's ETag: 304 when the store has nothing new since the page (or the last
+  // fragment) was made
+  let mark = box.getAttribute("data-mark") || null;
   async function poll() {
     if (document.hidden) return;
     try {
