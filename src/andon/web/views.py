@@ -22,7 +22,7 @@ from . import diffview, stages
 # Where a person is needed comes first, then the rest in id order.
 FIRST = {"blocked": 0, "awaiting_human": 1}
 ORDER = ["blocked", "awaiting_human", "running", "gating", "reviewing", "merging",
-         "needs_work", "ready", "stale", "done"]
+         "needs_work", "ready", "stale", "draft", "done"]
 MAX_FILE_BYTES = 2_000_000
 
 
