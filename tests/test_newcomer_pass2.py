@@ -43,3 +43,14 @@ def test_how_a_process_was_started_is_not_evidence(tmp_path):
     run = {"argv": ["python", str(prog), "-c", str(wt / "pyproject.toml")], "cwd": str(wt),
            "wrapper": [str(prog)], "log_path": str(log)}
     assert set(chain.evidence_files({"runs": [run]})) == {str(log)}
+
+
+def test_after_a_drained_run_andon_says_where_the_merged_work_is(ran):
+    # a newcomer's honest run ended on the board alone: nothing said that the merges are on
+    # andon/integration, not on main, nor how to take them
+    for args in (("status",), ("run", "--agent", "command", "--command", "true")):
+        r = andon(ran, *args)
+        assert r.returncode == 0, r.stdout + r.stderr
+        text = " ".join(r.stdout.split())
+        assert ("the merged work is on andon/integration, 1 commit ahead of main" in text
+                and "`git merge andon/integration` with main checked out" in text), text
