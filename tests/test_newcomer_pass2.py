@@ -54,3 +54,21 @@ def test_after_a_drained_run_andon_says_where_the_merged_work_is(ran):
         text = " ".join(r.stdout.split())
         assert ("the merged work is on andon/integration, 1 commit ahead of main" in text
                 and "`git merge andon/integration` with main checked out" in text), text
+
+
+@pytest.mark.parametrize("on_path", [False, True])
+def test_the_demo_tells_you_to_call_andon_the_way_you_installed_it(tmp_path, monkeypatch,
+                                                                   on_path):
+    # the README installs into .venv (not on PATH) and runs .venv/bin/andon demo; the demo's
+    # "look closer: andon -C …" lines then failed with "command not found"
+    from andon.demo import how_to_call
+
+    script = tmp_path / "venv" / "bin" / "andon"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    monkeypatch.setattr("sys.argv", [str(script), "demo"])
+    monkeypatch.setenv("PATH", str(script.parent) if on_path else str(tmp_path / "empty"))
+    assert how_to_call() == ("andon" if on_path else str(script))
+    monkeypatch.setattr("sys.argv", ["/x/andon/__main__.py", "demo"])
+    assert how_to_call().endswith(" -m andon")
