@@ -91,3 +91,27 @@ def drift_notice(drift: dict) -> str:
     return (f"note: {b} has {n} commit{'s' if n != 1 else ''} that {i} does not; andon merges "
             f"packets onto {i} only and never pulls {b} in — to build on them, run `git merge "
             f"{b}` with {i} checked out (or delete {i} to start it again from {b})")
+
+
+def merged_ahead(repo: Repo, config: Config) -> dict | None:
+    """Commits andon merged onto the integration branch that the base branch lacks:
+    ``{"base_branch", "integration_branch", "commits"}``, or None when there are none or a
+    branch cannot be named. The work stays there until the user takes it: andon never moves
+    the base branch."""
+    integration = config.andon.integration_branch
+    base = config.andon.base_branch or repo.current_branch()
+    if not base or base == integration:
+        return None
+    base_sha, integration_sha = repo.rev_parse(base), repo.rev_parse(integration)
+    if not base_sha or not integration_sha:
+        return None
+    n = int(repo.git("rev-list", "--count", integration_sha, "^" + base_sha).strip())
+    return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
+
+
+def ahead_notice(ahead: dict) -> str:
+    """One line for people: where the merged work is and how to take it."""
+    b, i, n = ahead["base_branch"], ahead["integration_branch"], ahead["commits"]
+    return (f"the merged work is on {i}, {n} commit{'s' if n != 1 else ''} ahead of {b} "
+            f"(andon never moves {b}): read it with `git log -p {b}..{i}`, take it with "
+            f"`git merge {i}` with {b} checked out")

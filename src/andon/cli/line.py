@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from ..advice import ahead_notice, merged_ahead
 from ..config import CONFIG_NAME
 from ..errors import AndonError, PacketError
 from ..packet import check_packets
@@ -79,6 +80,8 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     if report.message:
         console = common.err if report.exit_status else common.out
         console.print(report.message, soft_wrap=True, markup=False)
+    if report.exit_status == 0 and (ahead := merged_ahead(repo, config)):
+        common.out.print(ahead_notice(ahead), soft_wrap=True, markup=False)
     if report.preflight:
         for r in report.preflight.runs:
             common.err.print(f"evidence: {r.log_path}", markup=False, soft_wrap=True)
@@ -108,6 +111,8 @@ def status(ctx: click.Context, as_json: bool) -> None:
         common.out.print(board(store, config, on_disk))
         if drift:
             common.out.print(drift_notice(drift), highlight=False)
+        if ahead := merged_ahead(repo, config):
+            common.out.print(ahead_notice(ahead), soft_wrap=True, markup=False)
 
 
 @click.command()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -160,13 +162,27 @@ def _run(out: Console, root: Path, runner: Runner, approve: bool = True) -> int:
     out.print()
     if report.message:
         out.print(report.message, markup=False, soft_wrap=True)
+    a = f"{how_to_call()} -C {root}"
     out.print(f"\nthe repository: {root}\nthe evidence:   {root / '.andon' / 'evidence'}\n"
-              f"look closer:    andon -C {root} status\n"
-              f"                andon -C {root} show B03   (the tampered planted test)\n"
-              f"                andon -C {root} show B04   (the forbidden path)\n"
-              f"                andon -C {root} show B05   (the reviewer's verdicts)\n"
-              f"                andon -C {root} show B07   (why the line halted)", markup=False,
+              f"look closer:    {a} status\n"
+              f"                {a} show B03   (the tampered planted test)\n"
+              f"                {a} show B04   (the forbidden path)\n"
+              f"                {a} show B05   (the reviewer's verdicts)\n"
+              f"                {a} show B07   (why the line halted)", markup=False,
               soft_wrap=True)
     out.print("[green]demo: every outcome as expected[/]" if ok else
               "[red]demo: some outcomes were not as expected[/]")
     return 0 if ok else 1
+
+
+def how_to_call() -> str:
+    """The command a person types to run this andon again: ``andon`` when that name on
+    ``PATH`` is the script that started this process, else that script's absolute path (the
+    README installs into a ``.venv`` that is not on ``PATH``), else ``<python> -m andon``."""
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    if script is None or script.name != "andon" or not script.is_file():
+        return f"{sys.executable} -m andon"
+    on_path = shutil.which("andon")
+    if on_path and Path(on_path).resolve() == script.resolve():
+        return "andon"
+    return str(script.absolute())

@@ -31,6 +31,10 @@ from typing import Any
 # the columns of an event that its hash covers, in order
 HASHED = ("ts", "packet_id", "attempt_id", "kind", "from_state", "to_state", "data")
 READ_CHUNK = 1 << 20
+# keys that say how a process was started: the programs and folders they name are andon's own
+# files (changed by an upgrade) and worktrees (deleted when the attempt ends), not evidence;
+# recording them made every honest record "NOT intact" once its worktrees were cleaned up
+NOT_EVIDENCE = frozenset({"argv", "wrapper", "cwd"})
 
 
 def event_hash(prev_hash: str | None, row: Mapping[str, Any]) -> str:
@@ -51,13 +55,14 @@ def file_sha256(path: Path) -> str:
 
 def evidence_files(*values: Any) -> dict[str, str]:
     """``{path: sha256}`` of every absolute path to an existing regular file found in
-    ``values`` (strings, and lists/dicts of them, walked)."""
+    ``values`` (strings, and lists/dicts of them, walked), except under the keys of
+    :data:`NOT_EVIDENCE`."""
     found: dict[str, str] = {}
     stack = list(values)
     while stack:
         v = stack.pop()
         if isinstance(v, Mapping):
-            stack.extend(v.values())
+            stack.extend(x for k, x in v.items() if k not in NOT_EVIDENCE)
         elif isinstance(v, (list, tuple)):
             stack.extend(v)
         elif isinstance(v, str) and v.startswith("/") and "\n" not in v and len(v) < 4096:
