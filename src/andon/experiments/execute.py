@@ -167,10 +167,7 @@ def execute(inputs: RunInputs, key: RunKey) -> dict[str, Any]:
         record = _attempts(inputs, key, cond, clone, store, ev)
     except Exception as exc:  # noqa: BLE001 — andon failing is the run's error, recorded
         (ev / "harness-error.txt").write_text(traceback.format_exc(), encoding="utf-8")
-        record = {"outcome": "error", "gates": [], "stage_runs": [], "attempts": 0,
-                  "failure": {"gate": "harness", "layer": "harness",
-                              "summary": f"andon failed around the run: "
-                                         f"{type(exc).__name__}: {exc}"}}
+        record = harness_error(f"andon failed around the run: {type(exc).__name__}: {exc}")
     finally:
         _current.run = None
         if store is not None:
@@ -179,6 +176,13 @@ def execute(inputs: RunInputs, key: RunKey) -> dict[str, Any]:
     record.update(started_at=started, wall_s=round(time.monotonic() - t0, 3),
                   evidence_dir=str(ev))
     return record
+
+
+def harness_error(summary: str) -> dict[str, Any]:
+    """The record of a run that andon failed around (outcome ``error``, layer
+    ``harness``); the caller adds the times and the evidence folder."""
+    return {"outcome": "error", "gates": [], "stage_runs": [], "attempts": 0,
+            "failure": {"gate": "harness", "layer": "harness", "summary": summary}}
 
 
 def _attempts(inputs: RunInputs, key: RunKey, cond: Condition, clone: Repo, store: Store,
