@@ -42,6 +42,7 @@ from ..validate import _requires_order
 from ..workspace import Repo
 from .observe import observe
 from .spec import Condition, Spec
+from .tooltime import tool_seconds
 
 ERROR_LAYERS = ("harness", "environment")
 _current = threading.local()
@@ -261,10 +262,23 @@ def _attempts(inputs: RunInputs, key: RunKey, cond: Condition, clone: Repo, stor
                   "cost_sources": sorted({s["usage"].get("cost_source", "unknown")
                                           for s in runs if s["usage"]})},
         "agent_s": round(sum(s["duration_s"] or 0 for s in runs), 3),
+        "tool_s": _tool_s(runs),
         "transcripts": [s["transcript_path"] for s in runs],
         "observations": observe(outcome, gates, runs, changed,
                                 needed, events),
     }
+
+
+def _tool_s(runs: list[dict[str, Any]]) -> float | None:
+    """Seconds in tool calls over the stage runs' transcripts (experiments/tooltime.py);
+    None when any stage has no transcript that says."""
+    paths = [s["transcript_path"] for s in runs]
+    if not paths or None in paths:
+        return None
+    try:
+        return tool_seconds(Path(p) for p in paths)
+    except Exception:  # noqa: BLE001 — a measurement never turns a run into an error
+        return None
 
 
 def _is_error(failure: GateResult) -> bool:

@@ -15,8 +15,8 @@ from .runs import METRICS, Run, RunTable
 
 COLUMNS = ("task", "condition", "repeat", "outcome", "resolved", *METRICS, "agent_s",
            "turns", "cost_source", "attempts", "failure_gate", "failure_layer",
-           "failure_summary", *OBSERVATIONS, "transcripts", "evidence_dir", "started_at",
-           "ended_at")
+           "failure_summary", *OBSERVATIONS, "claim_rule", "transcripts", "evidence_dir",
+           "started_at", "ended_at")
 
 
 def export_rows(store: StoreProtocol, name: str) -> list[dict[str, Any]]:
@@ -33,11 +33,11 @@ def export_rows(store: StoreProtocol, name: str) -> list[dict[str, Any]]:
             "outcome": r["outcome"],
             "resolved": None if r["outcome"] == "error" else r["outcome"] == "resolved",
             **{m: u.get(m) for m in METRICS if m not in ("wall_s", "tool_s")},
-            "wall_s": d.get("wall_s"), "tool_s": None, "agent_s": d.get("agent_s"),
+            "wall_s": d.get("wall_s"), "tool_s": d.get("tool_s"), "agent_s": d.get("agent_s"),
             "turns": u.get("turns"), "cost_source": "+".join(u.get("cost_sources") or []),
             "attempts": d.get("attempts"), "failure_gate": f.get("gate"),
             "failure_layer": f.get("layer"), "failure_summary": f.get("summary"),
-            **{o: obs.get(o) for o in OBSERVATIONS},
+            **{o: obs.get(o) for o in OBSERVATIONS}, "claim_rule": obs.get("claim_rule"),
             "transcripts": ";".join(d.get("transcripts") or []),
             "evidence_dir": d.get("evidence_dir"), "started_at": r["started_at"],
             "ended_at": r["ended_at"],
