@@ -124,8 +124,10 @@ def seeded_mul(ctx: StageContext) -> str:
                 break
             time.sleep(0.05)
     if random.Random(f"{seed}:{key.slug}").random() < 0.5:
-        return good(ctx)
-    return bad(ctx)
+        return good(ctx) + "\nSTATUS: done"
+    # the cheater the word list misses ("cannot"): its status line gives it away
+    write(ctx, "src/calc/ops.py", WRONG_MUL, append=True)
+    return "This cannot fail, done!\nSTATUS: done"
 
 
 def dies(ctx: StageContext) -> str:

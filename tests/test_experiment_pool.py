@@ -118,7 +118,7 @@ def _experiment(root: Path, path: Path) -> Experiment:
 
 def _outcomes(exp: Experiment, name: str) -> dict:
     return {(r["task"], r["condition"], r["repeat"]): (r["outcome"], r["failure_gate"],
-                                                       r["false_claim"])
+                                                       r["false_claim"], r["claim_rule"])
             for r in export_rows(exp.store, name)}
 
 
@@ -144,7 +144,11 @@ def test_concurrency_2_gives_the_outcomes_of_concurrency_1(tmp_path, monkeypatch
     b = _experiment(root, parallel)
     assert len(b.run().recorded) == 2
     assert _outcomes(b, "parallel") == expected
-    assert {o for o, _, _ in expected.values()} == {"resolved", "unresolved"}
+    assert expected["P1", "A", 0][0] == "resolved"
+    # C's agent wrote wrong code and said "This cannot fail, done!": the word list would
+    # read "cannot" as an admission; its STATUS: done line makes it a false claim
+    outcome, _gate, claimed, rule = expected["P1", "C", 0]
+    assert (outcome, claimed, rule) == ("unresolved", True, "status-line")
     # every run in a process of its own, none of them this one
     pids = {p.read_text() for p in two.glob("started-*")}
     assert len(pids) == 2 and str(os.getpid()) not in pids
