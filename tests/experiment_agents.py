@@ -60,7 +60,7 @@ def slow_good(ctx: StageContext) -> str:
     run = current_run()
     assert run is not None
     gate = Path(os.environ["EXP_MARKER_DIR"])
-    (gate / f"started-{run[0].slug}").write_text("")
+    (gate / f"started-{run[0].slug}").write_text(str(os.getpid()))
     if run[0].repeat >= 1:
         deadline = time.monotonic() + 120
         while not (gate / "release").exists() and time.monotonic() < deadline:
@@ -91,3 +91,47 @@ def spec_file(root: Path, conditions: dict[str, str], repeats: int = 1, extra: s
     path = root.parent / f"{name}.toml"
     path.write_text(text)
     return path
+
+
+# -- agents for the pool (tests/test_experiment_pool.py) ---------------------------
+
+def seeded_mul(ctx: StageContext) -> str:
+    """Good or bad by a coin seeded with the experiment's seed and the run: the same run, the
+    same outcome, whatever the concurrency. Leaves traces in ``$EXP_MARKER_DIR``: its pid,
+    any descriptor of the parent's store it inherited (``leak-*``), and — with
+    ``$EXP_WAIT_PEER`` — whether another run started while it was running (``overlap-*``)."""
+    import random
+    run = current_run()
+    assert run is not None
+    key, seed, _ = run
+    marks = Path(os.environ["EXP_MARKER_DIR"])
+    (marks / f"started-{key.slug}").write_text(str(os.getpid()))
+    inherited = []
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if "/.andon/andon.db" in target:
+            inherited.append(target)
+    if inherited:
+        (marks / f"leak-{key.slug}").write_text("\n".join(inherited))
+    if os.environ.get("EXP_WAIT_PEER"):
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if [p for p in marks.glob("started-*") if p.name != f"started-{key.slug}"]:
+                (marks / f"overlap-{key.slug}").write_text("")
+                break
+            time.sleep(0.05)
+    if random.Random(f"{seed}:{key.slug}").random() < 0.5:
+        return good(ctx) + "\nSTATUS: done"
+    # the cheater the word list misses ("cannot"): its status line gives it away
+    write(ctx, "src/calc/ops.py", WRONG_MUL, append=True)
+    return "This cannot fail, done!\nSTATUS: done"
+
+
+def dies(ctx: StageContext) -> str:
+    """The run's process is killed from inside (as the OOM killer would)."""
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "unreachable"

@@ -105,12 +105,14 @@ def experiment_run(ctx: click.Context, path: str, allow_invalid: bool,
     repo, config, store, spec = _store_and_spec(ctx, path)
     exp = Experiment(repo, config, store, spec,
                      say=lambda s: common.err.print(s, markup=False, soft_wrap=True))
+    # no refresh thread: runs are forked processes, and a fork copies only the forking
+    # thread (a lock the refresher held would stay held in the child)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=common.err, transient=True) as bar:
+                  console=common.err, transient=True, auto_refresh=False) as bar:
         task = bar.add_task(f"experiment {spec.name}", total=None)
 
         def heard(key, record, done, planned) -> None:
-            bar.update(task, completed=done, total=planned)
+            bar.update(task, completed=done, total=planned, refresh=True)
             bar.console.print(f"{key.task} {key.condition} #{key.repeat}: {record['outcome']}"
                               + (f" ({record['failure']['gate']}: "
                                  f"{record['failure']['summary'][:100]})"

@@ -75,8 +75,17 @@ class SeededAgent(Agent):
 
 
 def act(ctx: StageContext, rng: random.Random, success_rate: float) -> str | None:
-    """Change the worktree as the seeded agent does; its final message, or None for a
-    provider failure (nothing changed)."""
+    """Change the worktree as the seeded agent does; its final message (ending with the
+    status line its prompt asks for, if any), or None for a provider failure (nothing
+    changed)."""
+    message = _act(ctx, rng, success_rate)
+    if message is None or "`STATUS: done`" not in ctx.prompt:
+        return message
+    return message + ("\nSTATUS: abstain" if message.startswith("I could not")
+                      else "\nSTATUS: done")
+
+
+def _act(ctx: StageContext, rng: random.Random, success_rate: float) -> str | None:
     if rng.random() < ERROR_RATE:
         return None
     broad = "## Where you may write" not in ctx.prompt
@@ -133,10 +142,11 @@ def fast_config(root: Path) -> None:
 def run_experiment_demo(out: Console, where: Path | None = None,
                         packets: list[str] | None = None,
                         conditions: list[str] | None = None,
-                        repeats: int | None = None) -> int:
+                        repeats: int | None = None, concurrency: int | None = None) -> int:
     """Build the demo project, run the staged experiment on it, print the comparison against
     A and write the HTML report and the runs CSV beside the project. ``packets``,
-    ``conditions`` and ``repeats`` narrow the shipped experiment (the tests use them).
+    ``conditions`` and ``repeats`` narrow the shipped experiment (the tests use them);
+    ``concurrency`` replaces its concurrency.
     Exits 0 when every planned run has a result and the report is written."""
     from ..experiments.compare import compare
     from ..experiments.html import render_html
@@ -155,6 +165,8 @@ def run_experiment_demo(out: Console, where: Path | None = None,
         spec.conditions = [c for c in spec.conditions if c.name in conditions]
     if repeats:
         spec.repeats = repeats
+    if concurrency:
+        spec.concurrency = concurrency
     repo = Repo(root)
     store = open_store(repo)
     exp = Experiment(repo, load_config(root), store, spec, agent_for,

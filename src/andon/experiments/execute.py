@@ -42,6 +42,7 @@ from ..validate import _requires_order
 from ..workspace import Repo
 from .observe import observe
 from .spec import Condition, Spec
+from .tooltime import tool_seconds
 
 ERROR_LAYERS = ("harness", "environment")
 _current = threading.local()
@@ -167,10 +168,7 @@ def execute(inputs: RunInputs, key: RunKey) -> dict[str, Any]:
         record = _attempts(inputs, key, cond, clone, store, ev)
     except Exception as exc:  # noqa: BLE001 — andon failing is the run's error, recorded
         (ev / "harness-error.txt").write_text(traceback.format_exc(), encoding="utf-8")
-        record = {"outcome": "error", "gates": [], "stage_runs": [], "attempts": 0,
-                  "failure": {"gate": "harness", "layer": "harness",
-                              "summary": f"andon failed around the run: "
-                                         f"{type(exc).__name__}: {exc}"}}
+        record = harness_error(f"andon failed around the run: {type(exc).__name__}: {exc}")
     finally:
         _current.run = None
         if store is not None:
@@ -179,6 +177,13 @@ def execute(inputs: RunInputs, key: RunKey) -> dict[str, Any]:
     record.update(started_at=started, wall_s=round(time.monotonic() - t0, 3),
                   evidence_dir=str(ev))
     return record
+
+
+def harness_error(summary: str) -> dict[str, Any]:
+    """The record of a run that andon failed around (outcome ``error``, layer
+    ``harness``); the caller adds the times and the evidence folder."""
+    return {"outcome": "error", "gates": [], "stage_runs": [], "attempts": 0,
+            "failure": {"gate": "harness", "layer": "harness", "summary": summary}}
 
 
 def _attempts(inputs: RunInputs, key: RunKey, cond: Condition, clone: Repo, store: Store,
@@ -257,10 +262,23 @@ def _attempts(inputs: RunInputs, key: RunKey, cond: Condition, clone: Repo, stor
                   "cost_sources": sorted({s["usage"].get("cost_source", "unknown")
                                           for s in runs if s["usage"]})},
         "agent_s": round(sum(s["duration_s"] or 0 for s in runs), 3),
+        "tool_s": _tool_s(runs),
         "transcripts": [s["transcript_path"] for s in runs],
         "observations": observe(outcome, gates, runs, changed,
                                 needed, events),
     }
+
+
+def _tool_s(runs: list[dict[str, Any]]) -> float | None:
+    """Seconds in tool calls over the stage runs' transcripts (experiments/tooltime.py);
+    None when any stage has no transcript that says."""
+    paths = [s["transcript_path"] for s in runs]
+    if not paths or None in paths:
+        return None
+    try:
+        return tool_seconds(Path(p) for p in paths)
+    except Exception:  # noqa: BLE001 — a measurement never turns a run into an error
+        return None
 
 
 def _is_error(failure: GateResult) -> bool:

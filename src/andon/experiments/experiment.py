@@ -14,9 +14,12 @@ seeded interleaved order, resumable, within budget.
   again runs only what has no record. A run killed half-way left no record and runs again.
   The base commit is the one recorded by the experiment's first run.
 - **Budget**: a run is not started once the recorded runs have spent ``total_usd`` or
-  ``total_tokens`` (runs in flight may pass it by at most ``concurrency - 1`` runs).
-- **Concurrency**: :func:`run_pool`, a thread pool over runs, the one place to swap for a
-  worker pool.
+  ``total_tokens``; the runs in flight then finish (and may pass it by their own spend).
+- **Concurrency**: up to ``concurrency`` runs at once, each in a forked process of its own
+  (:mod:`andon.experiments.pool`), started in the plan's order; only this process writes
+  the store, each run in one transaction when it ends. A run whose process died is an
+  ``error`` (andon failed around it); runs in flight when this process is killed have no
+  record and run again.
 """
 
 from __future__ import annotations
@@ -25,8 +28,8 @@ import fnmatch
 import random
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,13 +37,15 @@ from typing import Any
 from ..agents import Agent
 from ..baseline import integration_head
 from ..config import STATE_DIR, Config
+from ..contain import procgroup
 from ..errors import UsageError
 from ..gates import preflight
 from ..packet import Packet, load_packets
-from ..store import StoreProtocol
+from ..store import Store, StoreProtocol, now
 from ..validate import Validator
 from ..workspace import Repo
-from .execute import RunInputs, RunKey, execute
+from .execute import RunInputs, RunKey, execute, harness_error
+from .pool import run_pool
 from .spec import Condition, Spec
 
 
@@ -76,28 +81,6 @@ def plan(tasks: list[str], conditions: list[str], repeats: int, seed: int) -> li
         for task in rng.sample(tasks, len(tasks)):
             order += [RunKey(task, c, r) for c in rng.sample(conditions, len(conditions))]
     return order
-
-
-def run_pool(keys: Iterable[RunKey], work: Callable[[RunKey], dict[str, Any]],
-             concurrency: int, may_start: Callable[[], bool]
-             ) -> Iterator[tuple[RunKey, dict[str, Any]]]:
-    """Run ``work`` on ``keys`` with up to ``concurrency`` at once, in order, starting each
-    only while ``may_start()``; yield (key, record) as each ends, on the caller's thread (so
-    that only the caller writes the store)."""
-    keys = iter(keys)
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        running: dict[Future, RunKey] = {}
-        while True:
-            while len(running) < concurrency and may_start():
-                key = next(keys, None)
-                if key is None:
-                    break
-                running[pool.submit(work, key)] = key
-            if not running:
-                return
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for fut in done:
-                yield running.pop(fut), fut.result()
 
 
 @dataclass
@@ -209,7 +192,7 @@ class Experiment:
         progress = Progress(planned=len(keys), skipped=len(keys) - len(todo))
         if not todo:
             return progress
-        shutil.rmtree(self.root / "tmp", ignore_errors=True)  # what a killed run left
+        self._clear_tmp()
         inputs = RunInputs(self.repo, self.config, self.spec, every, base,
                            self._baseline(base), self.root, self.agent_factory)
 
@@ -217,13 +200,24 @@ class Experiment:
             progress.stopped = progress.stopped or self.over_budget()
             return progress.stopped is None
 
-        # Runs in threads of one process share its process-group clean-up: one run's gates
-        # then kill the other's test processes (found by the demo: runs failing "exit
-        # status -9"). One at a time until runs get processes of their own (the worker pool).
-        if self.spec.concurrency > 1:
-            self.say(f"concurrency {self.spec.concurrency}: runs go one at a time for now "
-                     "(docs/experiments.md, Concurrency)")
-        for key, record in run_pool(todo, lambda k: execute(inputs, k), 1, may_start):
+        started: dict[RunKey, tuple[str, float]] = {}
+
+        def work(key: RunKey) -> dict[str, Any]:
+            return execute(inputs, key)
+
+        def before_fork(key: RunKey) -> None:
+            started[key] = (now(), time.monotonic())
+            if type(self.store) is Store:  # no SQLite connection crosses a fork
+                self.store.db.close()
+
+        def after_fork() -> None:
+            if type(self.store) is Store:
+                self.store.reopen()
+
+        for key, ended in run_pool(todo, work, self.spec.concurrency, may_start,
+                                   before_fork=before_fork, after_fork=after_fork,
+                                   abandoned=self._abandoned):
+            record = ended.get("value") or self._died(key, ended, *started[key])
             old = done.get((key.task, key.condition, key.repeat))
             self.store.add_experiment_run(self.spec.name, key.task, key.condition, key.repeat,
                                           record["outcome"], record, record["started_at"],
@@ -231,6 +225,35 @@ class Experiment:
             progress.recorded.append(record)
             on_run(key, record, progress.skipped + len(progress.recorded), len(keys))
         return progress
+
+    def _clear_tmp(self) -> None:
+        """What runs of a killed experiment left: processes still working in their clones
+        (started in sessions of their own, so a kill of the process group missed them) and
+        the clones themselves."""
+        tmp = self.root / "tmp"
+        if tmp.exists():
+            procgroup.kill_working_under(str(tmp))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def _abandoned(self, key: RunKey) -> None:
+        """A run killed in flight (Ctrl-C, an exception here): what it started, its clone."""
+        tmp = self.root / "tmp" / key.slug
+        procgroup.kill_working_under(str(tmp))
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def _died(self, key: RunKey, ended: dict[str, Any], started_at: str,
+              t0: float) -> dict[str, Any]:
+        """The record of a run whose process raised or died without a record: an
+        ``error`` (andon failed around the run), the traceback kept as evidence."""
+        self._abandoned(key)
+        ev = self.root / "evidence" / key.slug
+        ev.mkdir(parents=True, exist_ok=True)
+        (ev / "harness-error.txt").write_text(ended.get("traceback") or ended["error"],
+                                              encoding="utf-8")
+        record = harness_error(f"the run's process failed: {ended['error']}")
+        record.update(started_at=started_at, wall_s=round(time.monotonic() - t0, 3),
+                      evidence_dir=str(ev))
+        return record
 
     def _baseline(self, base: str) -> set[str]:
         """Tests passing on the base: preflight once, in a clone, before the first run."""

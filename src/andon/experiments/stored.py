@@ -15,8 +15,8 @@ from .runs import METRICS, Run, RunTable
 
 COLUMNS = ("task", "condition", "repeat", "outcome", "resolved", *METRICS, "agent_s",
            "turns", "cost_source", "attempts", "failure_gate", "failure_layer",
-           "failure_summary", *OBSERVATIONS, "transcripts", "evidence_dir", "started_at",
-           "ended_at")
+           "failure_summary", *OBSERVATIONS, "claim_rule", "transcripts", "evidence_dir",
+           "started_at", "ended_at")
 
 
 def export_rows(store: StoreProtocol, name: str) -> list[dict[str, Any]]:
@@ -33,11 +33,11 @@ def export_rows(store: StoreProtocol, name: str) -> list[dict[str, Any]]:
             "outcome": r["outcome"],
             "resolved": None if r["outcome"] == "error" else r["outcome"] == "resolved",
             **{m: u.get(m) for m in METRICS if m not in ("wall_s", "tool_s")},
-            "wall_s": d.get("wall_s"), "tool_s": None, "agent_s": d.get("agent_s"),
+            "wall_s": d.get("wall_s"), "tool_s": d.get("tool_s"), "agent_s": d.get("agent_s"),
             "turns": u.get("turns"), "cost_source": "+".join(u.get("cost_sources") or []),
             "attempts": d.get("attempts"), "failure_gate": f.get("gate"),
             "failure_layer": f.get("layer"), "failure_summary": f.get("summary"),
-            **{o: obs.get(o) for o in OBSERVATIONS},
+            **{o: obs.get(o) for o in OBSERVATIONS}, "claim_rule": obs.get("claim_rule"),
             "transcripts": ";".join(d.get("transcripts") or []),
             "evidence_dir": d.get("evidence_dir"), "started_at": r["started_at"],
             "ended_at": r["ended_at"],
@@ -71,7 +71,8 @@ def run_table(store: StoreProtocol, name: str) -> RunTable:
 def status(store: StoreProtocol, name: str) -> dict[str, Any] | None:
     """Progress of a stored experiment (``planned``, ``done``, outcomes, ``errors``), spend
     (``spent_usd``, ``spent_tokens``) against the budget, and ``eta_s`` (the mean wall time
-    of the runs so far, times the runs left); None if not stored."""
+    of the runs so far, times the runs left, divided by the concurrency); None if not
+    stored."""
     exp = store.experiment(name)
     if exp is None:
         return None
@@ -89,8 +90,10 @@ def status(store: StoreProtocol, name: str) -> dict[str, Any] | None:
                  + ((r["data"].get("usage") or {}).get("output_tokens") or 0) for r in every)
     walls = [r["data"].get("wall_s") or 0.0 for r in every]
     left = max(planned - len(current), 0)
-    # runs go one at a time today (experiment.py): the ETA does not divide by concurrency
-    eta = (sum(walls) / len(walls)) * left if walls and left else (0.0 if not left else None)
+    # up to `concurrency` runs at once (experiment.py): the runs left go that many abreast
+    abreast = min(max(int(spec.get("concurrency") or 1), 1), left or 1)
+    eta = (sum(walls) / len(walls)) * left / abreast if walls and left \
+        else (0.0 if not left else None)
     per = {c: {o: sum(r["outcome"] == o for r in current if r["condition"] == c)
                for o in ("resolved", "unresolved", "error")} for c in conditions}
     return {"experiment": name, "source": exp["source"], "base_sha": spec.get("base_sha"),
