@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from . import lifecycle
+from . import lifecycle, pool_leases
 from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import StoreError
 from .packet import Packet
@@ -58,6 +58,7 @@ def recover(repo: Repo, store: StoreProtocol, packets: dict[str, Packet],
     attempt ``n`` of a packet has its worktree; ``merge(packet, attempt, red_ids)``: the
     runner's merge of a passed attempt."""
     repo.git("worktree", "prune")
+    pool_leases.release_dead_local(store)  # a killed runner of this host: no need to wait
     reclaimed = set(store.reclaim_expired())
     live = {lease["packet_id"]: lease["worker"] for lease in store.leases()
             if lease["expires_at"] > now()}

@@ -31,7 +31,8 @@ from .errors import AndonError, PacketError, UsageError
 from .gates.base import GateResult
 from .gates.hermetic import committed_hidden, committed_hidden_problem
 from .packet import Packet, load_packets, tests_problem
-from .store import StoreProtocol, chain, connect, now, store_url
+from .pool_leases import lease_s
+from .store import Store, StoreProtocol, chain, connect, now, store_url
 from .workspace import Repo
 
 ZERO = "0" * 40
@@ -79,6 +80,7 @@ class Runner:
         # how many attempts at once (workers.py); 1 is the loop below, exactly as before
         self.workers = workers or config.run.workers
         self.worker: str | None = None  # the pool's name for this runner's worker
+        self.lease_s = lease_s()  # how long a claim holds without renewal
         self.agent_for, self.echo = agent_for, echo
         self.keep = keep_worktrees or config.andon.keep_worktrees
         self.ref = f"refs/heads/{config.andon.integration_branch}"
@@ -166,7 +168,8 @@ class Runner:
             drift = base_drift(self.repo, self.config)
             if drift:
                 self.echo(drift_notice(drift))
-            if self.workers > 1:
+            # a shared store (PostgreSQL) may have other runners: claims must be leased
+            if self.workers > 1 or type(self.store) is not Store:
                 workers.drain(self, only, report)
                 return report
             while True:
