@@ -299,12 +299,18 @@ def _work(runner: Line, job: Job, claimed: tuple) -> str:
     mine = copy.copy(runner)
     mine.store, mine.worker = store, job.worker
     mine.repo = PoolRepo(runner.repo.root, job.packet.id)  # the ref check, for a pool
+    remote = getattr(runner.repo, "remote", None)
+    mine.repo.remote = remote  # type: ignore[attr-defined]  # remote.py, several machines
     mine.echo = lambda s: runner.echo(f"[{job.worker}] {s}")
     mine.baseline = Baseline(runner.repo, runner.config, store, runner.ref,
                              runner.evidence_root, mine.echo)
     try:
         return mine._work(job.packet, *claimed)
     finally:
+        if remote is not None:  # every attempt on the remote, failed ones too
+            a = store.attempt(job.attempt["id"])
+            if a and a.get("candidate_sha"):
+                remote.push_attempt(mine.repo, job.packet.id, a["n"], a["candidate_sha"])
         store.close()
 
 
