@@ -7,7 +7,8 @@ two packets touch the same file, so none conflicts. The agent is instant (an in-
 ``ScriptedAgent`` writing the module); the review stage is off (``stages = ["implement"]``)
 and the gates run once each (one red run, one hermetic run, no random-order run), so what is
 timed is andon and the project's suite. For each worker count a fresh copy of the project and
-a fresh store (SQLite) drain the whole queue through one ``Runner.run()``.
+a fresh store drain the whole queue through one ``Runner.run()``: SQLite, and with ``--pg``
+PostgreSQL too (a throwaway cluster from tests/pgcluster.py, a fresh schema per run).
 
 Per worker count it prints: wall time, speed-up against one worker, packets per minute, and
 where the time went, from the store: the sum over attempts of their suite runs
@@ -15,10 +16,13 @@ where the time went, from the store: the sum over attempts of their suite runs
 next to the wall time multiplied by the workers (the worker-seconds available). A closing
 note says what bounds the speed-up on this machine (``os.cpu_count()``).
 
-``--store-url`` is passed through to the store for the backends that take one (today only
-SQLite, the default, exists here: a URL other than ``sqlite:`` is refused).
+Per-claim overhead: the dispatcher's time inside :func:`andon.workers.claim_next` (the
+store's leased claim plus the attempt's first rows), averaged per claim, for each backend.
 
-Run: ``.venv/bin/python benchmarks/workers.py [--packets 100] [--workers 1,2,4]``
+The packets are tests/test_workers.py's ``mod_packet`` and its ``honest`` agent (one place
+for the queue the tests and this benchmark share).
+
+Run: ``.venv/bin/python benchmarks/workers.py [--packets 100] [--workers 1,2,4] [--pg]``
 """
 
 from __future__ import annotations
@@ -32,24 +36,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from andon.agents import StageContext
+from test_workers import honest, mod_packet
 
-from helpers import config_toml, make_project, packet_md, runner_for, write
+from andon import workers as pool
+
+from helpers import config_toml, make_project, runner_for
+
+CLAIMS = {"n": 0, "s": 0.0}  # the dispatcher's claims: how many, seconds inside them
+_claim_next = pool.claim_next
+
+
+def _timed_claim(*args, **kwargs):
+    t0 = time.perf_counter()
+    try:
+        return _claim_next(*args, **kwargs)
+    finally:
+        CLAIMS["n"] += 1
+        CLAIMS["s"] += time.perf_counter() - t0
+
+
+pool.claim_next = _timed_claim
 
 
 def packet(i: int) -> tuple[str, dict[str, str]]:
-    pid = f"P{i:03d}"
-    name = f"mod_{pid.lower()}"
-    return packet_md(pid, f"add-{name}", f"calc.{name}.VALUE is 1.",
-                     allowed_paths=[f"src/calc/{name}.py"], stages=["implement"]), {
-        f"tests/test_{pid.lower()}.py":
-            f"from calc import {name}\n\n\ndef test_{pid.lower()}():\n"
-            f"    assert {name}.VALUE == 1\n"}
-
-
-def agent(ctx: StageContext) -> str:
-    write(ctx, f"src/calc/mod_{ctx.packet.id.lower()}.py", "VALUE = 1\n")
-    return "done"
+    return mod_packet(f"P{i:03d}", stages=["implement"])
 
 
 def drain(where: Path, packets: int, workers: int) -> dict:
@@ -57,8 +67,9 @@ def drain(where: Path, packets: int, workers: int) -> dict:
                          worktree_root=where / "worktrees")
     root = make_project(where / "repo", {f"P{i:03d}": packet(i) for i in range(packets)},
                         config=config)
-    runner = runner_for(root, agent)
+    runner = runner_for(root, honest)
     runner.workers = workers
+    CLAIMS.update(n=0, s=0.0)
     t0 = time.perf_counter()
     report = runner.run()
     wall = time.perf_counter() - t0
@@ -75,29 +86,49 @@ def drain(where: Path, packets: int, workers: int) -> dict:
     done = sum(1 for p in store.packets() if p["state"] == "done")
     return {"workers": workers, "wall_s": wall, "done": done, "merged": len(report.merged),
             "exit": report.exit_status, "suites_s": suites, "agents_s": agents,
-            "merge_checks": merge_checks}
+            "merge_checks": merge_checks, "claims": CLAIMS["n"], "claims_s": CLAIMS["s"]}
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--packets", type=int, default=100)
     ap.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
-    ap.add_argument("--store-url", default="sqlite:",
-                    help="the store's URL (only sqlite: here; the PostgreSQL backend adds "
-                         "its own)")
+    ap.add_argument("--pg", action="store_true",
+                    help="also on PostgreSQL (a throwaway cluster: Debian's postgresql)")
     args = ap.parse_args()
-    if args.store_url != "sqlite:":
-        ap.error(f"--store-url {args.store_url!r}: this build has only the SQLite store")
     counts = [int(w) for w in args.workers.split(",")]
-    rows = []
-    for n in counts:
-        with tempfile.TemporaryDirectory(prefix=f"bench-workers-{n}-") as tmp:
-            row = drain(Path(tmp), args.packets, n)
-        rows.append(row)
-        print(f"{n} worker(s): {row['wall_s']:7.1f} s wall, {row['done']}/{args.packets} done"
-              f" (exit {row['exit']})", file=sys.stderr, flush=True)
+    cluster = None
+    if args.pg:
+        from pgcluster import Cluster, bindir
+
+        bin_ = bindir()
+        if bin_ is None:
+            ap.error("--pg: PostgreSQL is not installed (/usr/lib/postgresql/*/bin)")
+        cluster = Cluster(bin_)
+    try:
+        for backend in ["sqlite"] + (["postgresql"] if cluster else []):
+            rows = []
+            for n in counts:
+                if cluster and backend == "postgresql":
+                    os.environ["ANDON_STORE_URL"] = cluster.new_database()
+                else:
+                    os.environ.pop("ANDON_STORE_URL", None)
+                with tempfile.TemporaryDirectory(prefix=f"bench-workers-{n}-") as tmp:
+                    row = drain(Path(tmp), args.packets, n)
+                rows.append(row)
+                print(f"{backend}, {n} worker(s): {row['wall_s']:7.1f} s wall, "
+                      f"{row['done']}/{args.packets} done (exit {row['exit']})",
+                      file=sys.stderr, flush=True)
+            table(args.packets, backend, rows)
+    finally:
+        if cluster:
+            cluster.destroy()
+    return 0
+
+
+def table(packets: int, backend: str, rows: list[dict]) -> None:
     one = next((r["wall_s"] for r in rows if r["workers"] == 1), rows[0]["wall_s"])
-    print(f"{args.packets} packets, instant agents, SQLite store, {os.cpu_count()} CPU(s)")
+    print(f"{packets} packets, instant agents, {backend} store, {os.cpu_count()} CPU(s)")
     print(f"{'workers':>7} {'wall s':>8} {'speed-up':>8} {'pkt/min':>8} {'suites s':>9} "
           f"{'agents s':>9} {'worker-s':>9} {'suites %':>8} {'merge chk':>9}")
     for r in rows:
@@ -106,10 +137,13 @@ def main() -> int:
               f"{60 * r['done'] / r['wall_s']:>8.1f} {r['suites_s']:>9.1f} "
               f"{r['agents_s']:>9.1f} {capacity:>9.1f} "
               f"{100 * r['suites_s'] / capacity:>7.0f}% {r['merge_checks']:>9}")
+    claims = sum(r["claims"] for r in rows)
+    print(f"per claim (dispatcher, claim_next incl. the attempt's rows): "
+          f"{1000 * sum(r['claims_s'] for r in rows) / max(claims, 1):.1f} ms over "
+          f"{claims} claim calls")
     print("suites s: time inside the project's test runs (all gates, merge checks "
           "included); worker-s: wall x workers; the rest is andon's own work (git clones, "
           "planting, snapshots, store) and waiting for the merge lock.")
-    return 0
 
 
 if __name__ == "__main__":

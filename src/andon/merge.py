@@ -46,7 +46,10 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
     ``merged_sha=None`` with a failing ``check`` when the merged result is not green or
     conflicts. Never moves a ref unless the merged commit is known to pass.
     """
-    with merge_lock(repo) as lock:
+    remote = getattr(repo, "remote", None)  # remote.py: merges of several machines
+    if remote is not None and attempt.get("candidate_sha"):
+        remote.push_attempt(repo, packet.id, attempt["n"], attempt["candidate_sha"])
+    with merge_lock(repo, shared=True) as lock:
         out = _merge(repo, config, packet, attempt, red_ids, baseline_of, evidence_dir,
                      passed)
         if out.merged_sha:
@@ -79,6 +82,9 @@ def _merge(repo: Repo, config: Config, packet: Packet, attempt: dict, red_ids: s
                 return MergeOutcome(None, check, set())
         crash.point("before-update-ref")
         try:
+            remote = getattr(repo, "remote", None)
+            if remote is not None:  # the remote's branch first, as a compare-and-swap
+                remote.push(repo, commit, onto)
             repo.set_ref(ref, commit, onto)
         except RefMoved:
             continue  # someone else merged first: merge again onto the new head
@@ -87,14 +93,23 @@ def _merge(repo: Repo, config: Config, packet: Packet, attempt: dict, red_ids: s
 
 
 @contextmanager
-def merge_lock(repo: Repo) -> Iterator[IO[str]]:
+def merge_lock(repo: Repo, shared: bool = False) -> Iterator[IO[str]]:
     """Hold ``.git/andon-merge.lock`` (an flock: between processes and threads alike, and
     released by the kernel when its holder dies, kill -9 included) for one merge. The file
     is also the ledger: the sha a merge last set the integration branch to
-    (:func:`record_merge`, :func:`ledger_value`; pool_refs.py reads it)."""
+    (:func:`record_merge`, :func:`ledger_value`; pool_refs.py reads it). ``shared`` (a
+    merge) on a repository with a ``remote`` (remote.py) also holds the lock of every
+    machine's merges and fetches the remote's branch, recorded in the ledger."""
     with open(repo.git_dir / "andon-merge.lock", "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
-        yield f
+        remote = getattr(repo, "remote", None) if shared else None
+        if remote is None:
+            yield f
+            return
+        with remote.merging(repo) as sha:
+            if sha:
+                record_merge(f, sha)
+            yield f
 
 
 def record_merge(lock: IO[str], sha: str) -> None:

@@ -6,6 +6,11 @@ a runner starts: attempts in flight are marked ``interrupted`` (not counted agai
 packet), the agents they left running ended, their worktrees and branches removed, and the
 packets put back to ``ready``; a packet caught in ``merging`` is merged — or found already
 merged by its trailers — exactly once, by the runner's own merge (passed in).
+
+Several runners share one store (PostgreSQL, ``andon worker``): a packet whose claim has a
+live lease (store/claims.py) is another runner's and is left alone, whatever its state; one
+whose lease expired is reclaimed by the store (its attempt ``interrupted``, not counted: the
+worker died, the agent did not fail) and only its local leftovers, if any, are cleaned here.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from . import lifecycle
+from . import lifecycle, pool_leases
 from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import StoreError
 from .packet import Packet
@@ -53,10 +58,27 @@ def recover(repo: Repo, store: StoreProtocol, packets: dict[str, Packet],
     attempt ``n`` of a packet has its worktree; ``merge(packet, attempt, red_ids)``: the
     runner's merge of a passed attempt."""
     repo.git("worktree", "prune")
+    pool_leases.release_dead_local(store)  # a killed runner of this host: no need to wait
+    reclaimed = set(store.reclaim_expired())
+    live = {lease["packet_id"]: lease["worker"] for lease in store.leases()
+            if lease["expires_at"] > now()}
     for row in store.packets():
         attempts = store.attempts(row["id"])
         last = attempts[-1] if attempts else None
-        if row["state"] in lifecycle.IN_FLIGHT and last:
+        if row["id"] in live:
+            # another runner's claim, renewed in time: its attempt (or merge) is under way
+            if row["state"] in (*lifecycle.IN_FLIGHT, "merging"):
+                echo(f"{row['id']}: {row['state']} by worker {live[row['id']]} (live "
+                     "lease); left to it")
+            continue
+        if row["id"] in reclaimed and last and last["state"] == "interrupted":
+            # the store took it back from a dead worker; what it left on this machine goes
+            wt = worktree_path(last["packet_id"], last["n"])
+            if wt.exists():
+                discard(repo, store, last, wt, last["reason"] or "interrupted", echo)
+            echo(f"{row['id']}: the lease of attempt {last['n']} expired; it is "
+                 "interrupted (not counted), the packet is ready again")
+        elif row["state"] in lifecycle.IN_FLIGHT and last:
             discard(repo, store, last, worktree_path(last["packet_id"], last["n"]),
                     f"interrupted: the runner stopped while {row['state']}", echo)
             store.transition(row["id"], "ready", "recovered", last["id"])

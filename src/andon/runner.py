@@ -32,7 +32,8 @@ from .gates.base import GateResult
 from .gates.hermetic import committed_hidden, committed_hidden_problem
 from .packet import Packet, load_packets, tests_problem
 from .plan import drafts
-from .store import StoreProtocol, chain, connect, now, store_url
+from .pool_leases import lease_s
+from .store import Store, StoreProtocol, chain, connect, now, store_url
 from .workspace import Repo
 
 ZERO = "0" * 40
@@ -80,6 +81,7 @@ class Runner:
         # how many attempts at once (workers.py); 1 is the loop below, exactly as before
         self.workers = workers or config.run.workers
         self.worker: str | None = None  # the pool's name for this runner's worker
+        self.lease_s = lease_s()  # how long a claim holds without renewal
         self.agent_for, self.echo = agent_for, echo
         self.keep = keep_worktrees or config.andon.keep_worktrees
         self.ref = f"refs/heads/{config.andon.integration_branch}"
@@ -168,7 +170,8 @@ class Runner:
             drift = base_drift(self.repo, self.config)
             if drift:
                 self.echo(drift_notice(drift))
-            if self.workers > 1:
+            # a shared store (PostgreSQL) may have other runners: claims must be leased
+            if self.workers > 1 or type(self.store) is not Store:
                 workers.drain(self, only, report)
                 return report
             while True:
@@ -362,8 +365,7 @@ class Runner:
             UsageError: no such packet, or it is not awaiting a person.
             StoreError: the newest events do not chain (the record was changed outside andon).
         """
-        lock = self._lock()
-        try:
+        with self._lock():
             chain.check_tail(self.store.chain_rows(chain.TAIL))
             a = outcome.awaiting(self.store, packet_id)
             self.packets = {p.id: p for p in load_packets(
@@ -371,17 +373,12 @@ class Runner:
             self.store.transition(packet_id, "merging", "approved", a["id"], {"by": who})
             red = outcome.red_ids(self.store, a["id"])
             return self._merge(self.packets[packet_id], self.store.attempt(a["id"]), red)
-        finally:
-            lock.close()
 
     def reject(self, packet_id: str, who: str, why: str) -> str:
         """A person rejects a packet in ``awaiting_human``: back to ``needs_work`` with the
         reason as evidence for the next attempt's prompt."""
-        lock = self._lock()
-        try:
+        with self._lock():  # closing the lock file releases the lock
             return outcome.reject(self.store, packet_id, who, why)
-        finally:
-            lock.close()
 
     def _merge(self, packet: Packet, a: dict, red_ids: set[str]) -> str:
         return outcome.merge(self.repo, self.config, self.store, packet, a, red_ids,

@@ -13,9 +13,11 @@ finish, and the run ends with :class:`WorkerError`. Each worker asks the kernel 
 it when the dispatcher dies (``PR_SET_PDEATHSIG``), so a ``kill -9`` of the runner ends the
 pool at once, and the run lock (an flock the workers inherit) is free only when none is left.
 
-Claims go through :func:`claim_next`, the seam a store with leases can take over: one write
-transaction chooses the next ready packet whose ``requires`` are ``done`` and that no worker
-holds, and moves it to ``running``. A blocked packet halts the line: nothing new is claimed,
+Claims go through :func:`claim_next`: the store leases the next ready packet whose
+``requires`` are ``done`` and that nobody holds (store/claims.py, on SQLite and PostgreSQL
+alike), the dispatcher renews its workers' leases while they work and gives each back when
+its worker ends (pool_leases.py), so other runners on a shared store never take them.
+A blocked packet halts the line: nothing new is claimed,
 the attempts running finish and are recorded. Merges are serialised by the lock in merge.py
 (an flock on ``.git/andon-merge.lock``), and a merge onto a branch that moved since the attempt's
 base runs the suite on the exact merged commit first, so the integration branch is green at
@@ -43,17 +45,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import fault_injection, lifecycle, recovery
+from . import fault_injection, lifecycle, pool_leases, recovery
 from .advice import halt_message
 from .baseline import Baseline
 from .config import Config
 from .contain import procgroup
-from .errors import AndonError, UsageError
+from .errors import AndonError
 from .gates.cache import baseline_key
 from .merge import merge_lock, record_merge
 from .packet import Packet
 from .pool_refs import PoolRepo
-from .store import Store, StoreProtocol
+from .store import StoreProtocol
 from .workspace import Repo
 
 
@@ -69,6 +71,7 @@ class Line(Protocol):
     evidence_root: Path
     workers: int
     worker: str | None
+    lease_s: float
     echo: Callable[[str], None]
 
     def _halted(self) -> dict | None: ...
@@ -118,25 +121,27 @@ def worker_names(n: int) -> list[str]:
 def claim_next(runner: Line, only: list[str] | None, busy: set[str],
                worker: str) -> tuple[Packet, tuple] | None:
     """Claim the next packet for ``worker``: the first by id that is claimable, in ``only``
-    (if given), not in ``busy`` (packet ids a worker holds) and whose ``requires`` are all
-    ``done``. Choice and claim are one write transaction of ``runner.store``, so two
-    claimers never take the same packet. Returns (packet, what :meth:`Runner._claim`
-    returns), or None when nothing can start now."""
+    (if given), not in ``busy`` (packet ids a worker holds), with no live lease, and whose
+    ``requires`` are all ``done``. The store leases it to this dispatcher's ``worker``
+    (:meth:`Claims.claim`: one transaction, ``FOR UPDATE SKIP LOCKED`` on PostgreSQL), so
+    two claimers — of this runner or of any other on the same store — never take the same
+    packet; then its attempt starts. Returns (packet, what :meth:`Runner._claim` returns),
+    or None when nothing can start now."""
     store = runner.store
-    with store.tx():
-        states = {p["id"]: p["state"] for p in store.packets()}
-        for pid in sorted(runner.packets):
-            p = runner.packets[pid]
-            if pid in busy or (only and pid not in only):
-                continue
-            if states.get(pid) in lifecycle.CLAIMABLE and all(
-                    states.get(r) == "done" for r in p.requires):
-                runner.worker = worker
-                try:
-                    return p, runner._claim(p)
-                finally:
-                    runner.worker = None
-    return None
+    among = [pid for pid in sorted(runner.packets)
+             if pid not in busy and (not only or pid in only)]
+    got = store.claim(pool_leases.holder(worker), runner.lease_s, among=among)
+    if got is None:
+        return None
+    p = runner.packets[got["id"]]
+    runner.worker = worker
+    try:
+        return p, runner._claim(p)
+    except BaseException:
+        store.release(pool_leases.holder(worker), p.id)
+        raise
+    finally:
+        runner.worker = None
 
 
 def baseline_for(runner: Line, base: str) -> None:
@@ -158,11 +163,6 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
         WorkerError: a worker died or raised; the others finished first.
         AndonError: a claim failed (e.g. andon's inputs changed); the others finished first.
     """
-    if type(runner.store) is not Store:
-        # the pool forks with the SQLite file's path in hand (Store.reopen, _work); claims
-        # with leases on PostgreSQL (store/claims.py) are not wired into it yet
-        raise UsageError("andon run --workers N works on the SQLite store only for now; "
-                         "with [store] url (PostgreSQL) run one worker")
     names = worker_names(runner.workers)
     jobs: dict[int, Job] = {}   # read end of the worker's result pipe → its job
     error: Exception | None = None
@@ -203,7 +203,11 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
                     jobs[fd] = job
             if not jobs:
                 break
-            ready, _, _ = select.select([wake_r, *jobs], [], [])
+            # wake every third of the lease to renew the leases of the live workers
+            ready, _, _ = select.select([wake_r, *jobs], [], [], runner.lease_s / 3)
+            if not ready:
+                _renew(runner, jobs)
+                continue
             if wake_r in ready:
                 os.read(wake_r, 64)
                 sigints += 1
@@ -218,13 +222,15 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
             for fd in (fd for fd in ready if fd in jobs):
                 job = jobs.pop(fd)
                 ended = _reap(fd, job)
+                if "state" not in ended:
+                    _recover(runner, job)  # before its lease goes: nobody else takes it
+                store.release(pool_leases.holder(job.worker), job.packet.id)
                 if "state" in ended:
                     if ended["state"] == "done":
                         report.merged.append(job.packet.id)
                     continue
                 runner.echo(f"{job.worker}: {job.packet.id}: {ended['error']}; no new "
                             "claims, the running attempts finish")
-                _recover(runner, job)
                 if error is None:
                     error, why = WorkerError(f"worker {job.worker} on {job.packet.id}: "
                                              f"{ended['error']}"), "worker error"
@@ -242,21 +248,27 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
         store.event("pool-stopped", data={"workers": len(names), "why": why})
 
 
-def _sqlite(runner: Line) -> Store:
-    """The runner's store, which :func:`drain` checked is the SQLite one."""
-    assert isinstance(runner.store, Store)
-    return runner.store
+def _renew(runner: Line, jobs: dict[int, Job]) -> None:
+    """Renew the lease of every live worker's packet; a lease already lost (the store was
+    out for longer than the lease, and another runner took the packet back) ends that
+    worker: its attempt is another's now, and must record nothing more."""
+    for job in list(jobs.values()):
+        if runner.store.renew(pool_leases.holder(job.worker), job.packet.id, runner.lease_s):
+            continue
+        runner.echo(f"{job.worker}: {job.packet.id}: lost its lease (the store was "
+                    "unreachable for longer than it); the attempt is stopped")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(job.pid, signal.SIGKILL)
 
 
 def _fork(runner: Line, job: Job, claimed: tuple, close: tuple[int, ...]) -> tuple[int, int]:
     """Start the worker process of ``job``; (its pid, the read end of its result pipe)."""
     parent = os.getpid()
     r, w = os.pipe()
-    sqlite = _sqlite(runner)
-    sqlite.db.close()  # no SQLite connection crosses the fork (Store.reopen)
+    pool_leases.close_for_fork(runner.store)  # no store connection crosses the fork
     pid = os.fork()
     if pid:
-        sqlite.reopen()
+        pool_leases.after_fork(runner.store)
         os.close(w)
         return pid, r
     code = 1  # the child: never returns, never runs the parent's cleanup
@@ -283,16 +295,22 @@ def _fork(runner: Line, job: Job, claimed: tuple, close: tuple[int, ...]) -> tup
 def _work(runner: Line, job: Job, claimed: tuple) -> str:
     """In the worker process: the rest of the attempt on its own store connection (the
     parent's is never touched after the fork); the packet's new state."""
-    store = Store(_sqlite(runner).path)
+    store = pool_leases.reopen(runner.store)
     mine = copy.copy(runner)
     mine.store, mine.worker = store, job.worker
     mine.repo = PoolRepo(runner.repo.root, job.packet.id)  # the ref check, for a pool
+    remote = getattr(runner.repo, "remote", None)
+    mine.repo.remote = remote  # type: ignore[attr-defined]  # remote.py, several machines
     mine.echo = lambda s: runner.echo(f"[{job.worker}] {s}")
     mine.baseline = Baseline(runner.repo, runner.config, store, runner.ref,
                              runner.evidence_root, mine.echo)
     try:
         return mine._work(job.packet, *claimed)
     finally:
+        if remote is not None:  # every attempt on the remote, failed ones too
+            a = store.attempt(job.attempt["id"])
+            if a and a.get("candidate_sha"):
+                remote.push_attempt(mine.repo, job.packet.id, a["n"], a["candidate_sha"])
         store.close()
 
 
@@ -332,6 +350,7 @@ def _interrupt(runner: Line, jobs: dict[int, Job]) -> None:
         os.close(fd)
         os.waitpid(job.pid, 0)
         _recover(runner, job)
+        runner.store.release(pool_leases.holder(job.worker), job.packet.id)
 
 
 def _recover(runner: Line, job: Job) -> None:

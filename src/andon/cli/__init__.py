@@ -15,7 +15,7 @@ from __future__ import annotations
 import click
 
 from .. import __version__
-from . import decide, experiments, line, setup
+from . import decide, experiments, line, setup, worker
 from .context import context
 from .grill import grill
 from .plan import plan
@@ -51,5 +51,6 @@ for command in (setup.init, setup.check, line.run, line.status, line.show, decid
                 setup.doctor, setup.demo, decide.approve, decide.reject, experiments.compare,
                 validate, context, serve, experiments.experiment, verify, plan, grill):
     main.add_command(command)
+main.add_command(worker.worker)
 
 __all__ = ["main"]

@@ -236,6 +236,9 @@ class Store(Claims, DashboardReads, ExperimentRows):
                       definition: dict[str, Any]) -> bool:
         """Register a packet (state ``ready``) or refresh its definition. True if new or edited."""
         with self.tx() as db:
+            # several workers register the same packets at once (PostgreSQL): in turn, or
+            # both would see no row and the second INSERT would fail
+            self._chain_lock(db)
             row = db.execute("SELECT content_sha FROM packets WHERE id = ?",
                              (packet_id,)).fetchone()
             if row is None:

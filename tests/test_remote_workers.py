@@ -1,0 +1,98 @@
+"""Several machines on one queue (issue 12), simulated: worker processes each with its own
+clone, HOME and working folder, one bare repository as the remote, one PostgreSQL server
+(tests/pgcluster.py), through the real CLI (``andon worker``)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from test_workers import assert_every_commit_green, mod_packet, squashes
+
+from andon.store import connect
+
+from helpers import ACCEPT_REVIEW_COMMAND, GIT_ENV, git, make_project
+
+IDS = ["P1", "P2", "P3", "P4"]
+HONEST = ("printf 'VALUE = 1\\n' > "
+          "src/calc/mod_$(printf %s \"$ANDON_PACKET_ID\" | tr A-Z a-z).py")
+
+
+def remote_repo(tmp_path: Path) -> Path:
+    """The project, pushed to a bare repository: the remote every machine clones."""
+    src = make_project(tmp_path / "origin-src", {p: mod_packet(p) for p in IDS})
+    bare = tmp_path / "remote.git"
+    subprocess.run(["git", "clone", "-q", "--bare", str(src), str(bare)], check=True)
+    return bare
+
+
+def start_worker(tmp_path: Path, name: str, url: str, bare: Path,
+                 *extra: str) -> subprocess.Popen:
+    """One "machine": its own HOME, working folder and clone of ``bare``."""
+    home = tmp_path / name / "home"
+    home.mkdir(parents=True)
+    cwd = tmp_path / name / "cwd"
+    cwd.mkdir()
+    env = {**os.environ, **GIT_ENV, "HOME": str(home), "COLUMNS": "200"}
+    env.pop("ANDON_STORE_URL", None)
+    return subprocess.Popen(
+        [sys.executable, "-m", "andon", "worker", "--store", url, "--remote", str(bare),
+         "--dir", str(tmp_path / name / "clone"), "--agent", "command", "--command", HONEST,
+         "--reviewer-command", ACCEPT_REVIEW_COMMAND, *extra],
+        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@pytest.mark.e2e
+def test_two_machines_drain_a_queue_once(tmp_path: Path, pg_store_target):
+    bare = remote_repo(tmp_path)
+    url = pg_store_target.target
+    procs = [start_worker(tmp_path, f"m{i}", url, bare) for i in (1, 2)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], "\n----\n".join(outs)
+    store = connect(Path("/nonexistent"), url)
+    try:
+        for pid in IDS:
+            assert store.packet(pid)["state"] == "done", pid
+            attempts = store.attempts(pid)
+            assert [a["state"] for a in attempts] == ["merged"], (pid, attempts)
+            assert [e["kind"] for e in store.events(pid)].count("merged") == 1
+        holders = {e["data"]["worker"].rsplit(":", 1)[0]
+                   for e in store.events() if e["kind"] == "leased"}
+    finally:
+        store.close()
+    assert len(holders) == 2, f"one machine did all the work: {holders}"
+    # one squash commit per packet on the remote's integration branch, each green
+    assert Counter(p for _, p in squashes(bare)) == dict.fromkeys(IDS, 1)
+    assert assert_every_commit_green(bare, tmp_path) == len(IDS) + 1
+    pushed = git(bare, "for-each-ref", "--format=%(refname)", "refs/andon/attempts")
+    assert sorted(pushed.split()) == [f"refs/andon/attempts/{p}/1" for p in IDS]
+
+
+def test_two_pushes_from_the_same_old_value_only_one_wins(tmp_path: Path):
+    """The compare-and-swap on the remote's integration branch: two mergers that read the
+    same head and each built a commit on it cannot both move the branch; the loser is told
+    (RefMoved) and has the winner's head in its clone to merge onto again."""
+    from andon.remote import Remote, clone
+    from andon.workspace import RefMoved
+
+    bare = remote_repo(tmp_path)
+    a = clone(str(bare), tmp_path / "a", "andon/integration")
+    b = clone(str(bare), tmp_path / "b", "andon/integration")
+    ref = "refs/heads/andon/integration"
+    old = git(bare, "rev-parse", ref).strip()
+    assert a.resolve(ref) == b.resolve(ref) == old
+    ra, rb = (Remote(str(bare), "andon/integration", None) for _ in "ab")
+    tree = git(a.root, "rev-parse", f"{old}^{{tree}}").strip()
+    mine = git(a.root, "commit-tree", tree, "-p", old, "-m", "a").strip()
+    theirs = git(b.root, "commit-tree", tree, "-p", old, "-m", "b").strip()
+    ra.push(a, mine, old)
+    with pytest.raises(RefMoved):
+        rb.push(b, theirs, old)
+    assert git(bare, "rev-parse", ref).strip() == mine
+    assert b.resolve(ref) == mine  # the loser fetched the winner's head
+    with pytest.raises(RefMoved):  # nor can anyone create the branch over it
+        rb.push(b, theirs, None)
