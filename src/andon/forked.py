@@ -13,8 +13,8 @@ subreaper on demand (the flag is not inherited), runs ``fn()``, writes ``{"value
 runs twice). The caller must hold no SQLite connection across :func:`start` (close it before,
 reopen after): SQLite's locks must not cross a fork.
 
-Used by ``andon experiment run`` (experiments/pool.py); ``andon run --workers`` (workers.py)
-has the same machinery for its attempts.
+Used by ``andon experiment run`` (experiments/pool.py) for its runs and by ``andon run
+--workers`` (workers.py) for its attempts.
 """
 
 from __future__ import annotations

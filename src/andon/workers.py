@@ -32,24 +32,19 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import ctypes
-import json
 import os
 import select
 import signal
-import sys
 import threading
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from . import fault_injection, lifecycle, pool_leases, recovery
+from . import fault_injection, forked, lifecycle, pool_leases, recovery
 from .advice import halt_message
 from .baseline import Baseline
 from .config import Config
-from .contain import procgroup
 from .errors import AndonError
 from .gates.cache import baseline_key
 from .merge import merge_lock, record_merge
@@ -94,8 +89,6 @@ EXIT_HALTED = 1  # runner.EXIT_HALTED, repeated: the runner imports this module
 # `andon run` stopped by Ctrl-C after its running attempts finished (the shell's 128 + 2)
 EXIT_INTERRUPTED = 130
 
-
-PR_SET_PDEATHSIG = 1
 
 
 class WorkerError(AndonError):
@@ -262,34 +255,21 @@ def _renew(runner: Line, jobs: dict[int, Job]) -> None:
 
 
 def _fork(runner: Line, job: Job, claimed: tuple, close: tuple[int, ...]) -> tuple[int, int]:
-    """Start the worker process of ``job``; (its pid, the read end of its result pipe)."""
+    """Start the worker process of ``job`` (``forked.start``: SIGINT ignored, killed with
+    the runner, so the run lock every worker inherited is free exactly when none is left);
+    (its pid, the read end of its result pipe)."""
     parent = os.getpid()
-    r, w = os.pipe()
-    pool_leases.close_for_fork(runner.store)  # no store connection crosses the fork
-    pid = os.fork()
-    if pid:
-        pool_leases.after_fork(runner.store)
-        os.close(w)
-        return pid, r
-    code = 1  # the child: never returns, never runs the parent's cleanup
-    try:
-        # Ctrl-C at a terminal reaches the whole process group: the dispatcher decides
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        os.close(r)
-        for fd in close:
-            os.close(fd)
-        _die_with(parent)
-        procgroup.forget_subreaper()      # prctl's subreaper flag is not inherited
+
+    def attempt() -> str:
         fault_injection.runner_pid = parent  # a crash point kills the runner, not one worker
-        result = {"state": _work(runner, job, claimed)}
-        code = 0
-    except BaseException as exc:  # noqa: BLE001 - every end goes to the dispatcher
-        result = {"error": f"{type(exc).__name__}: {exc}",
-                  "traceback": traceback.format_exc()}
+        return _work(runner, job, claimed)
+
+    pool_leases.close_for_fork(runner.store)  # no store connection crosses the fork
     try:
-        os.write(w, json.dumps(result).encode())
+        child = forked.start(attempt, close)
     finally:
-        os._exit(code)
+        pool_leases.after_fork(runner.store)
+    return child.pid, child.fd
 
 
 def _work(runner: Line, job: Job, claimed: tuple) -> str:
@@ -317,28 +297,11 @@ def _work(runner: Line, job: Job, claimed: tuple) -> str:
 def _reap(fd: int, job: Job) -> dict[str, Any]:
     """Read the worker's result (``{"state": …}`` or ``{"error", "traceback"}``) and reap
     it; a worker that died without one (a signal, an exit) gets an ``error``."""
-    chunks = []
-    while chunk := os.read(fd, 65536):
-        chunks.append(chunk)
-    os.close(fd)
-    _, status = os.waitpid(job.pid, 0)
-    try:
-        return dict(json.loads(b"".join(chunks)))
-    except ValueError:
-        how = (f"killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-               else f"exit status {os.waitstatus_to_exitcode(status)}")
-        return {"error": f"the worker process died ({how})"}
-
-
-def _die_with(parent: int) -> None:
-    """Have the kernel SIGKILL this process when its parent dies (``PR_SET_PDEATHSIG``):
-    a kill -9 of the runner then ends every worker, and the run lock (an flock every worker
-    inherited) is free exactly when none is left. Linux only; elsewhere nothing."""
-    if sys.platform.startswith("linux"):
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:  # the parent died before the prctl took effect
-        os._exit(1)
+    ended = forked.collect(forked.Child(job.pid, fd))
+    if "value" in ended:
+        return {"state": ended["value"]}
+    return {**ended, "error": ended["error"].replace("the process died",
+                                                     "the worker process died")}
 
 
 def _interrupt(runner: Line, jobs: dict[int, Job]) -> None:
