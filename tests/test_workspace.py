@@ -719,3 +719,36 @@ def test_inherited_git_location_variables_are_ignored(user, tmp_path, monkeypatc
     monkeypatch.delenv("GIT_DIR")
     monkeypatch.delenv("GIT_INDEX_FILE")
     assert user_state(path) == before
+
+
+# -- loose objects packed once (issue 18) -------------------------------------------------
+
+def test_pack_loose_packs_many_loose_objects_and_changes_nothing_else(user, tmp_path):
+    """600 loose blobs (a commit of 600 files): one incremental pack, no loose object left,
+    every ref, object and the user's dirty tree, index and branch exactly as before; the
+    agent's worktree clone made afterwards still holds only its branch's history."""
+    _, user, _ = user
+    for i in range(600):
+        write(user / "gen" / f"f{i:03d}.txt", f"file {i}\n")
+    sh(user, "add", "gen")
+    sh(user, "commit", "-qm", "many files", "--", "gen")
+    repo = Repo(user)
+    before_state, refs = user_state(user), repo.refs_snapshot()
+    objects = sh(user, "cat-file", "--batch-all-objects", "--batch-check").splitlines()
+    assert repo.pack_loose() >= 600
+    assert "count: 0" in sh(user, "count-objects", "-v").splitlines()
+    assert user_state(user) == before_state and repo.refs_snapshot() == refs
+    assert sh(user, "cat-file", "--batch-all-objects", "--batch-check").splitlines() == objects
+    sh(user, "fsck", "--no-progress")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/P1/1", "main")
+    assert sh(wt, "for-each-ref", "--format=%(refname)").split() == ["refs/heads/andon/P1/1"]
+    assert sh(wt, "rev-list", "--all").split() == sh(user, "rev-list", "main").split()
+
+
+def test_pack_loose_leaves_a_few_loose_objects_alone(user):
+    """Below the limit nothing runs: the loose objects stay loose (no pack made)."""
+    _, user, _ = user
+    repo = Repo(user)
+    loose = sh(user, "count-objects", "-v")
+    assert repo.pack_loose() == 0
+    assert sh(user, "count-objects", "-v") == loose

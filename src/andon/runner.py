@@ -140,6 +140,8 @@ class Runner:
             # git problems the user can fix, said in git's words before anything is claimed
             self.repo.check_refs_writable(self.ref)
             submodules.check_available(self.repo, head)
+            # every clone below reads packs, not thousands of loose files (issue 18)
+            self.repo.pack_loose()
             pf = self.baseline.preflight(head)
             # a run-level event when it fails, and on the first pass after a failure: the
             # board tells "stopped at preflight" from "nothing ran"; a passing run that

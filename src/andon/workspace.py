@@ -278,6 +278,11 @@ class Repo:
         """:func:`andon.worktrees.export`: the files of ``rev`` into ``dest``, no ``.git``."""
         return worktrees.export(self, rev, dest, keep)
 
+    def pack_loose(self, at_least: int = worktrees.LOOSE_LIMIT) -> int:
+        """:func:`andon.worktrees.pack_loose`: loose objects into one pack when there are
+        many; how many there were."""
+        return worktrees.pack_loose(self, at_least)
+
     def clone_at(self, rev: str, dest: Path) -> Path:
         """:func:`andon.worktrees.clone_at`: a fresh clone at ``dest``, detached at ``rev``."""
         return worktrees.clone_at(self, rev, dest)

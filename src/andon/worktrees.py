@@ -208,6 +208,30 @@ def clone_at(repo: Git, rev: str, dest: Path) -> Path:
     return dest
 
 
+# Loose objects from which a pack is worth making before clones read them (``git gc --auto``
+# waits for 6,700): each loose object is a file of its own, zlib-compressed on its own, so a
+# clone of 6,000 loose files took 1.2 s of CPU against 0.3 s packed (issue 18).
+LOOSE_LIMIT = 500
+
+
+def pack_loose(repo: Git, at_least: int = LOOSE_LIMIT) -> int:
+    """Put the repository's loose objects into one new pack when there are ``at_least`` of
+    them, so that every clone andon makes (the worktree's ``--no-local`` clone packs what it
+    sends; checkouts read blobs) reads packs: ``git repack -d -l -n`` — incremental (no
+    ``-a``: existing packs are left as they are, the work is proportional to what is
+    loose), only this repository's own objects (``-l``: not its alternates'), no
+    ``info/refs`` update (``-n``). Only storage changes: no ref, object or file of the
+    checkout; git's own ``gc --auto`` does the same. Returns how many loose objects there
+    were when it packed, else 0. GitError if git fails."""
+    counts = dict(line.split(": ", 1) for line in
+                  repo.git("count-objects", "-v").splitlines() if ": " in line)
+    loose = int(counts.get("count", "0"))
+    if loose < at_least:
+        return 0
+    repo.git("repack", "-d", "-l", "-n", "-q")
+    return loose
+
+
 def _unresolved_last(path: Path) -> Path:
     """``path`` with its parent resolved but not its last component, so that a worktree the
     agent replaced by a symbolic link is seen as the link, never as what it points to."""

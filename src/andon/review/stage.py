@@ -1,7 +1,8 @@
 """One review stage of an attempt: a fresh export of the candidate's files (no .git; without
-the tests for ``review-correctness``), the reviewer agent, validation of its document (asked
-again on a broken one, up to ``[stages] review_max_asks``), and the decision of
-:mod:`andon.review.contract`. Any file the reviewer changes or ref it moves is tamper."""
+the tests for ``review-correctness``; :mod:`andon.review.export`), the reviewer agent,
+validation of its document (asked again on a broken one, up to ``[stages] review_max_asks``),
+and the decision of :mod:`andon.review.contract`. Any file the reviewer changes or ref it
+moves is tamper."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from ..config import Config
 from ..gates.base import Finding, GateResult, Layer
 from ..packet import Packet, path_matches
 from ..store import StoreProtocol
-from ..workspace import Repo, manifest
+from ..workspace import Repo
 from .contract import SCHEMA, ReviewOutcome, ReviewRejected, decide, extract_json, validate
+from .export import export_tree
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class Reviewer:
                         or path_matches(p, planted))
 
             hide = stage == "review-correctness"
-            expected = repo.export(cand, wt, keep=lambda p: not (hide and test_like(p)))
+            exported = export_tree(repo, cand, wt, keep=lambda p: not (hide and test_like(p)))
             diff = self._diff(test_like, with_tests=not hide)
             stages = [s for s in a.stages if s in ("atdd", "implement")]
             errors: list[str] = []
@@ -85,9 +87,7 @@ class Reviewer:
                     "diff": diff, "schema": json.dumps(SCHEMA, indent=2),
                     "review_file": str(review_file), "revise_stages": stages,
                     "retry_errors": errors})
-                after = manifest(wt)
-                changed = sorted(p for p in expected.keys() | after.keys()
-                                 if expected.get(p) != after.get(p))
+                changed = exported.changed()  # by stat; only changed entries are read
                 if changed:
                     return GateResult(stage, "fail", f"the {stage} reviewer changed files: "
                                       f"{', '.join(changed)}", "permission",
