@@ -72,6 +72,12 @@ class Plan:
                 out.append(Path(real))
         return out
 
+    def _uncovers(self, path: str) -> bool:
+        """True when binding ``path`` would show a hidden path again (``/``, or a folder
+        holding one): such a read-only bind is skipped."""
+        return path == "/" or any(str(h) == path or str(h).startswith(path.rstrip("/") + os.sep)
+                                  for h in self.hidden)
+
     def with_readonly(self, *paths: Path) -> Plan:
         """The same plan, also binding ``paths`` read-only."""
         return replace(self, readonly=(*self.readonly, *paths))
@@ -118,7 +124,8 @@ class Plan:
                 if os.path.exists(p):
                     a += ["--bind", p, p]
         for p in _existing((*self.readonly, *self._path_dirs(env))):
-            a += ["--ro-bind", p, p]
+            if not self._uncovers(p):
+                a += ["--ro-bind", p, p]
         for p in _existing((self.worktree, *self.writable)):
             a += ["--bind", p, p]
         for p in _existing(self.locked):
