@@ -95,7 +95,18 @@ class Plan:
                 f" ({', '.join(caps)})" if caps else "")
         net = "loopback only" if self.level == "fs+net" else "network on"
         return (f"sandbox {self.level}: bubblewrap, uid 65534, no capabilities, {net}"
-                + (f", {', '.join(caps)}" if caps else ""))
+                + (f", {', '.join(caps)}" if caps else "") + self._locked_note())
+
+    def _locked_note(self) -> str:
+        # the record of containment: a write the OS refused to a planted test leaves no
+        # tamper finding (nothing changed), so the evidence names what was locked
+        names = sorted(str(p.relative_to(self.worktree)) if p.is_relative_to(self.worktree)
+                       else str(p) for p in self.locked)
+        if not names:
+            return ""
+        shown = ", ".join("the whole tree" if n == "." else n for n in names[:6])
+        more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+        return f"; read-only (the OS refuses writes): {shown}{more}"
 
     def wrap(self, argv: list[str], cwd: Path, env: Mapping[str, str]
              ) -> tuple[list[str], dict[str, str]]:
