@@ -184,13 +184,14 @@ _NOT_WALKED = {".git", "node_modules", ".venv", "venv", "site-packages", "__pyca
 
 
 def stores_below(root: Path) -> list[Path]:
-    """Every ``.andon/andon.db`` below ``root`` (``.git``, venvs and ``node_modules`` are
-    not walked)."""
+    """Every ``.andon/andon.db`` below ``root`` (``.git``, ``.andon``, venvs and
+    ``node_modules`` are not walked)."""
     found = []
     for d, dirs, _files in os.walk(root):
-        dirs[:] = [x for x in dirs if x not in _NOT_WALKED]
-        if os.path.basename(d) == ".andon" and os.path.isfile(os.path.join(d, "andon.db")):
-            found.append(Path(d) / "andon.db")
+        if ".andon" in dirs and os.path.isfile(os.path.join(d, ".andon", "andon.db")):
+            found.append(Path(d) / ".andon" / "andon.db")
+        # .andon/ holds evidence and attempt clones, never another store: not walked either
+        dirs[:] = [x for x in dirs if x not in _NOT_WALKED and x != ".andon"]
     return found
 
 
