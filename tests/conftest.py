@@ -208,6 +208,8 @@ def verify_store(db: Path) -> list[str]:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
         rows = ([dict(r) for r in con.execute("SELECT * FROM events ORDER BY id")]
                 if "events" in tables else [])
+    except sqlite3.DatabaseError as exc:  # overwritten or truncated: broken as a whole
+        return [f"the store cannot be read: {exc}"]
     finally:
         con.close()
     return chain.verify(rows).problems

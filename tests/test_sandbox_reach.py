@@ -24,6 +24,9 @@ from andon.sandbox import probe
 
 from helpers import git
 
+# the site's store is a decoy (b"store", not a database) that the cheats try to overwrite
+pytestmark = pytest.mark.store_tampered
+
 CAPS = probe.capabilities()
 needs_fs = pytest.mark.skipif(not CAPS.fs[0], reason=f"no fs sandbox here: {CAPS.fs[1]}")
 

@@ -51,3 +51,11 @@ def test_a_test_that_tampers_on_purpose_opts_out(tmp_path):
     db = _store(tmp_path / "repo" / ".andon" / "andon.db")
     _edit(db)   # left broken: without the marker the hook would fail this test
     assert verify_store(db)
+
+
+def test_a_store_overwritten_with_other_bytes_is_a_problem_not_a_crash(tmp_path):
+    db = tmp_path / "repo" / ".andon" / "andon.db"
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"forged")
+    assert verify_store(db)[0].startswith("the store cannot be read")
+    db.unlink()
