@@ -174,3 +174,61 @@ def pg_store_target(pg_cluster):
     import psycopg
 
     return StoreTarget("postgresql", pg_cluster.new_database(), (psycopg.DatabaseError,))
+
+
+# -- every store a test leaves behind verifies (issue 11: `andon verify` on every store) --
+
+STORE_NAME = Path(".andon") / "andon.db"
+# folders that never hold a test's store and can be large: not walked
+_NOT_WALKED = {".git", "node_modules", ".venv", "venv", "site-packages", "__pycache__"}
+
+
+def stores_below(root: Path) -> list[Path]:
+    """Every ``.andon/andon.db`` below ``root`` (``.git``, ``.andon``, venvs and
+    ``node_modules`` are not walked)."""
+    found = []
+    for d, dirs, _files in os.walk(root):
+        if ".andon" in dirs and os.path.isfile(os.path.join(d, ".andon", "andon.db")):
+            found.append(Path(d) / ".andon" / "andon.db")
+        # .andon/ holds evidence and attempt clones, never another store: not walked either
+        dirs[:] = [x for x in dirs if x not in _NOT_WALKED and x != ".andon"]
+    return found
+
+
+def verify_store(db: Path) -> list[str]:
+    """The problems ``andon verify`` would report for the SQLite store ``db`` (read-only:
+    no migration runs), first broken link first; [] when intact."""
+    import sqlite3
+
+    from andon.store import chain
+
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    con.row_factory = sqlite3.Row
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master")}
+        rows = ([dict(r) for r in con.execute("SELECT * FROM events ORDER BY id")]
+                if "events" in tables else [])
+    except sqlite3.DatabaseError as exc:  # overwritten or truncated: broken as a whole
+        return [f"the store cannot be read: {exc}"]
+    finally:
+        con.close()
+    return chain.verify(rows).problems
+
+
+@pytest.fixture(autouse=True)
+def _every_store_verifies(request):
+    """After each test that used ``tmp_path``, every store below it must pass ``andon
+    verify`` (the chain and the evidence files); a test that breaks its store on purpose
+    says so with ``@pytest.mark.store_tampered``."""
+    if ("tmp_path" not in request.fixturenames
+            or request.node.get_closest_marker("store_tampered") is not None):
+        yield
+        return
+    tmp = request.getfixturevalue("tmp_path")  # torn down after this fixture
+    yield
+    for db in stores_below(tmp):
+        problems = verify_store(db)
+        if problems:
+            pytest.fail(f"andon verify fails on {db}: {problems[0]}"
+                        + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""),
+                        pytrace=False)

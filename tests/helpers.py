@@ -348,3 +348,44 @@ def chromium_offline_dom(tmp_path: Path, page: str, probe: str, attribute: str) 
     found = re.search(rf'{re.escape(attribute)}="([^"]*)"', done.stdout)
     assert found, done.stdout[-2000:]
     return json.loads(html.unescape(found.group(1)))
+
+
+# -- a real CLI that writes over the planted test (docs/sandbox.md, "Tamper under a sandbox")
+TAMPER_LEVELS = ["none", "auto"]
+
+
+def with_sandbox(config: str, level: str) -> str:
+    """``config`` with ``[agent] sandbox = level``."""
+    return _add_lines(config, "agent", f'sandbox = "{level}"\n')
+
+
+def assert_tamper_outcome(root: Path, show: dict, level: str) -> None:
+    """At ``none`` the write lands and the scope gate rejects it as tamper (layer
+    permission); at ``auto`` (``fs`` here) the OS refuses it: the planted test is unchanged,
+    the stage's evidence names it as locked read-only, no tamper finding, and the packet's
+    verdict follows the rest of the work (merged only with the real ``mul``)."""
+    attempt = show["attempts"][-1]
+    scope = next((g for g in attempt["gates"] if g["gate"] == "scope"), None)
+    tampers = [f for f in (scope or {}).get("evidence", {}).get("findings", [])
+               if f["kind"] == "tamper" and f["path"] == "tests/test_mul_p1.py"]
+    if level == "none":
+        assert show["packet"]["state"] == "blocked"
+        assert scope is not None and scope["status"] == "fail" and tampers, attempt["reason"]
+        return
+    implement = next(s for s in attempt["stages"] if s["stage"] == "implement")
+    note = implement["usage"]["notes"][0]
+    assert note.startswith("sandbox fs") and "tests/test_mul_p1.py" in note, note
+    assert not tampers
+    if show["packet"]["state"] == "done":
+        assert git(root, "show", "andon/integration:tests/test_mul_p1.py") == MUL_TEST
+        assert "def mul" in git(root, "show", "andon/integration:src/calc/ops.py")
+
+
+def skip_without_fs(level: str) -> None:
+    """Skip a case at a sandbox ``level`` this machine cannot give (``andon doctor``)."""
+    import pytest
+
+    from andon.sandbox import probe
+    ok, why = probe.capabilities().fs
+    if level != "none" and not ok:
+        pytest.skip(f"no fs sandbox here: {why}")

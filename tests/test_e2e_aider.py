@@ -27,11 +27,15 @@ from helpers import (
     GIT_ENV,
     MUL_CODE,
     MUL_TEST,
+    TAMPER_LEVELS,
     andon,
+    assert_tamper_outcome,
     config_toml,
     git,
     make_project,
     mul_packet,
+    skip_without_fs,
+    with_sandbox,
 )
 
 MODEL = "openai/gpt-4o"
@@ -43,10 +47,12 @@ def aider():
 
 
 def project(tmp_path: Path, url: str, timeout_s: int = 120, network: str = "on",
-            **packet) -> Path:
+            sandbox: str | None = None, **packet) -> Path:
     extra = ["--openai-api-base", url + "/v1"]
     config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
                          agent_network=network)
+    if sandbox is not None:
+        config = with_sandbox(config, sandbox)
     config += (f'\n[agents.aider]\nmodel = "{MODEL}"\nextra_args = {json.dumps(extra)}\n'
                f"timeout_s = {timeout_s}\n")
     return make_project(tmp_path / "repo", {"P1": mul_packet("P1", **packet)}, config=config)
@@ -126,19 +132,18 @@ def test_honest_edit_through_aiders_own_edit_format_is_merged_and_usage_is_what_
     assert "Applied edit to src/calc/ops.py" in implement(show)["claim"]
 
 
-def test_rewriting_the_planted_test_is_rejected_as_tamper(tmp_path, aider):
+@pytest.mark.parametrize("sandbox", TAMPER_LEVELS)
+def test_rewriting_the_planted_test_is_rejected_as_tamper(tmp_path, aider, sandbox):
+    """`none`: a tamper finding; under the sandbox: refused by the OS and recorded as locked."""
+    skip_without_fs(sandbox)
     cheat = (block("tests/test_mul_p1.py", MUL_TEST, "def test_mul():\n    pass\n")
              + "\n" + block("src/calc/ops.py", "    return a / b\n",
                             "    return a / b\n" + MUL_CODE))
     with ModelServer(Script([{"text": cheat}, {"text": cheat}])) as s:
-        root = project(tmp_path, s.url, max_attempts=1)
+        root = project(tmp_path, s.url, max_attempts=1, sandbox=sandbox)
         _, show = run(tmp_path, aider, root)
-    attempt, = show["attempts"]
-    assert show["packet"]["state"] == "blocked"
-    scope = next(g for g in attempt["gates"] if g["gate"] == "scope")
-    assert scope["status"] == "fail"
-    assert any(f["kind"] == "tamper" and f["path"] == "tests/test_mul_p1.py"
-               for f in scope["evidence"]["findings"])
+    assert len(show["attempts"]) == 1
+    assert_tamper_outcome(root, show, sandbox)
     assert chats(s), "aider never asked the model"
 
 

@@ -18,7 +18,19 @@ from realcli import binary, pinned
 
 from andon.demo.modelserver import ModelServer, Script
 
-from helpers import CALC, MUL_CODE, andon, config_toml, git, make_project, mul_packet
+from helpers import (
+    CALC,
+    MUL_CODE,
+    TAMPER_LEVELS,
+    andon,
+    assert_tamper_outcome,
+    config_toml,
+    git,
+    make_project,
+    mul_packet,
+    skip_without_fs,
+    with_sandbox,
+)
 
 PASSTHROUGH = ["ANTHROPIC_BASE_URL", "CLAUDE_CODE_MAX_RETRIES",
                "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_AUTOUPDATER"]
@@ -29,11 +41,13 @@ def claude():
     return binary("claude")
 
 
-def project(tmp_path: Path, timeout_s: int = 120, settings: str = "", **packet
-            ) -> tuple[Path, Path]:
+def project(tmp_path: Path, timeout_s: int = 120, settings: str = "",
+            sandbox: str | None = None, **packet) -> tuple[Path, Path]:
     wt = tmp_path / "wt"
     config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
                          worktree_root=wt)
+    if sandbox is not None:
+        config = with_sandbox(config, sandbox)
     config += ("\n[agents.claude-code]\n"
                f"env_passthrough = {json.dumps(PASSTHROUGH)}\ntimeout_s = {timeout_s}\n"
                + settings)
@@ -87,8 +101,12 @@ def test_honest_edit_through_claudes_own_tools_is_merged_as_root_by_default(tmp_
     assert implement(show)["exit_status"] == 0
 
 
-def test_editing_the_planted_test_is_rejected_as_tamper(tmp_path, claude):
-    root, wt = project(tmp_path, max_attempts=1)
+@pytest.mark.parametrize("sandbox", TAMPER_LEVELS)
+def test_editing_the_planted_test_is_rejected_as_tamper(tmp_path, claude, sandbox):
+    """At `none` the edit lands and is a tamper finding; under the sandbox the OS refuses
+    it and the record says the file was locked (helpers.assert_tamper_outcome)."""
+    skip_without_fs(sandbox)
+    root, wt = project(tmp_path, max_attempts=1, sandbox=sandbox)
     planted = str(wt / "tests/test_mul_p1.py")
     script = [{"tool": "Write", "input": {"file_path": planted,
                                           "content": "def test_mul():\n    pass\n"}},
@@ -97,14 +115,13 @@ def test_editing_the_planted_test_is_rejected_as_tamper(tmp_path, claude):
               {"text": "All tests pass."}]
     with ModelServer(Script(script)) as s:
         _, show = run(tmp_path, claude, root, s)
-    attempt, = show["attempts"]
-    assert show["packet"]["state"] == "blocked"
-    scope = next(g for g in attempt["gates"] if g["gate"] == "scope")
-    assert scope["status"] == "fail" and scope["failure_layer"] == "permission"
-    assert any(f["kind"] == "tamper" and f["path"] == "tests/test_mul_p1.py"
-               for f in scope["evidence"]["findings"])
-    assert "andon/integration" not in git(root, "branch", "--list", "andon/integration") or \
-        "def mul" not in git(root, "show", "andon/integration:src/calc/ops.py")
+    assert len(show["attempts"]) == 1
+    assert_tamper_outcome(root, show, sandbox)
+    if sandbox == "none":
+        scope = next(g for g in show["attempts"][0]["gates"] if g["gate"] == "scope")
+        assert scope["failure_layer"] == "permission"
+        assert "andon/integration" not in git(root, "branch", "--list", "andon/integration") \
+            or "def mul" not in git(root, "show", "andon/integration:src/calc/ops.py")
 
 
 def test_tokens_and_cost_equal_what_the_server_sent_and_the_cli_reported(tmp_path, claude):

@@ -17,7 +17,19 @@ from realcli import binary, pinned
 
 from andon.demo.modelserver import ModelServer, Script
 
-from helpers import CALC, MUL_CODE, andon, config_toml, git, make_project, mul_packet
+from helpers import (
+    CALC,
+    MUL_CODE,
+    TAMPER_LEVELS,
+    andon,
+    assert_tamper_outcome,
+    config_toml,
+    git,
+    make_project,
+    mul_packet,
+    skip_without_fs,
+    with_sandbox,
+)
 
 MODEL = "gemini-2.5-pro"
 
@@ -27,8 +39,11 @@ def gemini():
     return binary("gemini")
 
 
-def project(tmp_path: Path, timeout_s: int = 120, **packet) -> Path:
+def project(tmp_path: Path, timeout_s: int = 120, sandbox: str | None = None,
+            **packet) -> Path:
     config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False)
+    if sandbox is not None:
+        config = with_sandbox(config, sandbox)
     config += (f'\n[agents.gemini]\nmodel = "{MODEL}"\ntimeout_s = {timeout_s}\n'
                'env_passthrough = ["GOOGLE_GEMINI_BASE_URL"]\n')
     return make_project(tmp_path / "repo", {"P1": mul_packet("P1", **packet)}, config=config)
@@ -85,18 +100,18 @@ def test_honest_edit_through_the_clis_own_tools_is_merged_and_usage_is_what_was_
         assert got["cache_read_tokens"] == x["cache_read_input_tokens"], model
 
 
-def test_writing_over_the_planted_test_is_rejected_as_tamper(tmp_path, gemini):
-    root = project(tmp_path, max_attempts=1)
+@pytest.mark.parametrize("sandbox", TAMPER_LEVELS)
+def test_writing_over_the_planted_test_is_rejected_as_tamper(tmp_path, gemini, sandbox):
+    """`none`: a tamper finding; under the sandbox: refused by the OS and recorded as locked."""
+    skip_without_fs(sandbox)
+    root = project(tmp_path, max_attempts=1, sandbox=sandbox)
     script = [{"tool": "write_file", "input": {"file_path": "tests/test_mul_p1.py",
                                                "content": "def test_mul():\n    pass\n"}},
               *HONEST[1:]]
     with ModelServer(Script(script)) as s:
         _, show = run(tmp_path, gemini, root, s)
-    attempt, = show["attempts"]
-    assert show["packet"]["state"] == "blocked"
-    scope = next(g for g in attempt["gates"] if g["gate"] == "scope")
-    assert any(f["kind"] == "tamper" and f["path"] == "tests/test_mul_p1.py"
-               for f in scope["evidence"]["findings"])
+    assert len(show["attempts"]) == 1
+    assert_tamper_outcome(root, show, sandbox)
 
 
 @pytest.mark.parametrize("fail", ["401", "hang"])

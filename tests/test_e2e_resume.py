@@ -26,6 +26,7 @@ from andon.store import Store
 from helpers import (
     GIT_ENV,
     MUL_CODE,
+    _add_lines,
     andon,
     config_toml,
     git,
@@ -53,12 +54,20 @@ def resume_toml(worktrees: Path, test_command: list[str] | None = None) -> str:
 
 
 def project(tmp_path: Path, name: str = "repo", files: dict[str, str] | None = None,
-            test_command: list[str] | None = None, **packet_fields: object) -> Path:
-    """A calc project with one packet P1 (add `mul`), worktrees under tmp_path/worktrees."""
+            test_command: list[str] | None = None, sandbox: str | None = None,
+            **packet_fields: object) -> Path:
+    """A calc project with one packet P1 (add `mul`), worktrees under tmp_path/worktrees;
+    ``tmp_path/sync`` (the blocking agent's FIFOs) is writable inside the agent's sandbox;
+    ``sandbox``: an explicit ``[agent] sandbox`` level (default: andon's)."""
     root = tmp_path / name
     root.mkdir()
+    (tmp_path / "sync").mkdir(exist_ok=True)
+    lines = f'sandbox_paths = ["rw:{tmp_path / "sync"}"]\n'
+    if sandbox is not None:
+        lines += f'sandbox = "{sandbox}"\n'
     return make_project(root, {"P1": mul_packet("P1", **packet_fields)}, files=files,
-                        config=resume_toml(tmp_path / "worktrees", test_command))
+                        config=_add_lines(resume_toml(tmp_path / "worktrees", test_command),
+                                          "agent", lines))
 
 
 def open_store(root: Path) -> Store:
@@ -157,8 +166,10 @@ def kill_group(pgid: int) -> None:
 
 def blocking_agent(tmp_path: Path, then: str = "") -> tuple[str, Path, Path]:
     """A command agent that edits its worktree, writes its pid to ``spoke`` and waits on
-    ``hold`` (a line written there releases it), then runs ``then``."""
-    spoke, hold = tmp_path / "spoke.fifo", tmp_path / "hold.fifo"
+    ``hold`` (a line written there releases it), then runs ``then``. The FIFOs live in
+    ``tmp_path/sync``, which ``project`` makes writable inside the sandbox."""
+    (tmp_path / "sync").mkdir(exist_ok=True)
+    spoke, hold = tmp_path / "sync" / "spoke.fifo", tmp_path / "sync" / "hold.fifo"
     os.mkfifo(spoke)
     os.mkfifo(hold)
     cmd = f"{HONEST}; echo $$ > '{spoke}'; read x < '{hold}'"
@@ -244,7 +255,9 @@ def test_kill_9_of_the_runner_group_while_the_agent_runs_then_resume(tmp_path, r
     The runner writes the agent's pid file just after the agent starts; killed in between
     (``killed-before``: the file is removed), the next runner still finds the agent by the
     worktree it works in."""
-    root = project(tmp_path)
+    # sandbox none: the test checks the orphaned agent by the pid it reports itself ($$),
+    # which a sandbox's pid namespace makes meaningless outside it
+    root = project(tmp_path, sandbox="none")
     agent, spoke, _hold = blocking_agent(tmp_path)
     log = tmp_path / "first-run.log"
     proc = start_andon(root, log, "--agent", "command", "--command", agent)

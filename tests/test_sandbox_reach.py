@@ -24,6 +24,9 @@ from andon.sandbox import probe
 
 from helpers import git
 
+# the site's store is a decoy (b"store", not a database) that the cheats try to overwrite
+pytestmark = pytest.mark.store_tampered
+
 CAPS = probe.capabilities()
 needs_fs = pytest.mark.skipif(not CAPS.fs[0], reason=f"no fs sandbox here: {CAPS.fs[1]}")
 
@@ -88,7 +91,8 @@ def run(site, script: str, stage: str = "implement", level: str = "fs",
 def test_auto_reaches_fs_or_better_here():
     if not sys.platform.startswith("linux") or CAPS.bwrap is None:
         pytest.skip("no bubblewrap here")
-    assert sandbox.level_for(Config()) == "none"       # the default, for now (docs/sandbox.md)
+    assert Config().agent.sandbox == "auto"            # the default (issue 11)
+    assert sandbox.level_for(Config()) in ("fs", "fs+net")
     auto = Config.model_validate({"agent": {"sandbox": "auto"}})
     assert sandbox.level_for(auto) in ("fs", "fs+net")
     cut = Config.model_validate({"agent": {"network": "off", "sandbox": "auto"}})
@@ -255,7 +259,7 @@ def test_without_a_cgroup_the_process_cap_is_an_rlimit_above_the_users_tasks(mon
 def test_doctor_says_which_levels_work_and_why_not(monkeypatch):
     from andon.doctor import sandbox_lines
     text = "\n".join(sandbox_lines())
-    assert "fs+net" in text and "auto    reaches" in text
+    assert "fs+net" in text and 'auto    (set [agent] sandbox = "auto") reaches' in text
     monkeypatch.setenv(probe.BWRAP_ENV, "/nonexistent/bwrap")
     probe.forget()
     try:
@@ -264,7 +268,8 @@ def test_doctor_says_which_levels_work_and_why_not(monkeypatch):
         monkeypatch.delenv(probe.BWRAP_ENV)
         probe.forget()
     assert "fs      not available: bubblewrap is not installed" in text
-    assert 'auto    reaches "none"' in text
+    assert 'auto    (set [agent] sandbox = "auto") reaches "none"' in text
+    assert "agents would run unsandboxed here" in text
 
 
 def test_the_rlimit_launcher_sets_the_limits_before_the_agent_starts(tmp_path, monkeypatch):

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from andon.report.board import sandbox_level
 from andon.sandbox import probe
 
 from helpers import FAST, _add_lines, andon, git, make_project, mul_packet
@@ -34,7 +35,7 @@ def show(root):
 @needs_fs
 def test_honest_command_agent_is_merged_under_auto_and_the_level_is_recorded(tmp_path):
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)},
-                        config=_add_lines(FAST, "agent", 'sandbox = "auto"\n'))
+                        config=FAST)  # the default: auto
     r = andon(root, "run", "--agent", "command", "--command", HONEST)
     assert r.returncode == 0, r.stdout + r.stderr
     s = show(root)
@@ -42,6 +43,21 @@ def test_honest_command_agent_is_merged_under_auto_and_the_level_is_recorded(tmp
     implement = next(x for x in s["attempts"][0]["stages"] if x["stage"] == "implement")
     assert implement["usage"]["notes"][0].startswith("sandbox fs: bubblewrap, uid 65534")
     assert "sandbox fs" in andon(root, "show", "P1").stdout
+    # the board says the level achieved, and so does its JSON
+    row, = json.loads(andon(root, "status", "--json").stdout)["packets"]
+    assert row["sandbox"] == "fs"
+    assert "sandbox fs" in andon(root, "status").stdout
+
+
+def test_the_board_reads_the_level_of_the_newest_stage_that_recorded_one():
+    def run(*notes):
+        return {"usage": {"notes": list(notes)}}
+    assert sandbox_level([run("sandbox fs: bubblewrap, …"),
+                          run("ended at a limit: max_processes 64",
+                              "sandbox none: the agent runs as andon's user")]) == "none"
+    assert sandbox_level([run("sandbox fs+net: bubblewrap"), run("no level here")]) == "fs+net"
+    assert sandbox_level([run("sandbox ok: not a level"), {"usage": None}]) is None
+    assert sandbox_level([]) is None   # records from before issue 11, the scripted adapter
 
 
 @needs_fs

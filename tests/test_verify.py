@@ -73,6 +73,7 @@ def test_a_run_leaves_an_intact_chain_and_verify_prints_its_head(ran):
                              "SELECT ts, packet_id, 'approved', data, hash, hash FROM events "
                              "WHERE id = 2"),
 ])
+@pytest.mark.store_tampered
 def test_an_event_changed_behind_andons_back_is_found(ran, tmp_path, what, sql):
     root = _copy(ran, tmp_path)
     head = _verdict(root).head
@@ -88,6 +89,7 @@ def test_an_event_changed_behind_andons_back_is_found(ran, tmp_path, what, sql):
     assert head is not None
 
 
+@pytest.mark.store_tampered
 def test_a_chain_rewritten_whole_loses_the_head_printed_before(ran, tmp_path):
     """Someone who edits an event and recomputes every hash after it leaves a self-consistent
     chain: only a head kept from before tells."""
@@ -114,6 +116,7 @@ def test_a_chain_rewritten_whole_loses_the_head_printed_before(ran, tmp_path):
     assert r.returncode == 1 and "not in the chain" in r.stdout
 
 
+@pytest.mark.store_tampered
 def test_run_refuses_a_store_whose_newest_events_do_not_chain(ran, tmp_path):
     root = _copy(ran, tmp_path)
     _tamper(root / ".andon" / "andon.db",

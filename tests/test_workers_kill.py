@@ -20,7 +20,7 @@ from test_workers import assert_every_commit_green, mod_packet, squashes
 
 from andon.store import Store
 
-from helpers import andon, config_toml, make_project
+from helpers import _add_lines, andon, config_toml, make_project
 
 IDS = ["P1", "P2", "P3"]
 HONEST = ("printf 'VALUE = 1\\n' > "
@@ -32,6 +32,9 @@ def project(tmp_path: Path) -> Path:
     root.mkdir()
     config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
                          worktree_root=tmp_path / "worktrees")
+    # the agents speak through FIFOs in tmp_path/sync: writable inside their sandbox
+    (tmp_path / "sync").mkdir()
+    config = _add_lines(config, "agent", f'sandbox_paths = ["rw:{tmp_path / "sync"}"]\n')
     return make_project(root, {p: mod_packet(p) for p in IDS}, config=config)
 
 
@@ -76,7 +79,7 @@ def test_kill_9_of_the_runner_while_two_agents_work_then_resume(tmp_path):
     agents (in sessions of their own) are ended by the next run, which recovers both
     attempts as interrupted and merges every packet once."""
     root = project(tmp_path)
-    spoke, hold = tmp_path / "spoke.fifo", tmp_path / "hold.fifo"
+    spoke, hold = tmp_path / "sync" / "spoke.fifo", tmp_path / "sync" / "hold.fifo"
     os.mkfifo(spoke)
     os.mkfifo(hold)
     agent = f"{HONEST}; echo \"$ANDON_PACKET_ID\" > '{spoke}'; read x < '{hold}'"

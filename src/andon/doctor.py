@@ -274,8 +274,11 @@ def sandbox_lines() -> list[str]:
     for level in ("fs", "fs+net"):
         ok, why = caps.works(level)
         lines.append(f"  {level:<7} {'works' if ok else 'not available: ' + why}")
-    lines.append(f'  auto    reaches "{caps.best(False)}" ("{caps.best(True)}" with [agent] '
-                 'network = "off")')
+    lines.append(f'  auto    (set [agent] sandbox = "auto") reaches "{caps.best(False)}" '
+                 f'("{caps.best(True)}" with [agent] network = "off")')
+    if caps.best(False) == "none":  # the level actually achieved, said where it is lowest
+        lines.append("  auto falls back to none: agents would run unsandboxed here, as andon's "
+                     "user; install bubblewrap (apt-get install bubblewrap) to contain them")
     lines.append(f"  landlock ABI {caps.landlock} (reported only: andon enforces with "
                  "bubblewrap)" if caps.landlock else "  landlock: not available")
     lines.append("  caps: pids cgroup " + (str(caps.cgroup_pids) if caps.cgroup_pids else

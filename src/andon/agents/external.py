@@ -38,6 +38,7 @@ from typing import Any
 from ..config import AgentSettings, Config
 from ..context.model import Problem
 from ..errors import AndonError, InvalidValue
+from ..sandbox.installs import installation_of
 from ..usage import Usage, price
 from .base import Agent, AgentRun, StageContext
 from .process import DEFAULT_MAX_BYTES, leftover_note, run_process
@@ -230,7 +231,7 @@ class ExternalAgent(Agent):
             plan = plan.with_home_state(self.state_paths(env)).with_writable(out)
         exe = shutil.which(self.executable, path=env.get("PATH", os.defpath)) or self.executable
         if plan is not None and plan.level != "none":
-            plan = plan.with_readonly(*_package_of(exe))
+            plan = plan.with_readonly(*installation_of(exe))
         argv = [exe, *self.argv(ctx, s, files)[1:]]
         state = self.before(ctx)
         try:
@@ -280,13 +281,3 @@ class ExternalAgent(Agent):
             if name.endswith("/"):
                 os.makedirs(os.path.join(home, name), exist_ok=True)
         return [n.rstrip("/") for n in self.home_state]
-
-
-def _package_of(exe: str) -> list[Path]:
-    """What the agent CLI at ``exe`` runs from: the folder of its real file, or the
-    ``node_modules`` holding it (an npm ``.bin`` link points into its package)."""
-    real = Path(os.path.realpath(exe))
-    for up in real.parents:
-        if up.name == "node_modules":
-            return [up]
-    return [real.parent] if real.parent != Path("/") else []

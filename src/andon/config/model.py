@@ -249,9 +249,10 @@ class Agent(_Strict):
     sandbox: Literal["auto", "none", "fs", "fs+net"] = Field(
         "none", description='what an agent stage can reach (src/andon/sandbox/, docs/sandbox.md): '
         '"fs" sees only its worktree, a private HOME and TMPDIR writable; "fs+net" also cuts '
-        'the network (needs network = "off"); "auto" the strongest this machine gives; '
-        '`andon run` refuses a level it cannot have. Default "none" for now: under "auto" a '
-        'checkout or virtualenv below /tmp is hidden from the agent (docs/sandbox.md)')
+        'the network (needs network = "off"); "auto" the strongest this machine gives, '
+        '"none" where it gives nothing (doctor and each stage\'s evidence say so); '
+        '`andon run` refuses an explicit level it cannot have. Default "none" until andon\'s '
+        'own suite passes under "auto" (docs/sandbox.md, "The default")')
     sandbox_paths: list[str] = Field(
         default_factory=list, description='more paths an agent stage sees: "ro:<path>" '
         '(read-only, the default) or "rw:<path>"; relative paths from the checkout')

@@ -20,18 +20,22 @@ GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 
 def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = ()
                 ) -> list[dict[str, Any]]:
-    """One dict per packet: id, slug, state, attempts (counted), last attempt's outcome.
+    """One dict per packet: id, slug, state, attempts (counted), ``sandbox`` (the level the
+    last attempt's newest agent stage ran at, see :func:`sandbox_level`), last attempt's
+    outcome.
     ``on_disk`` (id, slug) are the packet files: one the store has not seen yet (nothing ran
     since it was written) is listed as ``ready`` with ``not_run`` true."""
     rows = []
     for p in store.packets():
         attempts = store.attempts(p["id"])
         last = attempts[-1] if attempts else None
+        runs = {a["id"]: store.stage_runs(a["id"]) for a in attempts}
         rows.append({
             "id": p["id"], "slug": p["slug"], "state": p["state"],
             "attempts": len([a for a in attempts if a["counted"]]),
             "interrupted": len([a for a in attempts if not a["counted"]]),
-            "usage": usage_of([s for a in attempts for s in store.stage_runs(a["id"])]),
+            "usage": usage_of([s for a in attempts for s in runs[a["id"]]]),
+            "sandbox": sandbox_level(runs[last["id"]]) if last else None,
             "last_attempt": last and {
                 "n": last["n"], "state": last["state"], "reason": last["reason"],
                 "failure_layer": last["failure_layer"], "merge_sha": last["merge_sha"],
@@ -42,9 +46,22 @@ def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = ()
         })
     seen = {r["id"] for r in rows}
     rows += [{"id": pid, "slug": slug, "state": "ready", "attempts": 0, "interrupted": 0,
-              "usage": usage_of([]), "last_attempt": None, "not_run": True}
+              "usage": usage_of([]), "sandbox": None, "last_attempt": None, "not_run": True}
              for pid, slug in on_disk if pid not in seen]
     return rows
+
+
+def sandbox_level(stage_runs: Sequence[dict[str, Any]]) -> str | None:
+    """The sandbox level achieved by the newest of ``stage_runs`` (one attempt's, in order)
+    that recorded one: ``"none"``, ``"fs"`` or ``"fs+net"``, read from the stage's usage note
+    ``sandbox <level>: …`` (agents/process, sandbox/plan.describe); None when no stage
+    recorded a level (the scripted adapter, records from before issue 11)."""
+    for run in reversed(stage_runs):
+        for note in (run.get("usage") or {}).get("notes") or []:
+            head, sep, _ = str(note).partition(":")
+            if sep and head.startswith("sandbox ") and head[8:] in ("none", "fs", "fs+net"):
+                return head[8:]
+    return None
 
 
 def last_preflight(store: StoreProtocol) -> dict[str, Any] | None:
@@ -57,8 +74,8 @@ def last_preflight(store: StoreProtocol) -> dict[str, Any] | None:
 def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str]] = ()) -> Table:
     """The status board, narrow enough for an 80-column terminal: per packet its state,
     counted tries, the last attempt's gates (all passed, or the first that did not), agent
-    cost and time, and the result (merged sha or the reason). ``on_disk``: see
-    :func:`status_rows`."""
+    cost and time and the sandbox level its last agent stage got, and the result (merged sha
+    or the reason). ``on_disk``: see :func:`status_rows`."""
     table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
                   title_justify="left")
     table.add_column("packet", no_wrap=True)
@@ -106,8 +123,11 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
         if last and last["test_runs"]["full_suite_runs"]:
             t = last["test_runs"]  # verification time: full-suite runs of the last attempt
             gates_cell += f"\n{t['full_suite_runs']} suites {t['full_suite_s']:.0f} s"
+        agents_cell = _usage_cell(r["usage"])
+        if r.get("sandbox"):  # the level the last attempt's agent actually ran at
+            agents_cell += f"\nsandbox {r['sandbox']}"
         cells = [r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
-                 _usage_cell(r["usage"]), escape(result)]
+                 agents_cell, escape(result)]
         table.add_row(*cells, *([held.get(r["id"], "")] if workers else []))
     return table
 

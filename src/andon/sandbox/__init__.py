@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidValue
+from .installs import installation_of, tools_for
 from .plan import Plan
 from .probe import Capabilities, capabilities
 
@@ -89,15 +90,19 @@ def stage_plan(level: str, config: Config, repo_root: Path, stage: str, wt: Path
     """The plan of one stage of an attempt: the checkout (with ``.andon/``) and the worktree
     root hidden; the prompt's folder read-only, and so are the files in the checkout that the
     agent's ``command`` names (``--command "$PWD/agent.sh"``: it must run, and must not
-    rewrite itself for the next stage); during ``implement`` the worktree's ``.git`` and the
-    ``planted`` files (repo-relative) locked read-only; a reviewer (``review_file`` set) sees
+    rewrite itself for the next stage), and the installations the command and the project's
+    test interpreter run from, wherever they live (``installs.tools_for``); during
+    ``implement`` the worktree's ``.git`` and the ``planted`` files (repo-relative) locked
+    read-only; a reviewer (``review_file`` set) sees
     its export ``wt`` read-only, with the review file's folder writable."""
     locked = [wt / ".git", *(wt / p for p in planted)] if stage == "implement" else []
     writable: list[Path] = []
     if review_file is not None:  # the export lives beside the review file: bound on top
         writable, locked = [review_file.parent], [wt]
+    tools = (tools_for(command, os.environ.get("PATH"), config.test.command)
+             if level != "none" else [])
     return plan_for(level, config, repo_root, wt, hidden=[worktree_root],
-                    readonly=[prompt_file.parent, *command_files(command, repo_root)],
+                    readonly=[prompt_file.parent, *command_files(command, repo_root), *tools],
                     writable=writable, locked=locked)
 
 
@@ -117,4 +122,5 @@ def _real(p: Path) -> Path:
     return Path(os.path.realpath(p))
 
 
-__all__ = ["LEVELS", "Capabilities", "Plan", "capabilities", "level_for", "plan_for", "stage_plan"]
+__all__ = ["LEVELS", "Capabilities", "Plan", "capabilities", "installation_of", "level_for",
+           "plan_for", "stage_plan"]

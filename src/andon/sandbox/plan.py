@@ -72,6 +72,12 @@ class Plan:
                 out.append(Path(real))
         return out
 
+    def _uncovers(self, path: str) -> bool:
+        """True when binding ``path`` would show a hidden path again (``/``, or a folder
+        holding one): such a read-only bind is skipped."""
+        return path == "/" or any(str(h) == path or str(h).startswith(path.rstrip("/") + os.sep)
+                                  for h in self.hidden)
+
     def with_readonly(self, *paths: Path) -> Plan:
         """The same plan, also binding ``paths`` read-only."""
         return replace(self, readonly=(*self.readonly, *paths))
@@ -89,7 +95,18 @@ class Plan:
                 f" ({', '.join(caps)})" if caps else "")
         net = "loopback only" if self.level == "fs+net" else "network on"
         return (f"sandbox {self.level}: bubblewrap, uid 65534, no capabilities, {net}"
-                + (f", {', '.join(caps)}" if caps else ""))
+                + (f", {', '.join(caps)}" if caps else "") + self._locked_note())
+
+    def _locked_note(self) -> str:
+        # the record of containment: a write the OS refused to a planted test leaves no
+        # tamper finding (nothing changed), so the evidence names what was locked
+        names = sorted(str(p.relative_to(self.worktree)) if p.is_relative_to(self.worktree)
+                       else str(p) for p in self.locked)
+        if not names:
+            return ""
+        shown = ", ".join("the whole tree" if n == "." else n for n in names[:6])
+        more = f" and {len(names) - 6} more" if len(names) > 6 else ""
+        return f"; read-only (the OS refuses writes): {shown}{more}"
 
     def wrap(self, argv: list[str], cwd: Path, env: Mapping[str, str]
              ) -> tuple[list[str], dict[str, str]]:
@@ -118,7 +135,8 @@ class Plan:
                 if os.path.exists(p):
                     a += ["--bind", p, p]
         for p in _existing((*self.readonly, *self._path_dirs(env))):
-            a += ["--ro-bind", p, p]
+            if not self._uncovers(p):
+                a += ["--ro-bind", p, p]
         for p in _existing((self.worktree, *self.writable)):
             a += ["--bind", p, p]
         for p in _existing(self.locked):

@@ -1,0 +1,87 @@
+"""The installations an agent stage runs from are bound read-only wherever they live (issue
+11, docs/sandbox.md "Tools"): a console script in a virtualenv below ``/tmp`` (the stage's
+``/tmp`` is private) still finds its packages; a node package is bound up to
+``node_modules``; a folder that holds a hidden path is never bound; the agent cannot write
+into the bound installation."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from andon.sandbox import probe
+from andon.sandbox.installs import installation_of, tools_for
+from andon.sandbox.plan import Plan
+
+CAPS = probe.capabilities()
+needs_fs = pytest.mark.skipif(not CAPS.fs[0], reason=f"no fs sandbox here: {CAPS.fs[1]}")
+
+
+def fake_venv(prefix: Path) -> Path:
+    """A virtualenv's shape (pyvenv.cfg, bin/python linked to this interpreter, a package in
+    lib/) with a console script ``tool`` whose #! names the venv's python; its path."""
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "pyvenv.cfg").write_text(f"home = {Path(sys.executable).parent}\n")
+    os.symlink(sys.executable, prefix / "bin" / "python")
+    (prefix / "lib" / "toolpkg").mkdir(parents=True)
+    (prefix / "lib" / "toolpkg" / "__init__.py").write_text("WORD = 'tool-ran'\n")
+    tool = prefix / "bin" / "tool"
+    tool.write_text(f"#!{prefix}/bin/python\nimport sys\nsys.path.insert(0, '{prefix}/lib')\n"
+                    "import toolpkg\nprint(toolpkg.WORD)\n")
+    tool.chmod(0o755)
+    return tool
+
+
+def test_a_console_script_is_bound_with_its_whole_virtualenv(tmp_path):
+    tool = fake_venv(tmp_path / "venv")
+    assert installation_of(tool) == [tmp_path.resolve() / "venv"]
+    assert installation_of(tmp_path / "venv" / "bin" / "python") == [
+        tmp_path.resolve() / "venv"]
+
+
+def test_a_node_package_is_bound_up_to_node_modules(tmp_path):
+    pkg = tmp_path / "node_modules" / "cli" / "bin"
+    pkg.mkdir(parents=True)
+    (pkg / "cli.js").write_text("#!/usr/bin/env node\n")
+    (tmp_path / "node_modules" / ".bin").mkdir()
+    os.symlink(pkg / "cli.js", tmp_path / "node_modules" / ".bin" / "cli")
+    assert installation_of(tmp_path / "node_modules" / ".bin" / "cli") == [
+        tmp_path.resolve() / "node_modules"]
+
+
+def test_the_command_words_and_the_test_interpreter_are_followed(tmp_path):
+    tool = fake_venv(tmp_path / "venv")
+    got = tools_for(f"{tool} --flag", "/usr/bin", ["python", "-m", "pytest"])
+    assert tmp_path.resolve() / "venv" in got
+    assert Path(sys.prefix).resolve() in got or Path(sys.executable).resolve().parent in got
+    assert tools_for("echo 'unclosed", "/usr/bin") == []   # a command sh would reject
+
+
+def test_a_folder_holding_a_hidden_path_is_never_bound(tmp_path):
+    checkout = tmp_path / "repo"
+    plan = Plan("fs", tmp_path / "wt", hidden=(checkout,), readonly=(tmp_path,))
+    argv, _ = plan.wrap(["true"], tmp_path, {"PATH": "/usr/bin"})
+    assert str(tmp_path) not in [argv[i + 1] for i, a in enumerate(argv) if a == "--ro-bind"]
+
+
+@needs_fs
+def test_a_tool_in_a_venv_below_tmp_runs_inside_the_sandbox_and_cannot_be_changed(tmp_path):
+    assert str(tmp_path).startswith("/tmp"), "the case under test: a venv the private /tmp hides"
+    tool = fake_venv(tmp_path / "venv")
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    plan = Plan("fs", wt, readonly=tuple(installation_of(tool)))
+    script = f"{tool} && ! echo x >> {tool} 2>/dev/null && echo refused"
+    argv, env = plan.wrap(["/bin/sh", "-c", script], wt,
+                          {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path / "home")})
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["tool-ran", "refused"]
+    # and without the rule the private /tmp hides it: the test can fail
+    bare = Plan("fs", wt)
+    argv, env = bare.wrap([str(tool)], wt, {"PATH": "/usr/bin:/bin"})
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode != 0
