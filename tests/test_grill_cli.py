@@ -19,7 +19,7 @@ import pytest
 
 from andon.demo import interviewer
 
-from helpers import GIT_ENV, git, make_project
+from helpers import GIT_ENV, git, make_project, skip_without_fs, with_sandbox
 
 SCRIPTED = "scripted:andon.demo.interviewer:interviewer"
 FEATURE = "# Export to CSV\n\nUsers want to export the ledger as a CSV file.\n"
@@ -257,3 +257,19 @@ def test_run_interview_is_the_demo_seam(project: Path):
     assert path == project / ".andon" / "grill" / "feature" / "001-feature.md"
     assert path.read_text() == decisions(project)
     assert run_interview(project, project / "FEATURE.md") == path
+
+
+def test_the_interview_agent_runs_under_the_sandbox_like_every_stage(project: Path):
+    """At `auto` the interviewer (a command below /tmp, as the test's project is) runs at
+    `fs`: the interview completes, each run's evidence says the level, and the checkout is
+    out of its sight (the interviewer is told to list it and records what it saw)."""
+    skip_without_fs("auto")
+    toml = project / "andon.toml"
+    toml.write_text(with_sandbox(toml.read_text(), "auto"))
+    git(project, "commit", "-qam", "sandbox auto")
+    r = run_cli(project, "FEATURE.md", "--agent", "command", "--command",
+                f"{sys.executable} {INTERVIEWER}", "--non-interactive")
+    assert r.returncode == 0, r.stdout + r.stderr
+    runs = log_of(project)["runs"]
+    assert runs and all(run["usage"]["notes"][0].startswith("sandbox fs") for run in runs)
+    assert git(project, "show", "andon/grill/feature:decisions/001-feature.md")

@@ -38,9 +38,26 @@ def fake_venv(prefix: Path) -> Path:
 
 def test_a_console_script_is_bound_with_its_whole_virtualenv(tmp_path):
     tool = fake_venv(tmp_path / "venv")
-    assert installation_of(tool) == [tmp_path.resolve() / "venv"]
+    base = Path(os.path.realpath(Path(sys.executable).parent)).parent  # pyvenv.cfg's home
+    assert installation_of(tool) == [tmp_path.resolve() / "venv", base]
     assert installation_of(tmp_path / "venv" / "bin" / "python") == [
-        tmp_path.resolve() / "venv"]
+        tmp_path.resolve() / "venv", base]
+
+
+def test_a_virtualenv_brings_the_prefix_of_the_interpreter_it_was_made_from(tmp_path):
+    """pyenv keeps the base interpreter under HOME (~/.pyenv/versions/X), which the stage
+    makes private: a venv made from it needs its prefix (the standard library) bound too."""
+    base = tmp_path / "home" / ".pyenv" / "versions" / "3.11.7"
+    (base / "bin").mkdir(parents=True)
+    (base / "bin" / "python3.11").write_text("")
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text(f"home = {base / 'bin'}\ninclude-system-site-packages"
+                                     " = false\n")
+    os.symlink(base / "bin" / "python3.11", venv / "bin" / "python")
+    assert installation_of(venv / "bin" / "python") == [venv.resolve(), base.resolve()]
+    # an interpreter outside any venv brings its prefix (lib/ beside bin/), never /
+    assert installation_of(base / "bin" / "python3.11") == [base.resolve()]
 
 
 def test_a_node_package_is_bound_up_to_node_modules(tmp_path):

@@ -8,8 +8,10 @@ fail with "No module named ..." or "not found". The rule (docs/sandbox.md, "Tool
 - the agent command's resolved executable, and the installation it belongs to:
   a node package's ``node_modules`` folder (npm's ``.bin`` links point into it); a
   virtualenv's prefix (the folder holding ``pyvenv.cfg``), found from the executable itself
-  or from its ``#!`` interpreter (a console script such as ``aider``); else the
-  executable's own folder;
+  or from its ``#!`` interpreter (a console script such as ``aider``), with the prefix of
+  the interpreter it was made from (``pyvenv.cfg``'s ``home``: pyenv keeps it under HOME,
+  which is private); else the executable's prefix (the folder above its ``bin/``) or its
+  own folder;
 - the same for every absolute path the command names (``python3 /x/agent.py``,
   ``/tmp/venv/bin/python agent.py``);
 - the project's test interpreter (``[test] command``'s first word; ``python`` there means the
@@ -69,15 +71,39 @@ def tools_for(command: str | None, path_env: str | None, test_argv: Iterable[str
 
 def _home_of(p: Path) -> list[Path]:
     # the unresolved path first: a venv's bin/python is a link to the base interpreter, and
-    # it is the venv (pyvenv.cfg one level above bin/) that holds the packages
+    # it is the venv (pyvenv.cfg one level above bin/) that holds the packages; the base
+    # interpreter's own prefix (pyvenv.cfg's ``home``) holds the standard library and may
+    # live under the private HOME (pyenv: ~/.pyenv/versions/X)
     for cand in (p, Path(os.path.realpath(p))):
         for up in cand.parents:
             if up.name == "node_modules":
                 return [Path(os.path.realpath(up))]
         if (cand.parent.parent / "pyvenv.cfg").is_file():
-            return [Path(os.path.realpath(cand.parent.parent))]
-    real = Path(os.path.realpath(p))
-    return [real.parent] if real.parent != Path("/") else []
+            venv = Path(os.path.realpath(cand.parent.parent))
+            return [venv, *_base_prefix(venv / "pyvenv.cfg")]
+    return _prefix(Path(os.path.realpath(p)))
+
+
+def _prefix(real: Path) -> list[Path]:
+    """The installation prefix of an executable: the folder above its ``bin/`` (an
+    interpreter's ``lib/`` lives beside it), else its own folder; never ``/``."""
+    folder = real.parent
+    if folder.name == "bin" and folder.parent != Path("/"):
+        folder = folder.parent
+    return [folder] if folder != Path("/") else []
+
+
+def _base_prefix(cfg: Path) -> list[Path]:
+    """The prefix of the interpreter a virtualenv was made from (``home = <its bin>``)."""
+    try:
+        lines = cfg.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return []
+    for line in lines:
+        key, sep, value = line.partition("=")
+        if sep and key.strip() == "home" and os.path.isabs(value.strip()):
+            return _prefix(Path(os.path.realpath(value.strip())) / "python")
+    return []
 
 
 def _interpreter(p: Path) -> list[Path]:
