@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from andon.grill.protocol import Done, Question, TurnRejected, Written, extract_json, parse_turn
+from andon.grill.protocol import Done, Question, TurnRejected, Written, parse_turn
 from andon.grill.record import glossary_terms, glossary_with
+from andon.review.contract import extract_json
 
 Q = {"topic": "storage-format", "door": "one-way", "question": "Where is it stored?",
      "recommended": "A JSON file", "why": "formats are forever"}

@@ -5,19 +5,22 @@ from __future__ import annotations
 import json
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 import click
 from rich.console import Console
 
-from andon.config import CONFIG_NAME, load_config
+from andon.agents import Agent, make_agent
+from andon.config import CONFIG_NAME, Config, load_config
 from andon.context import FORMATS, load
 from andon.context.analyse import analyse
 from andon.context.components import Rules, compile_rules
 from andon.context.html import page
-from andon.context.model import TranscriptError
+from andon.context.label import Labelling, label_with
+from andon.context.model import Conversation, TranscriptError
 from andon.context.render import summary
-from andon.errors import UsageError
+from andon.errors import InvalidValue, UsageError
 
 from .common import fail
 
@@ -47,6 +50,26 @@ def _rules(rule: tuple[str, ...], then: list[tuple[str, str]]) -> Rules:
     return compile_rules(pairs + then)
 
 
+def _labeller(repo: Path, spec: str, command: str | None) -> tuple[Agent, Config]:
+    """The agent of ``--label-with`` and the config it runs under (andon.toml's, or the
+    defaults outside a project)."""
+    config = load_config(repo) if (repo / CONFIG_NAME).is_file() else Config()
+    return make_agent(spec, command or config.agent.command, config), config
+
+
+def _label(labeller: tuple[Agent, Config], repo: Path, conv: Conversation,
+           rules: Rules) -> Labelling:
+    agent, config = labeller
+    evidence = Path(tempfile.mkdtemp(prefix="andon-context-label-"))
+    done = label_with(agent, config, repo.resolve(), conv, rules, evidence)
+    for p in done.problems:
+        click.echo(f"label-with: {p}", err=True)
+    if done.run is not None:
+        click.echo(f"label-with: {len(done.labels)} name(s) from {done.run['agent']}; "
+                   f"evidence: {evidence}", err=True)
+    return done
+
+
 @click.command("context")
 @click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(FORMATS), help="Force the transcript format.")
@@ -57,16 +80,23 @@ def _rules(rule: tuple[str, ...], then: list[tuple[str, str]]) -> Rules:
               help="A segment whose text matches PATTERN (a regex) is COMPONENT; repeatable; "
                    "before andon.toml's [[context.rules]].")
 @click.option("--no-near", is_flag=True, help="Skip near-duplicate detection (MinHash).")
+@click.option("--label-with", "label_agent", metavar="AGENT",
+              help="Ask this agent adapter (claude-code, codex, command, …) to name the large "
+                   "segments the rules left generic; its names become rules (off by default; "
+                   "docs/context.md).")
+@click.option("--command", metavar="CMD", help="The command of --label-with command.")
 def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: Path | None,
-            rule: tuple[str, ...], no_near: bool) -> None:
+            rule: tuple[str, ...], no_near: bool, label_agent: str | None,
+            command: str | None) -> None:
     """What filled an agent's context window, turn by turn, for any transcript: Claude Code,
     Codex, Gemini CLI, Aider, SWE-agent, mini-swe-agent, OpenAI or Anthropic messages."""
     if html_out and len(files) > 1:
         fail("--html writes one page: give one FILE")
+    repo = Path((click.get_current_context().obj or {}).get("repo", "."))
     try:
-        obj = click.get_current_context().obj or {}
-        rules = _rules(rule, _config_rules(Path(obj.get("repo", "."))))
-    except UsageError as e:
+        rules = _rules(rule, _config_rules(repo))
+        labeller = _labeller(repo, label_agent, command) if label_agent else None
+    except (UsageError, InvalidValue) as e:
         fail(str(e))
     reports = []
     for f in files:
@@ -76,7 +106,14 @@ def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: P
             for p in e.problems:
                 click.echo(f"error: {p}", err=True)
             sys.exit(2)
-        report = analyse(conv, rules, near=not no_near)
+        labelled = None
+        if labeller is not None:
+            labelled = _label(labeller, repo, conv, rules)
+        report = analyse(conv, [*labelled.rules, *rules] if labelled else rules,
+                         near=not no_near)
+        if labelled is not None:
+            report["labelled"] = {"labels": labelled.labels, "problems": labelled.problems,
+                                  "run": labelled.run}
         reports.append(report)
         if html_out:
             html_out.write_text(page(report, conv), encoding="utf-8")

@@ -122,13 +122,6 @@ class TurnRejected(AndonError, ValueError):
         super().__init__("; ".join(errors))
 
 
-def extract_json(text: str) -> str:
-    """The document in an agent's final message: the last ```json fenced block, else the
-    text itself."""
-    fences = re.findall(r"```(?:json)?\s*\n(.*?)\n```", text, flags=re.S)
-    return fences[-1] if fences else text.strip()
-
-
 def parse_turn(text: str, phase: Phase, asked: Mapping[str, str],
                glossary_terms: Iterable[str] = ()) -> Question | Done | Written:
     """Parse and check one turn document for ``phase``.

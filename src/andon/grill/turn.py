@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import sandbox
-from ..agents.base import Agent, StageContext
+from .. import side_stage
+from ..agents.base import Agent
 from ..config import Config
 from ..errors import AndonError
 from ..packet import Packet
@@ -31,7 +31,6 @@ from .protocol import (
     Question,
     TurnRejected,
     Written,
-    extract_json,
     parse_turn,
 )
 
@@ -85,24 +84,13 @@ class TurnAsker:
         for ask in range(1, asks + 1):
             ev = self.evidence / f"{len(log.runs) + 1:03d}-{phase}-{turn}-ask{ask}"
             ev.mkdir(parents=True, exist_ok=True)
-            # the agent's files live beside the export, the one folder it may write under
-            # the sandbox (the checkout, so .andon/, is hidden from it); kept in ev after
-            io = self.workdir.parent / "io"
-            io.mkdir(exist_ok=True)
-            turn_file, given = io / "turn.json", io / "prompt.md"
-            turn_file.unlink(missing_ok=True)
+            # its answer lives beside the export, the one folder it may write under the
+            # sandbox (the checkout, so .andon/, is hidden from it)
+            turn_file = self.workdir.parent / "io" / "turn.json"
             prompt = self._prompt(log, phase, turn_file, errors)
-            given.write_text(prompt, encoding="utf-8")
-            (ev / "prompt.md").write_text(prompt, encoding="utf-8")
-            plan = sandbox.stage_plan(self.agent.sandbox, self.config, self.repo_root, STAGE,
-                                      self.workdir, self.workdir.parent, given, turn_file, [],
-                                      self.agent.command)
-            run = self.agent.run(StageContext(
-                self._packet(log), STAGE, turn or 1, self.workdir, prompt, given, ev,
-                self.config.agent.timeout_s, turn_file, plan))
-            raw = (turn_file.read_text(encoding="utf-8", errors="replace")
-                   if turn_file.is_file() else extract_json(run.claim or ""))
-            (ev / "turn.json").write_text(raw, encoding="utf-8")
+            answer = side_stage.ask(self.agent, self.config, self.repo_root, self._packet(log),
+                                    STAGE, turn or 1, self.workdir, prompt, turn_file, ev)
+            run, raw = answer.run, answer.document
             try:
                 doc = parse_turn(raw, phase, log.asked(), self.material.glossary_terms)
                 errors = []
