@@ -263,9 +263,9 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
                    "on the demo packets with seeded scripted agents, ending with the HTML "
                    "report (docs/experiments.md).")
 @click.option("--plan", "plan_first", is_flag=True,
-              help="Instead: a scripted planner drafts packets from a feature request, the "
-                   "checks send one mistake back, the drafts are accepted and run "
-                   "(docs/plan.md).")
+              help="Instead: a scripted interview of a feature request (decisions committed "
+                   "on their own branch), then a scripted planner drafts packets, the checks "
+                   "send one mistake back, the drafts are accepted and run (docs/plan.md).")
 def demo(where: Path | None, agent: str, serve_after: bool, port: int,
          experiment: bool, plan_first: bool) -> None:
     """Build a small example project with packets and run it with scripted agents:

@@ -7,9 +7,11 @@ problem, and round 2 fixes it (the loop, shown). The demo then accepts the draft
 ``by = "the demo"``), runs them through the ordinary loop with scripted implementers and the
 evaluating reviewer, and shows the board.
 
-The seam for an interview in front of it: :func:`run_plan_demo` takes ``decisions`` (a
-decisions file, e.g. the one ``andon grill --non-interactive`` writes); it is given to the
-planner beside the feature request."""
+First, the interview: the scripted interviewer (``demo/interviewer.py``) asks about the
+feature request's one-way doors, every recommendation is accepted (``andon grill
+--non-interactive``), and the decisions file is committed on its own branch; it is given to
+the planner beside the feature request. :func:`run_plan_demo` takes ``decisions`` to skip
+the interview with a decisions file of your own."""
 
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from ..runner import Runner, open_store
 from ..workspace import Repo
 from . import GIT_ENV, build_project
 from .agents import evaluating_reviewer
+from .interviewer import run_interview
 
 REQUEST = Path(__file__).with_name("feature_request.md")
 
@@ -99,11 +102,17 @@ def run_plan_demo(out: Console, where: Path | None = None, decisions: Path | Non
             shutil.rmtree(folder)  # the hand-written packets: this demo plans its own
     (root / "docs").mkdir()
     shutil.copyfile(REQUEST, root / "docs" / "feature_request.md")
-    paths = ["docs/feature_request.md"] + ([str(decisions)] if decisions else [])
     repo.git("add", "-A")
     repo.git("-c", f"user.name={GIT_ENV['GIT_AUTHOR_NAME']}", "-c",
              f"user.email={GIT_ENV['GIT_AUTHOR_EMAIL']}", "commit", "-q", "-m",
              "feature request: a statement summary")
+    if decisions is None:  # the interview first, as andon grill --non-interactive would
+        out.print("[bold]interview[/] (the scripted interviewer; every recommendation "
+                  "accepted)")
+        decisions = run_interview(root, root / "docs" / "feature_request.md")
+        say(f"decisions: {decisions} (committed on its own branch, andon/grill/*; the "
+            "checkout is untouched)")
+    paths = ["docs/feature_request.md", str(decisions)]
     config = load_config(root)
     store = open_store(repo, config)
     try:
