@@ -15,7 +15,15 @@ from andon.plan import checks
 from andon.plan.contract import DraftPacket, PlanRejected, parse, render
 from andon.runner import open_store
 from andon.workspace import Repo
-from tests.helpers import MUL_TEST, andon, make_project, packet_md
+from tests.helpers import (
+    MUL_TEST,
+    andon,
+    git,
+    make_project,
+    packet_md,
+    skip_without_fs,
+    with_sandbox,
+)
 
 PLANNER = '''\
 import json, os, pathlib, shutil, sys
@@ -286,3 +294,20 @@ def test_rule_validation_reports_what_andon_check_does(tmp_path: Path):
     assert "max_attempts" in found[0]
     (folder / "packet.md").write_text(packet_md("A", status="draft"))
     assert checks.validation(tmp_path / "packets", tmp_path, {"A": folder / "packet.md"}) == []
+
+
+def test_the_planner_runs_under_the_sandbox_like_every_stage(project: Path, tmp_path: Path):
+    """At `auto` (fs here) the planning stage works: the command planner (below /tmp, as
+    the test's checkout is) runs, reads its prompt, writes its document; the prompts it
+    keeps go to a folder bound writable by name."""
+    skip_without_fs("auto")
+    command, prompts = planner(tmp_path, GOOD)
+    prompts.mkdir()
+    toml = project / "andon.toml"
+    toml.write_text(with_sandbox(toml.read_text(), "auto").replace(
+        'sandbox = "auto"\n', f'sandbox = "auto"\nsandbox_paths = ["rw:{prompts}"]\n'))
+    git(project, "commit", "-qam", "sandbox auto")
+    r = andon(project, "plan", "docs/spec.md", "--agent", "command", "--command", command)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (prompts / "round-1.md").is_file()
+    assert (project / "packets/M1/plant/tests/test_mul_m1.py").read_text() == MUL_TEST

@@ -13,7 +13,8 @@ fail with "No module named ..." or "not found". The rule (docs/sandbox.md, "Tool
   which is private); else the executable's prefix (the folder above its ``bin/``) or its
   own folder;
 - the same for every absolute path the command names (``python3 /x/agent.py``,
-  ``/tmp/venv/bin/python agent.py``);
+  ``/tmp/venv/bin/python agent.py``), and each such file itself (its folder is not bound
+  when it holds a hidden path: a script kept beside the checkout);
 - the project's test interpreter (``[test] command``'s first word; ``python`` there means the
   interpreter running andon, ``sys.executable``), since the agent runs the tests with it.
 
@@ -66,6 +67,9 @@ def tools_for(command: str | None, path_env: str | None, test_argv: Iterable[str
     out: list[Path] = []
     for e in exes:
         out += installation_of(e)
+    # each named file itself too: its folder is dropped when it holds a hidden path (a
+    # script kept beside the checkout), and the file must still be there to run or be read
+    out += [Path(os.path.realpath(w)) for w in words if os.path.isabs(w) and os.path.isfile(w)]
     return _unique(out)
 
 
