@@ -273,3 +273,16 @@ def test_the_interview_agent_runs_under_the_sandbox_like_every_stage(project: Pa
     runs = log_of(project)["runs"]
     assert runs and all(run["usage"]["notes"][0].startswith("sandbox fs") for run in runs)
     assert git(project, "show", "andon/grill/feature:decisions/001-feature.md")
+
+
+def test_the_interview_keeps_to_the_attempt_budget(project: Path):
+    """[budgets.attempt] holds for the whole interview as for one attempt: over it, the
+    interview stops (exit 1) naming the budget, with the answers so far kept."""
+    toml = project / "andon.toml"
+    toml.write_text(toml.read_text() + "\n[budgets.attempt]\nmax_wall_s = 0.001\n")
+    git(project, "commit", "-qam", "a tiny budget")
+    r = run_cli(project, "FEATURE.md", "--agent", "command", "--command",
+                f"{sys.executable} {INTERVIEWER}", "--non-interactive")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "the interview stopped: attempt budget exceeded" in r.stderr + r.stdout
+    assert len(log_of(project)["runs"]) == 1

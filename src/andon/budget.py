@@ -55,7 +55,7 @@ def check(store: StoreProtocol, budgets: Budgets, attempt: dict[str, Any], run_s
         if scope == "run" and run_started is None:
             continue
         runs = runs_of()
-        stop = _judge(scope, limit, runs, starting)
+        stop = judge(scope, limit, runs, starting)
         if stop is not None:
             return stop
     return None
@@ -66,8 +66,13 @@ def _since(store: StoreProtocol, started: str | None) -> list[dict[str, Any]]:
             for s in store.stage_runs(a["id"]) if started and s["started_at"] >= started]
 
 
-def _judge(scope: str, limit: Budget, runs: list[dict[str, Any]], starting: bool
-           ) -> GateResult | None:
+def judge(scope: str, limit: Budget, runs: list[dict[str, Any]], starting: bool
+          ) -> GateResult | None:
+    """Whether ``runs`` (stage runs: ``usage.cost_usd`` USD, ``duration_s`` seconds) are over
+    ``limit``: a failed ``budget`` gate result naming ``scope``, what was spent and the
+    limit, or None. ``starting``: judged before one more run (no budget left when spent ≥
+    limit), else after one (exceeded when spent > limit). Also used by the stages outside an
+    attempt (the plan rounds, the interview), each counted as one attempt."""
     costs = [(s.get("usage") or {}).get("cost_usd") for s in runs]
     known = [c for c in costs if c is not None]
     unknown = len(costs) - len(known)

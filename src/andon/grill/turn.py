@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import side_stage
+from .. import budget, side_stage
 from ..agents.base import Agent
 from ..config import Config
 from ..errors import AndonError
@@ -101,6 +101,13 @@ class TurnAsker:
                 timed_out=run.timed_out, duration_s=round(run.duration_s, 3),
                 evidence_dir=str(ev), usage=run.usage.to_dict() if run.usage else None,
                 errors=errors))
+            # the whole interview is one attempt for [budgets.attempt], as the plan rounds are
+            stop = budget.judge("attempt", self.config.budgets.attempt,
+                                [r.model_dump() for r in log.runs], False)
+            if stop is not None:
+                raise AgentFailed(f"the interview stopped: {stop.summary}; the answers so far "
+                                  "are kept (raise [budgets.attempt] in andon.toml, then "
+                                  "andon grill again)", [stop.summary])
             if not errors:
                 return doc
         raise AgentFailed(f"the interview agent gave no valid {phase} document in {asks} "

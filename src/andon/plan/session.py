@@ -171,7 +171,7 @@ def run_plan(repo: Repo, config: Config, store: StoreProtocol, agent: Agent,
         say(f"round {n}: {len(written)} draft(s), {len(problems)} problem(s)")
         spent = [{"usage": x.run.get("usage"), "duration_s": x.run.get("duration_s", 0.0)}
                  for x in outcome.rounds]
-        stop = budget._judge("attempt", config.budgets.attempt, spent, False)
+        stop = budget.judge("attempt", config.budgets.attempt, spent, False)
         if not problems or stop is not None:
             if stop is not None and problems:
                 problems.append(f"planning stopped: {stop.summary}")
