@@ -1,4 +1,4 @@
-"""The sandbox through `andon run` (issue 11): under the default ``auto`` an honest command
+"""The sandbox through `andon run` (issue 11): at ``auto`` an honest command
 agent (git in its worktree, temp files, sub-processes, the project's tests with the
 project's interpreter) is merged and its stage evidence names the level achieved; a fork
 bomb ends its stage with layer ``environment`` naming the cap; an asked level the machine
@@ -14,7 +14,7 @@ import pytest
 from andon.report.board import sandbox_level
 from andon.sandbox import probe
 
-from helpers import FAST, _add_lines, andon, git, make_project, mul_packet
+from helpers import FAST, _add_lines, andon, git, make_project, mul_packet, with_sandbox
 
 CAPS = probe.capabilities()
 needs_fs = pytest.mark.skipif(not CAPS.fs[0], reason=f"no fs sandbox here: {CAPS.fs[1]}")
@@ -35,7 +35,7 @@ def show(root):
 @needs_fs
 def test_honest_command_agent_is_merged_under_auto_and_the_level_is_recorded(tmp_path):
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)},
-                        config=FAST)  # the default: auto
+                        config=with_sandbox(FAST, "auto"))
     r = andon(root, "run", "--agent", "command", "--command", HONEST)
     assert r.returncode == 0, r.stdout + r.stderr
     s = show(root)
