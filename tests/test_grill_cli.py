@@ -35,10 +35,13 @@ def project(tmp_path: Path) -> Path:
 
 def spawn(root: Path, *args: str) -> pexpect.spawn:
     env = {**os.environ, **GIT_ENV, "NO_COLOR": "1", "COLUMNS": "200"}
+    # Ctrl-C as at a terminal: a test run started in the background (`cmd &` in a script)
+    # inherits SIGINT ignored, and Python then never raises KeyboardInterrupt
     return pexpect.spawn(sys.executable, ["-m", "andon", "-C", str(root), "grill", "FEATURE.md",
                                           "--agent", SCRIPTED, *args],
-                         cwd=str(root), env=env, encoding="utf-8", timeout=90,
-                         dimensions=(50, 200))
+                         cwd=str(root), env=env, encoding="utf-8", timeout=180,
+                         dimensions=(50, 200),
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def run_cli(root: Path, *args: str) -> subprocess.CompletedProcess:

@@ -100,10 +100,14 @@ def test_the_board_follows_andon_run_workers_2_without_a_reload(tmp_path, browse
         # both agents are at work: the open page shows each packet running on its worker
         WebDriverWait(browser, 60).until(
             lambda d: all("running" in _row_text(d, p) for p in ("P1", "P2")))
-        pool = browser.find_element(By.ID, "pool").text
+        # the rows are replaced by every poll: read them again when one went stale
+        settled = WebDriverWait(browser, 60, ignored_exceptions=(
+            Stale,))
+        pool = settled.until(lambda d: d.find_element(By.ID, "pool").text)
         assert re.search(r"w\d: P1 running", pool) and re.search(r"w\d: P2 running", pool)
-        workers = {p: browser.find_element(By.CSS_SELECTOR, f"#row-{p} td.worker").text
-                   for p in ("P1", "P2")}
+        workers = settled.until(lambda d: {
+            p: d.find_element(By.CSS_SELECTOR, f"#row-{p} td.worker").text
+            for p in ("P1", "P2")})
         assert sorted(workers.values()) == ["w1", "w2"], workers
         shot(browser, "board-workers-running.png")
         for pid in ("P1", "P2"):

@@ -201,6 +201,7 @@ def test_events_chain_verdict_is_cached_by_the_newest_event(project, monkeypatch
         running.stop()
 
 
+@pytest.mark.store_tampered  # it edits an event to see the page say so
 def test_events_page_names_the_first_broken_link(tmp_path, project):
     copy = tmp_path / "proj"
     shutil.copytree(project, copy, symlinks=True)

@@ -81,7 +81,7 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
         console = common.err if report.exit_status else common.out
         console.print(report.message, soft_wrap=True, markup=False)
     if report.exit_status == 0 and (ahead := merged_ahead(repo, config)):
-        common.out.print(ahead_notice(ahead), soft_wrap=True, markup=False)
+        common.out.print(ahead_notice(ahead), markup=False)  # wrapped: fits 80 columns
     if report.preflight:
         for r in report.preflight.runs:
             common.err.print(f"evidence: {r.log_path}", markup=False, soft_wrap=True)
@@ -112,7 +112,7 @@ def status(ctx: click.Context, as_json: bool) -> None:
         if drift:
             common.out.print(drift_notice(drift), highlight=False)
         if ahead := merged_ahead(repo, config):
-            common.out.print(ahead_notice(ahead), soft_wrap=True, markup=False)
+            common.out.print(ahead_notice(ahead), markup=False)  # wrapped: fits 80 columns
 
 
 @click.command()

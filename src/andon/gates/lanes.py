@@ -138,21 +138,26 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
 
 def red_runs(ctx: GateContext, tests: list[str], n: int,
              at_the_same_time: bool) -> list[SuiteRun]:
-    """The red gate's ``n`` runs of ``tests`` (``red-1`` … ``red-n``, in that order). One
+    """The red gate's ``n`` runs of ``tests`` (``red-1`` … ``red-n``, in that order;
+    ``red-atdd-1`` … after an atdd stage, whose tests red judges again). One
     after the other in the worktree, unless ``at_the_same_time`` (the worktree holds exactly
     the commit red judges: no agent has run in it), ``n`` ≥ 3 and ``jobs`` > 1: then the
     first ``n - 1`` runs stay one after the other in the worktree (a planted test that turns
     green on its second run in the same tree is still seen) while ``red-n`` runs at the same
     time in a fresh clone of that commit (its own interpreter, hash seed and fresh tree, as
     any run's). A lane that is not clean does not stop: red judges every run."""
+    # red runs again after an atdd stage, in the same attempt: its own names, so the first
+    # red's evidence files (hashed in the record) are never written over
+    stem = "red-atdd" if ctx.atdd_sha else "red"
     if not at_the_same_time or n < 3 or jobs(ctx.config) < 2:
-        return [ctx.suite(ctx.worktree, f"red-{i}", select=tests) for i in range(1, n + 1)]
+        return [ctx.suite(ctx.worktree, f"{stem}-{i}", select=tests) for i in range(1, n + 1)]
     tip = ctx.atdd_sha or ctx.plant_sha
-    here = [Planned(f"red-{i}", select=tests) for i in range(1, n)]
+    here = [Planned(f"{stem}-{i}", select=tests) for i in range(1, n)]
     with fresh_clone(ctx.repo, tip, f"red-{ctx.packet.id}") as cwd:
         made = run_lanes(ctx, [(ctx.worktree, here),
-                               (cwd, [Planned(f"red-{n}", select=tests)])], agent_code=False)
-    return [made[f"red-{i}"] for i in range(1, n + 1)]
+                               (cwd, [Planned(f"{stem}-{n}", select=tests)])],
+                         agent_code=False)
+    return [made[f"{stem}-{i}"] for i in range(1, n + 1)]
 
 
 def _lane_env() -> dict[str, str]:

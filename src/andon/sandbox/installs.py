@@ -84,7 +84,10 @@ def _home_of(p: Path) -> list[Path]:
                 return [Path(os.path.realpath(up))]
         if (cand.parent.parent / "pyvenv.cfg").is_file():
             venv = Path(os.path.realpath(cand.parent.parent))
-            return [venv, *_base_prefix(venv / "pyvenv.cfg")]
+            # and where its python really is: a venv made from another venv's python
+            # (a link to a link) ends at an interpreter neither pyvenv.cfg names
+            return _unique([venv, *_base_prefix(venv / "pyvenv.cfg"),
+                            *_prefix(Path(os.path.realpath(cand)))])
     return _prefix(Path(os.path.realpath(p)))
 
 
