@@ -87,8 +87,9 @@ def test_no_run_starts_once_may_start_says_no():
 
 def test_stopping_early_kills_the_runs_in_flight(tmp_path):
     def slow(key: str) -> dict:
-        if key == "slow":
-            (tmp_path / "pid").write_text(str(os.getpid()))
+        if key == "slow":  # written whole, then renamed: never read half-written
+            (tmp_path / "pid.tmp").write_text(str(os.getpid()))
+            os.replace(tmp_path / "pid.tmp", tmp_path / "pid")
             time.sleep(120)  # the test kills it long before
         return {}
     abandoned = []
