@@ -74,6 +74,12 @@ def base_drift(repo: Repo, config: Config) -> dict | None:
     does not exist yet, or no base branch can be named (detached HEAD and no
     ``[andon] base_branch``). andon never merges the base into the integration branch itself:
     that is the user's decision, so it is only reported."""
+    return _gap(repo, config, base_side=True)
+
+
+def _gap(repo: Repo, config: Config, base_side: bool) -> dict | None:
+    """Commits one branch has that the other lacks: the base's over the integration
+    branch's (``base_side``), or the other way round; None as ``base_drift`` says."""
     integration = config.andon.integration_branch
     base = config.andon.base_branch or repo.current_branch()
     if not base or base == integration:
@@ -81,7 +87,8 @@ def base_drift(repo: Repo, config: Config) -> dict | None:
     base_sha, integration_sha = repo.rev_parse(base), repo.rev_parse(integration)
     if not base_sha or not integration_sha:
         return None
-    n = int(repo.git("rev-list", "--count", base_sha, "^" + integration_sha).strip())
+    has, lacks = (base_sha, integration_sha) if base_side else (integration_sha, base_sha)
+    n = int(repo.git("rev-list", "--count", has, "^" + lacks).strip())
     return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
 
 
@@ -98,15 +105,7 @@ def merged_ahead(repo: Repo, config: Config) -> dict | None:
     ``{"base_branch", "integration_branch", "commits"}``, or None when there are none or a
     branch cannot be named. The work stays there until the user takes it: andon never moves
     the base branch."""
-    integration = config.andon.integration_branch
-    base = config.andon.base_branch or repo.current_branch()
-    if not base or base == integration:
-        return None
-    base_sha, integration_sha = repo.rev_parse(base), repo.rev_parse(integration)
-    if not base_sha or not integration_sha:
-        return None
-    n = int(repo.git("rev-list", "--count", integration_sha, "^" + base_sha).strip())
-    return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
+    return _gap(repo, config, base_side=False)
 
 
 def ahead_notice(ahead: dict) -> str:
