@@ -91,8 +91,7 @@ def run(site, script: str, stage: str = "implement", level: str = "fs",
 def test_auto_reaches_fs_or_better_here():
     if not sys.platform.startswith("linux") or CAPS.bwrap is None:
         pytest.skip("no bubblewrap here")
-    # the default stays "none" until the suite passes under auto (docs/sandbox.md)
-    assert Config().agent.sandbox == "none" and sandbox.level_for(Config()) == "none"
+    assert Config().agent.sandbox == "auto" and sandbox.level_for(Config()) in ("fs", "fs+net")
     auto = Config.model_validate({"agent": {"sandbox": "auto"}})
     assert sandbox.level_for(auto) in ("fs", "fs+net")
     cut = Config.model_validate({"agent": {"network": "off", "sandbox": "auto"}})

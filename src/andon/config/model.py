@@ -247,12 +247,11 @@ class Agent(_Strict):
         "on", description='"off": agent processes run without network (loopback only); '
                           '`andon run` refuses to start where the machine cannot do that')
     sandbox: Literal["auto", "none", "fs", "fs+net"] = Field(
-        "none", description='what an agent stage can reach (src/andon/sandbox/, docs/sandbox.md): '
+        "auto", description='what an agent stage can reach (src/andon/sandbox/, docs/sandbox.md): '
         '"fs" sees only its worktree, a private HOME and TMPDIR writable; "fs+net" also cuts '
         'the network (needs network = "off"); "auto" the strongest this machine gives, '
         '"none" where it gives nothing (doctor and each stage\'s evidence say so); '
-        '`andon run` refuses an explicit level it cannot have. Default "none" until andon\'s '
-        'own suite passes under "auto" (docs/sandbox.md, "The default")')
+        '`andon run` refuses an explicit level it cannot have')
     sandbox_paths: list[str] = Field(
         default_factory=list, description='more paths an agent stage sees: "ro:<path>" '
         '(read-only, the default) or "rw:<path>"; relative paths from the checkout')
