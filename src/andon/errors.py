@@ -24,15 +24,17 @@ AndonError
 ├── agents.external.FormatError also a ValueError: an agent's output (stream, log, trajectory)
 │                               is not in the format its adapter reads
 ├── runners.junit.JUnitError    also a ValueError: a JUnit XML report that cannot be read
-├── review.contract.ReviewRejected
-│                               also a ValueError: a review document breaks the contract;
-│                               ``errors`` lists every reason
-├── grill.protocol.TurnRejected  also a ValueError: an interview turn document breaks the
-│                               turn protocol; ``errors`` lists every reason
+├── DocumentRejected            also a ValueError: the JSON document an agent answered with
+│   │                           (json_document.load) breaks its contract; ``errors`` lists
+│   │                           every reason, one line each (evidence for the next ask)
+│   ├── review.contract.ReviewRejected
+│   │                           a review document
+│   ├── grill.protocol.TurnRejected
+│   │                           an interview turn document
+│   └── plan.contract.PlanRejected
+│                               a plan document
 ├── grill.turn.AgentFailed      the interview agent gave no valid turn in ``[grill] max_asks``
 │                               asks; ``errors``: the last document's problems
-├── plan.contract.PlanRejected  also a ValueError: a plan document breaks the contract;
-│                               ``errors`` lists every reason (evidence for the next round)
 ├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
 ├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)
@@ -104,6 +106,15 @@ class InvalidValue(UsageError, ValueError):
 class InvalidArgument(AndonError, ValueError):
     """A function of andon was called outside its documented arguments: a bug in the
     caller, reported with the argument and the value received."""
+
+
+class DocumentRejected(AndonError, ValueError):
+    """The JSON document an agent stage answered with breaks its contract; ``errors`` says
+    exactly how, one line each (they go back to the agent as evidence for its next ask)."""
+
+    def __init__(self, errors: list[str]):
+        self.errors = errors
+        super().__init__("; ".join(errors))
 
 
 class GitError(AndonError):

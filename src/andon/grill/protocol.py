@@ -26,14 +26,14 @@ glossary term is new (not in the glossary file, not twice). docs/grill.md is the
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import AndonError, InvalidValue
+from .. import json_document
+from ..errors import DocumentRejected, InvalidValue
 
 Phase = Literal["ask", "review", "write"]
 PHASES: tuple[Phase, ...] = ("ask", "review", "write")
@@ -113,13 +113,9 @@ SCHEMAS = {"question": Question.model_json_schema(), "done": Done.model_json_sch
            "write": Written.model_json_schema()}
 
 
-class TurnRejected(AndonError, ValueError):
+class TurnRejected(DocumentRejected):
     """A turn document breaks the protocol; ``errors`` says how, one line each (they go back
     to the agent as evidence for its next ask)."""
-
-    def __init__(self, errors: list[str]):
-        self.errors = errors
-        super().__init__("; ".join(errors))
 
 
 def parse_turn(text: str, phase: Phase, asked: Mapping[str, str],
@@ -132,14 +128,9 @@ def parse_turn(text: str, phase: Phase, asked: Mapping[str, str],
     Raises:
         TurnRejected: every problem found, each saying what was expected.
     """
-    if not text.strip():
-        raise TurnRejected(["no turn document: nothing in $ANDON_REVIEW_FILE and no JSON "
-                            "at the end of the reply; expected one JSON object"])
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TurnRejected([f"the turn is not valid JSON: {exc.msg} at line {exc.lineno} "
-                            f"column {exc.colno}; expected one JSON object"]) from None
+    data = json_document.load(
+        text, TurnRejected, name="the turn", expected="expected one JSON object",
+        empty="no turn document: nothing in $ANDON_REVIEW_FILE and no JSON at the end of the reply")
     if not isinstance(data, dict):
         raise TurnRejected([f"expected one JSON object, got {type(data).__name__}"])
     if data.get("phase") not in (None, phase):
@@ -151,7 +142,7 @@ def parse_turn(text: str, phase: Phase, asked: Mapping[str, str],
     except ValidationError as exc:
         what = {Written: "the write document", Done: '{"done": true}',
                 Question: "a question"}[model]
-        raise TurnRejected([f"{_where(e['loc'])}: {e['msg']} (expected {what})"
+        raise TurnRejected([f"{json_document.where(e['loc'])}: {e['msg']} (expected {what})"
                             for e in exc.errors()]) from None
     problems = _check(doc, phase, asked, {t.lower() for t in glossary_terms})
     if problems:
@@ -193,7 +184,3 @@ def _check(doc: Question | Done | Written, phase: Phase, asked: Mapping[str, str
             seen.add(key)
     return problems
 
-
-def _where(loc: tuple[int | str, ...]) -> str:
-    # 1-based entry numbers, as in the review contract's messages
-    return ".".join(str(p + 1) if isinstance(p, int) else p for p in loc) or "document"

@@ -35,7 +35,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import AndonError
+from .. import json_document
+from ..errors import DocumentRejected
 
 NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
@@ -73,12 +74,8 @@ class PlanDocument(_Strict):
 SCHEMA = PlanDocument.model_json_schema(by_alias=True)
 
 
-class PlanRejected(AndonError, ValueError):
-    """The document breaks the contract; ``errors`` says exactly how (one line each)."""
-
-    def __init__(self, errors: list[str]):
-        self.errors = errors
-        super().__init__("; ".join(errors))
+class PlanRejected(DocumentRejected):
+    """The plan document breaks the contract; ``errors`` says exactly how (one line each)."""
 
 
 def parse(text: str) -> PlanDocument:
@@ -88,21 +85,14 @@ def parse(text: str) -> PlanDocument:
         PlanRejected: empty, not JSON, or not the schema; each error names its place
             (``packets.2.goal``, 1-based entries).
     """
-    if not text.strip():
-        raise PlanRejected(["the planner returned no document: nothing in $ANDON_REVIEW_FILE "
-                            "and no JSON at the end of its reply"])
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanRejected([f"plan is not valid JSON: {exc.msg} at line {exc.lineno} column "
-                            f"{exc.colno}"]) from None
+    data = json_document.load(text, PlanRejected, name="plan", empty=(
+        "the planner returned no document: nothing in $ANDON_REVIEW_FILE and no JSON at the "
+        "end of its reply"))
     try:
         return PlanDocument.model_validate(data)
     except ValidationError as exc:
-        where = (".".join(str(p + 1) if isinstance(p, int) else str(p) for p in e["loc"])
-                 or "document" for e in exc.errors())
-        raise PlanRejected([f"{w}: {e['msg']}" for w, e in zip(where, exc.errors(),
-                                                                strict=True)]) from None
+        raise PlanRejected([f"{json_document.where(e['loc'])}: {e['msg']}"
+                            for e in exc.errors()]) from None
 
 
 def _s(text: str) -> str:

@@ -27,7 +27,6 @@ kept as data. :data:`SCHEMA` is the JSON Schema of the document (published in do
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -35,7 +34,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from ..errors import AndonError
+from .. import json_document
+from ..errors import DocumentRejected
 from ..packet import Packet
 
 LOCATION = re.compile(r"^(?P<path>[^:\s][^:]*):(?P<start>\d+)(?:-(?P<end>\d+))?$")
@@ -79,12 +79,8 @@ class ReviewOutcome:
     downgraded_because: list[str] = field(default_factory=list)
 
 
-class ReviewRejected(AndonError, ValueError):
-    """The document breaks the contract; ``errors`` says exactly how (one line each)."""
-
-    def __init__(self, errors: list[str]):
-        self.errors = errors
-        super().__init__("; ".join(errors))
+class ReviewRejected(DocumentRejected):
+    """The review document breaks the contract; ``errors`` says exactly how (one line each)."""
 
 
 def extract_json(text: str) -> str:
@@ -104,19 +100,13 @@ def validate(text: str, packet: Packet, line_count: Callable[[str], int | None],
     Raises:
         ReviewRejected: with every problem found, each naming the id or ``path:line``.
     """
-    if not text.strip():
-        raise ReviewRejected(["the reviewer returned no document: nothing in $ANDON_REVIEW_FILE "
-                              "and no JSON at the end of its reply"])
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ReviewRejected([f"review is not valid JSON: {exc.msg} at line {exc.lineno} "
-                              f"column {exc.colno}"]) from None
+    data = json_document.load(text, ReviewRejected, name="review", empty=(
+        "the reviewer returned no document: nothing in $ANDON_REVIEW_FILE and no JSON at the "
+        "end of its reply"))
     try:
         doc = ReviewDocument.model_validate(data)
     except ValidationError as exc:
-        # 1-based entry numbers, as in every other message here
-        raise ReviewRejected([f"{_where(e['loc'])}: "
+        raise ReviewRejected([f"{json_document.where(e['loc'])}: "
                               f"{e['msg']}" for e in exc.errors()]) from None
     errors: list[str] = []
     wanted = [inv.id for inv in packet.invariants]
@@ -171,7 +161,3 @@ def decide(doc: ReviewDocument, packet: Packet, red_gates: Iterable[str] = ()) -
     downgraded = reasons if doc.decision == "accept" else []
     return ReviewOutcome(doc, decision, doc.revise_stage or "implement", downgraded)
 
-
-def _where(loc: tuple) -> str:
-    """pydantic's error location with 1-based entry numbers (``verdicts.2.verdict``)."""
-    return ".".join(str(p + 1) if isinstance(p, int) else str(p) for p in loc) or "document"
