@@ -38,6 +38,7 @@ import signal
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,7 +51,7 @@ from .gates.cache import baseline_key
 from .merge import merge_lock, record_merge
 from .packet import Packet
 from .pool_refs import PoolRepo
-from .store import StoreProtocol
+from .store import StoreProtocol, now
 from .workspace import Repo
 
 
@@ -75,6 +76,7 @@ class Line(Protocol):
     def _work(self, packet: Packet, a: dict, carry: dict, stages: list[str],
               first: Any) -> str: ...
     def _worktree_path(self, packet_id: str, n: int) -> Path: ...
+    def _recover(self) -> None: ...
 
 
 class Report(Protocol):
@@ -160,6 +162,7 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
     jobs: dict[int, Job] = {}   # read end of the worker's result pipe → its job
     error: Exception | None = None
     stopping, sigints, why = False, 0, "drained"
+    tried: dict[str, Any] = {}  # what _idle already did or said in this drain
     store = runner.store
     store.event("pool-started", data={"workers": len(names), "pid": os.getpid()})
     with merge_lock(runner.repo) as lock:  # where the branch is: what pool_refs judges by
@@ -195,7 +198,13 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
                     job.pid, fd = _fork(runner, job, claimed, (wake_r, wake_w))
                     jobs[fd] = job
             if not jobs:
-                break
+                pause = None if stopping or error is not None else _idle(runner, tried)
+                if pause is None:
+                    break
+                if pause and select.select([wake_r], [], [], pause)[0]:
+                    os.read(wake_r, 64)  # Ctrl-C while waiting: nothing of ours runs
+                    sigints, stopping, why = sigints + 1, True, "interrupted"
+                continue
             # wake every third of the lease to renew the leases of the live workers
             ready, _, _ = select.select([wake_r, *jobs], [], [], runner.lease_s / 3)
             if not ready:
@@ -239,6 +248,41 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
         os.close(wake_r)
         os.close(wake_w)
         store.event("pool-stopped", data={"workers": len(names), "why": why})
+
+
+def _idle(runner: Line, tried: dict[str, Any]) -> float | None:
+    """Nothing to claim and no worker of ours busy: is there anything to wait for?
+
+    Another runner (another machine's ``andon worker``) may hold packets: one that dies
+    stops renewing, and its packet must come back to the queue after its lease, or a
+    packet that ``requires`` it may become claimable. So while another runner holds a live
+    lease this returns the seconds to wait (until the first lease lapses, at most a third
+    of ``lease_s``) before looking again. A packet left in ``merging`` by a runner whose
+    lease lapsed (a machine that died mid-merge) is finished here, by recovery's merge
+    (which finds it already merged by its trailers, or merges it: exactly once); then 0.
+    None: nothing left to wait for, the drain ends."""
+    store = runner.store
+    store.reclaim_expired()
+    at = now()
+    live = [x for x in store.leases()
+            if x["expires_at"] > at and not pool_leases.mine(x["worker"])]
+    held = {x["packet_id"] for x in live}
+    orphans = {r["id"] for r in store.packets() if r["state"] == "merging"
+               and r["id"] not in held and r["id"] in runner.packets} - tried.keys()
+    if orphans:
+        tried.update(dict.fromkeys(orphans))
+        runner._recover()
+        return 0.0
+    if not live:
+        return None
+    said = " ".join(sorted(f"{x['packet_id']}@{x['worker']}" for x in live))
+    if tried.get("said") != said:
+        tried["said"] = said
+        runner.echo("waiting for packets other runners hold: " + ", ".join(
+            f"{x['packet_id']} ({x['worker']}, lease until {x['expires_at']})" for x in live))
+    first = min(datetime.fromisoformat(x["expires_at"]) for x in live)
+    left = (first - datetime.fromisoformat(at)).total_seconds()
+    return min(max(left, 0.05), runner.lease_s / 3)
 
 
 def _renew(runner: Line, jobs: dict[int, Job]) -> None:
