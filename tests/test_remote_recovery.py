@@ -168,3 +168,62 @@ def test_a_merge_left_by_a_dead_machine_is_finished_once_by_another(
     assert attempts["P1"][0]["merge_sha"] == next(s for s, p in squashes(bare) if p == "P1")
     assert [p for _, p in squashes(bare)] == IDS
     assert assert_every_commit_green(bare, tmp_path) == len(IDS) + 1
+
+
+@pytest.mark.e2e
+def test_postgresql_down_mid_run_under_two_machines(tmp_path: Path, pg_cluster,
+                                                    pg_store_target):
+    """The server goes down while each machine's agent works a packet, and stays down
+    until both machines have met the outage: both say the store is unreachable, retry
+    with backoff, say it is back once the server starts again, and the queue drains with
+    every packet merged once, from its one attempt (the outage is shorter than the lease
+    and than the store's 60 s of retries)."""
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    ids = ["P1", "P2", "P3", "P4"]
+    bare = remote_repo(tmp_path, ids, synced_config(sync))
+    url = pg_store_target.target
+    # every agent says it started, then works once the test has stopped the server
+    gated = (f": > {sync}/started-$ANDON_PACKET_ID; "
+             f"while [ ! -e {sync}/go ]; do sleep 0.1; done; {HONEST}")
+    env = {"ANDON_LEASE_S": "90"}
+    names = ("m1", "m2")
+    logs = {m: tmp_path / f"{m}.log" for m in names}
+    machines = [start_worker(tmp_path, m, url, bare, "--machine", m, command=gated, env=env,
+                             log=logs[m]) for m in names]
+    down = False
+    try:
+        for m in machines:
+            wait_for("an agent on each machine",
+                     lambda: len(list(sync.glob("started-*"))) >= 2, m)
+        holders = store_rows(url, lambda s: {x["worker"].split(":")[0] for x in s.leases()})
+        assert holders == {"m1", "m2"}, holders
+        pg_cluster.stop()
+        down = True
+        (sync / "go").touch()
+        for m, name in zip(machines, names, strict=True):
+            # each dispatcher renews its lease every 30 s: it meets the outage by then
+            wait_for(f"{name} reporting the outage",
+                     lambda n=name: "unreachable" in logs[n].read_text(), m, deadline_s=45)
+    finally:
+        (sync / "go").touch()
+        if down:
+            pg_cluster.start()
+    for m in machines:
+        m.wait(timeout=600)
+    text = {m: logs[m].read_text() for m in names}
+    assert [m.returncode for m in machines] == [0, 0], text
+    for name, log in text.items():
+        assert "reachable again after" in log, (name, log)
+
+    def read(store):
+        return ({p: store.attempts(p) for p in ids}, {p: store.events(p) for p in ids},
+                store.events(kind="store-outage"))
+
+    attempts, events, outages = store_rows(url, read)
+    assert len(outages) >= 2, outages
+    for p in ids:
+        assert [a["state"] for a in attempts[p]] == ["merged"], (p, attempts[p])
+        assert [e["kind"] for e in events[p]].count("merged") == 1
+    assert Counter(p for _, p in squashes(bare)) == dict.fromkeys(ids, 1)
+    assert assert_every_commit_green(bare, tmp_path) == len(ids) + 1
