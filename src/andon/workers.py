@@ -16,11 +16,13 @@ pool at once, and the run lock (an flock the workers inherit) is free only when 
 Claims go through :func:`claim_next`: the store leases the next ready packet whose
 ``requires`` are ``done`` and that nobody holds (store/claims.py, on SQLite and PostgreSQL
 alike), the dispatcher renews its workers' leases while they work and gives each back when
-its worker ends (pool_leases.py), so other runners on a shared store never take them.
-A blocked packet halts the line: nothing new is claimed,
-the attempts running finish and are recorded. Merges are serialised by the lock in merge.py
-(an flock on ``.git/andon-merge.lock``), and a merge onto a branch that moved since the attempt's
-base runs the suite on the exact merged commit first, so the integration branch is green at
+its worker ends (pool_leases.py), so other runners on a shared store never take them. With
+nothing to claim, the pool waits while another runner holds a live lease (:func:`_idle`):
+its packet comes back if it dies, and a merge it left half done is finished here. A
+blocked packet halts the line: nothing new is claimed, the attempts running finish and are
+recorded. Merges are serialised by the lock in merge.py (an flock on
+``.git/andon-merge.lock``), and a merge onto a branch that moved since the attempt's base
+runs the suite on the exact merged commit first, so the integration branch is green at
 every commit.
 
 Ctrl-C (SIGINT) once: no new claims, the running attempts finish (workers ignore SIGINT);

@@ -45,10 +45,12 @@ from .common import config_or_fail, fail, make_runner
 def worker(store_url: str, remote_url: str, clone_dir: str | None, evidence_dir: str | None,
            machine: str | None, workers: int, agent_spec: str | None, command: str | None,
            reviewer_spec: str | None, reviewer_command: str | None) -> None:
-    """Work the shared queue from this machine until nothing is left to claim: claim from
-    the store (leases), attempt in this machine's clone of the remote, push each attempt to
-    the remote under refs/andon/attempts/, and merge one machine at a time (a PostgreSQL
-    advisory lock, then a compare-and-swap push of the integration branch).
+    """Work the shared queue from this machine until nothing is left to claim or to wait
+    for (another machine's live lease: it may die, or unlock a packet that requires its
+    own): claim from the store (leases), attempt in this machine's clone of the remote,
+    push each attempt to the remote under refs/andon/attempts/, and merge one machine at a
+    time (a PostgreSQL advisory lock, then a compare-and-swap push of the integration
+    branch).
 
     Exits as `andon run` does (0 drained, 1 halted by a blocked packet, 2 bad input)."""
     os.environ[URL_ENV] = store_url  # open_store, and the forked workers, read it
