@@ -39,7 +39,7 @@ import select
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -164,7 +164,7 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
     jobs: dict[int, Job] = {}   # read end of the worker's result pipe → its job
     error: Exception | None = None
     stopping, sigints, why = False, 0, "drained"
-    tried: dict[str, Any] = {}  # what _idle already did or said in this drain
+    idle = Idle()  # what _idle already did and said in this drain
     store = runner.store
     store.event("pool-started", data={"workers": len(names), "pid": os.getpid()})
     with merge_lock(runner.repo) as lock:  # where the branch is: what pool_refs judges by
@@ -200,7 +200,7 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
                     job.pid, fd = _fork(runner, job, claimed, (wake_r, wake_w))
                     jobs[fd] = job
             if not jobs:
-                pause = None if stopping or error is not None else _idle(runner, tried)
+                pause = None if stopping or error is not None else _idle(runner, idle)
                 if pause is None:
                     break
                 if pause and select.select([wake_r], [], [], pause)[0]:
@@ -252,17 +252,23 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
         store.event("pool-stopped", data={"workers": len(names), "why": why})
 
 
-def _idle(runner: Line, tried: dict[str, Any]) -> float | None:
+@dataclass
+class Idle:
+    """What :func:`_idle` did in one drain: merges handed to recovery, the last wait said."""
+    finished: set[str] = field(default_factory=set)  # each once: never retried in a loop
+    said: str = ""
+
+
+def _idle(runner: Line, idle: Idle) -> float | None:
     """Nothing to claim and no worker of ours busy: is there anything to wait for?
 
     Another runner (another machine's ``andon worker``) may hold packets: one that dies
     stops renewing, and its packet must come back to the queue after its lease, or a
     packet that ``requires`` it may become claimable. So while another runner holds a live
     lease this returns the seconds to wait (until the first lease lapses, at most a third
-    of ``lease_s``) before looking again. A packet left in ``merging`` by a runner whose
-    lease lapsed (a machine that died mid-merge) is finished here, by recovery's merge
-    (which finds it already merged by its trailers, or merges it: exactly once); then 0.
-    None: nothing left to wait for, the drain ends."""
+    of ``lease_s``). A packet left in ``merging`` by a runner whose lease lapsed (a machine
+    that died mid-merge) is finished by recovery's merge (found already merged by its
+    trailers, or merged: once); then 0. None: nothing to wait for, the drain ends."""
     store = runner.store
     store.reclaim_expired()
     at = now()
@@ -270,16 +276,16 @@ def _idle(runner: Line, tried: dict[str, Any]) -> float | None:
             if x["expires_at"] > at and not pool_leases.mine(x["worker"])]
     held = {x["packet_id"] for x in live}
     orphans = {r["id"] for r in store.packets() if r["state"] == "merging"
-               and r["id"] not in held and r["id"] in runner.packets} - tried.keys()
+               and r["id"] not in held and r["id"] in runner.packets} - idle.finished
     if orphans:
-        tried.update(dict.fromkeys(orphans))
+        idle.finished |= orphans
         runner._recover()
         return 0.0
     if not live:
         return None
     said = " ".join(sorted(f"{x['packet_id']}@{x['worker']}" for x in live))
-    if tried.get("said") != said:
-        tried["said"] = said
+    if idle.said != said:
+        idle.said = said
         runner.echo("waiting for packets other runners hold: " + ", ".join(
             f"{x['packet_id']} ({x['worker']}, lease until {x['expires_at']})" for x in live))
     first = min(datetime.fromisoformat(x["expires_at"]) for x in live)
