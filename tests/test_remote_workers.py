@@ -105,3 +105,20 @@ def test_two_pushes_from_the_same_old_value_only_one_wins(tmp_path: Path):
     assert b.resolve(ref) == mine  # the loser fetched the winner's head
     with pytest.raises(RefMoved):  # nor can anyone create the branch over it
         rb.push(b, theirs, None)
+
+
+@pytest.mark.parametrize("name", ["m1:2", "two words", " "])
+def test_a_bad_machine_name_is_refused_before_anything(tmp_path: Path, name: str):
+    """`--machine` names the machine in lease holders (machine:pid:wN): a name with the
+    separator or spaces is refused with exit 2, naming the option, and nothing is cloned."""
+    bare = tmp_path / "absent.git"
+    clone_dir = tmp_path / "clone"
+    env = {**os.environ, **GIT_ENV, "HOME": str(tmp_path)}
+    r = subprocess.run(
+        [sys.executable, "-m", "andon", "worker", "--store", "postgresql://u:p@127.0.0.1:1/x",
+         "--remote", str(bare), "--dir", str(clone_dir), "--machine", name],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "--machine" in r.stderr and "ANDON_MACHINE" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not clone_dir.exists()
