@@ -22,28 +22,37 @@ HONEST = ("printf 'VALUE = 1\\n' > "
           "src/calc/mod_$(printf %s \"$ANDON_PACKET_ID\" | tr A-Z a-z).py")
 
 
-def remote_repo(tmp_path: Path) -> Path:
-    """The project, pushed to a bare repository: the remote every machine clones."""
-    src = make_project(tmp_path / "origin-src", {p: mod_packet(p) for p in IDS})
+def remote_repo(tmp_path: Path, ids: list[str] = IDS, config: str | None = None,
+                requires: dict[str, list[str]] | None = None) -> Path:
+    """The project (packets ``ids``, each with its ``requires``; andon.toml ``config``,
+    default the helpers' fast one), pushed to a bare repository: the remote every machine
+    clones."""
+    needs = requires or {}
+    src = make_project(tmp_path / "origin-src",
+                       {p: mod_packet(p, **({"requires": needs[p]} if p in needs else {}))
+                        for p in ids}, **({"config": config} if config else {}))
     bare = tmp_path / "remote.git"
     subprocess.run(["git", "clone", "-q", "--bare", str(src), str(bare)], check=True)
     return bare
 
 
-def start_worker(tmp_path: Path, name: str, url: str, bare: Path,
-                 *extra: str) -> subprocess.Popen:
-    """One "machine": its own HOME, working folder and clone of ``bare``."""
+def start_worker(tmp_path: Path, name: str, url: str, bare: Path, *extra: str,
+                 command: str = HONEST, env: dict[str, str] | None = None,
+                 log: Path | None = None) -> subprocess.Popen:
+    """One "machine": its own HOME, working folder and clone of ``bare``; ``env`` added to
+    its environment; its output to ``log`` if given (else a pipe)."""
     home = tmp_path / name / "home"
     home.mkdir(parents=True)
     cwd = tmp_path / name / "cwd"
     cwd.mkdir()
-    env = {**os.environ, **GIT_ENV, "HOME": str(home), "COLUMNS": "200"}
-    env.pop("ANDON_STORE_URL", None)
+    full = {**os.environ, **GIT_ENV, "HOME": str(home), "COLUMNS": "200", **(env or {})}
+    full.pop("ANDON_STORE_URL", None)
     return subprocess.Popen(
         [sys.executable, "-m", "andon", "worker", "--store", url, "--remote", str(bare),
-         "--dir", str(tmp_path / name / "clone"), "--agent", "command", "--command", HONEST,
+         "--dir", str(tmp_path / name / "clone"), "--agent", "command", "--command", command,
          "--reviewer-command", ACCEPT_REVIEW_COMMAND, *extra],
-        cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cwd=cwd, env=full, stdout=open(log, "w") if log else subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True)
 
 
 @pytest.mark.e2e
@@ -96,3 +105,20 @@ def test_two_pushes_from_the_same_old_value_only_one_wins(tmp_path: Path):
     assert b.resolve(ref) == mine  # the loser fetched the winner's head
     with pytest.raises(RefMoved):  # nor can anyone create the branch over it
         rb.push(b, theirs, None)
+
+
+@pytest.mark.parametrize("name", ["m1:2", "two words", " "])
+def test_a_bad_machine_name_is_refused_before_anything(tmp_path: Path, name: str):
+    """`--machine` names the machine in lease holders (machine:pid:wN): a name with the
+    separator or spaces is refused with exit 2, naming the option, and nothing is cloned."""
+    bare = tmp_path / "absent.git"
+    clone_dir = tmp_path / "clone"
+    env = {**os.environ, **GIT_ENV, "HOME": str(tmp_path)}
+    r = subprocess.run(
+        [sys.executable, "-m", "andon", "worker", "--store", "postgresql://u:p@127.0.0.1:1/x",
+         "--remote", str(bare), "--dir", str(clone_dir), "--machine", name],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "--machine" in r.stderr and "ANDON_MACHINE" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert not clone_dir.exists()

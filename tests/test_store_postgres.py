@@ -217,3 +217,18 @@ def test_bad_store_url_in_config_names_file_and_line(tmp_path):
         load_config(tmp_path)
     assert "andon.toml:2" in str(e.value) and "expected postgresql://" in str(e.value)
     assert "pw" not in str(e.value)
+
+
+def test_missing_postgresql_fails_under_ci_and_skips_elsewhere(monkeypatch):
+    """Every store test runs on both backends in CI: there, a machine without PostgreSQL
+    is a broken set-up (scripts/test installs it), so the PostgreSQL half fails instead of
+    being skipped; on a developer's machine without it, it is skipped."""
+    import pgcluster
+
+    monkeypatch.setattr(pgcluster, "bindir", lambda: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="PostgreSQL is not installed"):
+        pgcluster.cluster_or_skip()
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception, match="PostgreSQL is not installed"):
+        pgcluster.cluster_or_skip()

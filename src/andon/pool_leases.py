@@ -1,13 +1,16 @@
 """The pool's claims as leases (store/claims.py), so that several runners — ``andon run
 --workers N`` on one machine, ``andon worker`` on several — share one store's queue.
 
-A lease is held in the name of the dispatcher that forked the worker: ``host:pid:wN``
-(:func:`holder`). The dispatcher renews the leases of its live workers every third of
-``lease_s`` (:func:`renew`); a dispatcher that dies stops renewing, and after ``lease_s``
-any other runner's next claim takes the packet back as ``interrupted``. A lease whose holder
+A lease is held in the name of the dispatcher that forked the worker: ``machine:pid:wN``
+(:func:`holder`; the machine is ``$ANDON_MACHINE``, else the host name: ``andon worker
+--machine NAME`` sets it, so that workers on one host can stand for several machines).
+The dispatcher renews the leases of its live workers every third of ``lease_s``
+(:func:`renew`); a dispatcher that dies stops renewing, and after ``lease_s`` any other
+runner's next claim takes the packet back as ``interrupted``. A lease whose holder
 is a dead process on this very host is given back at once (:func:`release_dead_local`): the
 kernel already told us, no need to wait out the lease (a pid reused since is the one case
-this errs, towards waiting).
+this errs, towards waiting). A holder of another machine is never judged by pid: only its
+lease tells whether it still works.
 
 ``ANDON_LEASE_S`` sets ``lease_s`` (seconds, default 60): short in tests, longer than the
 longest store outage a worker should ride out without losing its packet.
@@ -22,6 +25,7 @@ from .errors import ConfigError
 from .store import Store, StoreProtocol
 
 LEASE_ENV = "ANDON_LEASE_S"
+MACHINE_ENV = "ANDON_MACHINE"
 DEFAULT_LEASE_S = 60.0
 
 
@@ -43,15 +47,34 @@ def lease_s() -> float:
     return value
 
 
+def machine() -> str:
+    """This machine's name in lease holders: ``$ANDON_MACHINE`` if set, else the host name.
+
+    Raises:
+        ConfigError: the name holds a ``:`` (the holder's separator) or white space.
+    """
+    name = os.environ.get(MACHINE_ENV) or socket.gethostname()
+    if ":" in name or not name.strip() or len(name.split()) != 1:
+        raise ConfigError(f"{MACHINE_ENV}: expected a machine name without ':' or spaces, "
+                          f"got {name!r}")
+    return name
+
+
 def holder(worker: str) -> str:
-    """The lease holder's name for this dispatcher's worker ``worker``: ``host:pid:worker``."""
-    return f"{socket.gethostname()}:{os.getpid()}:{worker}"
+    """The lease holder's name for this dispatcher's worker ``worker``:
+    ``machine:pid:worker`` (:func:`machine`)."""
+    return f"{machine()}:{os.getpid()}:{worker}"
+
+
+def mine(name: str) -> bool:
+    """Whether the lease holder ``name`` is one of this dispatcher's workers."""
+    return name.startswith(holder(""))
 
 
 def _dead_here(name: str) -> bool:
     host, _, rest = name.partition(":")
     pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
+    if host != machine() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
         os.kill(int(pid), 0)

@@ -24,11 +24,15 @@ without one merges locally as before.
 from __future__ import annotations
 
 import subprocess
+import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
-from .errors import StoreError, UsageError
+from .errors import StoreError, StoreUnavailable, UsageError
 from .workspace import RefMoved, Repo
 
 # the advisory lock key of the fleet's merges (any constant distinct from the store's own)
@@ -95,15 +99,52 @@ class Remote:
         connection (freed by the server if this process dies)."""
         conn = None
         if self.store_url and self.store_url.startswith(("postgresql:", "postgres:")):
-            import psycopg
-
-            conn = psycopg.connect(self.store_url, autocommit=True)
-            conn.execute("SELECT pg_advisory_lock(%s)", (MERGE_LOCK,))
+            conn = _advisory_lock(self.store_url)
         try:
             yield self.fetch(repo)
         finally:
             if conn is not None:
                 conn.close()  # ends the session: the lock goes with it
+
+
+def _advisory_lock(url: str, retry_s: float = 60.0) -> Any:
+    """A new connection to ``url`` holding the fleet's merge lock. Rides out an outage of
+    the server as the store does (postgres.py): says so on standard error, retries with
+    backoff (0.05 s to 2 s) for up to ``retry_s`` seconds.
+
+    Raises:
+        StoreUnavailable: the server stayed unreachable (the URL named without password).
+    """
+    import psycopg
+
+    from .store.postgres import redact
+
+    started, delay, said = time.monotonic(), 0.05, False
+    while True:
+        try:
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=10)
+            try:
+                conn.execute("SELECT pg_advisory_lock(%s)", (MERGE_LOCK,))
+            except BaseException:
+                conn.close()
+                raise
+            if said:
+                print(f"andon: merge lock: store {redact(url)} reachable again",
+                      file=sys.stderr, flush=True)
+            return conn
+        except psycopg.OperationalError as e:
+            why = " ".join(str(e).split())
+            if password := urlsplit(url).password:
+                why = why.replace(password, "***")
+            if time.monotonic() - started + delay > retry_s:
+                raise StoreUnavailable(f"merge lock: store {redact(url)} unreachable for "
+                                       f"{retry_s:g}s, gave up: {why}") from None
+            if not said:
+                said = True
+                print(f"andon: merge lock: store {redact(url)} unreachable ({why}); "
+                      f"retrying for up to {retry_s:g}s", file=sys.stderr, flush=True)
+            time.sleep(delay)  # backoff between reconnection tries, not synchronisation
+            delay = min(delay * 2, 2.0)
 
 
 def clone(url: str, where: Path, branch: str) -> Repo:

@@ -16,11 +16,13 @@ pool at once, and the run lock (an flock the workers inherit) is free only when 
 Claims go through :func:`claim_next`: the store leases the next ready packet whose
 ``requires`` are ``done`` and that nobody holds (store/claims.py, on SQLite and PostgreSQL
 alike), the dispatcher renews its workers' leases while they work and gives each back when
-its worker ends (pool_leases.py), so other runners on a shared store never take them.
-A blocked packet halts the line: nothing new is claimed,
-the attempts running finish and are recorded. Merges are serialised by the lock in merge.py
-(an flock on ``.git/andon-merge.lock``), and a merge onto a branch that moved since the attempt's
-base runs the suite on the exact merged commit first, so the integration branch is green at
+its worker ends (pool_leases.py), so other runners on a shared store never take them. With
+nothing to claim, the pool waits while another runner holds a live lease (:func:`_idle`):
+its packet comes back if it dies, and a merge it left half done is finished here. A
+blocked packet halts the line: nothing new is claimed, the attempts running finish and are
+recorded. Merges are serialised by the lock in merge.py (an flock on
+``.git/andon-merge.lock``), and a merge onto a branch that moved since the attempt's base
+runs the suite on the exact merged commit first, so the integration branch is green at
 every commit.
 
 Ctrl-C (SIGINT) once: no new claims, the running attempts finish (workers ignore SIGINT);
@@ -37,7 +39,8 @@ import select
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -50,7 +53,7 @@ from .gates.cache import baseline_key
 from .merge import merge_lock, record_merge
 from .packet import Packet
 from .pool_refs import PoolRepo
-from .store import StoreProtocol
+from .store import StoreProtocol, now
 from .workspace import Repo
 
 
@@ -75,6 +78,7 @@ class Line(Protocol):
     def _work(self, packet: Packet, a: dict, carry: dict, stages: list[str],
               first: Any) -> str: ...
     def _worktree_path(self, packet_id: str, n: int) -> Path: ...
+    def _recover(self) -> None: ...
 
 
 class Report(Protocol):
@@ -160,6 +164,7 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
     jobs: dict[int, Job] = {}   # read end of the worker's result pipe → its job
     error: Exception | None = None
     stopping, sigints, why = False, 0, "drained"
+    idle = Idle()  # what _idle already did and said in this drain
     store = runner.store
     store.event("pool-started", data={"workers": len(names), "pid": os.getpid()})
     with merge_lock(runner.repo) as lock:  # where the branch is: what pool_refs judges by
@@ -195,7 +200,13 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
                     job.pid, fd = _fork(runner, job, claimed, (wake_r, wake_w))
                     jobs[fd] = job
             if not jobs:
-                break
+                pause = None if stopping or error is not None else _idle(runner, idle)
+                if pause is None:
+                    break
+                if pause and select.select([wake_r], [], [], pause)[0]:
+                    os.read(wake_r, 64)  # Ctrl-C while waiting: nothing of ours runs
+                    sigints, stopping, why = sigints + 1, True, "interrupted"
+                continue
             # wake every third of the lease to renew the leases of the live workers
             ready, _, _ = select.select([wake_r, *jobs], [], [], runner.lease_s / 3)
             if not ready:
@@ -239,6 +250,47 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
         os.close(wake_r)
         os.close(wake_w)
         store.event("pool-stopped", data={"workers": len(names), "why": why})
+
+
+@dataclass
+class Idle:
+    """What :func:`_idle` did in one drain: merges handed to recovery, the last wait said."""
+    finished: set[str] = field(default_factory=set)  # each once: never retried in a loop
+    said: str = ""
+
+
+def _idle(runner: Line, idle: Idle) -> float | None:
+    """Nothing to claim and no worker of ours busy: is there anything to wait for?
+
+    Another runner (another machine's ``andon worker``) may hold packets: one that dies
+    stops renewing, and its packet must come back to the queue after its lease, or a
+    packet that ``requires`` it may become claimable. So while another runner holds a live
+    lease this returns the seconds to wait (until the first lease lapses, at most a third
+    of ``lease_s``). A packet left in ``merging`` by a runner whose lease lapsed (a machine
+    that died mid-merge) is finished by recovery's merge (found already merged by its
+    trailers, or merged: once); then 0. None: nothing to wait for, the drain ends."""
+    store = runner.store
+    store.reclaim_expired()
+    at = now()
+    live = [x for x in store.leases()
+            if x["expires_at"] > at and not pool_leases.mine(x["worker"])]
+    held = {x["packet_id"] for x in live}
+    orphans = {r["id"] for r in store.packets() if r["state"] == "merging"
+               and r["id"] not in held and r["id"] in runner.packets} - idle.finished
+    if orphans:
+        idle.finished |= orphans
+        runner._recover()
+        return 0.0
+    if not live:
+        return None
+    said = " ".join(sorted(f"{x['packet_id']}@{x['worker']}" for x in live))
+    if idle.said != said:
+        idle.said = said
+        runner.echo("waiting for packets other runners hold: " + ", ".join(
+            f"{x['packet_id']} ({x['worker']}, lease until {x['expires_at']})" for x in live))
+    first = min(datetime.fromisoformat(x["expires_at"]) for x in live)
+    left = (first - datetime.fromisoformat(at)).total_seconds()
+    return min(max(left, 0.05), runner.lease_s / 3)
 
 
 def _renew(runner: Line, jobs: dict[int, Job]) -> None:

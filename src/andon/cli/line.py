@@ -4,24 +4,28 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
 import click
 
 from ..advice import ahead_notice, merged_ahead
-from ..config import CONFIG_NAME
+from ..config import CONFIG_NAME, Config
 from ..errors import AndonError, PacketError
 from ..packet import check_packets
 from ..report import board, packet_detail, show_packet, status_rows, usage_of_rows
 from ..report.board import worker_rows
 from ..runner import base_drift, drift_notice, open_store
+from ..store import URL_ENV, StoreProtocol, connect
+from ..workspace import Repo
 from . import common
 from .common import (
     config_or_fail,
     fail,
     left_out_note,
     make_runner,
+    open_repo,
     repo_or_fail,
 )
 
@@ -88,15 +92,56 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     sys.exit(report.exit_status)
 
 
+STORE_OPTION = click.option(
+    "--store", "store_url", default=None, metavar="URL",
+    help="The store to read (postgresql://…, sqlite:///path): from any machine and any "
+         "folder, no clone needed (default: $ANDON_STORE_URL, else [store] url, else "
+         ".andon/andon.db).")
+
+
+def _reader(ctx: click.Context, store_url: str | None, require_commit: bool = True
+            ) -> tuple[Repo | None, Config | None, StoreProtocol]:
+    """What status and show read: the repository (None outside a clone, when a store URL is
+    given: another machine's view of a shared store), its andon.toml (None when there is
+    none), and the store. Exits 2 with the store's own message (its URL without the
+    password) when the store cannot be opened."""
+    url = store_url or os.environ.get(URL_ENV) or None
+    if store_url:
+        os.environ[URL_ENV] = store_url  # open_store reads it
+    repo: Repo | None
+    if url:
+        try:
+            repo = open_repo(ctx, require_commit)
+        except AndonError:
+            repo = None
+        if repo is not None and not (repo.root / CONFIG_NAME).is_file():
+            repo = None  # not a clone of the project: the store alone
+    else:
+        repo = repo_or_fail(ctx, require_commit)
+    config = config_or_fail(repo) if repo and (repo.root / CONFIG_NAME).is_file() else None
+    try:
+        if repo is None:
+            assert url is not None
+            return None, None, connect(Path("/nonexistent"), url)
+        return repo, config, open_store(repo, config)
+    except AndonError as exc:
+        fail(str(exc))
+
+
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable board.")
+@STORE_OPTION
 @click.pass_context
-def status(ctx: click.Context, as_json: bool) -> None:
+def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     """The board: every packet, its state, attempts, last result, and the tokens, cost and
-    agent time it used (--json: per packet and for all packets)."""
-    repo = repo_or_fail(ctx)
-    config = config_or_fail(repo)
-    store = open_store(repo, config)
+    agent time it used (--json: per packet and for all packets). With --store URL (or
+    $ANDON_STORE_URL) outside a clone, the store's packets alone."""
+    repo, config, store = _reader(ctx, store_url)
+    if repo is not None and config is None:  # a repository without andon.toml: say so
+        config = config_or_fail(repo)
+    if repo is None or config is None:
+        _store_only_board(store, as_json)
+        return
     drift = base_drift(repo, config)
     # packets written since the last run (or before the first) are ready, not absent
     found, _ = check_packets(repo.root / config.andon.packets_dir, repo.root)
@@ -115,19 +160,37 @@ def status(ctx: click.Context, as_json: bool) -> None:
             common.out.print(ahead_notice(ahead), markup=False)  # wrapped: fits 80 columns
 
 
+def _store_only_board(store: StoreProtocol, as_json: bool) -> None:
+    """The board of a store read from outside any clone: its packets as the runners
+    recorded them (packets written but never run are not in it; the integration branch
+    shown is andon's default name, the configured one being in the project's andon.toml)."""
+    config = Config.model_validate({})
+    if as_json:
+        rows = status_rows(store)
+        common.out.print_json(json.dumps({"integration_branch": None, "base_drift": None,
+                                          "packets": rows, "usage": usage_of_rows(rows),
+                                          "workers": worker_rows(store)}))
+        return
+    common.out.print(board(store, config))
+    common.out.print("read from the store alone (no clone here): packets never run are "
+                     "not listed", markup=False, soft_wrap=True)
+
+
 @click.command()
 @click.argument("packet_id")
 @click.option("--json", "as_json", is_flag=True, help="Everything, as JSON.")
 @click.option("--context", "with_context", is_flag=True,
               help="Also each stage's context (andon context on its transcript), with an "
                    "offline page written beside the transcript.")
+@STORE_OPTION
 @click.pass_context
-def show(ctx: click.Context, packet_id: str, as_json: bool, with_context: bool) -> None:
-    """The evidence for one packet: attempts, gates with findings, diff stat, logs."""
-    repo = repo_or_fail(ctx)
-    # [store] url when there is an andon.toml; show needs nothing else from it
-    store = open_store(repo, config_or_fail(repo)
-                       if (repo.root / CONFIG_NAME).is_file() else None)
+def show(ctx: click.Context, packet_id: str, as_json: bool, with_context: bool,
+         store_url: str | None) -> None:
+    """The evidence for one packet: attempts, gates with findings, diff stat, logs. With
+    --store URL (or $ANDON_STORE_URL) from any machine: the store's rows, and the evidence
+    files this machine can reach (a shared --evidence folder); the others are named as not
+    reachable from here."""
+    repo, _, store = _reader(ctx, store_url)
     detail = packet_detail(store, repo, packet_id)
     if detail is None:
         known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from .. import pool_leases
 from .. import remote as remote_mod
 from ..errors import AndonError
 from ..store import URL_ENV
@@ -27,6 +28,10 @@ from .common import config_or_fail, fail, make_runner
 @click.option("--evidence", "evidence_dir", default=None, metavar="DIR",
               help="Where evidence goes: a folder every machine mounts at the same path "
                    "(default: .andon/evidence in this machine's clone).")
+@click.option("--machine", default=None, metavar="NAME",
+              help="This machine's name in the store's leases (default: $ANDON_MACHINE, "
+                   "else the host name): give each worker on one host its own to have "
+                   "them treated as separate machines.")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               metavar="N", help="Attempts at once on this machine.")
 @click.option("--agent", "agent_spec", default=None, metavar="NAME",
@@ -38,15 +43,23 @@ from .common import config_or_fail, fail, make_runner
 @click.option("--reviewer-command", default=None, metavar="SHELL",
               help="Shell command when the reviewer is the command agent.")
 def worker(store_url: str, remote_url: str, clone_dir: str | None, evidence_dir: str | None,
-           workers: int, agent_spec: str | None, command: str | None,
+           machine: str | None, workers: int, agent_spec: str | None, command: str | None,
            reviewer_spec: str | None, reviewer_command: str | None) -> None:
-    """Work the shared queue from this machine until nothing is left to claim: claim from
-    the store (leases), attempt in this machine's clone of the remote, push each attempt to
-    the remote under refs/andon/attempts/, and merge one machine at a time (a PostgreSQL
-    advisory lock, then a compare-and-swap push of the integration branch).
+    """Work the shared queue from this machine until nothing is left to claim or to wait
+    for (another machine's live lease: it may die, or unlock a packet that requires its
+    own): claim from the store (leases), attempt in this machine's clone of the remote,
+    push each attempt to the remote under refs/andon/attempts/, and merge one machine at a
+    time (a PostgreSQL advisory lock, then a compare-and-swap push of the integration
+    branch).
 
     Exits as `andon run` does (0 drained, 1 halted by a blocked packet, 2 bad input)."""
     os.environ[URL_ENV] = store_url  # open_store, and the forked workers, read it
+    if machine is not None:
+        os.environ[pool_leases.MACHINE_ENV] = machine
+    try:
+        pool_leases.machine()
+    except AndonError as exc:
+        fail(f"--machine: {exc}")
     where = Path(clone_dir) if clone_dir else Path.home() / ".andon" / "workers" / \
         hashlib.sha1(remote_url.encode()).hexdigest()[:12]
     try:

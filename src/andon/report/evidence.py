@@ -1,11 +1,14 @@
 """The evidence of one packet (``andon show``): its attempts, their stage runs, gates,
 reviews and events, and the diff awaiting a person.
 
-Reads the store (and the repository for diffs) only; never recomputes a verdict.
+Reads the store (and the repository for diffs) only; never recomputes a verdict. Read from
+another machine than the one that ran an attempt (``andon show --store URL``), the evidence
+files may not be here: those are listed in ``unreachable`` and marked where shown.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console
@@ -16,14 +19,20 @@ from ..workspace import Repo
 from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of, usage_text
 
 
-def packet_detail(store: StoreProtocol, repo: Repo, packet_id: str) -> dict[str, Any] | None:
+def packet_detail(store: StoreProtocol, repo: Repo | None, packet_id: str
+                  ) -> dict[str, Any] | None:
+    """Everything ``andon show`` prints about ``packet_id`` (None: no such packet).
+    ``repo``: a clone for diff stats and the diff awaiting a person, or None (the store
+    alone). ``unreachable``: the evidence paths the store names that are not on this
+    machine (another machine ran the attempt, and its evidence is not in a shared folder)."""
     p = store.packet(packet_id)
     if p is None:
         return None
     attempts = []
     for a in store.attempts(packet_id):
         stat = ""
-        if a["candidate_sha"] and a["plant_sha"] and repo.rev_parse(a["candidate_sha"]):
+        if (repo is not None and a["candidate_sha"] and a["plant_sha"]
+                and repo.rev_parse(a["candidate_sha"])):
             stat = repo.diff_stat(a["plant_sha"], a["candidate_sha"])
         stages = store.stage_runs(a["id"])
         gates = store.gate_results(a["id"])
@@ -32,15 +41,33 @@ def packet_detail(store: StoreProtocol, repo: Repo, packet_id: str) -> dict[str,
                          "stages": stages, "usage": usage_of(stages),
                          "reviews": store.reviews(a["id"])})
     diff = ""
-    if p["state"] == "awaiting_human" and attempts:
+    if p["state"] == "awaiting_human" and attempts and repo is not None:
         last = attempts[-1]
-        diff = repo.diff(last["plant_sha"], last["candidate_sha"])
+        if repo.rev_parse(last["candidate_sha"]):
+            diff = repo.diff(last["plant_sha"], last["candidate_sha"])
     return {"packet": p, "attempts": attempts, "events": store.events(packet_id),
-            "diff": diff, "usage": usage_of([s for a in attempts for s in a["stages"]])}
+            "diff": diff, "usage": usage_of([s for a in attempts for s in a["stages"]]),
+            "unreachable": _unreachable(attempts)}
+
+
+def _unreachable(attempts: list[dict[str, Any]]) -> list[str]:
+    """The evidence paths of ``attempts`` (folders, transcripts, run logs) absent here."""
+    paths = []
+    for a in attempts:
+        paths.append(a["evidence_dir"])
+        paths += [s["transcript_path"] for s in a["stages"]]
+        paths += [r.get("log_path") for g in a["gates"] for r in g["evidence"].get("runs", [])]
+    return list(dict.fromkeys(x for x in paths if x and not Path(x).exists()))
+
+
+def _at(path: Any, away: set[str]) -> str:
+    """``path`` as shown, marked when it is not on this machine."""
+    return f"{path} (not reachable from here)" if path in away else str(path)
 
 
 def show_packet(out: Console, d: dict[str, Any]) -> None:
     p = d["packet"]
+    away = set(d.get("unreachable", ()))
     style = STYLE.get(p["state"], "white")
     out.print(f"[bold]{p['id']}[/] {p['slug']} — [{style}]{p['state']}[/]")
     out.print(f"goal: {p['definition'].get('goal', '').strip()}", markup=False)
@@ -63,7 +90,7 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             claim = (s["claim"] or "").strip().splitlines()
             out.print(f"  stage {s['stage']}: exit {s['exit_status']}"
                       f"{' (timed out)' if s['timed_out'] else ''}, {s['duration_s']:.1f} s; "
-                      f"transcript {s['transcript_path']}", markup=False, soft_wrap=True)
+                      f"transcript {_at(s['transcript_path'], away)}", markup=False, soft_wrap=True)
             if claim and not s["stage"].startswith("review"):  # a review is shown below
                 out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False,
                           soft_wrap=True)
@@ -88,8 +115,9 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                 planted = sum(v == "failed" for v in (integ.get("canaries") or {}).values())
                 if planted:
                     chan += f" ({planted} canary test(s) fail on purpose: docs/gates.md)"
+                log = _at(r.get("log_path"), away)
                 out.print(f"      run {r.get('name')}: exit {r.get('exit_status')}, "
-                          f"{r.get('duration_s', 0):.1f} s, log {r.get('log_path')}{chan}",
+                          f"{r.get('duration_s', 0):.1f} s, log {log}{chan}",
                           markup=False, soft_wrap=True)
         for r in a.get("reviews", []):
             _show_review(out, r)
@@ -99,7 +127,13 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             stat = a["diff_stat"].strip("\n").splitlines()
             out.print("\n".join("   " + ln for ln in stat), markup=False)
         if a["evidence_dir"]:
-            out.print(f"  evidence: {a['evidence_dir']}", markup=False, soft_wrap=True)
+            out.print(f"  evidence: {_at(a['evidence_dir'], away)}", markup=False,
+                      soft_wrap=True)
+    if away:
+        out.print(f"\n{len(away)} evidence path(s) above are not reachable from here: they "
+                  "stay on the machine that ran the attempt (`andon worker --evidence DIR` "
+                  "on a folder every machine mounts at the same path shares them)",
+                  markup=False, soft_wrap=True)
     if d.get("diff"):
         out.print(f"\n[bold]awaiting a person[/]: the change to decide on (`andon approve "
                   f"{p['id']}` or `andon reject {p['id']} --why ...`):")
