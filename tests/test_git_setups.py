@@ -8,6 +8,7 @@ Real git repositories in tmp_path and the real CLI in a subprocess (issue 9; cas
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from andon.errors import UsageError
 from andon.workspace import Repo
 
-from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet
+from helpers import GIT_ENV, MUL_CODE, _add_lines, andon, git, make_project, mul_packet
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 UNITS = "def km(m):\n    return m / 1000\n"
@@ -52,13 +53,17 @@ def units_repo(where: Path) -> Path:
     return where
 
 
-def project_with_submodule(tmp_path: Path) -> Path:
-    """The user's project: ``vendor/units`` is a submodule its code imports."""
+def project_with_submodule(tmp_path: Path, sandbox_paths: list[str] | None = None) -> Path:
+    """The user's project: ``vendor/units`` is a submodule its code imports; ``sandbox_paths``:
+    ``[agent] sandbox_paths`` in its andon.toml."""
     lib = units_repo(tmp_path / "units")
+    config = _config_with_pythonpath()
+    if sandbox_paths:
+        config = _add_lines(config, "agent", f"sandbox_paths = {json.dumps(sandbox_paths)}\n")
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         files={"src/calc/ops.py": OPS_WITH_UNITS,
                                "tests/test_dist.py": DIST_TEST},
-                        config=_config_with_pythonpath())
+                        config=config)
     allow_file(root, "submodule", "add", "-q", str(lib), "vendor/units")
     git(root, "commit", "-q", "-m", "vendor units")
     return root
@@ -78,8 +83,10 @@ def test_a_project_whose_tests_import_a_submodule_merges_an_honest_agent(tmp_pat
     """Case submodules: the preflight clone, the agent's worktree and the hermetic clone all
     have vendor/units checked out, so the honest agent is merged (before: exit 3,
     ModuleNotFoundError in the preflight log)."""
-    root = project_with_submodule(tmp_path)
-    seen = tmp_path / "seen.txt"
+    seen_dir = tmp_path / "seen"  # outside the worktree: bound writable into the sandbox
+    seen_dir.mkdir()
+    root = project_with_submodule(tmp_path, sandbox_paths=[f"rw:{seen_dir}"])
+    seen = seen_dir / "seen.txt"
     agent = f"cat vendor/units/units.py > {seen} && {HONEST}"
     r = andon(root, "run", "--agent", "command", "--command", agent)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]

@@ -26,11 +26,22 @@ from andon.contain.procgroup import (
     kill_leftover_group,
     kill_leftovers,
     kill_working_under,
+    own_children,
     start_time,
 )
 from andon.packet import load_packets
+from andon.sandbox.plan import Plan
 
-from helpers import FAST, MUL_CODE, _add_lines, andon, make_project, mul_packet, process_alive
+from helpers import (
+    FAST,
+    MUL_CODE,
+    _add_lines,
+    andon,
+    make_project,
+    mul_packet,
+    process_alive,
+    skip_without_fs,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"),
                                 reason="child subreaper and /proc are Linux only")
@@ -291,3 +302,44 @@ def test_kill_working_under_ends_what_works_inside_the_worktree_only(tmp_path):
             if p.poll() is None:
                 kill_group(p.pid)
                 p.wait()
+
+
+# -- bubblewrap's own processes -----------------------------------------------------------
+# With a pid namespace, bwrap is two processes: the monitor (the child andon started) and
+# the namespace's init. The monitor exits as soon as the init reports the agent's exit
+# status, a moment before the init itself exits, so the init is orphaned: a subreaper that
+# does not reap it collects a zombie `[bwrap] <defunct>` per stage (seen in long runs).
+
+def test_a_sandboxed_stage_leaves_no_zombie_and_counts_no_leftover(tmp_path):
+    """bwrap's init is reaped by the stage and is not "a process the agent left running"."""
+    skip_without_fs("fs")
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    (tmp_path / "stdin").write_text("")
+    plan = Plan("fs", wt)
+    before = own_children()
+    # an honest agent that leaves a helper in the sandbox: it dies with the pid namespace,
+    # which keeps the init a little longer
+    env = {"PATH": os.environ["PATH"]}
+    runs = [run_process(["/bin/sh", "-c", "sleep 300 & echo hello"], wt, env,
+                        tmp_path / "stdin", tmp_path / "out.log", 60, sandbox=plan)
+            for _ in range(12)]  # the init outlives its monitor only now and then: 12 tries
+    assert [(p.exit_status, p.leftovers_killed, p.leftovers_left) for p in runs] == \
+        [(0, 0, 0)] * 12
+    assert own_children() - before == set()  # no zombie of it either
+
+
+def test_the_sandbox_probe_leaves_no_orphan_for_a_subreaper(tmp_path):
+    """``probe()`` in a process that is a subreaper (the runner after its first stage; a test
+    process): every bwrap it started is gone and reaped when it returns."""
+    skip_without_fs("fs")
+    script = ("from andon.contain.procgroup import become_subreaper, own_children\n"
+              "from andon.sandbox.probe import probe\n"
+              "assert become_subreaper()\n"
+              "for _ in range(8):\n"
+              "    assert probe().fs[0]\n"
+              "print(sorted(own_children()))\n")
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[]"

@@ -16,7 +16,9 @@ from andon.plan.contract import DraftPacket, PlanRejected, parse, render
 from andon.runner import open_store
 from andon.workspace import Repo
 from tests.helpers import (
+    FAST,
     MUL_TEST,
+    _add_lines,
     andon,
     git,
     make_project,
@@ -68,8 +70,12 @@ BAD = {"packets": [
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    root = make_project(tmp_path / "repo", files={"docs/spec.md": SPEC})
-    return root
+    # the command planner keeps its prompts in tmp_path/prompts, outside any worktree: bound
+    # writable into the sandbox by name, as a user would
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    config = _add_lines(FAST, "agent", f'sandbox_paths = ["rw:{prompts}"]\n')
+    return make_project(tmp_path / "repo", files={"docs/spec.md": SPEC}, config=config)
 
 
 def planner(tmp_path: Path, *docs: dict) -> tuple[str, Path]:
@@ -299,13 +305,11 @@ def test_rule_validation_reports_what_andon_check_does(tmp_path: Path):
 def test_the_planner_runs_under_the_sandbox_like_every_stage(project: Path, tmp_path: Path):
     """At `auto` (fs here) the planning stage works: the command planner (below /tmp, as
     the test's checkout is) runs, reads its prompt, writes its document; the prompts it
-    keeps go to a folder bound writable by name."""
+    keeps go to a folder bound writable by name (``project``)."""
     skip_without_fs("auto")
     command, prompts = planner(tmp_path, GOOD)
-    prompts.mkdir()
     toml = project / "andon.toml"
-    toml.write_text(with_sandbox(toml.read_text(), "auto").replace(
-        'sandbox = "auto"\n', f'sandbox = "auto"\nsandbox_paths = ["rw:{prompts}"]\n'))
+    toml.write_text(with_sandbox(toml.read_text(), "auto"))
     git(project, "commit", "-qam", "sandbox auto")
     r = andon(project, "plan", "docs/spec.md", "--agent", "command", "--command", command)
     assert r.returncode == 0, r.stdout + r.stderr

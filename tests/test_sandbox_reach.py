@@ -286,3 +286,33 @@ def test_the_rlimit_launcher_sets_the_limits_before_the_agent_starts(tmp_path, m
     kb, nproc = (tmp_path / "out").read_text().split()
     assert p.exit_status == 0 and int(kb) == 512 * 1024
     assert int(nproc) >= 40 + 1
+
+
+@needs_fs
+def test_an_agent_cli_found_through_a_linked_folder_starts_inside_the_sandbox(tmp_path):
+    """The CLI's folder on PATH is a link below /tmp (a clone's `.tools` linked to a shared
+    install): the link does not exist in the stage's private /tmp, so andon starts the CLI by
+    the folder's real path, which its installation binds (before: `bwrap: execvp ...: No such
+    file or directory`, exit 1, no edit)."""
+    import dataclasses
+
+    from andon.agents import GeminiAgent
+    from andon.sandbox.plan import Plan
+
+    import fakes
+    from agent_ctx import MUL_EDIT, make, stage_ctx
+
+    assert str(tmp_path).startswith("/tmp/"), "the case: a link the private /tmp hides"
+    real = tmp_path / "shared" / "bin"
+    fakes.install(real, "gemini", {"append": MUL_EDIT})
+    linked = tmp_path / "clone-tools"
+    linked.symlink_to(real)
+    ctx = stage_ctx(tmp_path)
+    # the fake records its calls beside itself: that folder is writable (not the point here)
+    ctx = dataclasses.replace(ctx, sandbox=Plan("fs", ctx.worktree, writable=(real,)))
+    agent = make(GeminiAgent, linked)
+    assert agent.environ["PATH"].startswith(f"{linked}:")
+    r = agent.run(ctx)
+    assert r.exit_status == 0, (ctx.evidence_dir / "implement.stderr.log").read_text()
+    assert (ctx.worktree / "src/calc/ops.py").read_text().endswith(MUL_EDIT["src/calc/ops.py"])
+    assert r.sandbox == "fs"

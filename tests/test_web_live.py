@@ -24,7 +24,7 @@ from andon.store import Store
 from andon.web.app import Settings
 from andon.web.server import start
 
-from helpers import GIT_ENV, config_toml, make_project
+from helpers import GIT_ENV, _add_lines, config_toml, make_project
 
 By = pytest.importorskip("selenium.webdriver.common.by").By
 WebDriverWait = pytest.importorskip("selenium.webdriver.support.ui").WebDriverWait
@@ -75,17 +75,21 @@ def _row_text(driver, pid: str) -> str:
 
 @pytest.mark.e2e
 def test_the_board_follows_andon_run_workers_2_without_a_reload(tmp_path, browser):  # noqa: F811
+    # the agents speak through FIFOs outside their worktrees: bound writable by name
+    sync = tmp_path / "sync"
+    sync.mkdir()
+    config = _add_lines(config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                                    worktree_root=tmp_path / "worktrees"),
+                        "agent", f'sandbox_paths = ["rw:{sync}"]\n')
     root = make_project(tmp_path / "repo", {p: mod_packet(p) for p in ("P1", "P2")},
-                        config=config_toml(red_runs=1, hermetic_runs=1,
-                                           hermetic_random_order=False,
-                                           worktree_root=tmp_path / "worktrees"))
+                        config=config)
     Store(root / ".andon" / "andon.db").close()  # the server opens an existing store
-    spoke = tmp_path / "spoke.fifo"
+    spoke = sync / "spoke.fifo"
     os.mkfifo(spoke)
     for pid in ("P1", "P2"):
-        os.mkfifo(tmp_path / f"hold-{pid}.fifo")
+        os.mkfifo(sync / f"hold-{pid}.fifo")
     agent = (f"{HONEST}; echo \"$ANDON_PACKET_ID\" > '{spoke}'; "
-             f"read x < '{tmp_path}'/hold-\"$ANDON_PACKET_ID\".fifo")
+             f"read x < '{sync}'/hold-\"$ANDON_PACKET_ID\".fifo")
     running = start(Settings(root))
     log = tmp_path / "run.log"
     proc = None
@@ -111,7 +115,7 @@ def test_the_board_follows_andon_run_workers_2_without_a_reload(tmp_path, browse
         assert sorted(workers.values()) == ["w1", "w2"], workers
         shot(browser, "board-workers-running.png")
         for pid in ("P1", "P2"):
-            with open(tmp_path / f"hold-{pid}.fifo", "w") as hold:
+            with open(sync / f"hold-{pid}.fifo", "w") as hold:
                 hold.write("go\n")
         assert proc.wait(timeout=300) == 0, log.read_text()
         WebDriverWait(browser, 60).until(

@@ -12,14 +12,19 @@ HERE = Path(__file__).parent
 
 
 def install(bin_dir: Path, name: str, scenario: dict | None = None) -> Path:
-    """Put an executable ``bin_dir/name`` running the fake ``tests/fakes/<name>.py``."""
-    bin_dir.mkdir(parents=True, exist_ok=True)
+    """Put an executable ``bin_dir/name`` running the fake ``tests/fakes/<name>.py``, copied
+    with ``_common.py`` into ``bin_dir/.fakes``: the fake is self-contained, as an installed
+    CLI is (inside the agent sandbox the tests folder may be invisible: a clone below /tmp)."""
+    code = bin_dir / ".fakes"
+    code.mkdir(parents=True, exist_ok=True)
+    for module in ("_common.py", f"{name}.py"):
+        (code / module).write_text((HERE / module).read_text())
     exe = bin_dir / name
     # runpy.run_path sets sys.argv[0] to the fake's own path: tell _common the launcher's.
     exe.write_text(f"#!{sys.executable}\nimport runpy, sys\nfrom pathlib import Path\n"
-                   f"sys.path.insert(0, {str(HERE)!r})\nimport _common\n"
+                   f"sys.path.insert(0, {str(code)!r})\nimport _common\n"
                    f"_common.LAUNCHER = Path({str(exe)!r})\n"
-                   f"runpy.run_path({str(HERE / (name + '.py'))!r}, run_name='__main__')\n")
+                   f"runpy.run_path({str(code / (name + '.py'))!r}, run_name='__main__')\n")
     exe.chmod(0o755)
     (bin_dir / f"{name}.scenario.json").write_text(json.dumps(scenario or {}))
     return exe

@@ -2,7 +2,8 @@
 edit a real agent would make in its working directory.
 
 A test installs a fake with ``fakes.install(bin_dir, "claude", scenario)``: ``bin_dir/claude``
-is a tiny launcher running ``tests/fakes/claude.py``, and ``bin_dir/claude.scenario.json``
+is a tiny launcher running a copy of ``tests/fakes/claude.py`` (in
+``bin_dir/.fakes``, with this module), and ``bin_dir/claude.scenario.json``
 holds the scenario. Every call appends ``{argv, cwd, prompt, env_names}`` to
 ``bin_dir/claude.calls.jsonl`` (variable names only, never values).
 """

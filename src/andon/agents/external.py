@@ -232,6 +232,12 @@ class ExternalAgent(Agent):
         exe = shutil.which(self.executable, path=env.get("PATH", os.defpath)) or self.executable
         if plan is not None and plan.level != "none":
             plan = plan.with_readonly(*installation_of(exe))
+            # by its folder's real path, which the installation binds: a link on the way (a
+            # clone's `.tools` linked to a shared install) may not exist inside (private /tmp
+            # and HOME, hidden checkout); the name itself stays (a venv's bin/python is a link)
+            if os.path.isabs(exe):
+                exe = os.path.join(os.path.realpath(os.path.dirname(exe)),
+                                   os.path.basename(exe))
         argv = [exe, *self.argv(ctx, s, files)[1:]]
         state = self.before(ctx)
         try:

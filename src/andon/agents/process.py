@@ -163,7 +163,8 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
             timed_out = wait_unreaped(proc, timeout_s)
         finally:
             # Before the readers are joined: a helper may hold the output pipe open.
-            leftovers = end_child(proc, known)
+            leftovers = end_child(proc, known, sandboxed=sandbox is not None
+                                  and sandbox.level != "none")
             if caps is not None:
                 caps.close()
             for r in readers:

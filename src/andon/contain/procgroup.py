@@ -177,7 +177,8 @@ def own_children() -> set[int]:
 
 
 def kill_leftovers(known: set[int], since: int | None, max_rounds: int = SWEEP_ROUNDS,
-                   deadline_s: float = SWEEP_DEADLINE_S) -> tuple[int, int]:
+                   deadline_s: float = SWEEP_DEADLINE_S, sandboxed: bool = False
+                   ) -> tuple[int, int]:
     """After an agent's group was killed and its leader reaped: SIGKILL (its process group,
     then itself) and reap every child of this process that the agent left behind, round after
     round — killing one hands its own children over — until none is left or the bounds run
@@ -193,6 +194,12 @@ def kill_leftovers(known: set[int], since: int | None, max_rounds: int = SWEEP_R
     every other child is older than the agent, or a zombie the subreaper collected. A child
     ``subprocess`` tracks is never waited for here: only pids that passed the test are.
 
+    ``sandboxed``: the agent ran under bubblewrap with a pid namespace, whose init (pid 1
+    inside, ``bwrap``) reports the agent's exit to bwrap's monitor and exits a moment after
+    it: orphaned to this process, it is killed and reaped like the rest but not counted —
+    it is andon's, not something the agent left (what the agent left inside the namespace
+    dies with its init).
+
     Does nothing (``(0, 0)``) where this process is no subreaper (not Linux) or ``since`` is
     unknown.
     """
@@ -207,7 +214,7 @@ def kill_leftovers(known: set[int], since: int | None, max_rounds: int = SWEEP_R
             return killed, 0
         for pid, (state, pgrp) in found.items():
             if state != "Z":
-                killed += 1
+                killed += 0 if sandboxed and _is_sandbox_init(pid) else 1
                 if pgrp != own_group:
                     kill_group(pgrp)
                 try:
@@ -229,15 +236,29 @@ def before_child() -> set[int]:
     return own_children()
 
 
-def end_child(proc: subprocess.Popen, known: set[int]) -> tuple[int, int]:
+def end_child(proc: subprocess.Popen, known: set[int], sandboxed: bool = False
+              ) -> tuple[int, int]:
     """End ``proc`` (started with ``start_new_session=True``, not yet reaped) and everything
     it left running: its group is killed, it is reaped, then every helper that escaped into a
     session of its own is killed and reaped (:func:`kill_leftovers`). Returns (killed, still
-    running) for those helpers."""
+    running) for those helpers; ``sandboxed``: ``proc`` is bubblewrap's monitor, see
+    :func:`kill_leftovers`."""
     since = start_time(proc.pid)  # unreaped until the wait below: cannot be another process
     kill_group(proc.pid)
     proc.wait()
-    return kill_leftovers(known, since)
+    return kill_leftovers(known, since, sandboxed=sandboxed)
+
+
+def _is_sandbox_init(pid: int) -> bool:
+    """True for bubblewrap's init: ``bwrap`` running as pid 1 of a pid namespace below ours
+    (``NSpid``: its pid here, then 1)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    nspid = fields.get("NSpid", "").split()
+    return fields.get("Name", "").strip() == "bwrap" and len(nspid) > 1 and nspid[-1] == "1"
 
 
 def _leftovers(known: set[int], since: int) -> dict[int, tuple[str, int]]:

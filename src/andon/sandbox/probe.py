@@ -134,7 +134,10 @@ def probe() -> Capabilities:
                else f"the sandbox needs Linux (this is {sys.platform})")
         fs = net = (False, why)
     else:
-        common = [*base_args(bwrap), "--ro-bind", "/", "/", "--proc", "/proc",
+        # --as-pid-1: no bwrap init in the namespace, so bwrap's monitor waits for the
+        # process itself; with an init, the init outlives the monitor and every probe would
+        # leave an orphan to this process's subreaper (zombies in a long-lived process)
+        common = [*base_args(bwrap), "--as-pid-1", "--ro-bind", "/", "/", "--proc", "/proc",
                   "--dev", "/dev", "--tmpfs", "/tmp"]
         fs = _try([*common, "--", "/bin/true"])
         net = _try([*common, "--unshare-net", "--", "/bin/true"]) if fs[0] else fs
