@@ -19,7 +19,20 @@ import pytest
 
 from andon.config import DEFAULT_TOML
 
-from helpers import GIT_ENV, MUL_CODE, andon, config_toml, git, make_project, mul_packet, packet_md
+from helpers import (
+    FAST,
+    GIT_ENV,
+    MUL_CODE,
+    andon,
+    assert_tamper_outcome,
+    config_toml,
+    git,
+    make_project,
+    mul_packet,
+    packet_md,
+    skip_without_fs,
+    with_sandbox,
+)
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 
@@ -422,15 +435,18 @@ def test_status_board_has_no_legend_when_no_cost_is_unknown(tmp_path):
 def test_show_aligns_the_diff_stat(tmp_path):
     """`andon show`'s diff stat keeps git's alignment: every file line's `|` is in the same
     column, and the summary line is indented like the file lines."""
-    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
-    agent = HONEST + "; sed -i '5s/.*/    pass/' tests/test_mul_p1.py"
+    # two files of different name lengths, in the worktree (a write the sandbox allows);
+    # the forbidden one gets the attempt rejected, so `show` prints the stat of a failure
+    root = make_project(tmp_path / "repo", {"P1": mul_packet(
+        "P1", max_attempts=1, forbidden_paths=["src/calc/secret.py"])})
+    agent = HONEST + "; echo 'KEY = 1' > src/calc/secret.py"
     assert andon(root, "run", "--agent", "command", "--command", agent).returncode == 1
     lines = andon(root, "show", "P1").stdout.splitlines()
     start = lines.index("  what the agent changed (plant commit → candidate):") + 1
     stat = lines[start:start + 3]
     assert [ln.index("|") for ln in stat[:2]] == [stat[0].index("|")] * 2, stat
     assert stat[0].startswith("    src/calc/ops.py ") and stat[1].startswith(
-        "    tests/test_mul_p1.py "), stat
+        "    src/calc/secret.py "), stat
     assert stat[2].startswith("    2 files changed"), stat
 
 
@@ -497,7 +513,10 @@ def test_show_names_the_tampered_planted_file(tmp_path):
     `andon show` names the planted file as tampered, at the first line that differs."""
     root = tmp_path / "repo"
     root.mkdir()
-    make_project(root, {"P1": mul_packet("P1", max_attempts=1)})
+    # the subject is how `show` renders the scope gate's tamper finding, which needs the
+    # write to land: at the default the OS refuses it (test_show_names_the_locked_...)
+    make_project(root, {"P1": mul_packet("P1", max_attempts=1)},
+                 config=with_sandbox(FAST, "none"))
     agent = HONEST + "; sed -i '5s/.*/    pass/' tests/test_mul_p1.py"
     run = andon(root, "run", "--agent", "command", "--command", agent)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -507,6 +526,22 @@ def test_show_names_the_tampered_planted_file(tmp_path):
                      r"was changed \(modified\)", r.stdout), r.stdout
     assert git(root, "for-each-ref", "refs/heads/andon/integration", "--format=%(objectname)"
                ).strip() == git(root, "rev-parse", "main").strip()
+
+
+def test_show_names_the_locked_planted_file_when_the_sandbox_refused_the_cheat(tmp_path):
+    """The same cheat under the default sandbox: the OS refuses the write, the planted test
+    stays as planted (no tamper finding: nothing changed), `andon show` names the file as
+    locked read-only in the implement stage's note, and only the real mul is merged."""
+    skip_without_fs("auto")
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    agent = HONEST + "; sed -i '5s/.*/    pass/' tests/test_mul_p1.py"
+    run = andon(root, "run", "--agent", "command", "--command", agent)
+    show = json.loads(andon(root, "show", "P1", "--json").stdout)
+    assert_tamper_outcome(root, show, "auto")
+    assert show["packet"]["state"] == "done", run.stdout + run.stderr
+    text = andon(root, "show", "P1").stdout
+    assert "read-only (the OS refuses writes): .git, tests/test_mul_p1.py" in text, text
+    assert "tamper:" not in text
 
 
 def test_show_names_the_forbidden_path(tmp_path):

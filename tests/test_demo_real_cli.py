@@ -22,6 +22,14 @@ def test_demo_with_the_real_claude_code_has_every_expected_outcome(tmp_path):
     assert "demo: every outcome as expected" in out
     assert "claude-code agent exited 0" in out          # the real CLI did the stages
     assert "UNEXPECTED" not in out
+    # under the default sandbox ("auto": fs where bubblewrap works) like any `andon run`:
+    # B03's edit of its planted test was refused by the OS, and its evidence says so
+    from andon.sandbox import capabilities
+    if capabilities().best(False) == "fs":
+        status = andon(tmp_path / "ledger", "status", env={"COLUMNS": "200"}).stdout
+        assert "sandbox fs" in status and "sandbox none" not in status, status
+        show = andon(tmp_path / "ledger", "show", "B03").stdout
+        assert "read-only (the OS refuses writes): .git, tests/test_trailing_minus.py" in show
 
 
 def test_the_demo_model_turns_a_behaviour_into_write_calls_for_that_worktree(tmp_path):

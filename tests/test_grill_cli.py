@@ -19,7 +19,7 @@ import pytest
 
 from andon.demo import interviewer
 
-from helpers import GIT_ENV, git, make_project, skip_without_fs, with_sandbox
+from helpers import GIT_ENV, _add_lines, git, make_project, skip_without_fs, with_sandbox
 
 SCRIPTED = "scripted:andon.demo.interviewer:interviewer"
 FEATURE = "# Export to CSV\n\nUsers want to export the ledger as a CSV file.\n"
@@ -212,7 +212,13 @@ else:
 def test_bad_json_is_evidence_for_a_retry_then_a_clear_error(project: Path, tmp_path: Path):
     script = tmp_path / "agent.py"
     script.write_text(BAD_THEN_GOOD)
-    cmd = f"{sys.executable} {script} {tmp_path / 'count'} {INTERVIEWER}"
+    # the agent counts its calls outside its folder: bound writable, as a user would
+    state = tmp_path / "state"
+    state.mkdir()
+    toml = project / "andon.toml"
+    toml.write_text(_add_lines(toml.read_text(), "agent", f'sandbox_paths = ["rw:{state}"]\n'))
+    git(project, "commit", "-qam", "the agent's counter folder")
+    cmd = f"{sys.executable} {script} {state / 'count'} {INTERVIEWER}"
     r = run_cli(project, "FEATURE.md", "--agent", "command", "--command", cmd,
                 "--non-interactive")
     assert r.returncode == 0, r.stderr

@@ -103,3 +103,22 @@ def test_a_tool_in_a_venv_below_tmp_runs_inside_the_sandbox_and_cannot_be_change
     bare = Plan("fs", wt)
     argv, env = bare.wrap([str(tool)], wt, {"PATH": "/usr/bin:/bin"})
     assert subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode != 0
+
+
+@needs_fs
+def test_a_tool_named_through_a_link_runs_by_its_name_and_on_path(tmp_path):
+    """A CLI reached through a symlinked folder (``.tools`` linked into a clone below /tmp):
+    the installation is bound at its real path, and the agent runs the CLI by the name it
+    was given and finds it on PATH by the linked folder's name."""
+    tool = fake_venv(tmp_path / "real" / "venv")
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    named = tmp_path / "link" / "venv" / "bin" / "tool"
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    plan = Plan("fs", wt, readonly=tuple(installation_of(named)))
+    env = {"PATH": f"{named.parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home")}
+    for cmd in ([str(named)], ["/bin/sh", "-c", "tool"]):
+        argv, wenv = plan.wrap(cmd, wt, env)
+        r = subprocess.run(argv, env=wenv, capture_output=True, text=True, timeout=60)
+        assert (r.returncode, r.stdout.strip()) == (0, "tool-ran"), (cmd, r.stderr)
+    assert tool.is_file()

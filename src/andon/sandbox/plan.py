@@ -111,7 +111,9 @@ class Plan:
     def wrap(self, argv: list[str], cwd: Path, env: Mapping[str, str]
              ) -> tuple[list[str], dict[str, str]]:
         """``(bwrap argv, environment)`` running ``argv`` in ``cwd`` inside this sandbox.
-        ``TMPDIR`` becomes ``/tmp`` (the private one); everything else is kept. At
+        ``TMPDIR`` becomes ``/tmp`` (the private one); ``argv[0]``'s folder and the
+        ``PATH`` folders are named by their real paths (where they are bound); everything
+        else is kept. At
         ``"none"``: both unchanged."""
         if self.level == "none":
             return list(argv), dict(env)
@@ -141,8 +143,21 @@ class Plan:
             a += ["--bind", p, p]
         for p in _existing(self.locked):
             a += ["--ro-bind", p, p]
-        a += ["--chdir", str(cwd), "--", *argv]
-        return a, {**env, "TMPDIR": "/tmp"}
+        a += ["--chdir", str(cwd), "--", *_real_folder(argv[:1]), *argv[1:]]
+        out = {**env, "TMPDIR": "/tmp"}
+        if "PATH" in env:
+            out["PATH"] = os.pathsep.join(os.path.realpath(d) if os.path.isabs(d) else d
+                                          for d in env["PATH"].split(os.pathsep))
+        return a, out
+
+
+def _real_folder(names: list[str]) -> list[str]:
+    # installations are bound at their real paths: a CLI named through a linked folder (a
+    # `.tools` link in a clone below the private /tmp) is run by its folder's real path;
+    # the last part stays as named (a venv's bin/python is a link whose
+    # target would lose the venv)
+    return [os.path.join(os.path.realpath(os.path.dirname(n)), os.path.basename(n))
+            if os.path.isabs(n) and os.sep in n.rstrip(os.sep) else n for n in names]
 
 
 def _existing(paths: Iterable[Path]) -> list[str]:
