@@ -61,7 +61,9 @@ ignored event 0.41 → 0.19 µs, an attribute event 1.04 → 0.49 µs including 
 measured inside an armed run), and the per-test path check is one identity comparison in C.
 Instruction counts (callgrind, deterministic; ``tests/test_recipes.py`` only, 130 tests and 113
 sub-tests): no channel 4.864 G, boot.py with the plugin but no hook 4.910 G, channel before
-5.085 G (1.045×), after 5.047 G (1.038×). CPU medians of this script (N=50, 7 repeats, load 14-20
+5.085 G (1.045×), after 5.047 G (1.038×); the whole suite (channel without canaries): no
+channel 17.089 G, before 17.756 G (1.039×), after 17.632 G (1.032×). CPU medians of this
+script (N=50, 7 repeats, load 14-20
 with a red-team run beside it): real suite channel+canaries / no channel 1.100, canaries alone
 1.003; the same script before the change at load 9: 1.064 — at these loads the spread between
 runs of one configuration (±5 %) is larger than what changed. What is left: the hook's arming
