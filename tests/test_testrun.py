@@ -247,6 +247,30 @@ def test_harness_env_is_an_allowlist(tmp_path, monkeypatch):
         harness_env(tmp_path / "h3", extra={"PYTEST_PLUGINS": "evil"})
 
 
+def test_harness_env_has_the_persons_session_shape_but_no_handle_on_it(tmp_path, monkeypatch):
+    """What only a shell-started run has (PWD, SHLVL, the desktop session's variables) is there
+    as the person has it; the person's state folders (XDG_*_HOME) move under the fresh HOME;
+    what hands the test a capability of the person's session (ssh agent, session bus, tmux
+    server) is not passed (issue 19, kind 4: a harness run looks like an ordinary run)."""
+    session = {"SHLVL": "2", "OLDPWD": "/home/p/src", "DISPLAY": ":0",
+               "XDG_RUNTIME_DIR": "/run/user/1000", "XDG_SESSION_TYPE": "x11",
+               "XDG_CONFIG_HOME": f"{os.environ['HOME']}/.cfg", "XDG_CACHE_HOME": "/var/c",
+               "SSH_AUTH_SOCK": "/tmp/ssh-x/agent.1", "DBUS_SESSION_BUS_ADDRESS": "unix:path=/b",
+               "TMUX": "/tmp/tmux-1000/default,1,0"}
+    for k, v in session.items():
+        monkeypatch.setenv(k, v)
+    home = tmp_path / "home"
+    env = harness_env(home, cwd=tmp_path / "proj")
+    assert env["PWD"] == str(tmp_path / "proj")
+    for k in ("SHLVL", "OLDPWD", "DISPLAY", "XDG_RUNTIME_DIR", "XDG_SESSION_TYPE"):
+        assert env[k] == session[k], k
+    assert env["XDG_CONFIG_HOME"] == str(home / ".cfg")
+    assert env["XDG_CACHE_HOME"] == str(home / ".cache")
+    for k in ("SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "TMUX"):
+        assert k not in env, k
+    assert "PWD" not in harness_env(tmp_path / "h2")
+
+
 def test_os_exit_zero_at_import_means_no_report_and_no_stale_results(tmp_path):
     stale = tmp_path / "evidence" / "suite.junit.xml"
     stale.parent.mkdir()

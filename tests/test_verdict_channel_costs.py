@@ -97,3 +97,25 @@ def test_patching_pluggys_call_loop_in_its_new_home_is_forged(tmp_path):
         return
     assert any("pluggy._caller" in f and "HookCaller.__call__ replaced" in f
                for f in r.forged), r.forged
+
+
+def test_reading_any_of_the_hooks_functions_defaults_is_forged(tmp_path):
+    # the hook's key and state live in default arguments; a fast path that skips the events
+    # it ignores must still see a read of any of its functions' defaults
+    grab = '''
+    import gc
+    import types
+
+
+    def test_grab():
+        mine = [o for o in gc.get_objects() if isinstance(o, types.FunctionType)
+                and o.__module__ == "_andon_hook" and o.__name__ != "install"]
+        assert len(mine) >= 7
+        for f in mine:
+            f.__defaults__
+        print("READ", len(mine))
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": grab})
+    read = int(r.log_path.read_text().split("READ ", 1)[1].split()[0])
+    said = [f for f in r.forged if "verdict hook's __defaults__ was read" in f]
+    assert len(said) == read, (read, r.forged)

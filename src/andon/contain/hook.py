@@ -22,7 +22,6 @@ After arming it also reports WATCH events once each, a swap of ``__code__``/``__
 protected function, and any read of the hook's own attributes.
 """
 
-import itertools
 import operator
 import os
 import sys
@@ -40,12 +39,11 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         clean = [_repl(_repl(f, "\n", " "), "\t", " ")[:1500] for f in fields
                  if _type(f) is _str]
         _st["seq"] += 1
+        seq = _str(_st["seq"])
         body = _join("\t", [kind, *clean])
-        body = _str(_st["seq"]) + " " + body
-        data = _enc(body, "utf-8", "replace")
-        mac = _mac(data, key=_key, digest_size=16).hexdigest()
-        seq, rest = body.split(" ", 1)
-        line = _enc(seq + " " + mac + " " + rest + "\n", "utf-8", "replace")[:4000]
+        mac = _mac(_enc(seq + " " + body, "utf-8", "replace"), key=_key,
+                   digest_size=16).hexdigest()
+        line = _enc(seq + " " + mac + " " + body + "\n", "utf-8", "replace")[:4000]
         # Outcome lines are batched (one write wakes the harness per ~4 KB, not per test: the
         # per-test cost of the channel); every other line goes out at once with what is
         # buffered, so "armed", "patched", "forged-event" and "end" are never held back. Lines
@@ -61,15 +59,14 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             pass
 
     def _attr_event(event, args, _st=state, _len=len, _type=type, _str=str, _id=id, _say=_say,
-                    func_attrs=frozenset(func_attrs), _any=any, _map=map, _is=operator.is_,
-                    _repeat=itertools.repeat):
+                    func_attrs=frozenset(func_attrs)):
         if _len(args) < 2 or _type(args[1]) is not _str:
             return
         obj, name = args[0], args[1]
         snap = _st["snap"]
         # compared in C (no generator frame): pytest reads ``__code__``/``tb_frame`` several
         # times per test, and each read is one of these events
-        if obj is _st["hook"] or obj is _st or _any(_map(_is, _repeat(obj), _st["helpers"])):
+        if _id(obj) in _st["guard"]:
             _say("forged-event", ("the verdict hook's " + name + " was read or set",))
         elif event == "object.__setattr__" and name in func_attrs:
             where = snap["funcs"].get(_id(obj)) if snap else None
@@ -139,7 +136,12 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                               "pytest_runtest_protocol"))
         cfg = by_name.get("_pytest.config")
         config_class = cfg[2].get("Config") if cfg is not None else None
+        # the same path as three parallel tuples per kind of mapping, compared in C after
+        # each test (``path`` says what changed when they differ)
+        fast = [tuple(tuple(x[i] for x in path if x[4] is g) for i in (1, 2, 3))
+                for g in (dict.get, types.MappingProxyType.get)]
         return {"mods": mods, "classes": classes, "funcs": funcs, "pm": pm, "n2p": n2p,
+                "path_fast": fast,
                 "config_class": config_class if _isinst(config_class, type) else None,
                 "path": path,
                 "n2p_copy": dict(n2p), "hooks": hooks_now, "relay": relay,
@@ -210,13 +212,16 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                  _tdict=type.__dict__["__dict__"].__get__, _oga=object.__getattribute__,
                  _miss=miss, _len=len, _say=_say, _late_ok=_late_ok, _describe=_describe,
                  _expected=_expected,
-                 _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_):
+                 _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_,
+                 _pget=types.MappingProxyType.get):
         """Report what changed since the snapshot: everything when ``full``, else the
         EVERY_TEST functions, new plugins and the hooks a test's report goes through."""
         snap = _st["snap"]
         ok_ids = _st["ok_ids"]
         found = []
-        if not full:
+        (md, mk, mo), (cd, ck, co) = snap["path_fast"]
+        if not full and not (_all(_map(_is, _map(dict.get, md, mk), mo))
+                             and _all(_map(_is, _map(_pget, cd, ck), co))):
             for spec, live, key, obj, get in snap["path"]:
                 if get(live, key, _miss) is not obj:
                     found.append((spec.replace(":", ".") + " replaced", True))
@@ -357,6 +362,31 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
         except _BaseExc:  # the hook must never break what it watches; a lost line is detected
             pass
 
-    state["hook"] = hook
-    state["helpers"] = (_say, _attr_event, _snapshot, _compare, _late_ok, _describe, _expected)
-    sys.addaudithook(hook)
+    # The process raises ~70 audit events a test (``builtins.id``, ``object.__getattr__``,
+    # ``os.putenv`` …) and nearly all of them concern no one here. Each call of a function copies
+    # its default arguments into the frame, so the hook pytest's events enter has few of them and
+    # passes on only what ``hook`` answers: events named in ``wanted`` and attribute events on
+    # one of the hook's own objects (by ``id``, which runs no code of the object; its own
+    # ``builtins.id`` event comes back here and is ignored).
+    wanted = frozenset(("andon.boot", "andon.arm", "andon.check", "andon.outcome", "andon.note",
+                        "andon.end", "object.__setattr__", *watch))
+    guard: set = set()
+
+    def fast(event, args, _type=type, _str=str, _id=id, _wanted=wanted, _guard=guard,
+             _hook=hook):
+        try:
+            if _type(event) is not _str:
+                return
+            if event == "object.__getattr__":
+                if _id(args[0]) in _guard:
+                    _hook(event, args)
+            elif event in _wanted:
+                _hook(event, args)
+        except BaseException:  # noqa: BLE001 - the hook must never break what it watches
+            pass
+
+    state["hook"] = fast
+    state["guard"] = guard
+    guard.update(id(f) for f in (fast, hook, state, guard, _say, _attr_event, _snapshot,
+                                 _compare, _late_ok, _describe, _expected))
+    sys.addaudithook(fast)

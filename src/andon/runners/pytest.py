@@ -51,7 +51,19 @@ _PATH = f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin"
 # harness run from the person's own run (issue 19, kind 4: ``LC_ALL == "C.UTF-8"``, ``"USER"
 # not in os.environ``). None of them changes which tests run or which Python runs them; with no
 # locale set, Python coerces the C locale to UTF-8 itself (PEP 538), as in the person's run.
-PASSED_ENV = ("USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE")
+PASSED_ENV = ("USER", "LOGNAME", "SHELL", "TERM", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+              # what a shell and a desktop session add, as the person has them: names of
+              # places and of the session, no handle on it (a test could compute them anyway)
+              "SHLVL", "OLDPWD", "COLORTERM", "DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR",
+              "XDG_SESSION_TYPE", "XDG_SESSION_CLASS", "XDG_CURRENT_DESKTOP", "XDG_DATA_DIRS",
+              "XDG_CONFIG_DIRS")
+# The person's own state folders, when they name them: set under the fresh HOME instead (the
+# same place relative to it, else the XDG default), so that the variable is there as in the
+# person's run but no state of theirs (or one the agent left) is read. The ssh agent, the
+# session bus and a tmux server's socket (SSH_AUTH_SOCK, DBUS_SESSION_BUS_ADDRESS, TMUX) are
+# never passed: each is a handle on the person's session; reading them is a patterns finding.
+STATE_HOMES = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+               "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}
 
 # The plain profile undoes what pytest itself changes in the process, so that code that tells a
 # pytest run from real use sees real use (issue 19): no faulthandler, ``sys.stdout`` the real
@@ -135,7 +147,7 @@ def collectable(path: str) -> bool:
 
 def harness_env(
     home: Path, pythonpath: Sequence[Path] = (), extra: Mapping[str, str] | None = None,
-    *, flags_in_env: bool = True,
+    *, flags_in_env: bool = True, cwd: Path | None = None,
 ) -> dict[str, str]:
     """The whole environment of a harness-run test process, built from an allowlist.
 
@@ -147,7 +159,9 @@ def harness_env(
     a boot.py run gets none of them, so it looks like an ordinary run. ``PASSED_ENV`` (user,
     shell, terminal, locale) come from andon's own environment when set there, so that
     nothing about them differs from the person's run. ``extra`` is applied
-    last; a key of FORBIDDEN_ENV in it raises InvalidArgument (a ValueError). No
+    last; a key of FORBIDDEN_ENV in it raises InvalidArgument (a ValueError). ``cwd``, the
+    run's working directory, is ``PWD`` as a shell exports it; STATE_HOMES the person sets are
+    moved under ``home``. No
     ``PYTHONHASHSEED``: the hash seed
     is random, as in production (a fixed seed only the harness sets is a tell, issue 19).
     """
@@ -162,6 +176,14 @@ def harness_env(
         "TMPDIR": str(home / "tmp"),
         **{k: os.environ[k] for k in PASSED_ENV if k in os.environ},
     }
+    if cwd is not None:
+        env["PWD"] = str(Path(cwd).absolute())
+    real_home = os.environ.get("HOME", "")
+    for k, default in STATE_HOMES.items():
+        if v := os.environ.get(k):
+            rel = os.path.relpath(v, real_home) if real_home and v.startswith(real_home + "/") \
+                else default
+            env[k] = str(home / rel)
     if flags_in_env:
         env.update({
             "PYTHONDONTWRITEBYTECODE": "1",  # no __pycache__ written into the worktree
@@ -273,11 +295,11 @@ def run_suite(
     try:
         home = scratch / "home"
         if channel is not None and start.interpreter is not None:
-            env = harness_env(home, (), extra_env, flags_in_env=False)
+            env = harness_env(home, (), extra_env, flags_in_env=False, cwd=cwd)
             argv = channel.boot_argv(start.interpreter, start.mode,
                                      [os.path.abspath(p) for p in paths], [*start.args, *args])
         else:
-            env = harness_env(home, paths, extra_env)
+            env = harness_env(home, paths, extra_env, cwd=cwd)
             argv = [*command, *args]
         state, wrapper = "on", list[str]()
         if network == "off":
