@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import sys
 import tempfile
 import time
@@ -44,6 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_workers import honest, mod_packet
 
 from andon import workers as pool
+from andon import workspace
+from andon.contain import envprint
 
 from helpers import config_toml, make_project, runner_for
 
@@ -62,6 +65,57 @@ def _timed_claim(*args, **kwargs):
 
 pool.claim_next = _timed_claim
 
+# --where: CPU seconds by kind, in the process that drains (one worker works in-process)
+CPU: dict[str, float] = {}
+
+
+def _children() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def _count(kind: str, own: float, children: float) -> None:
+    CPU[kind + " (andon)"] = CPU.get(kind + " (andon)", 0.0) + own
+    CPU[kind] = CPU.get(kind, 0.0) + children
+
+
+def _cpu_of(kind_of, fn):
+    def timed(*args, **kwargs):
+        own, kids = time.process_time(), _children()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _count(kind_of(*args, **kwargs), time.process_time() - own, _children() - kids)
+    return timed
+
+
+def _git_kind(_repo, args, *rest, **kw) -> str:
+    name = next((a for a in args if not a.startswith("-") and "=" not in a), "?")
+    return "git clone/checkout" if name in ("clone", "checkout") else "git, other commands"
+
+
+def where_on() -> None:
+    """Count CPU time by kind from here on: git processes (clones and checkouts apart),
+    the walks of the tests' environment; the rest of the children's is the test runs (and
+    the few interpreter probes), the rest of this process's is andon's Python."""
+    workspace.Repo._run = _cpu_of(_git_kind, workspace.Repo._run)  # type: ignore[method-assign]
+    envprint.fingerprint = _cpu_of(lambda *a: "environment walks", envprint.fingerprint)
+
+
+def where_table(packets: int, own: float, children: float) -> None:
+    git_kids = sum(v for k, v in CPU.items() if k.startswith("git") and "(andon)" not in k)
+    walks = CPU.get("environment walks (andon)", 0.0)
+    rows = {**{k: v for k, v in CPU.items() if not k.endswith("(andon)")},
+            "environment walks": walks,
+            "test runs and other child processes": children - git_kids,
+            "andon's own Python (the rest)": own - sum(
+                v for k, v in CPU.items() if k.endswith("(andon)"))}
+    rows.pop("environment walks (andon)", None)
+    print(f"where the CPU goes, one worker, per packet ({packets} packets, "
+          f"{own + children:.1f} CPU s in all):")
+    for k, v in sorted(rows.items(), key=lambda kv: -kv[1]):
+        print(f"  {k:<40} {v / packets:6.2f} s")
+
 
 def packet(i: int) -> tuple[str, dict[str, str]]:
     return mod_packet(f"P{i:03d}", stages=["implement"])
@@ -75,11 +129,16 @@ def drain(where: Path, packets: int, workers: int) -> dict:
     runner = runner_for(root, honest)
     runner.workers = workers
     CLAIMS.update(n=0, s=0.0)
+    CPU.clear()
     load0 = os.getloadavg()[0]
+    own, kids = time.process_time(), _children()
     t0 = time.perf_counter()
     report = runner.run()
     wall = time.perf_counter() - t0
+    own, kids = time.process_time() - own, _children() - kids
     load1 = os.getloadavg()[0]
+    if workers == 1 and CPU:
+        where_table(packets, own, kids)
     store = runner.store
     suites = agents = 0.0
     merge_checks = 0
@@ -103,7 +162,11 @@ def main() -> int:
     ap.add_argument("--workers", default="1,2,4", help="comma-separated worker counts")
     ap.add_argument("--pg", action="store_true",
                     help="also on PostgreSQL (a throwaway cluster: Debian's postgresql)")
+    ap.add_argument("--where", action="store_true",
+                    help="with one worker: CPU seconds per packet by kind (git, test runs...)")
     args = ap.parse_args()
+    if args.where:
+        where_on()
     counts = [int(w) for w in args.workers.split(",")]
     per_claim: dict[str, float] = {}
     cluster = None
