@@ -390,8 +390,7 @@ class Attempt:
     def _env_changed(self, gate: str, when: str) -> GateResult | None:
         """A failing ``gate`` result with ``outside-worktree`` findings if the tests'
         interpreter environment differs from the run's start, else None."""
-        changed = self.env.changed() if self.env is not None else []
-        if not changed:
+        if self.env is None or not (changed := self.env.changed()):
             return None
         text, cmds = envprint.describe(changed, self.env.where, when)
         findings = [Finding("outside-worktree", f"{p} was {how} {when}", path=p)
