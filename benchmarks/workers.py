@@ -27,7 +27,14 @@ sets PostgreSQL's mean against SQLite's.
 The packets are tests/test_workers.py's ``mod_packet`` and its ``honest`` agent (one place
 for the queue the tests and this benchmark share).
 
-Run: ``.venv/bin/python benchmarks/workers.py [--packets 100] [--workers 1,2,4] [--pg]``
+``--where`` adds, for each one-worker drain (in-process: its children are the attempt's
+processes), the CPU seconds per packet by kind: the test runs (and the few interpreter
+probes), git clones and checkouts, other git commands, the walks of the tests' environment
+(contain/envprint.py) and the rest of andon's Python. CPU seconds do not depend on how
+many other jobs share the cores; the wall time does.
+
+Run: ``.venv/bin/python benchmarks/workers.py [--packets 100] [--workers 1,2,4] [--pg]
+[--where]``
 """
 
 from __future__ import annotations
