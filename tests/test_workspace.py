@@ -139,6 +139,30 @@ def test_repo_finds_top_level_and_common_git_dir(user, tmp_path):
     assert user_state(path) == before
 
 
+def test_rev_parse_of_a_full_sha_answers_as_git_does_without_running_git(user, monkeypatch):
+    """A full sha is its own answer: ``git rev-parse --verify`` returns any 40-hex name as
+    is (lower-cased, present in the object store or not), so andon does not start git for
+    the shas it passes around (about 35 git processes per packet, issue 12's benchmark)."""
+    repo, path, before = user
+    head = sh(path, "rev-parse", "main").strip()
+    absent = "0123456789abcdef" * 2 + "01234567"
+    expected = {rev: sh(path, "rev-parse", "--verify", "--quiet", rev).strip()
+                for rev in (head, head.upper(), absent)}
+    calls = []
+    run = Repo._run
+    monkeypatch.setattr(Repo, "_run", lambda self, args, *rest, **kw: (
+        calls.append(args), run(self, args, *rest, **kw))[1])
+    assert repo.rev_parse(head) == expected[head] == head
+    assert repo.resolve(absent) == expected[absent] == absent
+    assert calls == []
+    # anything else still asks git: a short sha, an upper-case sha, a name
+    assert repo.rev_parse(head.upper()) == expected[head.upper()] == head
+    assert repo.rev_parse(head[:12]) == head
+    assert repo.rev_parse("main") == head
+    assert len(calls) == 3
+    assert user_state(path) == before
+
+
 def test_git_error_carries_argv_and_status(user):
     repo, _, _ = user
     with pytest.raises(GitError) as info:

@@ -31,7 +31,7 @@ from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
 from .errors import AndonError, UsageError
-from .gates import AFTER_IMPLEMENT, Gate, atdd_scope, judge, red, scope
+from .gates import AFTER_IMPLEMENT, Gate, atdd_scope, hermetic, judge, patterns, red, scope
 from .gates.agent import could_not_work
 from .gates.base import Finding, GateContext, GateResult
 from .packet import Packet, path_matches
@@ -70,26 +70,24 @@ class Attempt:
                  agent_for: Callable[[str], Agent], baseline: set[str],
                  previous: PreviousFailure | None, worktree: Path, evidence_dir: Path,
                  on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], object],
-                 say: Callable[[str], None] = lambda s: None,
-                 run_started: str | None = None,
+                 say: Callable[[str], None] = lambda s: None, run_started: str | None = None,
                  watch: Callable[[], dict[str, str]] | None = None,
                  env: envprint.Watch | None = None):
         self.repo, self.config, self.store, self.packet = repo, config, store, packet
         self.env = env                          # the tests' interpreter (contain/envprint.py)
+        self.env_clean = False  # walked, unchanged, no code run since: no walk before a stage
         self.run_started = run_started          # when this `andon run` began: run budget
         self.watch = watch                      # fingerprint of the checkout (guard.py)
         self.over_budget: GateResult | None = None
         self.row, self.agent_for, self.previous = row, agent_for, previous
-        self.worktree, self.ev, self.on_gate, self.on_state = worktree, evidence_dir, on_gate, \
-            on_state
-        self.say = say
+        self.worktree, self.ev, self.on_gate, self.on_state, self.say = \
+            worktree, evidence_dir, on_gate, on_state, say
         self.stages = config.stages_of(packet.stages, packet.tier)
         self.out = AttemptResult()
         self.ctx = GateContext(repo, config, packet, worktree, evidence_dir, row["base_sha"],
                                row["base_sha"], baseline_passed=baseline, store=store)
-        root = repo.root
-        self.prompt_dir = root / config.agent.prompt_dir if config.agent.prompt_dir else None
-        self.implement_template = (root / config.agent.prompt_template
+        self.prompt_dir = repo.root / config.agent.prompt_dir if config.agent.prompt_dir else None
+        self.implement_template = (repo.root / config.agent.prompt_template
                                    if config.agent.prompt_template else None)
 
     # -- the flow -----------------------------------------------------------------------
@@ -148,9 +146,7 @@ class Attempt:
                 return self.out
             reviews = reviews[reviews.index(start):] if start in reviews else reviews
         elif "atdd" in self.stages and not resume_from_atdd:
-            if not self._gate(red).ok:
-                return self._fail_at("atdd")
-            if not self._atdd():
+            if not self._gate(red).ok or not self._atdd():
                 return self._fail_at("atdd")
         elif not self._red_before_implement():
             return self._fail_at("atdd" if "atdd" in self.stages else "implement")
@@ -255,9 +251,10 @@ class Attempt:
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
         if stop is not None:
             raise budget.Exceeded(stop)
-        if (env := self._env_changed(scope.NAME, f"since this run started, before the {stage} "
-                                     "agent ran")) is not None:
+        if not self.env_clean and (env := self._env_changed(
+                scope.NAME, f"since this run started, before the {stage} agent ran")) is not None:
             raise _WroteOutside(env)
+        self.env_clean = False  # the agent runs code
         started = now()
         before = self.watch() if self.watch else None
         refs_before = self.repo.refs_snapshot()
@@ -286,6 +283,7 @@ class Attempt:
         env = self._env_changed(scope.NAME, f"while the {stage} agent ran")
         if env is not None:
             raise _WroteOutside(env)
+        self.env_clean = True
         return run
 
     def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:
@@ -372,26 +370,27 @@ class Attempt:
         record its result."""
         name = gate.NAME
         started, t0 = now(), time.monotonic()
+        # hermetic judging the runs the suite gate made (joint.py) runs nothing: walked there
+        ahead = name == hermetic.NAME and self.ctx.candidate_sha in self.ctx.ahead
         result = judge(gate, self.ctx)
         # Code under test ran in this gate's test runs: a file it left in the interpreter's
         # site-packages would steer every later run (the next gate's, the next attempt's).
-        # A skipped gate ran nothing, and scope and atdd-scope only read git: no walk of
-        # site-packages after those (issue 18; the next check still sees any change).
-        ran_no_code = result.status == "skipped" or name in (scope.NAME, atdd_scope.NAME)
-        outside = None if ran_no_code else self._env_changed(
-            name, f"during the {name} gate's test runs (the code under test ran there)")
-        if outside is not None:
-            outside.runs = result.runs
-            result = outside
+        # A skipped gate ran nothing, scope, atdd-scope and patterns only read git and the
+        # changed files: no walk after those (issues 18, 12; the next check sees any change).
+        if not (result.status == "skipped" or ahead
+                or name in (scope.NAME, atdd_scope.NAME, patterns.NAME)):
+            outside = self._env_changed(
+                name, f"during the {name} gate's test runs (the code under test ran there)")
+            self.env_clean = outside is None
+            if outside is not None:
+                outside.runs = result.runs
+                result = outside
         return self._record(result, started, time.monotonic() - t0)
 
     def _env_changed(self, gate: str, when: str) -> GateResult | None:
         """A failing ``gate`` result with ``outside-worktree`` findings if the tests'
         interpreter environment differs from the run's start, else None."""
-        if self.env is None:
-            return None
-        changed = self.env.changed()
-        if not changed:
+        if self.env is None or not (changed := self.env.changed()):
             return None
         text, cmds = envprint.describe(changed, self.env.where, when)
         findings = [Finding("outside-worktree", f"{p} was {how} {when}", path=p)

@@ -29,6 +29,8 @@ __all__ = ["IDENTITY", "ZERO_SHA", "Change", "MergeConflict", "RefMoved", "Repo"
            "SnapshotError", "commit_message", "file_marker", "manifest"]
 
 ZERO_SHA = "0" * 40
+# a full SHA-1 as git prints it (andon works on SHA-1 repositories: ZERO_SHA)
+_FULL_SHA = re.compile("[0-9a-f]{40}")
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
             "GIT_COMMITTER_NAME": "andon", "GIT_COMMITTER_EMAIL": "andon@localhost"}
 # Variables that would point git at some other repository or index than the one we name
@@ -176,6 +178,10 @@ class Repo:
 
     def rev_parse(self, rev: str) -> str | None:
         """Full sha of ``rev``, or None if it does not resolve."""
+        if _FULL_SHA.fullmatch(rev):
+            # git's own answer for a full sha, which it never looks up (``--verify`` checks
+            # the form, not the object store): the shas andon passes around cost no process
+            return rev
         out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
         return out.strip() or None
 
