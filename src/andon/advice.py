@@ -8,14 +8,18 @@ from .store import StoreProtocol
 from .workspace import Repo
 
 
-def halt_message(store: StoreProtocol, row: dict) -> str:
-    """The message of a halted line: which packet, why, where the evidence is, what to do."""
+def halt_message(store: StoreProtocol, row: dict, only: list[str] | None = None) -> str:
+    """The message of a halted line: which packet, why, where the evidence is, what to do;
+    first, when the run was narrowed to ``only`` (``--only``) other packets, that those did
+    not start."""
     attempts = store.attempts(row["id"])
     last = attempts[-1] if attempts else None
     why = last["reason"] if last else "blocked"
     where = last["evidence_dir"] if last else ""
     pid = row["id"]
-    return (f"line halted: packet {pid} is blocked: {why}\n"
+    asked = (f"--only {', '.join(only)}: not started: a blocked packet halts the whole line "
+             "(unblock it first)\n" if only and pid not in only else "")
+    return (f"{asked}line halted: packet {pid} is blocked: {why}\n"
             f"evidence: {where}\n"
             f"what to do: {advice(store, last)}; see `andon show {pid}`, then "
             f"`andon unblock {pid}`")
