@@ -79,12 +79,14 @@ def test_a_project_whose_tests_import_a_submodule_merges_an_honest_agent(tmp_pat
     have vendor/units checked out, so the honest agent is merged (before: exit 3,
     ModuleNotFoundError in the preflight log)."""
     root = project_with_submodule(tmp_path)
-    seen = tmp_path / "seen.txt"
-    agent = f"cat vendor/units/units.py > {seen} && {HONEST}"
+    # what the agent saw goes to its transcript: under the sandbox (the default) a file it
+    # wrote outside its worktree would land in its private /tmp
+    agent = f"cat vendor/units/units.py && {HONEST}"
     r = andon(root, "run", "--agent", "command", "--command", agent)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "merged as" in r.stdout
-    assert seen.read_text() == UNITS
+    seen = (root / ".andon/evidence/P1/1/implement.transcript.log").read_text()
+    assert UNITS in seen, seen
     merged = git(root, "ls-tree", "andon/integration", "vendor/units").split()
     assert merged[:3] == ["160000", "commit", git(root, "rev-parse", "HEAD:vendor/units").strip()]
 
