@@ -16,6 +16,21 @@ def test_default_file_is_valid_and_python_means_this_interpreter(tmp_path):
     assert c.gates.red_runs == 3
 
 
+def test_the_default_file_names_the_agent_sandbox_and_its_commented_lines_load(tmp_path):
+    """A newcomer whose agent's tools vanished in the sandbox (the default since issue 11)
+    found no word of it in the andon.toml `andon init` wrote: the file names the setting, its
+    page and `sandbox_paths`, and each of those commented lines, uncommented, loads."""
+    lines = [ln for ln in DEFAULT_TOML.splitlines() if ln.startswith("# sandbox")]
+    assert [ln.split()[1] for ln in lines] == ["sandbox", "sandbox_paths"], lines
+    assert "docs/sandbox.md" in DEFAULT_TOML
+    text = DEFAULT_TOML
+    for ln in lines:
+        text = text.replace(ln, ln[2:])
+    (tmp_path / "andon.toml").write_text(text)
+    c = load_config(tmp_path)
+    assert c.agent.sandbox == "auto" and c.agent.sandbox_paths
+
+
 def test_empty_file_gives_defaults(tmp_path):
     (tmp_path / "andon.toml").write_text("")
     assert load_config(tmp_path).test.pythonpath == ["src"]

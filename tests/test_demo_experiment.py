@@ -6,6 +6,7 @@ external URL. Narrowed to three conditions and two packets to stay quick."""
 from __future__ import annotations
 
 import io
+import re
 import subprocess
 
 import pytest
@@ -49,6 +50,11 @@ def test_demo_experiment_ends_with_an_offline_html_report(tmp_path):
     assert all(r.metrics["cost_usd"] and r.metrics["input_tokens"] for r in table.runs
                if r.valid)
     assert "Observations" in text and "against" in text
+    # progress: each run's line says how many are done and the time left, the last "done"
+    lines = [ln for ln in text.splitlines() if ln.startswith("[")]
+    assert [ln.split("]")[0] for ln in lines] == [f"[{n}/6" for n in range(1, 7)]
+    assert all(re.search(r" — about \d+ (s|min \d+ s) left$", ln) for ln in lines[:-1]), lines
+    assert lines[-1].endswith(" — done"), lines
     # nothing merged: the demo project's main is where the demo left it
     log = subprocess.run(["git", "log", "--oneline"], cwd=root, capture_output=True,
                          text=True, check=True).stdout

@@ -871,6 +871,23 @@ def test_merge_onto_a_moved_integration_branch_checks_the_merged_result(tmp_path
     assert "Andon-Packet: P1" in git(root, "log", "-1", "--format=%B", out.merged_sha)
 
 
+def test_a_merge_onto_a_moved_branch_says_that_the_merged_result_ran(tmp_path):
+    """The run's live output names the merge check when the branch had moved: a newcomer
+    pass with --workers 2 saw the board count one more gate for P01 than for P02, with no
+    line in the output saying why."""
+    said: list[str] = []
+    root = project(tmp_path, {"P1": mul_packet("P1", gate="human")})
+    runner = runner_for(root, honest_mul, echo=said.append)
+    runner.run()
+    _advance_integration(root, tmp_path, {"src/calc/extra.py": "X = 1\n"}, "unrelated")
+    said.clear()
+    assert runner.approve("P1", "me") == "done"
+    head = rev(root, INTEGRATION)
+    assert [s for s in said if s.startswith("P1:")] == [
+        f"P1: merged as {head[:10]} onto andon/integration (it had moved since the attempt "
+        "started: the merged result passes the full suite)"], said
+
+
 def test_merge_onto_a_moved_branch_that_breaks_the_change_leaves_the_ref(tmp_path):
     """The attempt's mul uses `add`; meanwhile the integration branch renames `add` to
     `plus` (green on its own). The merge applies cleanly but the merged result fails the

@@ -8,7 +8,6 @@ Real git repositories in tmp_path and the real CLI in a subprocess (issue 9; cas
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from andon.errors import UsageError
 from andon.workspace import Repo
 
-from helpers import GIT_ENV, MUL_CODE, _add_lines, andon, git, make_project, mul_packet
+from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 UNITS = "def km(m):\n    return m / 1000\n"
@@ -53,17 +52,13 @@ def units_repo(where: Path) -> Path:
     return where
 
 
-def project_with_submodule(tmp_path: Path, sandbox_paths: list[str] | None = None) -> Path:
-    """The user's project: ``vendor/units`` is a submodule its code imports; ``sandbox_paths``:
-    ``[agent] sandbox_paths`` in its andon.toml."""
+def project_with_submodule(tmp_path: Path) -> Path:
+    """The user's project: ``vendor/units`` is a submodule its code imports."""
     lib = units_repo(tmp_path / "units")
-    config = _config_with_pythonpath()
-    if sandbox_paths:
-        config = _add_lines(config, "agent", f"sandbox_paths = {json.dumps(sandbox_paths)}\n")
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         files={"src/calc/ops.py": OPS_WITH_UNITS,
                                "tests/test_dist.py": DIST_TEST},
-                        config=config)
+                        config=_config_with_pythonpath())
     allow_file(root, "submodule", "add", "-q", str(lib), "vendor/units")
     git(root, "commit", "-q", "-m", "vendor units")
     return root
@@ -83,15 +78,15 @@ def test_a_project_whose_tests_import_a_submodule_merges_an_honest_agent(tmp_pat
     """Case submodules: the preflight clone, the agent's worktree and the hermetic clone all
     have vendor/units checked out, so the honest agent is merged (before: exit 3,
     ModuleNotFoundError in the preflight log)."""
-    seen_dir = tmp_path / "seen"  # outside the worktree: bound writable into the sandbox
-    seen_dir.mkdir()
-    root = project_with_submodule(tmp_path, sandbox_paths=[f"rw:{seen_dir}"])
-    seen = seen_dir / "seen.txt"
-    agent = f"cat vendor/units/units.py > {seen} && {HONEST}"
+    root = project_with_submodule(tmp_path)
+    # what the agent saw goes to its transcript: under the sandbox (the default) a file it
+    # wrote outside its worktree would land in its private /tmp
+    agent = f"cat vendor/units/units.py && {HONEST}"
     r = andon(root, "run", "--agent", "command", "--command", agent)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     assert "merged as" in r.stdout
-    assert seen.read_text() == UNITS
+    seen = (root / ".andon/evidence/P1/1/implement.transcript.log").read_text()
+    assert UNITS in seen, seen
     merged = git(root, "ls-tree", "andon/integration", "vendor/units").split()
     assert merged[:3] == ["160000", "commit", git(root, "rev-parse", "HEAD:vendor/units").strip()]
 

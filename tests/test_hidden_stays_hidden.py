@@ -66,6 +66,10 @@ def test_the_retry_prompt_says_only_that_a_hidden_test_failed_and_where(tmp_path
     first = next(g for g in runner.store.gate_results(a1["id"]) if g["status"] == "fail")
     assert first["gate"] == "hermetic"
     assert any(f["kind"] == "hidden" for f in first["evidence"]["findings"])
+    # the person's summary names what ran: planted and hidden tests (it said "the planted
+    # tests, alone" above a hidden test's failure)
+    assert first["summary"].startswith("the planted and hidden tests, alone, in both profiles: "
+                                       "hidden test "), first["summary"]
 
     prompt, prompt_file, on_disk, worktree = seen[2]
     kept = (Path(a2["evidence_dir"]) / "implement.prompt.md").read_text()

@@ -122,3 +122,44 @@ def test_a_tool_named_through_a_link_runs_by_its_name_and_on_path(tmp_path):
         r = subprocess.run(argv, env=wenv, capture_output=True, text=True, timeout=60)
         assert (r.returncode, r.stdout.strip()) == (0, "tool-ran"), (cmd, r.stderr)
     assert tool.is_file()
+
+
+def version_manager(home: Path) -> Path:
+    """pyenv's shape under ``home``: ``.vm/shims/tool`` execs ``.vm/libexec/vm`` by absolute
+    path (as pyenv's shims do), ``.vm/bin/vm`` links to it, and ``.local/bin/cli`` links
+    into a virtualenv under ``.local/share`` (pipx's shape). The manager's root."""
+    root = home / ".vm"
+    for d in ("shims", "libexec", "bin"):
+        (root / d).mkdir(parents=True)
+    (root / "libexec" / "vm").write_text('#!/bin/sh\necho "vm-ran $*"\n')
+    (root / "shims" / "tool").write_text(f'#!/bin/sh\nexec "{root}/libexec/vm" exec tool\n')
+    for f in (root / "libexec" / "vm", root / "shims" / "tool"):
+        f.chmod(0o755)
+    os.symlink("../libexec/vm", root / "bin" / "vm")
+    cli = fake_venv(home / ".local" / "share" / "pipx" / "venvs" / "cli")
+    (home / ".local" / "bin").mkdir(parents=True)
+    os.symlink(cli, home / ".local" / "bin" / "cli")
+    return root
+
+
+@needs_fs
+def test_tools_on_path_under_the_private_home_keep_what_they_run_from(tmp_path):
+    """A ``shims`` folder on PATH (pyenv, rbenv, asdf) brings its manager's root, and a link
+    on PATH under the private HOME brings the installation it points into (pipx): a newcomer
+    pass found ``python3`` on PATH (a pyenv shim) failing in every agent stage with
+    ``/root/.pyenv/libexec/pyenv: No such file or directory``."""
+    home = tmp_path / "home"
+    root = version_manager(home)
+    wt = tmp_path / "wt"
+    wt.mkdir()
+    path = f"{root}/shims:{root}/bin:{home}/.local/bin:/usr/bin:/bin"
+    argv, env = Plan("fs", wt).wrap(["/bin/sh", "-c", "tool && vm x && cli"], wt,
+                                    {"PATH": path, "HOME": str(home)})
+    r = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=60)
+    assert (r.returncode, r.stdout.splitlines()) == (
+        0, ["vm-ran exec tool", "vm-ran x", "tool-ran"]), r.stderr
+    # the rest of HOME stays private
+    (home / "secret").write_text("x")
+    argv, env = Plan("fs", wt).wrap(["/bin/cat", str(home / "secret")], wt,
+                                    {"PATH": path, "HOME": str(home)})
+    assert subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode != 0

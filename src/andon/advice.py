@@ -8,14 +8,18 @@ from .store import StoreProtocol
 from .workspace import Repo
 
 
-def halt_message(store: StoreProtocol, row: dict) -> str:
-    """The message of a halted line: which packet, why, where the evidence is, what to do."""
+def halt_message(store: StoreProtocol, row: dict, only: list[str] | None = None) -> str:
+    """The message of a halted line: which packet, why, where the evidence is, what to do;
+    first, when the run was narrowed to ``only`` (``--only``) other packets, that those did
+    not start."""
     attempts = store.attempts(row["id"])
     last = attempts[-1] if attempts else None
     why = last["reason"] if last else "blocked"
     where = last["evidence_dir"] if last else ""
     pid = row["id"]
-    return (f"line halted: packet {pid} is blocked: {why}\n"
+    asked = (f"--only {', '.join(only)}: not started: a blocked packet halts the whole line "
+             "(unblock it first)\n" if only and pid not in only else "")
+    return (f"{asked}line halted: packet {pid} is blocked: {why}\n"
             f"evidence: {where}\n"
             f"what to do: {advice(store, last)}; see `andon show {pid}`, then "
             f"`andon unblock {pid}`")
@@ -45,9 +49,9 @@ def advice(store: StoreProtocol, last: dict | None) -> str:
     stuck = [g for g in gates if g["gate"] == "agent" and g["evidence"].get("advice")]
     if stuck:  # gates/agent.py: the agent could not work; its set-up, not the packet
         return stuck[-1]["evidence"]["advice"]
-    if any(r["exit_status"] == 127 for r in store.stage_runs(last["id"])):
-        return ("the agent's command was not found (exit 127): it runs in the attempt's "
-                "worktree, where untracked scripts do not exist — give an absolute path")
+    missing = [r for r in store.stage_runs(last["id"]) if r["exit_status"] == 127]
+    if missing:
+        return _not_found(missing[-1])
     if last["failure_layer"] == "permission":  # scope: the packet was not what failed
         if any(f["kind"] == "tamper" for g in gates for f in g["evidence"].get("findings", [])):
             return ("the agent changed a planted test or andon's files (a tamper finding, "
@@ -66,6 +70,21 @@ def advice(store: StoreProtocol, last: dict | None) -> str:
                    "report the error",
     }.get(last["failure_layer"] or "", "the agent keeps failing the same way or ran out "
           "of attempts: sharpen the packet, or use another agent")
+
+
+def _not_found(run: dict) -> str:
+    """Exit 127 is the shell's "command not found", for the stage's command or for any tool
+    its script runs: the stage's last line says which; where stages run says why."""
+    lines = [ln.strip() for ln in (run["claim"] or "").splitlines() if ln.strip()]
+    said = f": {lines[-1][:300]}" if lines else ""
+    notes = (run["usage"] or {}).get("notes") or []
+    boxed = any(n.startswith("sandbox fs") for n in notes)  # sandbox/plan.py Plan.describe
+    return (f"the {run['stage']} stage exited 127 (a command it runs was not found){said}. "
+            "Stages run in the attempt's worktree, where your checkout's untracked scripts "
+            "do not exist (give them by absolute path)" + (
+                ", inside the agent sandbox, which shows only the worktree, the folders on "
+                "PATH and the tools andon binds (docs/sandbox.md, \"Tools\"): bind what is "
+                "missing with [agent] sandbox_paths" if boxed else ""))
 
 
 def base_drift(repo: Repo, config: Config) -> dict | None:

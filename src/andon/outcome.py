@@ -89,8 +89,12 @@ def merge(repo: Repo, config: Config, store: StoreProtocol, packet: Packet, a: d
     store.update_attempt(a["id"], state="merged", merge_sha=out.merged_sha,
                          ended_at=now())
     store.transition(packet.id, "done", "merged", a["id"], {"sha": out.merged_sha})
+    # a check ran only because the branch moved (merge.py): the line says so, or the board's
+    # extra gate for this packet has no explanation in the run's output
+    moved = (f" (it had moved since the attempt started: {out.check.summary})"
+             if out.check is not None else "")
     echo(f"{packet.id}: merged as {out.merged_sha[:10]} onto "
-         f"{config.andon.integration_branch}")
+         f"{config.andon.integration_branch}{moved}")
     return "done"
 
 

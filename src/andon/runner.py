@@ -180,7 +180,7 @@ class Runner:
                 halted = self._halted()
                 if halted:
                     report.exit_status, report.halted_by = EXIT_HALTED, halted["id"]
-                    report.message = halt_message(self.store, halted)
+                    report.message = halt_message(self.store, halted, only)
                     return report
                 packet = self._next(only)
                 if packet is None:

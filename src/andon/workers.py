@@ -178,7 +178,7 @@ def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
                 if halted:
                     stopping, why = True, "halted"
                     report.exit_status, report.halted_by = EXIT_HALTED, halted["id"]
-                    report.message = halt_message(store, halted)
+                    report.message = halt_message(store, halted, only)
                     if jobs:
                         runner.echo(f"{halted['id']} is blocked: the line halts; no new "
                                     f"attempt starts, {len(jobs)} running finish first")

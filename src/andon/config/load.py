@@ -58,6 +58,9 @@ default = "command"
 # reviewer_command = "..."    # its shell command; it writes JSON to $ANDON_REVIEW_FILE
 timeout_s = 1800
 network = "on"              # "off": no network for agent processes (local/command agents)
+# sandbox = "auto"            # the default: agent stages see only their worktree, the tools on
+#                             # PATH and a private HOME, where bubblewrap works (docs/sandbox.md)
+# sandbox_paths = ["ro:/opt/models"]   # more paths agent stages see ("rw:" to write there)
 
 [stages]
 default = ["implement", "review"]   # for packets that name neither stages nor a tier

@@ -152,6 +152,7 @@ def run_experiment_demo(out: Console, where: Path | None = None,
     from ..experiments.html import render_html
     from ..experiments.render import render_terminal
     from ..experiments.stored import export_rows, run_table, to_csv
+    from ..experiments.stored import status as experiment_status
 
     root = where or Path(tempfile.mkdtemp(prefix="andon-demo-")) / "ledger"
     out.print(f"[bold]andon demo --experiment[/] — the staged controls A–H on the demo "
@@ -172,9 +173,15 @@ def run_experiment_demo(out: Console, where: Path | None = None,
     exp = Experiment(repo, load_config(root), store, spec, agent_for,
                      say=lambda s: out.print(s, markup=False))
 
+    out.print(f"{spec.concurrency} run(s) at a time; each line: runs done/planned and the "
+              "time left, estimated from the runs so far", markup=False)
+
     def heard(key, record, done, planned) -> None:
+        eta = (experiment_status(store, spec.name) or {}).get("eta_s")
+        left = ("done" if done >= planned else
+                f"about {_duration(eta)} left" if eta is not None else "")
         out.print(f"[{done}/{planned}] {key.task} {key.condition} #{key.repeat}: "
-                  f"{record['outcome']}", markup=False)
+                  f"{record['outcome']}" + (f" — {left}" if left else ""), markup=False)
     progress = exp.run(on_run=heard)
     table = run_table(store, spec.name)
     result = compare(table, spec.conditions[0].name, resamples=2_000, seed=spec.seed)
@@ -187,3 +194,9 @@ def run_experiment_demo(out: Console, where: Path | None = None,
     store.close()
     done = progress.skipped + len(progress.recorded)
     return 0 if done == progress.planned and progress.stopped is None else 1
+
+
+def _duration(seconds: float) -> str:
+    """``seconds`` for people: ``40 s``, ``3 min 10 s``."""
+    s = round(seconds)
+    return f"{s} s" if s < 60 else f"{s // 60} min {s % 60} s"

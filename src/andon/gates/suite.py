@@ -162,7 +162,8 @@ def plain_first(ctx: GateContext, cwd: Path, gate: str,
                           + f"; {details['not_run'][0]}", "permission", dep, runs, details), plain
     # failing in both: the usual run's findings, whose messages have pytest's assertion detail
     bad = _first_findings(normal, planted, list(hidden), ctx.red_ids) or bad
-    return GateResult(gate, "fail", summarise(bad, "the planted tests, alone, in both profiles")
+    ran = "the planted and hidden tests" if hidden else "the planted tests"
+    return GateResult(gate, "fail", summarise(bad, f"{ran}, alone, in both profiles")
                       + f"; {details['not_run'][0]}", "code", bad, runs, details), plain
 
 

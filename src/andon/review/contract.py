@@ -83,6 +83,17 @@ class ReviewRejected(DocumentRejected):
     """The review document breaks the contract; ``errors`` says exactly how (one line each)."""
 
 
+NO_DOCUMENT = ("the reviewer returned no document: nothing in $ANDON_REVIEW_FILE and no JSON at "
+               "the end of its reply")
+
+
+def holds_document(reply: str) -> bool:
+    """True when a reviewer's final message may carry its document: a fenced block, or text
+    that starts as JSON does. Anything else (a shell's "not found", a traceback) is no
+    document at all, not a document that is not valid JSON."""
+    return bool(re.search(r"```(?:json)?\s*\n", reply)) or reply.lstrip()[:1] in ("{", "[")
+
+
 def extract_json(text: str) -> str:
     """The review document inside an agent's final message: a ```json fenced block if there
     is one (the last), else the text itself."""
@@ -100,9 +111,7 @@ def validate(text: str, packet: Packet, line_count: Callable[[str], int | None],
     Raises:
         ReviewRejected: with every problem found, each naming the id or ``path:line``.
     """
-    data = json_document.load(text, ReviewRejected, name="review", empty=(
-        "the reviewer returned no document: nothing in $ANDON_REVIEW_FILE and no JSON at the "
-        "end of its reply"))
+    data = json_document.load(text, ReviewRejected, name="review", empty=NO_DOCUMENT)
     try:
         doc = ReviewDocument.model_validate(data)
     except ValidationError as exc:

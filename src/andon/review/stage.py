@@ -20,7 +20,16 @@ from ..gates.base import Finding, GateResult, Layer
 from ..packet import Packet, path_matches
 from ..store import StoreProtocol
 from ..workspace import Repo
-from .contract import SCHEMA, ReviewOutcome, ReviewRejected, decide, extract_json, validate
+from .contract import (
+    NO_DOCUMENT,
+    SCHEMA,
+    ReviewOutcome,
+    ReviewRejected,
+    decide,
+    extract_json,
+    holds_document,
+    validate,
+)
 from .export import export_tree
 
 
@@ -100,6 +109,8 @@ class Reviewer:
                     kept.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(review_file, kept / review_file.name)
                 try:
+                    if not review_file.exists() and not holds_document(run.claim or ""):
+                        raise ReviewRejected([NO_DOCUMENT + _how_it_ended(run)])
                     doc = validate(raw, a.packet, self._line_count, stages)
                 except ReviewRejected as exc:
                     errors = exc.errors
@@ -154,6 +165,15 @@ class Reviewer:
         if data is None:
             return None
         return data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+
+
+def _how_it_ended(run: AgentRun) -> str:
+    """`` (it exited 127: <its last line>)`` for a reviewer that failed, else ``""``: what it
+    printed last says why it wrote nothing (a tool not found, a traceback)."""
+    if run.exit_status in (0, None):
+        return ""
+    lines = [ln.strip() for ln in (run.claim or "").splitlines() if ln.strip()]
+    return f" (it exited {run.exit_status}" + (f": {lines[-1][:300]})" if lines else ")")
 
 
 def _verdict_summary(verdicts: Mapping[str, str]) -> str:

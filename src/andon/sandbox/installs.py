@@ -16,7 +16,10 @@ fail with "No module named ..." or "not found". The rule (docs/sandbox.md, "Tool
   ``/tmp/venv/bin/python agent.py``), and each such file itself (its folder is not bound
   when it holds a hidden path: a script kept beside the checkout);
 - the project's test interpreter (``[test] command``'s first word; ``python`` there means the
-  interpreter running andon, ``sys.executable``), since the agent runs the tests with it.
+  interpreter running andon, ``sys.executable``), since the agent runs the tests with it;
+- for a folder on the agent's ``PATH`` that lies where the stage cannot see (under ``HOME``
+  or a private ``/tmp``), what its tools run from (``behind_path``): a version manager's root
+  for its ``shims`` folder, and the installation behind each link in it.
 
 ``Plan.wrap`` binds these after the private tmpfs and the hidden paths are mounted, so they
 show through both, read-only; a folder that is ``/`` or holds a hidden path is never bound.
@@ -70,6 +73,37 @@ def tools_for(command: str | None, path_env: str | None, test_argv: Iterable[str
     # each named file itself too: its folder is dropped when it holds a hidden path (a
     # script kept beside the checkout), and the file must still be there to run or be read
     out += [Path(os.path.realpath(w)) for w in words if os.path.isabs(w) and os.path.isfile(w)]
+    return _unique(out)
+
+
+MAX_PATH_LINKS = 500  # links followed per PATH folder: ~/.local/bin holds tens, not thousands
+
+
+def behind_path(folder: Path) -> list[Path]:
+    """What the tools in ``folder`` (a real path on the agent's ``PATH``, in a part of the
+    filesystem the stage makes private) need beyond it, real paths:
+
+    - a folder named ``shims`` (pyenv, rbenv, nodenv, asdf): its parent, the manager's root.
+      Each shim execs the manager by absolute path (``~/.pyenv/libexec/pyenv``), which runs an
+      interpreter from the root's ``versions/``; without it every shim ends with "No such
+      file or directory" (exit 127);
+    - each link in ``folder`` that points out of it: the installation of its target
+      (``installation_of``): pipx's and poetry's ``~/.local/bin/X`` link into a virtualenv
+      under ``~/.local/share``; pyenv's ``bin/pyenv`` into ``libexec/``.
+    """
+    out: list[Path] = []
+    if folder.name == "shims" and folder.parent != Path("/"):
+        out.append(folder.parent)
+    try:
+        entries = sorted(os.scandir(folder), key=lambda e: e.name)[:MAX_PATH_LINKS]
+    except OSError:
+        return out
+    for e in entries:
+        if e.is_symlink():
+            target = Path(os.path.realpath(e.path))
+            if target.parent != folder:
+                out += installation_of(e.path) or []
+                out.append(target)
     return _unique(out)
 
 

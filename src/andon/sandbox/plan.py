@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from .installs import behind_path
 from .probe import base_args, capabilities
 
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run")
@@ -62,14 +63,21 @@ class Plan:
 
     def _path_dirs(self, env: Mapping[str, str]) -> list[Path]:
         """The folders on the agent's ``PATH``, read-only (the agent CLI and the tools it
-        runs may live under ``/tmp`` or ``HOME``); never one holding a hidden path."""
+        runs may live under ``/tmp`` or ``HOME``), with what their tools run from when they
+        lie there (``installs.behind_path``: pyenv's root for its shims, pipx's venvs);
+        never one holding a hidden path (``wrap`` skips those)."""
         hidden = [str(h) for h in self.hidden]
-        out = []
+        home = env.get("HOME", "")
+        private = [os.path.realpath(p) for p in (*PRIVATE_TMP, home) if os.path.isabs(p)
+                   and os.path.realpath(p) != "/"]
+        out: list[Path] = []
         for d in env.get("PATH", "").split(os.pathsep):
             real = os.path.realpath(d) if os.path.isabs(d) else ""
             if real and real != "/" and not any(h == real or h.startswith(real + os.sep)
                                                 for h in hidden):
                 out.append(Path(real))
+                if any(real.startswith(p + os.sep) for p in private):
+                    out += behind_path(Path(real))  # its tools' installations, also private
         return out
 
     def _uncovers(self, path: str) -> bool:
