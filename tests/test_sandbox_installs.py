@@ -163,3 +163,17 @@ def test_tools_on_path_under_the_private_home_keep_what_they_run_from(tmp_path):
     argv, env = Plan("fs", wt).wrap(["/bin/cat", str(home / "secret")], wt,
                                     {"PATH": path, "HOME": str(home)})
     assert subprocess.run(argv, env=env, capture_output=True, timeout=60).returncode != 0
+
+
+def test_a_command_naming_the_store_or_a_hidden_test_does_not_bind_it(tmp_path):
+    """The person's command may name a script kept in the checkout (bound read-only), but
+    never shows the agent the store, the evidence or a packet's hidden tests."""
+    from andon.sandbox import command_files
+    root = tmp_path / "repo"
+    files = {"tools/agent.sh": "#!/bin/sh\n", ".andon/andon.db": "", "packets/P1/hidden/"
+             "tests/test_h.py": "def test_h(): pass\n", "packets/P1/packet.md": "x\n"}
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    command = " ".join(str(root / rel) for rel in files)
+    assert command_files(command, root) == [root / "tools/agent.sh", root / "packets/P1/packet.md"]

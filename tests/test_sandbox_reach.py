@@ -258,7 +258,7 @@ def test_without_a_cgroup_the_process_cap_is_an_rlimit_above_the_users_tasks(mon
 def test_doctor_says_which_levels_work_and_why_not(monkeypatch):
     from andon.doctor import sandbox_lines
     text = "\n".join(sandbox_lines())
-    assert "fs+net" in text and 'auto    (set [agent] sandbox = "auto") reaches' in text
+    assert "fs+net" in text and 'auto    ([agent] sandbox, the default) reaches' in text
     monkeypatch.setenv(probe.BWRAP_ENV, "/nonexistent/bwrap")
     probe.forget()
     try:
@@ -267,7 +267,7 @@ def test_doctor_says_which_levels_work_and_why_not(monkeypatch):
         monkeypatch.delenv(probe.BWRAP_ENV)
         probe.forget()
     assert "fs      not available: bubblewrap is not installed" in text
-    assert 'auto    (set [agent] sandbox = "auto") reaches "none"' in text
+    assert 'auto    ([agent] sandbox, the default) reaches "none"' in text
     assert "agents would run unsandboxed here" in text
 
 

@@ -274,7 +274,7 @@ def sandbox_lines() -> list[str]:
     for level in ("fs", "fs+net"):
         ok, why = caps.works(level)
         lines.append(f"  {level:<7} {'works' if ok else 'not available: ' + why}")
-    lines.append(f'  auto    (set [agent] sandbox = "auto") reaches "{caps.best(False)}" '
+    lines.append(f'  auto    ([agent] sandbox, the default) reaches "{caps.best(False)}" '
                  f'("{caps.best(True)}" with [agent] network = "off")')
     if caps.best(False) == "none":  # the level actually achieved, said where it is lowest
         lines.append("  auto falls back to none: agents would run unsandboxed here, as andon's "

@@ -108,14 +108,22 @@ def stage_plan(level: str, config: Config, repo_root: Path, stage: str, wt: Path
 
 def command_files(command: str | None, repo_root: Path) -> list[Path]:
     """The files inside ``repo_root`` that ``command`` names by absolute path (the words
-    /bin/sh would split it into); [] for a command it cannot split."""
+    /bin/sh would split it into); [] for a command it cannot split. Never a file below
+    ``.andon/`` (the store, evidence, other attempts) or a ``hidden`` folder (the packets'
+    hidden tests): naming one in the command does not show it to the agent."""
     try:
         words = shlex.split(command) if command else []
     except ValueError:
         return []
     root = _real(repo_root)
-    return [p for p in map(Path, words)
-            if p.is_absolute() and p.is_file() and _real(p).is_relative_to(root)]
+    found = []
+    for p in map(Path, words):
+        if not (p.is_absolute() and p.is_file() and _real(p).is_relative_to(root)):
+            continue
+        parts = _real(p).relative_to(root).parts
+        if parts[0] != ".andon" and "hidden" not in parts[:-1]:
+            found.append(p)
+    return found
 
 
 def _real(p: Path) -> Path:
