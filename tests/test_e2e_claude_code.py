@@ -195,8 +195,11 @@ def test_rate_limited_once_then_answered_is_merged(tmp_path, claude):
 def test_the_bypass_flag_refused_as_root_is_environment_with_the_setting_to_fix(tmp_path, claude):
     """Issue 16's first run: `--dangerously-skip-permissions` as root, one line on stderr, exit
     1. Not "the agent changed nothing", not retried into "no new evidence"."""
+    # sandbox none: the refusal needs the CLI to run as root; the sandbox maps the agent to
+    # an unprivileged uid, where the flag is accepted (the next test)
     root, wt = project(tmp_path, max_attempts=3,
-                       settings='permission_args = ["--dangerously-skip-permissions"]\n')
+                       settings='permission_args = ["--dangerously-skip-permissions"]\n',
+                       sandbox="none")
     with ModelServer(Script(honest(wt))) as s:
         r, show = run(tmp_path, claude, root, s)
     attempt, = show["attempts"]
@@ -207,6 +210,17 @@ def test_the_bypass_flag_refused_as_root_is_environment_with_the_setting_to_fix(
     out = r.stdout + r.stderr
     assert "permission_args" in out and "IS_SANDBOX" in out and "sharpen" not in out
     assert not [x for x in s.log if x["path"] == "/v1/messages"]   # it asked nothing
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the root refusal is what the sandbox avoids")
+def test_the_bypass_flag_as_root_works_under_the_default_sandbox(tmp_path, claude):
+    """Under the default sandbox the CLI runs as an unprivileged uid, so the flag that root
+    may not use is accepted and the honest work is merged."""
+    root, wt = project(tmp_path, max_attempts=3,
+                       settings='permission_args = ["--dangerously-skip-permissions"]\n')
+    with ModelServer(Script(honest(wt))) as s:
+        r, show = run(tmp_path, claude, root, s)
+    assert show["packet"]["state"] == "done", r.stdout[-2000:] + r.stderr[-2000:]
 
 
 def test_no_credentials_is_environment_with_the_credentials_advice(tmp_path, claude):
