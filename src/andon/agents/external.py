@@ -231,13 +231,7 @@ class ExternalAgent(Agent):
             plan = plan.with_home_state(self.state_paths(env)).with_writable(out)
         exe = shutil.which(self.executable, path=env.get("PATH", os.defpath)) or self.executable
         if plan is not None and plan.level != "none":
-            plan = plan.with_readonly(*installation_of(exe))
-            # by its folder's real path, which the installation binds: a link on the way (a
-            # clone's `.tools` linked to a shared install) may not exist inside (private /tmp
-            # and HOME, hidden checkout); the name itself stays (a venv's bin/python is a link)
-            if os.path.isabs(exe):
-                exe = os.path.join(os.path.realpath(os.path.dirname(exe)),
-                                   os.path.basename(exe))
+            plan = plan.with_readonly(*installation_of(exe))  # wrap names it by its real folder
         argv = [exe, *self.argv(ctx, s, files)[1:]]
         state = self.before(ctx)
         try:
