@@ -3,6 +3,7 @@ store and the repository, never used to decide anything."""
 
 from __future__ import annotations
 
+from .agents.base import last_line
 from .config import Config
 from .store import StoreProtocol
 from .workspace import Repo
@@ -75,8 +76,7 @@ def advice(store: StoreProtocol, last: dict | None) -> str:
 def _not_found(run: dict) -> str:
     """Exit 127 is the shell's "command not found", for the stage's command or for any tool
     its script runs: the stage's last line says which; where stages run says why."""
-    lines = [ln.strip() for ln in (run["claim"] or "").splitlines() if ln.strip()]
-    said = f": {lines[-1][:300]}" if lines else ""
+    said = f": {last}" if (last := last_line(run["claim"])) else ""
     notes = (run["usage"] or {}).get("notes") or []
     boxed = any(n.startswith("sandbox fs") for n in notes)  # sandbox/plan.py Plan.describe
     return (f"the {run['stage']} stage exited 127 (a command it runs was not found){said}. "

@@ -40,6 +40,13 @@ class StageContext:
     sandbox: Plan | None = None  # what the agent process may reach (andon.sandbox); None: all
 
 
+def last_line(text: str | None, limit: int = 300) -> str:
+    """The last non-blank line of what a stage printed (stripped, at most ``limit``
+    characters), '' for none: where a failed stage usually says why."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1][:limit] if lines else ""
+
+
 @dataclass
 class AgentRun:
     """What one stage run left behind. ``usage`` (tokens, cost, wall time: see

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..agents.base import AgentRun
+from ..agents.base import AgentRun, last_line
 from ..config import Config
 from ..gates.base import Finding, GateResult, Layer
 from ..packet import Packet, path_matches
@@ -172,8 +172,8 @@ def _how_it_ended(run: AgentRun) -> str:
     printed last says why it wrote nothing (a tool not found, a traceback)."""
     if run.exit_status in (0, None):
         return ""
-    lines = [ln.strip() for ln in (run.claim or "").splitlines() if ln.strip()]
-    return f" (it exited {run.exit_status}" + (f": {lines[-1][:300]})" if lines else ")")
+    said = last_line(run.claim)
+    return f" (it exited {run.exit_status}" + (f": {said})" if said else ")")
 
 
 def _verdict_summary(verdicts: Mapping[str, str]) -> str:
