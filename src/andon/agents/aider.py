@@ -105,6 +105,8 @@ class AiderAgent(ExternalAgent):
     home_state = (".aider/",)
     credential_env = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY",
                       "OPENROUTER_API_KEY", "DEEPSEEK_API_KEY")
+    api_hosts = ("api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com",
+                 "openrouter.ai", "api.deepseek.com")
     default_permission_args = ("--yes-always",)
     docs = "docs/agents/aider.md"
     tested_version = "0.86.2"   # end to end against the real binary (tests/agent-clis.txt)

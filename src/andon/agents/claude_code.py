@@ -93,6 +93,7 @@ class ClaudeCodeAgent(ExternalAgent):
     name = "claude-code"
     executable = "claude"
     home_state = (".claude/", ".claude.json")
+    api_hosts = ("api.anthropic.com", "console.anthropic.com", "claude.ai")
     credential_env = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN")
     default_permission_args = BYPASS_ARGS
     docs = "docs/agents/claude-code.md"

@@ -78,6 +78,7 @@ class CodexAgent(ExternalAgent):
         extra = [env["CODEX_HOME"]] if os.path.isabs(env.get("CODEX_HOME", "")) else []
         return [*super().state_paths(env), *extra]
     credential_env = ("OPENAI_API_KEY", "CODEX_API_KEY", "CODEX_HOME")
+    api_hosts = ("api.openai.com", "chatgpt.com", "auth.openai.com")
     default_permission_args = ("--sandbox", "workspace-write")
     tested_version = "0.171.0"   # end to end against the real binary (tests/agent-clis.txt)
     docs = "docs/agents/codex.md"

@@ -46,10 +46,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import InvalidValue
+from ..sandbox.netproxy import hosts_in
 from ..usage import TOKEN_FIELDS, Usage, as_cost, as_count, price, sum_counts
 from .base import Agent, AgentRun, StageContext
 from .external import FormatError, clean_env
-from .process import leftover_note, run_process
+from .process import run_process, stage_notes
 
 if TYPE_CHECKING:
     from ..config import Config
@@ -99,7 +100,8 @@ class CommandAgent(Agent):
             out.mkdir(parents=True, exist_ok=True)
             written = out / usage_file.name
             written.unlink(missing_ok=True)
-            plan = plan.with_writable(out)
+            # the model API named in its environment (ANTHROPIC_BASE_URL...) passes the proxy
+            plan = plan.with_writable(out).with_hosts(*hosts_in((), env))
         env["ANDON_USAGE_FILE"] = str(written)
         if ctx.review_file:
             env["ANDON_REVIEW_FILE"] = str(ctx.review_file)
@@ -110,12 +112,7 @@ class CommandAgent(Agent):
             written.replace(usage_file)
         usage = read_usage_file(usage_file)
         usage.wall_s = p.duration_s
-        if note := leftover_note(p):
-            usage.notes.insert(0, note)
-        if plan is not None:
-            usage.notes.insert(0, plan.describe())
-        if p.limit_hit:
-            usage.notes.insert(0, f"ended at a limit: {p.limit_hit}")
+        usage.notes[:0] = stage_notes(p, plan)
         price(usage, self.prices)
         return AgentRun(agent=self.name, exit_status=p.exit_status, timed_out=p.timed_out,
                         duration_s=p.duration_s, transcript_path=transcript,

@@ -39,9 +39,10 @@ from ..config import AgentSettings, Config
 from ..context.model import Problem
 from ..errors import AndonError, InvalidValue
 from ..sandbox.installs import installation_of
+from ..sandbox.netproxy import hosts_in
 from ..usage import Usage, price
 from .base import Agent, AgentRun, StageContext
-from .process import DEFAULT_MAX_BYTES, leftover_note, run_process
+from .process import DEFAULT_MAX_BYTES, run_process, stage_notes
 
 BASE_ENV = ("PATH", "HOME", "LANG", "TERM", "TMPDIR", "USER")
 TAIL_BYTES = 1024 * 1024      # kept from the end of a capped transcript: the result event
@@ -153,6 +154,9 @@ class ExternalAgent(Agent):
     # Under $HOME: what the CLI keeps state in (login, sessions andon reads usage from); kept
     # writable inside the sandbox's private HOME. A trailing "/" is a folder made if missing.
     home_state: tuple[str, ...] = ()
+    # The model API's hosts, let through andon's proxy under [agent] network = "allow"
+    # (with the hosts of the URLs in its arguments and *BASE_URL* variables: netproxy.hosts_in)
+    api_hosts: tuple[str, ...] = ()
     default_permission_args: tuple[str, ...] = ()
     docs = ""
     tested_version: str | None = None   # `andon doctor` warns about an older CLI
@@ -233,6 +237,8 @@ class ExternalAgent(Agent):
         if plan is not None and plan.level != "none":
             plan = plan.with_readonly(*installation_of(exe))  # wrap names it by its real folder
         argv = [exe, *self.argv(ctx, s, files)[1:]]
+        if plan is not None:  # its model API: the CLI's own hosts, and the URLs it is given
+            plan = plan.with_hosts(*self.api_hosts, *hosts_in(argv[1:], env))
         state = self.before(ctx)
         try:
             p = run_process(argv, ctx.worktree, env, self.stdin(ctx), files.transcript,
@@ -258,12 +264,7 @@ class ExternalAgent(Agent):
                                "(the first and the last bytes are kept)")
         if p.timed_out:
             usage.notes.append(f"killed after the {s.timeout_s or ctx.timeout_s:g} s timeout")
-        if note := leftover_note(p):
-            usage.notes.insert(0, note)
-        if plan is not None:
-            usage.notes.insert(0, plan.describe())
-        if p.limit_hit:
-            usage.notes.insert(0, f"ended at a limit: {p.limit_hit}")
+        usage.notes[:0] = stage_notes(p, plan)
         self.after(ctx, state, usage)
         price(usage, self.prices, check_reported=self.check_reported_cost)
         claim = parsed.claim or tail_text(files.stderr)

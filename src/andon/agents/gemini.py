@@ -70,6 +70,8 @@ class GeminiAgent(ExternalAgent):
     credential_env = ("GEMINI_API_KEY", "GOOGLE_API_KEY", "GOOGLE_GENAI_USE_VERTEXAI",
                       "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
                       "GOOGLE_APPLICATION_CREDENTIALS")
+    api_hosts = ("generativelanguage.googleapis.com", "cloudcode-pa.googleapis.com",
+                 "oauth2.googleapis.com", "aiplatform.googleapis.com")
     default_permission_args = ("--yolo",)
     docs = "docs/agents/gemini.md"
     tested_version = "0.61.0"   # end to end against the real binary (tests/agent-clis.txt)

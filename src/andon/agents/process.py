@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, BinaryIO
 
@@ -26,6 +26,7 @@ from ..contain import netless
 from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..sandbox import launch
 from ..sandbox.limits import Caps
+from ..sandbox.netproxy import NetProxy
 from ..sandbox.plan import Plan
 
 DEFAULT_MAX_BYTES = 64 * 1024 * 1024
@@ -46,6 +47,20 @@ class ProcessRun:
     leftovers_left: int = 0    # ...and those still running when the bounded sweep gave up
     sandbox: str = "none"      # the level achieved: "none", "fs" or "fs+net"
     limit_hit: str | None = None  # the [agent] cap the stage hit (memory_mb, max_processes)
+    network: tuple[str, ...] = ()  # what andon's proxy refused and let through (notes)
+
+
+def stage_notes(p: ProcessRun, plan: Plan | None) -> list[str]:
+    """The lines a stage's usage notes start with, in order: the cap it hit, the sandbox
+    level achieved (``Plan.describe``), what andon's proxy refused and let through, the
+    processes the agent left running."""
+    notes = [f"ended at a limit: {p.limit_hit}"] if p.limit_hit else []
+    if plan is not None:
+        notes.append(plan.describe())
+    notes += p.network
+    if note := leftover_note(p):
+        notes.append(note)
+    return notes
 
 
 def leftover_note(p: ProcessRun) -> str | None:
@@ -112,8 +127,25 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
     wrapper exits 125 and says why on stderr — never a run with the network.
     ``sandbox``: the stage's plan (``andon.sandbox``): the command runs inside bubblewrap at
     its level, capped by its ``memory_mb`` / ``max_processes`` (``ProcessRun.limit_hit``
-    names a cap it hit; the stage was killed then).
+    names a cap it hit; the stage was killed then). A plan with ``allow_hosts`` at
+    ``fs+net`` gets andon's filtering proxy for the length of the run
+    (``sandbox.netproxy``); ``ProcessRun.network`` says what it refused and let through.
     """
+    proxy = NetProxy(sandbox.allow_hosts or ()) if sandbox is not None and sandbox.proxied \
+        else None
+    try:
+        run = _run(argv, cwd, env, stdin_path, transcript_path, timeout_s, max_bytes,
+                   stderr_path, keep_tail, cut_network,
+                   sandbox.with_proxy(proxy.folder) if proxy is not None else sandbox)
+    finally:
+        if proxy is not None:
+            proxy.close()
+    return replace(run, network=tuple(proxy.notes())) if proxy is not None else run
+
+
+def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_path: Path,
+         transcript_path: Path, timeout_s: float, max_bytes: int, stderr_path: Path | None,
+         keep_tail: int, cut_network: bool, sandbox: Plan | None) -> ProcessRun:
     caps = None
     if sandbox is not None:
         argv, env = sandbox.wrap(list(argv), Path(cwd), env)

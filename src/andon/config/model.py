@@ -21,6 +21,7 @@ from pydantic import (
 
 from ..errors import ConfigError, InvalidValue
 from ..gate_settings import FlakyGate, MutationGate, StaticGate
+from ..sandbox.netproxy import parse_entry
 
 CONFIG_NAME = "andon.toml"
 STATE_DIR = ".andon"
@@ -243,13 +244,22 @@ class Agent(_Strict):
                                                    "same as for the other stages")
     reviewer_command: str | None = Field(None, description="shell command of the command "
                                                            "adapter when it reviews")
-    network: Literal["on", "off"] = Field(
-        "on", description='"off": agent processes run without network (loopback only); '
-                          '`andon run` refuses to start where the machine cannot do that')
+    network: Literal["allow", "on", "off"] = Field(
+        "allow", description='"allow" (default): at sandbox level fs+net an agent stage '
+        'reaches only its model API and allow_hosts, through andon\'s filtering proxy '
+        '(docs/sandbox.md); "off": no network (loopback only), also without the sandbox; '
+        '"on": the host\'s network. Below fs+net "allow" is the host\'s network (doctor '
+        'and the evidence say so)')
+    allow_hosts: list[str] = Field(
+        default_factory=list, description='hosts an agent stage may reach besides its '
+        'model API under network = "allow": "host" (ports 443 and 80), "host:port", '
+        '"*.domain"; a loopback host with a port (a local model server) is served at the '
+        'same address inside the sandbox')
     sandbox: Literal["auto", "none", "fs", "fs+net"] = Field(
         "auto", description='what an agent stage can reach (src/andon/sandbox/, docs/sandbox.md): '
-        '"fs" sees only its worktree, a private HOME and TMPDIR writable; "fs+net" also cuts '
-        'the network (needs network = "off"); "auto" the strongest this machine gives, '
+        '"fs" sees only its worktree, a private HOME and TMPDIR writable; "fs+net" also has '
+        'its own network (network = "allow": the model API and allow_hosts; "off": none); '
+        '"auto" the strongest this machine gives, '
         '"none" where it gives nothing (doctor and each stage\'s evidence say so); '
         '`andon run` refuses an explicit level it cannot have')
     sandbox_paths: list[str] = Field(
@@ -261,6 +271,13 @@ class Agent(_Strict):
     max_processes: int | None = Field(
         1024, gt=0, description="processes and threads one agent stage may have at once "
                                 "(cgroup pids, else RLIMIT_NPROC): a fork bomb ends the stage")
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        for entry in v:
+            parse_entry(entry)  # InvalidValue naming the entry and the accepted forms
+        return v
 
 
 StageName = Literal["atdd", "implement", "review", "review-tests", "review-correctness"]

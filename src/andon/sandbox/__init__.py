@@ -33,16 +33,17 @@ VENV_NAMES = (".venv", "venv", ".tox")
 def level_for(config: Config | None, in_process: bool = False) -> str:
     """The level every agent stage of this run gets: ``"none"``, ``"fs"`` or ``"fs+net"``.
 
-    ``auto`` takes the strongest the machine gives (``fs+net`` only when ``[agent] network
-    = "off"``: the network is cut inside the sandbox then); ``in_process`` (the scripted
-    adapter runs inside andon) can only be ``none``.
+    ``auto`` takes the strongest the machine gives: ``fs+net`` when ``[agent] network`` is
+    ``"allow"`` (the default: the model API and ``allow_hosts`` through andon's proxy) or
+    ``"off"`` (no network), ``fs`` with ``"on"``; ``in_process`` (the scripted adapter runs
+    inside andon) can only be ``none``.
 
     Raises:
         InvalidValue: the asked level cannot be had here or with these settings; the
             message names what is missing and how to get it, or to lower the level.
     """
     asked = config.agent.sandbox if config is not None else "auto"
-    cut = config is not None and config.agent.network == "off"
+    cut = config is None or config.agent.network in ("allow", "off")
     if asked == "none":
         return "none"
     if in_process:
@@ -54,8 +55,9 @@ def level_for(config: Config | None, in_process: bool = False) -> str:
     if asked == "auto":
         return caps.best(cut)
     if asked == "fs+net" and not cut:
-        raise InvalidValue('[agent] sandbox = "fs+net" needs [agent] network = "off" (the '
-                           'network is cut inside the sandbox); set it, or sandbox = "fs"')
+        raise InvalidValue('[agent] sandbox = "fs+net" needs [agent] network = "allow" or '
+                           '"off" (the agent has its own network namespace); not "on", or '
+                           'sandbox = "fs"')
     ok, why = caps.works(asked)
     if not ok:
         raise InvalidValue(f'[agent] sandbox = "{asked}" in andon.toml, but this machine '
@@ -70,7 +72,9 @@ def plan_for(level: str, config: Config, repo_root: Path, worktree: Path,
     """One stage's plan at ``level`` (at ``"none"`` only its caps apply). ``repo_root``: the user's
     checkout, hidden (with ``hidden``); the project's venv inside it and ``[agent]
     sandbox_paths`` are bound back (``ro:`` / ``rw:`` prefixes, relative paths from the
-    checkout); ``locked``: paths in the worktree made read-only. Paths are resolved."""
+    checkout); ``locked``: paths in the worktree made read-only. Paths are resolved. At
+    ``fs+net`` with ``network = "allow"`` the plan has ``allow_hosts`` (the adapter adds
+    its model API's with ``Plan.with_hosts``)."""
     ro = [repo_root / v for v in VENV_NAMES if (repo_root / v).is_dir()]
     rw: list[Path] = []
     for spec in config.agent.sandbox_paths:
@@ -78,10 +82,12 @@ def plan_for(level: str, config: Config, repo_root: Path, worktree: Path,
         p = Path(os.path.expanduser(name))
         (rw if mode == "rw" else ro).append(p if p.is_absolute() else repo_root / p)
     r = _real
+    allow = (tuple(config.agent.allow_hosts)
+             if level == "fs+net" and config.agent.network == "allow" else None)
     return Plan(level, r(worktree), tuple(map(r, (repo_root, *hidden))),
                 tuple(map(r, (*ro, *readonly))), tuple(map(r, (*rw, *writable))),
                 tuple(map(r, locked)), memory_mb=config.agent.memory_mb,
-                max_processes=config.agent.max_processes)
+                max_processes=config.agent.max_processes, allow_hosts=allow)
 
 
 def stage_plan(level: str, config: Config, repo_root: Path, stage: str, wt: Path,

@@ -22,20 +22,29 @@ mount covering an earlier one):
 
 The agent runs as uid/gid 65534 in a new user namespace with every capability dropped, in
 its own pid, IPC and UTS namespaces (and network namespace at ``fs+net``: loopback only).
+With ``Plan.allow_hosts`` set at ``fs+net`` (``[agent] network = "allow"``) its way out is
+andon's filtering proxy: ``run_process`` starts ``netproxy.NetProxy`` and sets
+``Plan.proxy_folder``; ``wrap`` binds that folder at ``/run/andon-net`` and starts the
+command behind ``netbridge.py`` (the loopback ports that lead to it).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from .installs import behind_path
+from . import netbridge
+from .installs import behind_path, installation_of
+from .netproxy import SOCKET_NAME, loopback_mirrors
 from .probe import base_args, capabilities
 
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 KEEP_IN_RUN = ("/run/systemd/resolve",)
+PROXY_MOUNT = "/run/andon-net"  # where the proxy's socket folder is inside the sandbox
+NETBRIDGE = Path(netbridge.__file__).resolve()
 
 
 @dataclass(frozen=True)
@@ -44,7 +53,9 @@ class Plan:
     ``"fs+net"``; paths are absolute. ``hidden``: covered by an empty tmpfs; ``readonly`` /
     ``writable``: bound at the same path; ``locked``: read-only binds inside the worktree,
     applied last; ``home_state``: names under ``$HOME`` bound back writable when they
-    exist; ``memory_mb`` / ``max_processes``: the caps (None: none)."""
+    exist; ``memory_mb`` / ``max_processes``: the caps (None: none); ``allow_hosts``: at
+    ``fs+net``, the hosts andon's proxy lets through (``netproxy`` entries; None: no proxy,
+    loopback only); ``proxy_folder``: the running proxy's socket folder (``run_process``)."""
 
     level: str
     worktree: Path
@@ -56,6 +67,24 @@ class Plan:
     memory_mb: int | None = None
     max_processes: int | None = None
     notes: tuple[str, ...] = field(default=())
+    allow_hosts: tuple[str, ...] | None = None
+    proxy_folder: Path | None = None
+
+    @property
+    def proxied(self) -> bool:
+        """True when the stage's network is andon's proxy (``fs+net`` with a host list)."""
+        return self.level == "fs+net" and self.allow_hosts is not None
+
+    def with_hosts(self, *hosts: str) -> Plan:
+        """The same plan, also letting ``hosts`` through the proxy (no change when the plan
+        has no proxy: the network is either the host's or cut)."""
+        if self.allow_hosts is None:
+            return self
+        return replace(self, allow_hosts=tuple(dict.fromkeys((*self.allow_hosts, *hosts))))
+
+    def with_proxy(self, folder: Path) -> Plan:
+        """The same plan, with the proxy serving its socket in ``folder``."""
+        return replace(self, proxy_folder=folder)
 
     def with_home_state(self, names: Iterable[str]) -> Plan:
         """The same plan, also keeping ``names`` (relative to ``$HOME``) writable."""
@@ -101,7 +130,11 @@ class Plan:
         if self.level == "none":
             return "sandbox none: the agent runs as andon's user" + (
                 f" ({', '.join(caps)})" if caps else "")
-        net = "loopback only" if self.level == "fs+net" else "network on"
+        net = "network on" if self.level != "fs+net" else "loopback only"
+        if self.proxied:
+            hosts = ", ".join(self.allow_hosts[:6]) or "no host"
+            more = f" and {len(self.allow_hosts) - 6} more" if len(self.allow_hosts) > 6 else ""
+            net = f"network only through andon's proxy to {hosts}{more}"
         return (f"sandbox {self.level}: bubblewrap, uid 65534, no capabilities, {net}"
                 + (f", {', '.join(caps)}" if caps else "") + self._locked_note())
 
@@ -151,7 +184,18 @@ class Plan:
             a += ["--bind", p, p]
         for p in _existing(self.locked):
             a += ["--ro-bind", p, p]
-        a += ["--chdir", str(cwd), "--", *_real_folder(argv[:1]), *argv[1:]]
+        command = [*_real_folder(argv[:1]), *argv[1:]]
+        if self.proxied and self.proxy_folder is not None:
+            python = os.path.realpath(sys.executable)
+            for p in _existing((*installation_of(python), NETBRIDGE)):
+                if not self._uncovers(p):
+                    a += ["--ro-bind", p, p]
+            a += ["--bind", str(self.proxy_folder), PROXY_MOUNT]
+            mirrors = [w for m in loopback_mirrors(self.allow_hosts or ())
+                       for w in ("--mirror", m)]
+            command = [python, "-I", "-S", str(NETBRIDGE), "--socket",
+                       f"{PROXY_MOUNT}/{SOCKET_NAME}", *mirrors, "--", *command]
+        a += ["--chdir", str(cwd), "--", *command]
         out = {**env, "TMPDIR": "/tmp"}
         if "PATH" in env:
             out["PATH"] = os.pathsep.join(os.path.realpath(d) if os.path.isabs(d) else d
