@@ -64,13 +64,13 @@ def suite(root: Path, tmp_path: Path, network: str, port: int):
 
 # -- config --------------------------------------------------------------------------------
 
-def test_defaults_cut_test_runs_and_leave_agents_online(tmp_path):
+def test_defaults_cut_test_runs_and_let_agents_reach_only_their_model_api(tmp_path):
     c = Config()
-    assert (c.test.network, c.agent.network) == ("off", "on")
+    assert (c.test.network, c.agent.network) == ("off", "allow")
     root = make_project(tmp_path / "p", config=DEFAULT_TOML)
     c = load_config(root)  # DEFAULT_TOML names both keys
-    assert (c.test.network, c.agent.network) == ("off", "on")
-    assert 'network = "off"' in DEFAULT_TOML and 'network = "on"' in DEFAULT_TOML
+    assert (c.test.network, c.agent.network) == ("off", "allow")
+    assert 'network = "off"' in DEFAULT_TOML and 'network = "allow"' in DEFAULT_TOML
 
 
 @pytest.mark.parametrize("table,line", [("test", 3), ("agent", 3)])

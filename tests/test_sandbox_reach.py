@@ -91,11 +91,18 @@ def run(site, script: str, stage: str = "implement", level: str = "fs",
 def test_auto_reaches_fs_or_better_here():
     if not sys.platform.startswith("linux") or CAPS.bwrap is None:
         pytest.skip("no bubblewrap here")
-    assert Config().agent.sandbox == "auto" and sandbox.level_for(Config()) in ("fs", "fs+net")
+    # the default: the strongest level, with the network through andon's proxy
+    best = "fs+net" if CAPS.net[0] else "fs"
+    assert Config().agent.sandbox == "auto" and sandbox.level_for(Config()) == best
     auto = Config.model_validate({"agent": {"sandbox": "auto"}})
-    assert sandbox.level_for(auto) in ("fs", "fs+net")
+    assert sandbox.level_for(auto) == best
+    plan = sandbox.plan_for(best, auto, Path("/nonexistent/repo"), Path("/nonexistent/wt"))
+    assert plan.proxied == (best == "fs+net") and plan.allow_hosts in ((), None)
     cut = Config.model_validate({"agent": {"network": "off", "sandbox": "auto"}})
-    assert sandbox.level_for(cut) == "fs+net"
+    assert sandbox.level_for(cut) == best
+    assert not sandbox.plan_for(best, cut, Path("/r"), Path("/w")).proxied  # loopback only
+    online = Config.model_validate({"agent": {"network": "on"}})
+    assert sandbox.level_for(online) == "fs"  # the host's network, asked for
     assert sandbox.level_for(auto, in_process=True) == "none"  # scripted: inside andon
 
 
@@ -112,8 +119,9 @@ def test_asked_level_missing_is_refused_naming_what(monkeypatch):
     finally:
         monkeypatch.delenv(probe.BWRAP_ENV)
         probe.forget()
-    with pytest.raises(InvalidValue, match='needs \\[agent\\] network = "off"'):
-        sandbox.level_for(Config.model_validate({"agent": {"sandbox": "fs+net"}}))
+    with pytest.raises(InvalidValue, match='needs \\[agent\\] network = "allow" or "off"'):
+        sandbox.level_for(Config.model_validate({"agent": {"sandbox": "fs+net",
+                                                           "network": "on"}}))
 
 
 # -- cheats: each contained, the outside unchanged ---------------------------------------

@@ -274,8 +274,12 @@ def sandbox_lines() -> list[str]:
     for level in ("fs", "fs+net"):
         ok, why = caps.works(level)
         lines.append(f"  {level:<7} {'works' if ok else 'not available: ' + why}")
-    lines.append(f'  auto    ([agent] sandbox, the default) reaches "{caps.best(False)}" '
-                 f'("{caps.best(True)}" with [agent] network = "off")')
+    lines.append(f'  auto    ([agent] sandbox, the default) reaches "{caps.best(True)}" with '
+                 '[agent] network = "allow" (the default: only the model API and allow_hosts, '
+                 f'through andon\'s proxy) or "off"; "{caps.best(False)}" with network = "on"')
+    if caps.best(True) != "fs+net":
+        lines.append('  network = "allow" is not enforced here (needs fs+net): agents reach any '
+                     "host")
     if caps.best(False) == "none":  # the level actually achieved, said where it is lowest
         lines.append("  auto falls back to none: agents would run unsandboxed here, as andon's "
                      "user; install bubblewrap (apt-get install bubblewrap) to contain them")

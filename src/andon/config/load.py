@@ -57,7 +57,10 @@ default = "command"
 # reviewer = "command"        # adapter of the review stages; default: the same as above
 # reviewer_command = "..."    # its shell command; it writes JSON to $ANDON_REVIEW_FILE
 timeout_s = 1800
-network = "on"              # "off": no network for agent processes (local/command agents)
+network = "allow"           # agents reach only their model API (and allow_hosts) through
+#                             # andon's proxy, where the sandbox reaches fs+net; "off": no
+#                             # network; "on": the host's network (docs/sandbox.md)
+# allow_hosts = ["pypi.org", "files.pythonhosted.org", "127.0.0.1:11434"]
 # sandbox = "auto"            # the default: agent stages see only their worktree, the tools on
 #                             # PATH and a private HOME, where bubblewrap works (docs/sandbox.md)
 # sandbox_paths = ["ro:/opt/models"]   # more paths agent stages see ("rw:" to write there)
