@@ -131,12 +131,13 @@ def run_process(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_pa
     ``fs+net`` gets andon's filtering proxy for the length of the run
     (``sandbox.netproxy``); ``ProcessRun.network`` says what it refused and let through.
     """
-    proxy = NetProxy(sandbox.allow_hosts or ()) if sandbox is not None and sandbox.proxied \
-        else None
+    proxy = None
+    if sandbox is not None and sandbox.proxied:
+        proxy = NetProxy(sandbox.allow_hosts or ())
+        sandbox = sandbox.with_proxy(proxy.folder)
     try:
         run = _run(argv, cwd, env, stdin_path, transcript_path, timeout_s, max_bytes,
-                   stderr_path, keep_tail, cut_network,
-                   sandbox.with_proxy(proxy.folder) if proxy is not None else sandbox)
+                   stderr_path, keep_tail, cut_network, sandbox)
     finally:
         if proxy is not None:
             proxy.close()

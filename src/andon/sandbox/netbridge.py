@@ -80,7 +80,7 @@ def to_proxy(path, client, connect_to):
     up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         up.connect(path)
-        if connect_to is not None:  # a mirror: ask the proxy for the tunnel first
+        if connect_to:  # a mirror: ask the proxy for the tunnel first
             up.sendall(f"CONNECT {connect_to} HTTP/1.1\r\nHost: {connect_to}\r\n\r\n"
                        .encode())
             head = b""
@@ -126,7 +126,7 @@ def main(argv):
         return 2
     try:
         proxy = listen("127.0.0.1", 0)
-        served = [(proxy, None)]
+        served = [(proxy, "")]  # "": the proxy port itself, no tunnel to ask for
         for host, port in mirrors:
             target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
             served.append((listen("127.0.0.1", port), target))

@@ -132,8 +132,9 @@ class Plan:
                 f" ({', '.join(caps)})" if caps else "")
         net = "network on" if self.level != "fs+net" else "loopback only"
         if self.proxied:
-            hosts = ", ".join(self.allow_hosts[:6]) or "no host"
-            more = f" and {len(self.allow_hosts) - 6} more" if len(self.allow_hosts) > 6 else ""
+            allow = self.allow_hosts or ()
+            hosts = ", ".join(allow[:6]) or "no host"
+            more = f" and {len(allow) - 6} more" if len(allow) > 6 else ""
             net = f"network only through andon's proxy to {hosts}{more}"
         return (f"sandbox {self.level}: bubblewrap, uid 65534, no capabilities, {net}"
                 + (f", {', '.join(caps)}" if caps else "") + self._locked_note())
