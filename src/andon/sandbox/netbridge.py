@@ -10,15 +10,14 @@ connections are copied to the proxy's Unix socket ``PATH`` (``netproxy.py``, on 
 and on each ``--mirror`` port, whose connections are sent through the proxy as ``CONNECT
 HOST:PORT`` — so a model server on the host's loopback (a local model, the demo's scripted
 server) answers at the same ``http://127.0.0.1:PORT`` inside. Then it forks: the child
-serves those ports (and dies with the command: ``PR_SET_PDEATHSIG``, and with the pid
-namespace); the parent sets ``HTTPS_PROXY``/``HTTP_PROXY`` (and the lower-case names) to
+serves those ports — forked twice, so it is no child of the command, and it ends with the
+sandbox's pid namespace when the command exits; the parent sets ``HTTPS_PROXY``/``HTTP_PROXY`` (and the lower-case names) to
 ``http://127.0.0.1:P`` and ``NO_PROXY`` to the loopback names, then execs the command: same
 pid, so the caller's wait and kill work unchanged. The proxy decides what passes; this file
 only moves bytes. Exit 125 when a port cannot be opened, 127 when the command cannot be
 executed, 2 for a bad argv.
 """
 
-import ctypes
 import os
 import signal
 import socket
@@ -26,7 +25,6 @@ import sys
 import threading
 
 SETUP_FAILED = 125
-PR_SET_PDEATHSIG = 1
 CHUNK = 64 * 1024
 LOOPBACK_NAMES = "localhost,127.0.0.1,::1"
 
@@ -138,11 +136,12 @@ def main(argv):
         sys.stderr.write(f"andon.sandbox: cannot open the network bridge: {exc}\n")
         return SETUP_FAILED
     port = proxy.getsockname()[1]
-    if os.fork() == 0:
-        try:
-            ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        except (OSError, AttributeError):
-            pass  # the pid namespace ends it anyway
+    child = os.fork()
+    if child == 0:
+        # twice: the server is then no child of the command (a command that waits for any
+        # child must not wait for it); it ends with the sandbox's pid namespace
+        if os.fork() != 0:
+            os._exit(0)
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
@@ -153,6 +152,7 @@ def main(argv):
         for t in threads:
             t.join()
         os._exit(0)
+    os.waitpid(child, 0)
     for s, _ in served:
         s.close()
     url = f"http://127.0.0.1:{port}"
