@@ -12,8 +12,9 @@ HOST:PORT`` — so a model server on the host's loopback (a local model, the dem
 server) answers at the same ``http://127.0.0.1:PORT`` inside. Then it forks: the child
 serves those ports — forked twice, so it is no child of the command, and it ends with the
 sandbox's pid namespace when the command exits; the parent sets ``HTTPS_PROXY`` and
-``HTTP_PROXY`` (and the lower-case names) to ``http://127.0.0.1:P`` and ``NO_PROXY`` to the loopback names, then execs the command: same
-pid, so the caller's wait and kill work unchanged. The proxy decides what passes; this file
+``HTTP_PROXY`` (and the lower-case names) to ``http://127.0.0.1:P`` and ``NO_PROXY`` to the
+loopback names, then execs the command: same pid, so the caller's wait and kill work
+unchanged. The proxy decides what passes; this file
 only moves bytes. Exit 125 when a port cannot be opened, 127 when the command cannot be
 executed, 2 for a bad argv.
 """
