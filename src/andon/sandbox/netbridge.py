@@ -31,24 +31,27 @@ LOOPBACK_NAMES = "localhost,127.0.0.1,::1"
 
 
 def parse(argv):
-    """``(socket path, [(host, port)], command)``; ValueError on a bad argv."""
+    """``(socket path, [(host, port)], command)`` of a good argv, else the one-line problem
+    (a ``str``). Nothing is raised: this runs isolated, outside andon's error tree."""
     if "--" not in argv:
-        raise ValueError("usage: netbridge.py --socket PATH [--mirror HOST:PORT]... -- cmd")
+        return "usage: netbridge.py --socket PATH [--mirror HOST:PORT]... -- cmd"
     cut = argv.index("--")
     opts, cmd = argv[:cut], argv[cut + 1:]
     if not cmd or len(opts) % 2:
-        raise ValueError("netbridge.py: bad arguments")
+        return "netbridge.py: bad arguments"
     path, mirrors = None, []
     for key, value in zip(opts[::2], opts[1::2], strict=True):
         if key == "--socket":
             path = value
         elif key == "--mirror":
             host, _, port = value.rpartition(":")
+            if not (host and port.isdigit()):
+                return f"netbridge.py: --mirror wants HOST:PORT, not {value}"
             mirrors.append((host.strip("[]"), int(port)))
         else:
-            raise ValueError(f"netbridge.py: unknown option {key}")
+            return f"netbridge.py: unknown option {key}"
     if path is None:
-        raise ValueError("netbridge.py: --socket is required")
+        return "netbridge.py: --socket is required"
     return path, mirrors, cmd
 
 
@@ -118,11 +121,11 @@ def listen(host, port, family=socket.AF_INET):
 
 
 def main(argv):
-    try:
-        path, mirrors, cmd = parse(argv)
-    except ValueError as exc:
-        sys.stderr.write(f"{exc}\n")
+    parsed = parse(argv)
+    if isinstance(parsed, str):
+        sys.stderr.write(f"{parsed}\n")
         return 2
+    path, mirrors, cmd = parsed
     try:
         proxy = listen("127.0.0.1", 0)
         served = [(proxy, "")]  # "": the proxy port itself, no tunnel to ask for

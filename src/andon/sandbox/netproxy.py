@@ -195,9 +195,12 @@ class NetProxy:
     def _serve(self, client: socket.socket) -> None:
         client.settimeout(CONNECT_TIMEOUT_S)
         try:
-            head, rest = _read_head(client)
-        except (OSError, ValueError):
+            got = _read_head(client)
+        except OSError:
             return
+        if got is None:
+            return
+        head, rest = got
         lines = head.split(b"\r\n")
         parts = lines[0].decode("latin-1").split()
         if len(parts) != 3:
@@ -206,7 +209,7 @@ class NetProxy:
         method, target, version = parts
         try:
             host, port, path = _target(method, target)
-        except ValueError as exc:
+        except InvalidValue as exc:
             self._refuse(client, target, 400, str(exc))
             return
         where = f"{host}:{port}" if ":" not in host else f"[{host}]:{port}"
@@ -242,20 +245,24 @@ class NetProxy:
         _answer(client, status, why)
 
 
-def _read_head(s: socket.socket) -> tuple[bytes, bytes]:
+def _read_head(s: socket.socket) -> tuple[bytes, bytes] | None:
+    """``(head, bytes after it)``, or None when the peer closed or sent more than
+    ``HEAD_LIMIT`` bytes before a complete head."""
     buf = b""
     while b"\r\n\r\n" not in buf:
         chunk = s.recv(4096)
         if not chunk or len(buf) > HEAD_LIMIT:
-            raise ValueError("no complete request head")
+            return None
         buf += chunk
     head, _, rest = buf.partition(b"\r\n\r\n")
     return head, rest
 
 
 def _target(method: str, target: str) -> tuple[str, int, str]:
-    """``(host, port, origin-form path)`` of a proxy request; ValueError when it is not one
-    andon forwards."""
+    """``(host, port, origin-form path)`` of a proxy request.
+
+    Raises:
+        InvalidValue: not a request andon forwards (another method, no host or port)."""
     if method == "CONNECT":
         hostport, path = target, ""
         default = 443
@@ -264,14 +271,14 @@ def _target(method: str, target: str) -> tuple[str, int, str]:
         hostport, slash, tail = rest.partition("/")
         path, default = slash + tail or "/", 80
     else:
-        raise ValueError(f"only CONNECT and absolute http:// requests, not {method} {target}")
+        raise InvalidValue(f"only CONNECT and absolute http:// requests, not {method} {target}")
     if hostport.startswith("["):
         host, _, p = hostport[1:].partition("]")
         p = p[1:]
     else:
         host, _, p = hostport.rpartition(":") if ":" in hostport else (hostport, "", "")
     if not host or (p and not p.isdigit()):
-        raise ValueError(f"no host and port in {target}")
+        raise InvalidValue(f"no host and port in {target}")
     return host.lower(), int(p) if p else default, path
 
 
