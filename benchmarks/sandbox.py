@@ -1,5 +1,11 @@
 """The sandbox's cost per agent stage start: median wall time of ``run_process`` on
-``/bin/true`` with and without the ``fs`` plan (bwrap + cgroup caps), over N starts.
+``/bin/true`` without a sandbox and under each plan, over N starts, in one run (ratios to
+the unsandboxed start):
+
+- ``fs``: bubblewrap and the cgroup caps; ``fs (no caps)``: bubblewrap alone;
+- ``fs+net allow``: the default (``auto`` with ``[agent] network = "allow"``): its own
+  network namespace, andon's proxy started and stopped around the stage, netbridge inside;
+- ``fs+net off``: its own network namespace, loopback only, no proxy.
 
     python benchmarks/sandbox.py [N]     # default 30
 """
@@ -28,12 +34,16 @@ def main(n: int = 30) -> None:
         (tmp / "in").write_text("")
         env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp / "home")}
         (tmp / "home").mkdir()
-        times: dict[str, list[float]] = {"none": [], "fs": [], "fs (no caps)": []}
+        off = Config.model_validate({"agent": {"network": "off"}})
         plans = {"none": None,
                  "fs": sandbox.plan_for("fs", Config(), repo, wt, hidden=[wt.parent]),
                  "fs (no caps)": sandbox.plan_for(
                      "fs", Config.model_validate({"agent": {"max_processes": None}}), repo,
-                     wt, hidden=[wt.parent])}
+                     wt, hidden=[wt.parent]),
+                 "fs+net allow": sandbox.plan_for("fs+net", Config(), repo, wt,
+                                                  hidden=[wt.parent]),
+                 "fs+net off": sandbox.plan_for("fs+net", off, repo, wt, hidden=[wt.parent])}
+        times: dict[str, list[float]] = {name: [] for name in plans}
         for _ in range(n):
             for name, plan in plans.items():
                 t0 = time.perf_counter()

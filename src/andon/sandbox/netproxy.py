@@ -47,6 +47,9 @@ HEAD_LIMIT = 16 * 1024      # bytes of request head read before a request is ref
 CONNECT_TIMEOUT_S = 15.0
 CHUNK = 64 * 1024
 SOCKET_NAME = "proxy.sock"
+# how often the serving thread looks for close(): close() waits up to this long, once per
+# stage (0.2 s was half of the proxy's whole cost per stage start, benchmarks/sandbox.py)
+POLL_S = 0.02
 
 
 def parse_entry(entry: str) -> tuple[str, tuple[int, ...]]:
@@ -162,7 +165,7 @@ class NetProxy:
         os.chmod(self.folder, 0o755)
         os.chmod(self.folder / SOCKET_NAME, 0o777)
         self._thread = threading.Thread(target=self._server.serve_forever,
-                                        kwargs={"poll_interval": 0.2}, daemon=True)
+                                        kwargs={"poll_interval": POLL_S}, daemon=True)
         self._thread.start()
 
     def close(self) -> None:
