@@ -8,6 +8,7 @@ its server, and is named in the stage's notes."""
 
 from __future__ import annotations
 
+import contextlib
 import http.server
 import os
 import socket
@@ -77,6 +78,16 @@ def servers() -> Iterator[tuple[Server, Server]]:
     b.close()
 
 
+@contextlib.contextmanager
+def proxy_allowing(server: Server) -> Iterator[NetProxy]:
+    """A running proxy whose allow-list is ``server``'s address; closed on the way out."""
+    proxy = NetProxy([f"127.0.0.1:{server.port}"])
+    try:
+        yield proxy
+    finally:
+        proxy.close()
+
+
 def ask(proxy: NetProxy, request: bytes) -> bytes:
     """Send one raw request to the proxy's socket; everything it answers until it closes."""
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
@@ -140,16 +151,13 @@ def test_the_model_api_is_read_from_arguments_and_base_url_variables():
 
 def test_an_allowed_host_is_reached_and_another_is_refused_and_recorded(servers):
     a, b = servers
-    proxy = NetProxy([f"127.0.0.1:{a.port}"])
-    try:
+    with proxy_allowing(a) as proxy:
         ok = ask(proxy, f"GET http://127.0.0.1:{a.port}/v1/x HTTP/1.1\r\n"
                         f"Host: 127.0.0.1\r\nConnection: keep-alive\r\n\r\n".encode())
         no = ask(proxy, f"GET http://127.0.0.1:{b.port}/ HTTP/1.1\r\nHost: x\r\n\r\n".encode())
         far = ask(proxy, b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com\r\n\r\n")
         bad = ask(proxy, b"GET /relative HTTP/1.1\r\nHost: x\r\n\r\n")
         notes = proxy.notes()
-    finally:
-        proxy.close()
     assert ok.startswith(b"HTTP/1.0 200") and ok.endswith(b"allowed")
     assert a.paths == ["/v1/x"]                    # rewritten to origin form
     assert no.startswith(b"HTTP/1.1 403") and b"not in [agent] allow_hosts" in no
@@ -165,12 +173,9 @@ def test_an_allowed_host_is_reached_and_another_is_refused_and_recorded(servers)
 
 def test_connect_tunnels_bytes_to_an_allowed_port_only(servers):
     a, _b = servers
-    proxy = NetProxy([f"127.0.0.1:{a.port}"])
-    try:
+    with proxy_allowing(a) as proxy:
         got = ask(proxy, f"CONNECT 127.0.0.1:{a.port} HTTP/1.1\r\nHost: x\r\n\r\n"
                          f"GET /through HTTP/1.0\r\n\r\n".encode())
-    finally:
-        proxy.close()
     assert got.startswith(b"HTTP/1.1 200 Connection established\r\n\r\n")
     assert got.endswith(b"allowed") and a.paths == ["/through"]
 
@@ -179,12 +184,9 @@ def test_a_second_request_cannot_ride_an_allowed_connection(servers):
     """One request per connection: after the allowed one, a second request for another host
     on the same connection is never forwarded (the proxy forced ``Connection: close``)."""
     a, b = servers
-    proxy = NetProxy([f"127.0.0.1:{a.port}"])
-    try:
+    with proxy_allowing(a) as proxy:
         ask(proxy, f"GET http://127.0.0.1:{a.port}/1 HTTP/1.1\r\nHost: a\r\n\r\n"
                    f"GET http://127.0.0.1:{b.port}/2 HTTP/1.1\r\nHost: b\r\n\r\n".encode())
-    finally:
-        proxy.close()
     assert b.hits == 0 and a.paths[0] == "/1"
 
 
