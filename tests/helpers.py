@@ -64,7 +64,7 @@ MUL_CODE = "\n\ndef mul(a, b):\n    return a * b\n"
 
 def config_toml(*, red_runs: int = 3, hermetic_runs: int = 3,
                 hermetic_random_order: bool = True, test_network: str = "off",
-                agent_network: str = "on", agent_history: str = "full",
+                agent_network: str = "allow", agent_history: str = "full",
                 test_command: list[str] | None = None, worktree_root: Path | None = None,
                 add: Mapping[str, str] | None = None) -> str:
     """An andon.toml text: ``DEFAULT_TOML`` with the named settings changed (the defaults are

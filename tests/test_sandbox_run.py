@@ -41,12 +41,16 @@ def test_honest_command_agent_is_merged_under_auto_and_the_level_is_recorded(tmp
     s = show(root)
     assert s["packet"]["state"] == "done"
     implement = next(x for x in s["attempts"][0]["stages"] if x["stage"] == "implement")
-    assert implement["usage"]["notes"][0].startswith("sandbox fs: bubblewrap, uid 65534")
-    assert "sandbox fs" in andon(root, "show", "P1").stdout
+    # auto with the default [agent] network = "allow": fs+net through andon's proxy
+    level = "fs+net" if CAPS.net[0] else "fs"
+    note = implement["usage"]["notes"][0]
+    assert note.startswith(f"sandbox {level}: bubblewrap, uid 65534"), note
+    assert level == "fs" or "network only through andon's proxy" in note
+    assert f"sandbox {level}" in andon(root, "show", "P1").stdout
     # the board says the level achieved, and so does its JSON
     row, = json.loads(andon(root, "status", "--json").stdout)["packets"]
-    assert row["sandbox"] == "fs"
-    assert "sandbox fs" in andon(root, "status").stdout
+    assert row["sandbox"] == level
+    assert f"sandbox {level}" in andon(root, "status").stdout
 
 
 def test_the_board_reads_the_level_of_the_newest_stage_that_recorded_one():
