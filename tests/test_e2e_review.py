@@ -12,6 +12,7 @@ these tests is about the number of runs.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -812,6 +813,39 @@ def test_a_reviewer_that_changes_the_worktree_is_tamper(tmp_path, case):
     assert git(root, "diff", "--name-only", a["plant_sha"], a["candidate_sha"]).split() == [
         "src/calc/ops.py"]
     assert report.merged == [] and rev(root, INTEGRATION) == rev(root, "main")
+
+
+def test_a_reviewer_that_runs_the_code_is_not_tamper_for_its_bytecode_caches(tmp_path):
+    """A reviewer that imports the code it reviews (in a subprocess, as the demo's does)
+    leaves ``__pycache__/*.pyc`` in its export wherever ``PYTHONDONTWRITEBYTECODE`` is not
+    set: caches of the bytes it was given, not a change; the review counts and the packet is
+    merged. A cache beside a real edit still fails the review, naming only the edit."""
+    import sys
+
+    def run_code(ctx):
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        subprocess.run([sys.executable, "-c", "import calc.ops"], cwd=ctx.worktree / "src",
+                       env=env, check=True)
+        assert list((ctx.worktree / "src/calc/__pycache__").glob("ops.*.pyc"))
+
+    def reviewer(ctx):
+        run_code(ctx)
+        review_document(ctx, evidence=MUL_LINES)
+
+    root = project(tmp_path / "a", {"P1": inv_packet("P1", plant=False, max_attempts=1)})
+    report = runner_for(root, honest_mul, reviewer=reviewer).run()
+    assert report.merged == ["P1"]
+
+    def editing_reviewer(ctx):
+        reviewer(ctx)
+        write(ctx, "src/calc/ops.py", "# reviewed\n", append=True)
+
+    root = project(tmp_path / "b", {"P1": inv_packet("P1", plant=False, max_attempts=1)})
+    runner = runner_for(root, honest_mul, reviewer=editing_reviewer)
+    runner.run()
+    g = last_gate(runner, "P1")
+    assert (g["gate"], g["status"]) == ("review", "fail")
+    assert [f["path"] for f in g["evidence"]["findings"]] == ["src/calc/ops.py"]
 
 
 def test_a_reviewer_that_moves_a_branch_is_tamper_and_the_branch_is_put_back(tmp_path):

@@ -61,9 +61,12 @@ class ExportedTree:
         folders are not entries (as in git). An entry whose ``lstat`` is unchanged is not
         read; one whose stat changed is read and compared with its blob, so a file only
         touched is not reported. A root that is gone or no longer a folder reports every
-        entry."""
+        entry. A new byte-code cache (a ``*.pyc`` / ``*.pyo`` or anything under
+        ``__pycache__/``) is not a change: Python writes one beside every module a reviewer
+        imports (where ``PYTHONDONTWRITEBYTECODE`` is unset), the export is thrown away and
+        nothing in it is merged; a cache the commit itself holds is compared as any file."""
         seen = _walk(self.root)
-        out = sorted(p for p in seen.keys() - self.entries.keys())
+        out = sorted(p for p in seen.keys() - self.entries.keys() if not _bytecode_cache(p))
         for path, (mode, blob, before) in self.entries.items():
             now = seen.get(path)
             if now is None:
@@ -73,6 +76,11 @@ class ExportedTree:
                 if _git_entry(self.root / path, algorithm) != (mode, blob):
                     out.append(path)
         return sorted(out)
+
+
+def _bytecode_cache(path: str) -> bool:
+    parts = path.split("/")
+    return "__pycache__" in parts[:-1] or parts[-1].endswith((".pyc", ".pyo"))
 
 
 def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
