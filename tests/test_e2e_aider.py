@@ -150,8 +150,12 @@ def test_rewriting_the_planted_test_is_rejected_as_tamper(tmp_path, aider, sandb
 @pytest.mark.parametrize("fail,said", [("401", "invalid x-api-key"),
                                        ("500", "InternalServerError"), ("hang", None)])
 def test_a_model_api_that_fails_ends_as_environment(tmp_path, aider, fail, said):
+    # hang: the stage's timeout is the whole wait. 60 s leaves aider 4x the ~13 s it took
+    # to send its first request on 2 cores at load 10 (its start imports litellm), which
+    # `chats(s)` below needs; 500: aider itself gives up after its back-off (~64 s of
+    # sleeps, RETRY_TIMEOUT in aider/models.py, no setting), well inside 240 s.
     with ModelServer(Script([{"text": HONEST}], fail=fail)) as s:
-        root = project(tmp_path, s.url, timeout_s=120 if fail == "hang" else 240,
+        root = project(tmp_path, s.url, timeout_s=60 if fail == "hang" else 240,
                        max_attempts=3)
         r, show = run(tmp_path, aider, root)
     attempt, = show["attempts"]
