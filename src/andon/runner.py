@@ -15,11 +15,12 @@ import hashlib
 import shlex
 import tempfile
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from . import fault_injection, lifecycle, outcome, recovery, retry, submodules, workers
+from . import clone_pool, fault_injection, lifecycle, outcome, recovery, retry, submodules, workers
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
@@ -34,9 +35,8 @@ from .packet import Packet, load_packets, tests_problem
 from .plan import drafts
 from .pool_leases import lease_s
 from .store import Store, StoreProtocol, chain, connect, now, store_url
+from .workspace import ZERO_SHA as ZERO
 from .workspace import Repo
-
-ZERO = "0" * 40
 
 # Exit statuses of `andon run`, for scripts.
 EXIT_OK, EXIT_HALTED, EXIT_USAGE, EXIT_PREFLIGHT = 0, 1, 2, 3
@@ -107,6 +107,7 @@ class Runner:
             StoreError: another runner holds this repository.
         """
         lock = self._lock()
+        pool = clone_pool.open_pool(self.repo)  # trees used again, reset (issue 18)
         try:
             packets = load_packets(self.repo.root / self.config.andon.packets_dir,
                                    self.repo.root, drafts_ok=True)
@@ -198,10 +199,9 @@ class Runner:
                     report.merged.append(packet.id)
         finally:
             lock.close()
-            try:
+            pool.close()
+            with suppress(OSError):
                 self.worktree_root.rmdir()  # only when empty: kept worktrees stay
-            except OSError:
-                pass
 
     def _watch(self) -> dict[str, str]:
         return guard.fingerprint(self.repo, self.repo.root / CONFIG_NAME,

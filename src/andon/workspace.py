@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from andon import worktrees
+from andon import clone_pool, worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
 from andon.worktrees import SnapshotError, file_marker, manifest
 
@@ -259,12 +259,18 @@ class Repo:
     # -- worktrees and snapshots: see andon.worktrees, where each is documented ----------
 
     def add_worktree(self, path: Path, branch: str, start: str, history: str = "full") -> Path:
-        """:func:`andon.worktrees.add_worktree`: a single-branch clone for an agent."""
+        """:func:`andon.worktrees.add_worktree`: a single-branch clone for an agent (a kept
+        tree reset to ``start`` while a :mod:`andon.clone_pool` is open, history "full")."""
+        pool = clone_pool.active(self)
+        if pool is not None and history == "full":
+            return pool.add_worktree(path, branch, start)
         return worktrees.add_worktree(self, path, branch, start, history)
 
     def remove_worktree(self, path: Path) -> None:
-        """:func:`andon.worktrees.remove_worktree`, whatever state the agent left it in."""
-        worktrees.remove_worktree(self, path)
+        """:func:`andon.worktrees.remove_worktree`, whatever state the agent left it in
+        (given back to the open :mod:`andon.clone_pool` if it came from there)."""
+        if not clone_pool.give_back(self, path):
+            worktrees.remove_worktree(self, path)
 
     def list_worktrees(self) -> list[Path]:
         """Every linked worktree git knows of, the main one first."""

@@ -60,7 +60,8 @@ class SnapshotError(AndonError):
         super().__init__(message)
 
 
-def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = "full") -> Path:
+def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = "full",
+                 checkout: bool = True, new_branch: bool = True) -> Path:
     """Create branch ``branch`` at ``start`` and give it a worktree at ``path`` that is a
     repository of its own: a single-branch clone of ``branch`` with no remote, no
     alternates, no tags and no other refs, so nothing in it leads to other branches, later
@@ -70,19 +71,22 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     names the repository it was cloned from, is removed. The user's
     ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
     can commit. Submodules are checked out at the commits ``start`` records, from the
-    user's checkout (:mod:`andon.submodules`). GitError if the branch
+    user's checkout (:mod:`andon.submodules`). ``checkout`` false: only the ``.git``, no
+    files and no submodules (:mod:`andon.clone_pool` moves it into a tree it resets);
+    ``new_branch`` false: ``branch`` already points at ``start``. GitError if the branch
     exists; UsageError if ``path`` exists or ``history`` is unknown."""
     if history not in ("full", "shallow"):
         raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
     path = _unresolved_last(path)
     if path.exists() or path.is_symlink():  # a dangling link would send the clone away
         raise UsageError(f"worktree path already exists: {path}")
-    ref = f"refs/heads/{branch}"
-    repo.set_ref(ref, start, "0" * 40)  # ZERO_SHA: must not exist yet
+    if new_branch:
+        repo.set_ref(f"refs/heads/{branch}", start, "0" * 40)  # ZERO_SHA: must not exist yet
     # --no-local makes git send a pack of what ``branch`` reaches instead of hard-linking
     # or borrowing the whole object store; a file:// URL is needed for --depth.
     depth = ("--depth", "1") if history == "shallow" else ()
-    repo.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
+    files = () if checkout else ("--no-checkout",)
+    repo.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth, *files,
              "--branch", branch, repo.git_dir.as_uri(), str(path))
     repo.git("remote", "remove", "origin", cwd=path)
     # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
@@ -91,7 +95,8 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     for key, fallback in (("user.name", "agent"), ("user.email", "agent@andon.localhost")):
         value = repo.git("config", "--get", key, check=False).strip() or fallback
         repo.git("config", key, value, cwd=path)
-    submodules.populate(repo, path, repo.resolve(start))
+    if checkout:
+        submodules.populate(repo, path, repo.resolve(start))
     return path
 
 def remove_worktree(repo: Git, path: Path) -> None:
@@ -192,10 +197,12 @@ def export(repo: Git, rev: str, dest: Path, keep: Callable[[str], bool] = lambda
         tar.extractall(dest, members=members, filter="data")
     return manifest(dest)
 
-def clone_at(repo: Git, rev: str, dest: Path) -> Path:
+def clone_at(repo: Git, rev: str, dest: Path, checkout: bool = True) -> Path:
     """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
     untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling.
-    Submodules are checked out at the commits ``rev`` records (:mod:`andon.submodules`)."""
+    Submodules are checked out at the commits ``rev`` records (:mod:`andon.submodules`).
+    ``checkout`` false: the clone's ``.git`` only (no files, ``HEAD`` on the default
+    branch), for :mod:`andon.clone_pool`."""
     sha, dest = repo.resolve(rev), Path(dest).resolve()
     # --shared borrows the source's object store through objects/info/alternates instead of
     # copying it (--no-hardlinks copies every object: slow on big repos). It also makes every
@@ -203,6 +210,8 @@ def clone_at(repo: Git, rev: str, dest: Path) -> Path:
     # out without a fetch. The clone is short-lived, so the source pruning objects under it
     # is not a practical risk (gc keeps unreachable objects for two weeks by default).
     repo.git("clone", "--quiet", "--no-checkout", "--shared", str(repo.git_dir), str(dest))
+    if not checkout:
+        return dest
     repo.git("checkout", "--quiet", "--detach", sha, cwd=dest)
     submodules.populate(repo, dest, sha)
     return dest

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .. import clone_setup, origin
+from .. import clone_pool, clone_setup, origin
 from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..packet import Packet
@@ -229,10 +229,15 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
 @contextmanager
 def fresh_clone(repo: Repo, sha: str, label: str) -> Iterator[Path]:
     """A throwaway clone of ``repo`` checked out at ``sha``, outside every worktree: nothing
-    the agent left behind (ignored files, caches) exists in it. Removed afterwards."""
+    the agent left behind (ignored files, caches) exists in it. Removed afterwards (given
+    back, while ``andon run``'s :mod:`andon.clone_pool` is open, to be reset and used again:
+    the same files, a new ``.git``, nothing else)."""
     # a neutral name: the code under test runs in the clone and sees its path
     tmp = Path(tempfile.mkdtemp())
+    pool = clone_pool.active(repo)
     try:
-        yield repo.clone_at(sha, tmp / "repo")
+        yield pool.clone_at(sha, tmp / "repo") if pool else repo.clone_at(sha, tmp / "repo")
     finally:
+        if pool is not None:
+            pool.give(tmp / "repo")
         shutil.rmtree(tmp, ignore_errors=True)

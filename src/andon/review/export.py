@@ -25,23 +25,21 @@ import hashlib
 import os
 import stat
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import clone_pool, treestat
 from ..errors import UsageError
 from ..workspace import Repo
 
-# How long to wait for the filesystem clock to move past the export's last write before
-# giving up and reading every file at the check (a filesystem with coarse timestamps).
-_TICK_WAIT_S = 2.0
-
-_Stat = tuple[int, int, int, int, int, int]  # dev, ino, mode, size, mtime_ns, ctime_ns
+_Stat = treestat.Stat
+# the filesystem clock waited out past the export's last write (:mod:`andon.treestat`)
+_past_tick = treestat.past_tick
 
 
-def _key(st: os.stat_result) -> _Stat:
-    return (st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+def _walk(root: Path) -> dict[str, _Stat]:
+    return treestat.walk(root)[0]
 
 
 @dataclass
@@ -80,8 +78,11 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
     """Write the files of ``rev`` whose repo-relative paths ``keep`` accepts into ``dest``
     (created, with its parents; no ``.git``) and return the :class:`ExportedTree` that checks
     it later. Submodules (gitlinks) are left out, as ``git archive`` left them out. Time:
-    git's checkout of the kept files plus one ``lstat`` each; no file is read back.
-    UsageError if ``dest`` exists; GitError if ``rev`` is not a commit."""
+    git's checkout of the kept files plus one ``lstat`` each; no file is read back. While a
+    :mod:`andon.clone_pool` is open (``andon run``) the export is a kept tree reset to
+    ``rev`` with its ``.git`` and the other files deleted (only what differs is written);
+    give it back with :func:`andon.clone_pool.give_back`. UsageError if ``dest`` exists;
+    GitError if ``rev`` is not a commit."""
     dest = Path(dest)
     if dest.exists() or dest.is_symlink():
         raise UsageError(f"export destination already exists: {dest}")
@@ -96,66 +97,29 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
         path = os.fsdecode(raw)
         if kind == "blob" and keep(path):
             entries[path] = (mode, blob)
-    dest.mkdir(parents=True)
-    with tempfile.TemporaryDirectory(prefix="andon-export-") as tmp:
-        # a temporary index of exactly the kept files; git writes them under dest, reading
-        # nothing from dest (no .git there) and running no filter of the checkout's
-        index_info = b"".join(f"{mode} {blob}\t".encode() + os.fsencode(p) + b"\0"
-                              for p, (mode, blob) in entries.items())
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
-        repo._run(("update-index", "--add", "-z", "--index-info"), None, index_info, True, env)
-        repo._run(("checkout-index", "--all", "--force", f"--prefix={dest}/"), None, None,
-                  True, env)
-    trusted = _past_tick(dest)
-    seen = _walk(dest)
+    pool = clone_pool.active(repo)  # while `andon run` runs: a kept tree, reset
+    pooled = pool.export(sha, dest, lambda p: p in entries) if pool is not None else None
+    if pooled is not None:
+        seen, trusted = pooled
+    else:
+        dest.mkdir(parents=True)
+        with tempfile.TemporaryDirectory(prefix="andon-export-") as tmp:
+            # a temporary index of exactly the kept files; git writes them under dest,
+            # reading nothing from dest (no .git there) and running no filter of the checkout's
+            index_info = b"".join(f"{mode} {blob}\t".encode() + os.fsencode(p) + b"\0"
+                                  for p, (mode, blob) in entries.items())
+            env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
+            repo._run(("update-index", "--add", "-z", "--index-info"), None, index_info,
+                      True, env)
+            repo._run(("checkout-index", "--all", "--force", f"--prefix={dest}/"), None,
+                      None, True, env)
+        trusted = _past_tick(dest)
+        seen = _walk(dest)
     tree = ExportedTree(dest, trusted_stat=trusted)
     for path, (mode, blob) in entries.items():
         if path in seen:
             tree.entries[path] = (mode, blob, seen[path])
     return tree
-
-
-def _past_tick(dest: Path) -> bool:
-    """Wait until the filesystem clock of ``dest`` has moved past the ctime of everything
-    just written there: a marker file is written (after the export, so its ctime is at
-    least theirs) and rewritten until a rewrite carries a later ctime. From then on any
-    change to an exported entry gives it a ctime later than the one recorded. Usually one
-    or two rewrites (the clock ticks every few milliseconds); False if it did not move
-    within ``_TICK_WAIT_S`` (then every file is read at the check). The marker is removed."""
-    fd, name = tempfile.mkstemp(prefix=".andon-tick-", dir=dest)
-    try:
-        first = os.fstat(fd).st_ctime_ns
-        deadline = time.monotonic() + _TICK_WAIT_S
-        while time.monotonic() < deadline:
-            os.fchmod(fd, 0o600 if os.fstat(fd).st_mode & 0o200 == 0 else 0o400)
-            if os.fstat(fd).st_ctime_ns > first:
-                return True
-        return False
-    finally:
-        os.close(fd)
-        os.unlink(name)
-
-
-def _walk(root: Path) -> dict[str, _Stat]:
-    """Every file, link or other non-folder under ``root`` (not following links) → its stat
-    key; folders are walked, not listed."""
-    out: dict[str, _Stat] = {}
-    stack = [("", str(root))]
-    while stack:
-        prefix, where = stack.pop()
-        try:
-            it = os.scandir(where)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-        with it:
-            for e in it:
-                rel = prefix + e.name
-                st = e.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append((rel + "/", e.path))
-                else:
-                    out[rel] = _key(st)
-    return out
 
 
 def blob_id(data: bytes, algorithm: str = "sha1") -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import clone_pool
 from ..agents.base import AgentRun, last_line
 from ..config import Config
 from ..gates.base import Finding, GateResult, Layer
@@ -126,6 +127,7 @@ class Reviewer:
                               [Finding("invalid-review", e) for e in errors],
                               details={"revise_stage": a.start_stage or "implement"})
         finally:
+            clone_pool.give_back(repo, wt)  # a kept tree goes back to be reset; else deleted
             shutil.rmtree(tmp, ignore_errors=True)
 
     def _result(self, out: ReviewOutcome) -> GateResult:

@@ -1,0 +1,291 @@
+"""Clones used again, reset to the commit asked for, instead of new ones (issue 18).
+
+Writing a checkout of thousands of files and deleting it again is most of what an attempt
+costs the harness on a large repository (6,000 files: about 3 s per checkout on this disk,
+three per packet). While ``andon run`` is running, its :class:`ClonePool` keeps the trees it
+handed out — the agent's worktree, the gates' fresh clones, the review's export — and
+gives them out again, reset, so that the work is proportional to what changed:
+
+1. the tree is renamed to the path asked for (a new temporary folder each time: nothing
+   that knew the old path finds it) and its ``.git`` is deleted, whatever is in it — the
+   code under test and the agent could write there (hooks, config, objects, index);
+2. the tree is walked once with ``lstat``: every file or link whose stat key
+   (:mod:`andon.treestat`) differs from the one recorded when the harness handed the tree
+   out is deleted, and so is everything the harness did not write (untracked and ignored
+   files, caches, nested repositories) and every folder that is new or has another mode;
+   since the harness recorded the keys after the filesystem clock had moved past its own
+   writes, any change since (even one restoring size and mtime) shows in the ctime;
+3. a new ``.git`` is made the way a new clone's is (``git clone --no-checkout``:
+   ``--shared`` for the gates' clones, ``--no-local --single-branch`` for an agent, so it
+   holds the base's history only), the index the harness's own checkout wrote last time
+   (kept in this process's memory, out of reach of the code that ran in the tree) is put
+   in, and git checks out the commit asked for: only the files that differ from it, or
+   that step 2 deleted, are written;
+4. git is asked whether anything differs (``git status --porcelain --ignored
+   --untracked-files=all`` empty, ``HEAD`` at the commit): if anything does, or any step
+   failed, the tree is deleted and a new clone made as before.
+
+So a reset tree holds exactly the commit's files, with a ``.git`` as new as a new clone's;
+what is not the same as a new clone: unchanged files keep their older mtime and inode, and
+extended attributes or ACLs of folders are not compared. Trees whose commit records a
+submodule, and ``agent_history = "shallow"`` worktrees, are never pooled. The pool belongs
+to the process that opened it (a forked worker makes new clones), holds at most ``limit``
+idle trees, and deletes them when closed.
+
+Raises GitError and UsageError from :mod:`andon.worktrees` (a new clone failing, a path
+that exists); a failure while resetting a kept tree is never raised (a new clone is made).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import treestat, worktrees
+from .errors import AndonError, UsageError
+from .worktrees import Git, _rmtree
+
+_POOLS: dict[Path, ClonePool] = {}  # by the repository's git dir
+
+
+@dataclass
+class _Record:
+    """What the harness handed out: the commit, the index its own checkout wrote, the stat
+    keys of every entry below the top but ``.git`` and the modes of the folders, recorded
+    before the clock moved past the harness's writes (``trusted`` false: it did not move,
+    and the tree is never reset, only deleted)."""
+
+    sha: str
+    index: bytes
+    files: dict[str, treestat.Stat]
+    dirs: dict[str, int]
+    top_mode: int
+    trusted: bool
+
+
+def open_pool(repo: Git, limit: int = 4) -> ClonePool:
+    """The pool for ``repo`` in this process, opened (made) if there is none. Close it with
+    :meth:`ClonePool.close`."""
+    pool = active(repo)
+    if pool is None:
+        pool = _POOLS[repo.git_dir] = ClonePool(repo, limit)
+    return pool
+
+
+def active(repo: Git) -> ClonePool | None:
+    """The open pool for ``repo`` if this process opened one, else None."""
+    pool = _POOLS.get(repo.git_dir)
+    return pool if pool is not None and pool.pid == os.getpid() else None
+
+
+def give_back(repo: Git, path: Path) -> bool:
+    """Hand ``path`` back to ``repo``'s open pool if it came from there; True if taken (the
+    path is then gone), False otherwise (the caller deletes it as before)."""
+    pool = active(repo)
+    return pool.give(path) if pool is not None else False
+
+
+# git's own shortcuts that would let it skip looking at a file, off whatever the user's
+# global configuration says
+_LOOK = ("-c", "core.fsmonitor=false", "-c", "core.untrackedCache=false",
+         "-c", "core.ignoreStat=false", "-c", "core.trustctime=true",
+         "-c", "core.checkStat=default")
+
+
+class ClonePool:
+    """Idle trees of one repository and the records of those handed out (see the module
+    docstring). ``counts``: how many trees were made new (``fresh``), reset and handed out
+    again (``reused``), or found wrong at a reset and deleted (``discarded``)."""
+
+    def __init__(self, repo: Git, limit: int = 4):
+        self.repo, self.limit, self.pid = repo, limit, os.getpid()
+        self.home = Path(tempfile.mkdtemp())  # idle trees, named neutrally
+        self.idle: list[tuple[Path, _Record]] = []
+        self.out: dict[Path, _Record] = {}
+        self.counts = {"fresh": 0, "reused": 0, "discarded": 0}
+
+    # -- handing out ---------------------------------------------------------------------
+
+    def clone_at(self, sha: str, dest: Path) -> Path:
+        """:func:`andon.worktrees.clone_at`'s result at ``dest`` (a clone detached at
+        ``sha``, its objects borrowed through alternates), from a kept tree when one can be
+        reset, else a new clone. GitError if git fails on a new clone."""
+        sha, dest = self.repo.resolve(sha), Path(dest).resolve()
+
+        def new_git(tmp: Path) -> Path:
+            return worktrees.clone_at(self.repo, sha, tmp, checkout=False) / ".git"
+
+        def checkout(tree: Path) -> None:
+            self.repo.git(*_LOOK, "checkout", "--quiet", "--force", "--detach", sha, cwd=tree)
+
+        return self._hand_out(sha, dest, new_git, checkout, "",
+                              lambda: worktrees.clone_at(self.repo, sha, dest))
+
+    def add_worktree(self, path: Path, branch: str, start: str) -> Path:
+        """:func:`andon.worktrees.add_worktree`'s result (history "full"): a single-branch
+        clone of the new branch ``branch`` at ``start``, from a kept tree when one can be
+        reset. UsageError if ``path`` exists; GitError if the branch exists."""
+        path = worktrees._unresolved_last(path)
+        if path.exists() or path.is_symlink():
+            raise UsageError(f"worktree path already exists: {path}")
+        sha = self.repo.resolve(start)
+        self.repo.set_ref(f"refs/heads/{branch}", sha, "0" * 40)  # must not exist yet
+
+        def new_git(tmp: Path) -> Path:
+            return worktrees.add_worktree(self.repo, tmp, branch, sha, checkout=False,
+                                          new_branch=False) / ".git"
+
+        def checkout(tree: Path) -> None:
+            self.repo.git(*_LOOK, "read-tree", "--reset", "-u", "HEAD", cwd=tree)
+
+        return self._hand_out(sha, path, new_git, checkout, f"refs/heads/{branch}",
+                              lambda: worktrees.add_worktree(self.repo, path, branch, sha,
+                                                             new_branch=False))
+
+    def export(self, sha: str, dest: Path, keep: Callable[[str], bool]
+               ) -> tuple[dict[str, treestat.Stat], bool] | None:
+        """``sha``'s files that ``keep`` accepts at ``dest`` with no ``.git`` (a kept tree
+        reset, or a new clone, then its ``.git`` and the other files deleted), with the stat
+        key of each file there and whether the clock moved past the harness's writes in
+        time (else the keys prove nothing); None when the commit records a submodule (the
+        caller exports another way). GitError if git fails on a new clone."""
+        sha = self.repo.resolve(sha)
+        if _has_gitlink(self.repo, sha):
+            return None
+        dest = Path(dest).resolve()
+        self.clone_at(sha, dest)
+        index = self.out[dest].index
+        _rmtree(dest / ".git")
+        for rel in [p for p in self.out[dest].files if not keep(p)]:
+            os.unlink(dest / rel)
+        self.out[dest] = record = _record(dest, sha, index)
+        return dict(record.files), record.trusted
+
+    def give(self, path: Path) -> bool:
+        """Take back ``path`` if this pool handed it out: it is moved into the pool (kept
+        for a later reset; deleted when it is no longer a real folder, when ``limit`` trees
+        are idle, or when its keys could not be trusted). True if taken (the path is gone);
+        False if this pool never handed it out."""
+        path = worktrees._unresolved_last(Path(path))
+        record = self.out.pop(path, None)
+        if record is None:
+            return False
+        if path.is_symlink() or not path.is_dir() or len(self.idle) >= self.limit \
+                or not record.trusted:
+            if path.exists() or path.is_symlink():
+                _rmtree(path)
+            return True
+        kept = Path(tempfile.mkdtemp(dir=self.home)) / "tree"
+        try:
+            os.rename(path, kept)
+        except OSError:  # another filesystem: not kept
+            _rmtree(path)
+            return True
+        self.idle.append((kept, record))
+        return True
+
+    def close(self) -> None:
+        """Delete every idle tree and the pool's folder; trees still handed out are left
+        where they are (their holders delete them). The pool is forgotten."""
+        if _POOLS.get(self.repo.git_dir) is self:
+            del _POOLS[self.repo.git_dir]
+        for kept, _ in self.idle:
+            _rmtree(kept)
+        self.idle.clear()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    # -- inside --------------------------------------------------------------------------
+
+    def _hand_out(self, sha: str, dest: Path, new_git: Callable[[Path], Path],
+                  checkout: Callable[[Path], None], head: str,
+                  fresh: Callable[[], Path]) -> Path:
+        if _has_gitlink(self.repo, sha):  # submodules: a new clone, never kept
+            return fresh()
+        while self.idle:
+            # the one last given back: usually the nearest commit, so the fewest writes
+            kept, record = self.idle.pop()
+            if self._reset(kept, record, sha, dest, new_git, checkout, head):
+                self.counts["reused"] += 1
+                break
+            self.counts["discarded"] += 1
+            for gone in (kept, dest):
+                if gone.exists() or gone.is_symlink():
+                    _rmtree(gone)
+        else:
+            fresh()
+            self.counts["fresh"] += 1
+        self.out[dest] = _record(dest, sha, (dest / ".git" / "index").read_bytes())
+        return dest
+
+    def _reset(self, kept: Path, record: _Record, sha: str, dest: Path,
+               new_git: Callable[[Path], Path], checkout: Callable[[Path], None],
+               head: str) -> bool:
+        """Steps 1-4 of the module docstring; False when anything is not as it must be."""
+        try:
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(kept, dest)
+            if os.lstat(dest).st_mode != record.top_mode:
+                return False
+            if (dest / ".git").exists() or (dest / ".git").is_symlink():
+                _rmtree(dest / ".git")
+            _prune(dest, record)
+            # made beside the tree, so that moving its .git in is a rename
+            with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+                os.rename(new_git(Path(tmp) / "g"), dest / ".git")
+            (dest / ".git" / "index").write_bytes(record.index)
+            checkout(dest)
+            return self._clean(dest, sha, head)
+        except (AndonError, OSError):
+            return False
+
+    def _clean(self, tree: Path, sha: str, head: str) -> bool:
+        """git's word that ``tree`` holds exactly ``sha``, ``HEAD`` on ``head`` ("":
+        detached), nothing untracked or ignored."""
+        status = self.repo.git(*_LOOK, "status", "--porcelain=v1", "-z", "--ignored",
+                               "--untracked-files=all", cwd=tree)
+        at = self.repo.git("rev-parse", "--verify", "HEAD", cwd=tree).strip()
+        ref = self.repo.git("symbolic-ref", "-q", "HEAD", cwd=tree, check=False).strip()
+        return status == "" and at == sha and ref == head
+
+
+def _record(tree: Path, sha: str, index: bytes) -> _Record:
+    """The record of ``tree`` as handed out now: every entry's key, empty folders deleted (a
+    new clone has none), then the clock waited out past the harness's writes (nobody else
+    writes here until this returns, so the keys are the ones handed out)."""
+    files, dirs = treestat.walk(tree, skip_top=frozenset({".git"}))
+    needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
+    for rel in sorted(set(dirs) - needed, key=len, reverse=True):
+        shutil.rmtree(tree / rel, ignore_errors=True)
+        dirs.pop(rel)
+    trusted = treestat.past_tick(tree)
+    return _Record(sha, index, files, dirs, os.lstat(tree).st_mode, trusted)
+
+
+def _prune(tree: Path, record: _Record) -> None:
+    """Delete, below ``tree``, every entry whose stat key is not the recorded one and every
+    folder not recorded with the same mode (what is missing, git writes again)."""
+    stack = [("", str(tree))]
+    while stack:
+        prefix, where = stack.pop()
+        with os.scandir(where) as it:
+            for e in it:
+                rel = prefix + e.name
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if record.dirs.get(rel) == st.st_mode:
+                        stack.append((rel + "/", e.path))
+                    else:
+                        _rmtree(Path(e.path))
+                elif record.files.get(rel) != treestat.key(st):
+                    os.unlink(e.path)
+
+
+def _has_gitlink(repo: Git, sha: str) -> bool:
+    """Whether ``sha``'s tree records a submodule (mode 160000) anywhere."""
+    listing = repo._run(("ls-tree", "-r", "-z", "--full-tree", sha), None, None, True).stdout
+    return any(rec.startswith(b"160000 ") for rec in listing.split(b"\0"))
