@@ -17,8 +17,9 @@ both files and the three fixes. ``--import-mode=importlib`` in the test command:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
-from fnmatch import fnmatch
+from fnmatch import fnmatch, translate
 from pathlib import Path, PurePosixPath
 
 from ..config import Config
@@ -89,7 +90,11 @@ def clashes(tree: Iterable[str], new: Iterable[str], args: Sequence[str] = (),
     words = [a for a in args if not a.startswith("-")]
     roots = [w.split("::")[0] for w in words if any(
         f == w or f.startswith(w.rstrip("/") + "/") for f in files)] or ini.get("testpaths", [])
-    suite = sorted(f for f in files if _collected(f, patterns, roots, packets_dir))
+    # the file-name patterns first, as one regular expression: most files of a large
+    # repository are no test file, and fnmatch per file and pattern cost 0.1 s at 6,000
+    named = re.compile("|".join(f"(?:{translate(pat)})" for pat in patterns))
+    suite = sorted(f for f in files if named.match(f.rsplit("/", 1)[-1])
+                   and _collected(f, patterns, roots, packets_dir))
     by_name: dict[str, list[str]] = {}
     for f in suite:
         by_name.setdefault(module_name(f, packages), []).append(f)
