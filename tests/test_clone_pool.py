@@ -182,7 +182,7 @@ def test_a_reset_git_does_not_confirm_is_discarded_and_a_new_clone_made(tmp_path
 
 
 def test_only_the_process_that_opened_a_pool_uses_it(tmp_path):
-    repo, first, _ = _repo(tmp_path)
+    repo, _first, _ = _repo(tmp_path)
     pool = clone_pool.open_pool(repo)
     try:
         assert clone_pool.active(repo) is pool
@@ -222,7 +222,7 @@ def test_close_deletes_the_idle_trees(tmp_path):
 
 
 def test_a_review_export_from_the_pool_hides_tests_checks_changes_and_is_reset(tmp_path):
-    repo, first, second = _repo(tmp_path)
+    repo, _first, second = _repo(tmp_path)
     pool = clone_pool.open_pool(repo)
     try:
         a = pool.clone_at(second, tmp_path / "a" / "repo")
@@ -248,7 +248,7 @@ def test_a_review_export_from_the_pool_hides_tests_checks_changes_and_is_reset(t
 
 
 def test_a_commit_with_a_submodule_is_never_pooled(tmp_path):
-    repo, first, _ = _repo(tmp_path)
+    repo, _first, _ = _repo(tmp_path)
     sub = tmp_path / "sub"
     sub.mkdir()
     git(sub, "init", "-q")
@@ -322,3 +322,37 @@ def test_a_file_an_earlier_packets_tests_left_in_a_pooled_clone_is_gone(tmp_path
     assert rows["suite"]["status"] == "pass"  # in the worktree, where the agent wrote it
     assert rows["hermetic"]["status"] == "fail"
     assert {f["kind"] for f in rows["hermetic"]["evidence"]["findings"]} == {"fail-to-pass"}
+
+
+def test_a_snapshot_of_a_pooled_worktree_reads_what_changed_and_misses_nothing(tmp_path):
+    """The seeded snapshot (git trusts the stat data of files whose lstat key is unchanged)
+    makes the same tree as hashing every file, for every kind of change an agent makes —
+    including a same-size edit with its mtime put back within the same second, which git's
+    own stat check (second-resolution ctime) does not see."""
+    from andon import worktrees
+    repo, _first, second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    try:
+        wt = repo.add_worktree(tmp_path / "wt" / "P1-1", "andon/P1/1", second)
+        edited = wt / "src/p2/m02.py"
+        st = os.stat(edited)
+        edited.write_text("X = 9\n")
+        os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns))
+        (wt / "src/p0/m03.py").unlink()
+        (wt / "run.sh").chmod(0o755)
+        (wt / "src/p1/m04.py").unlink()
+        (wt / "src/p1/m04.py").mkdir()
+        (wt / "src/p1/m04.py/inner.py").write_text("I = 1\n")
+        (wt / "src/p0/m06.py").unlink()
+        (wt / "src/p0/m06.py").symlink_to("m09.py")
+        (wt / "brand_new.py").write_text("B = 1\n")
+        (wt / "debug.log").write_text("ignored\n")
+        _index, changed = pool.changes(wt, second)
+        assert "src/p2/m02.py" in changed and "src/p0/m03.py" in changed
+        seeded = repo.snapshot(wt, second, "seeded")
+        full = worktrees.snapshot(repo, wt, second, "every file hashed")
+        assert repo.resolve(f"{seeded}^{{tree}}") == repo.resolve(f"{full}^{{tree}}")
+        assert repo.git("show", f"{seeded}:src/p2/m02.py") == "X = 9\n"
+        assert "debug.log" not in repo.git("ls-tree", "-r", "--name-only", seeded)
+    finally:
+        pool.close()

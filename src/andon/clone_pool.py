@@ -115,16 +115,18 @@ class ClonePool:
         """:func:`andon.worktrees.clone_at`'s result at ``dest`` (a clone detached at
         ``sha``, its objects borrowed through alternates), from a kept tree when one can be
         reset, else a new clone. GitError if git fails on a new clone."""
-        sha, dest = self.repo.resolve(sha), Path(dest).resolve()
+        return self._clone_at(self.repo.resolve(sha), Path(dest).resolve())
 
+    def _clone_at(self, sha: str, dest: Path,
+                  prepare: Callable[[Path, list[str]], None] | None = None) -> Path:
         def new_git(tmp: Path) -> Path:
             return worktrees.clone_at(self.repo, sha, tmp, checkout=False) / ".git"
 
         def checkout(tree: Path) -> None:
             self.repo.git(*_LOOK, "checkout", "--quiet", "--force", "--detach", sha, cwd=tree)
 
-        return self._hand_out(sha, dest, new_git, checkout, "",
-                              lambda: worktrees.clone_at(self.repo, sha, dest))
+        return self._hand_out(sha, dest, new_git, checkout, "(detached)",
+                              lambda: worktrees.clone_at(self.repo, sha, dest), prepare)
 
     def add_worktree(self, path: Path, branch: str, start: str) -> Path:
         """:func:`andon.worktrees.add_worktree`'s result (history "full"): a single-branch
@@ -143,7 +145,7 @@ class ClonePool:
         def checkout(tree: Path) -> None:
             self.repo.git(*_LOOK, "read-tree", "--reset", "-u", "HEAD", cwd=tree)
 
-        return self._hand_out(sha, path, new_git, checkout, f"refs/heads/{branch}",
+        return self._hand_out(sha, path, new_git, checkout, branch,
                               lambda: worktrees.add_worktree(self.repo, path, branch, sha,
                                                              new_branch=False))
 
@@ -154,17 +156,33 @@ class ClonePool:
         key of each file there and whether the clock moved past the harness's writes in
         time (else the keys prove nothing); None when the commit records a submodule (the
         caller exports another way). GitError if git fails on a new clone."""
-        sha = self.repo.resolve(sha)
-        if _has_gitlink(self.repo, sha):
+        sha, dest = self.repo.resolve(sha), Path(dest).resolve()
+
+        def strip(tree: Path, paths: list[str]) -> None:
+            _rmtree(tree / ".git")
+            for rel in paths:
+                if not keep(rel):
+                    os.unlink(tree / rel)
+
+        self._clone_at(sha, dest, strip)
+        record = self.out.get(dest)
+        if record is None:  # a submodule: made new and not kept
+            _rmtree(dest)
             return None
-        dest = Path(dest).resolve()
-        self.clone_at(sha, dest)
-        index = self.out[dest].index
-        _rmtree(dest / ".git")
-        for rel in [p for p in self.out[dest].files if not keep(p)]:
-            os.unlink(dest / rel)
-        self.out[dest] = record = _record(dest, sha, index)
         return dict(record.files), record.trusted
+
+    def changes(self, path: Path, sha: str) -> tuple[bytes, list[str]] | None:
+        """For a tree this pool handed out at commit ``sha`` and has not taken back: the
+        index git wrote for it then, and the sorted paths of that index whose file is gone
+        or has another stat key now (written to, re-moded, replaced; :mod:`andon.treestat`).
+        Every other file of the index holds what it held then; files added since are not
+        listed (git finds them by walking the tree). None when the pool cannot say (not
+        its tree, another commit, keys not trusted)."""
+        record = self.out.get(worktrees._unresolved_last(Path(path)))
+        if record is None or record.sha != sha or not record.trusted:
+            return None
+        files, _ = treestat.walk(path, skip_top=frozenset({".git"}))
+        return record.index, sorted(p for p, k in record.files.items() if files.get(p) != k)
 
     def give(self, path: Path) -> bool:
         """Take back ``path`` if this pool handed it out: it is moved into the pool (kept
@@ -202,9 +220,10 @@ class ClonePool:
     # -- inside --------------------------------------------------------------------------
 
     def _hand_out(self, sha: str, dest: Path, new_git: Callable[[Path], Path],
-                  checkout: Callable[[Path], None], head: str,
-                  fresh: Callable[[], Path]) -> Path:
-        if _has_gitlink(self.repo, sha):  # submodules: a new clone, never kept
+                  checkout: Callable[[Path], None], head: str, fresh: Callable[[], Path],
+                  prepare: Callable[[Path, list[str]], None] | None = None) -> Path:
+        paths, gitlink = _listing(self.repo, sha)
+        if gitlink:  # submodules: a new clone, never kept
             return fresh()
         while self.idle:
             # the one last given back: usually the nearest commit, so the fewest writes
@@ -219,7 +238,10 @@ class ClonePool:
         else:
             fresh()
             self.counts["fresh"] += 1
-        self.out[dest] = _record(dest, sha, (dest / ".git" / "index").read_bytes())
+        index = (dest / ".git" / "index").read_bytes()
+        if prepare is not None:
+            prepare(dest, paths)
+        self.out[dest] = _record(dest, sha, index)
         return dest
 
     def _reset(self, kept: Path, record: _Record, sha: str, dest: Path,
@@ -244,13 +266,13 @@ class ClonePool:
             return False
 
     def _clean(self, tree: Path, sha: str, head: str) -> bool:
-        """git's word that ``tree`` holds exactly ``sha``, ``HEAD`` on ``head`` ("":
-        detached), nothing untracked or ignored."""
-        status = self.repo.git(*_LOOK, "status", "--porcelain=v1", "-z", "--ignored",
-                               "--untracked-files=all", cwd=tree)
-        at = self.repo.git("rev-parse", "--verify", "HEAD", cwd=tree).strip()
-        ref = self.repo.git("symbolic-ref", "-q", "HEAD", cwd=tree, check=False).strip()
-        return status == "" and at == sha and ref == head
+        """git's word that ``tree`` holds exactly ``sha`` with ``HEAD`` on branch ``head``
+        (or "(detached)") and nothing untracked or ignored: one ``git status``."""
+        out = self.repo.git(*_LOOK, "status", "--porcelain=v2", "-z", "--branch", "--ignored",
+                            "--untracked-files=all", cwd=tree).split("\0")
+        lines = [x for x in out if x]
+        return (all(x.startswith("# ") for x in lines) and f"# branch.oid {sha}" in lines
+                and f"# branch.head {head}" in lines)
 
 
 def _record(tree: Path, sha: str, index: bytes) -> _Record:
@@ -285,7 +307,13 @@ def _prune(tree: Path, record: _Record) -> None:
                     os.unlink(e.path)
 
 
-def _has_gitlink(repo: Git, sha: str) -> bool:
-    """Whether ``sha``'s tree records a submodule (mode 160000) anywhere."""
+def _listing(repo: Git, sha: str) -> tuple[list[str], bool]:
+    """The paths of ``sha``'s files and links, and whether it records a submodule."""
     listing = repo._run(("ls-tree", "-r", "-z", "--full-tree", sha), None, None, True).stdout
-    return any(rec.startswith(b"160000 ") for rec in listing.split(b"\0"))
+    paths, gitlink = [], False
+    for rec in listing.split(b"\0"):
+        if rec:
+            meta, _, raw = rec.partition(b"\t")
+            gitlink = gitlink or meta.startswith(b"160000 ")
+            paths.append(os.fsdecode(raw))
+    return paths, gitlink

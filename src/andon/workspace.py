@@ -282,8 +282,11 @@ class Repo:
 
     def snapshot(self, worktree: Path, parent: str, message: str) -> str:
         """:func:`andon.worktrees.snapshot`: everything in ``worktree`` as a child of
-        ``parent``; SnapshotError when it cannot be read."""
-        return worktrees.snapshot(self, worktree, parent, message)
+        ``parent``; SnapshotError when it cannot be read. A worktree the open
+        :mod:`andon.clone_pool` handed out at ``parent`` is read by what changed since."""
+        pool = clone_pool.active(self)
+        seed = pool.changes(worktree, self.resolve(parent)) if pool is not None else None
+        return worktrees.snapshot(self, worktree, parent, message, seed)
 
     def export(self, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
                ) -> dict[str, str]:

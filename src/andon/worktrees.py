@@ -152,15 +152,20 @@ def plant(repo: Git, base: str, files: Mapping[str, tuple[bytes, bool]], message
     return repo.git("commit-tree", tree, "-p", base, "-F", "-",
                     input=message.encode()).strip()
 
-def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
+def snapshot(repo: Git, worktree: Path, parent: str, message: str,
+             seed: tuple[bytes, list[str]] | None = None) -> str:
     """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore
     respected; files tracked in ``parent`` kept even if .gitignore matches them) as a new
     commit whose only parent is ``parent``, whatever the agent did to the worktree's HEAD,
     branch, index, config or ``.git`` itself: the files are read into this repository's
     object store through a temporary index, and git never runs in the agent's repository
     (its config could name commands to run). Always a new commit, even if the tree equals
-    the parent's. SnapshotError if ``worktree`` is gone, a symbolic link, inside the main
-    work tree, or holds something git refuses to add."""
+    the parent's. ``seed``: an index of ``parent`` that git wrote into this very tree
+    (stat data included) and the paths of it whose files may have changed since
+    (:meth:`andon.clone_pool.ClonePool.changes`): those are read again and git trusts the
+    stat data of the rest, instead of hashing every file. SnapshotError if ``worktree`` is
+    gone, a symbolic link, inside the main work tree, or holds something git refuses to
+    add."""
     worktree = _unresolved_last(worktree)
     if worktree.is_symlink():
         raise SnapshotError(f"the worktree {worktree} was replaced by a symbolic link")
@@ -172,7 +177,12 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
     with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
                "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(repo.git_dir)}
-        repo._run(("read-tree", parent), worktree, None, True, env)
+        if seed is None:
+            repo._run(("read-tree", parent), worktree, None, True, env)
+        else:  # only the files that may have changed are hashed (or dropped, when gone)
+            Path(env["GIT_INDEX_FILE"]).write_bytes(seed[0])
+            repo._run(("update-index", "--remove", "-z", "--stdin"), worktree,
+                      b"".join(os.fsencode(p) + b"\0" for p in seed[1]), True, env)
         # the user's sparse-checkout rules are about their checkout, not the agent's
         proc = repo._run(("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
                           "add", "--all", "--", "."), worktree, None, False, env)
