@@ -347,12 +347,20 @@ def test_a_snapshot_of_a_pooled_worktree_reads_what_changed_and_misses_nothing(t
         (wt / "src/p0/m06.py").symlink_to("m09.py")
         (wt / "brand_new.py").write_text("B = 1\n")
         (wt / "debug.log").write_text("ignored\n")
-        _index, changed = pool.changes(wt, second)
-        assert "src/p2/m02.py" in changed and "src/p0/m03.py" in changed
+        seen = pool.changes(wt, second)
+        assert "src/p2/m02.py" in seen.changed and "src/p0/m03.py" in seen.changed
+        assert seen.added == ["brand_new.py", "debug.log", "src/p1/m04.py/inner.py"]
         seeded = repo.snapshot(wt, second, "seeded")
         full = worktrees.snapshot(repo, wt, second, "every file hashed")
         assert repo.resolve(f"{seeded}^{{tree}}") == repo.resolve(f"{full}^{{tree}}")
         assert repo.git("show", f"{seeded}:src/p2/m02.py") == "X = 9\n"
         assert "debug.log" not in repo.git("ls-tree", "-r", "--name-only", seeded)
+        # from the snapshot on, the pool reports against it: only the ignored file differs
+        after = pool.changes(wt, seeded)
+        assert after.changed == [] and after.added == ["debug.log"]
+        (wt / "brand_new.py").write_text("B = 2\n")
+        (wt / "src/p0/fresh").mkdir()
+        assert pool.changes(wt, seeded).changed == ["brand_new.py"]
+        assert pool.changes(wt, seeded).added == ["debug.log", "src/p0/fresh/"]
     finally:
         pool.close()

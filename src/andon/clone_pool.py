@@ -68,6 +68,22 @@ class _Record:
     trusted: bool
 
 
+@dataclass
+class Changes:
+    """One walk of a handed-out tree against its record: ``index`` (the bytes of the index
+    git wrote for the recorded commit), ``changed`` (sorted paths of that index whose file
+    is gone or has another stat key: written to, re-moded, replaced), ``added`` (sorted
+    paths of files the index does not hold, ignored ones included, and of folders holding
+    no file, these ending in "/"), and the walk itself (``seen``: path → stat key,
+    ``dirs``: folder → mode). Every other file of the index holds what it held then."""
+
+    index: bytes
+    changed: list[str]
+    added: list[str]
+    seen: dict[str, treestat.Stat]
+    dirs: dict[str, int]
+
+
 def open_pool(repo: Git, limit: int = 4) -> ClonePool:
     """The pool for ``repo`` in this process, opened (made) if there is none. Close it with
     :meth:`ClonePool.close`."""
@@ -171,18 +187,37 @@ class ClonePool:
             return None
         return dict(record.files), record.trusted
 
-    def changes(self, path: Path, sha: str) -> tuple[bytes, list[str]] | None:
-        """For a tree this pool handed out at commit ``sha`` and has not taken back: the
-        index git wrote for it then, and the sorted paths of that index whose file is gone
-        or has another stat key now (written to, re-moded, replaced; :mod:`andon.treestat`).
-        Every other file of the index holds what it held then; files added since are not
-        listed (git finds them by walking the tree). None when the pool cannot say (not
-        its tree, another commit, keys not trusted)."""
-        record = self.out.get(worktrees._unresolved_last(Path(path)))
+    def changes(self, path: Path, sha: str) -> Changes | None:
+        """What changed in a tree this pool handed out (and has not taken back) since it held
+        commit ``sha`` — since it was handed out, or since :meth:`moved` — by one ``lstat``
+        walk (:class:`Changes`). None when the pool cannot say (not its tree, another
+        commit, keys not trusted)."""
+        path = worktrees._unresolved_last(Path(path))
+        record = self.out.get(path)
         if record is None or record.sha != sha or not record.trusted:
             return None
-        files, _ = treestat.walk(path, skip_top=frozenset({".git"}))
-        return record.index, sorted(p for p, k in record.files.items() if files.get(p) != k)
+        files, dirs = treestat.walk(path, skip_top=frozenset({".git"}))
+        needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
+        return Changes(record.index,
+                       sorted(p for p, k in record.files.items() if files.get(p) != k),
+                       sorted([p for p in files if p not in record.files]
+                              + [d + "/" for d in dirs if d not in needed]), files, dirs)
+
+    def moved(self, path: Path, sha: str, index: bytes, seen: Changes) -> None:
+        """The tree at ``path`` now holds commit ``sha`` — the snapshot of what was there
+        when ``seen`` was walked (:meth:`changes`), read by git into ``index`` — so later
+        :meth:`changes` and the reset start from there. Harness-side only: the walk came
+        before git read the files, so a file written since has another key and counts as
+        changed."""
+        path = worktrees._unresolved_last(Path(path))
+        if path not in self.out:
+            return
+        paths = set(_listing(self.repo, sha)[0])
+        files = {p: k for p, k in seen.seen.items() if p in paths}
+        needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
+        dirs = {d: m for d, m in seen.dirs.items() if d in needed}
+        self.out[path] = _Record(sha, index, files, dirs, os.lstat(path).st_mode,
+                                 treestat.past_tick(path))
 
     def give(self, path: Path) -> bool:
         """Take back ``path`` if this pool handed it out: it is moved into the pool (kept

@@ -285,8 +285,14 @@ class Repo:
         ``parent``; SnapshotError when it cannot be read. A worktree the open
         :mod:`andon.clone_pool` handed out at ``parent`` is read by what changed since."""
         pool = clone_pool.active(self)
-        seed = pool.changes(worktree, self.resolve(parent)) if pool is not None else None
-        return worktrees.snapshot(self, worktree, parent, message, seed)
+        seen = pool.changes(worktree, self.resolve(parent)) if pool is not None else None
+        if pool is None or seen is None:
+            return worktrees.snapshot(self, worktree, parent, message)
+        index: list[bytes] = []
+        sha = worktrees.snapshot(self, worktree, parent, message, (seen.index, seen.changed),
+                                 index)
+        pool.moved(worktree, sha, index[0], seen)  # later walks start from the snapshot
+        return sha
 
     def export(self, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
                ) -> dict[str, str]:

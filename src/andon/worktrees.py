@@ -153,7 +153,8 @@ def plant(repo: Git, base: str, files: Mapping[str, tuple[bytes, bool]], message
                     input=message.encode()).strip()
 
 def snapshot(repo: Git, worktree: Path, parent: str, message: str,
-             seed: tuple[bytes, list[str]] | None = None) -> str:
+             seed: tuple[bytes, list[str]] | None = None,
+             index_out: list[bytes] | None = None) -> str:
     """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore
     respected; files tracked in ``parent`` kept even if .gitignore matches them) as a new
     commit whose only parent is ``parent``, whatever the agent did to the worktree's HEAD,
@@ -163,7 +164,8 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str,
     the parent's. ``seed``: an index of ``parent`` that git wrote into this very tree
     (stat data included) and the paths of it whose files may have changed since
     (:meth:`andon.clone_pool.ClonePool.changes`): those are read again and git trusts the
-    stat data of the rest, instead of hashing every file. SnapshotError if ``worktree`` is
+    stat data of the rest, instead of hashing every file; ``index_out`` receives the index
+    git wrote (the new commit's, with stat data). SnapshotError if ``worktree`` is
     gone, a symbolic link, inside the main work tree, or holds something git refuses to
     add."""
     worktree = _unresolved_last(worktree)
@@ -192,6 +194,8 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str,
             raise SnapshotError(f"git could not read the worktree: {err}",
                                 named.group(1) if named else None)
         tree = repo._run(("write-tree",), worktree, None, True, env).stdout.decode().strip()
+        if index_out is not None:
+            index_out.append(Path(env["GIT_INDEX_FILE"]).read_bytes())
     return repo.git("commit-tree", tree, "-p", parent, "-F", "-",
                     input=message.encode()).strip()
 

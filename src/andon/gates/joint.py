@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import clone_pool
 from ..runners.pytest import SuiteRun
 from ..workspace import Repo
 from .base import GateContext, fresh_clone
@@ -45,7 +46,8 @@ _STRICT = ("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
 _CONVERTING = ("ident", "filter", "working-tree-encoding", "eol", "crlf")
 
 
-def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
+def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20,
+           known: list[str] | None = None) -> list[str]:
     """Paths (relative, "/"-separated; a folder with nothing tracked ends in "/") by which
     ``worktree`` differs from commit ``sha``: untracked files and folders, ignored ones
     included, tracked files changed, deleted or with another mode, a tracked symbolic link
@@ -62,7 +64,10 @@ def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
     repository's git dir: git never runs in the agent's repository (its config could name
     commands). Costs one stat and, for a tracked file whose stat git cannot trust (all of
     them: the index is new), one hash per file; when git finds nothing, one walk of the tree
-    for ``.git`` names. GitError when git cannot read the tree."""
+    for ``.git`` names. ``known``: the paths that differ, already found without reading
+    any file (:meth:`andon.clone_pool.ClonePool.changes` since the snapshot, for a worktree
+    the pool handed out: a file is listed, not its untracked folder); then git lists and
+    hashes nothing. GitError when git cannot read the tree."""
     with tempfile.TemporaryDirectory() as tmp:
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(worktree),
                "GIT_DIR": str(repo.git_dir)}
@@ -80,12 +85,16 @@ def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
         converted = _converted(git, [e.split("\t", 1)[1] for e in entries])
         if converted:
             return converted[:limit]
-        # every untracked path, ignored ones too (no --exclude-standard), folders collapsed
-        found = git("ls-files", "-z", "--others", "--directory")
-        git("update-index", "-q", "--refresh", check=False)
-        found += git("diff-files", "-z", "--name-only")
+        if known is not None:
+            found = known
+        else:
+            # every untracked path, ignored ones too (no --exclude-standard), folders collapsed
+            found = git("ls-files", "-z", "--others", "--directory")
+            git("update-index", "-q", "--refresh", check=False)
+            found += git("diff-files", "-z", "--name-only")
+    # a .git below the top holds or is a file no commit has: with ``known``, already listed
     return (sorted(set(found))[:limit] or _leaving(worktree, linked)[:limit]
-            or _dot_git(worktree, limit))
+            or (_dot_git(worktree, limit) if known is None else []))
 
 
 def _leaving(worktree: Path, links: list[str]) -> list[str]:
@@ -177,7 +186,10 @@ def can_join(ctx: GateContext) -> list[str] | None:
     else [] — the full runs may be planned as one."""
     if not ctx.candidate_sha or ctx.packet.hidden_files:
         return None
-    return strays(ctx.repo, ctx.worktree, ctx.candidate_sha) or []
+    pool = clone_pool.active(ctx.repo)  # a pooled worktree: what changed, by lstat alone
+    seen = pool.changes(ctx.worktree, ctx.candidate_sha) if pool is not None else None
+    known = None if seen is None else seen.changed + seen.added
+    return strays(ctx.repo, ctx.worktree, ctx.candidate_sha, known=known) or []
 
 
 def run_joint(ctx: GateContext) -> SuiteRun:
