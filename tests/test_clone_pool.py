@@ -29,6 +29,8 @@ def _repo(tmp_path: Path) -> tuple[Repo, str, str]:
         (root / "src" / f"p{i % 3}").mkdir(parents=True, exist_ok=True)
         (root / "src" / f"p{i % 3}" / f"m{i:02d}.py").write_text(f"X = {i}\n")
     (root / "run.sh").write_text("echo\n")
+    (root / "docs" / "deep").mkdir(parents=True)
+    (root / "docs" / "deep" / "a.md").write_text("only file of its folders\n")
     git(root, "add", "-A")
     git(root, "commit", "-qm", "one")
     first = git(root, "rev-parse", "HEAD").strip()
@@ -36,6 +38,7 @@ def _repo(tmp_path: Path) -> tuple[Repo, str, str]:
     (root / "src/p1/m01.py").unlink()
     (root / "src/new").mkdir()
     (root / "src/new/n.py").write_text("N = 1\n")
+    (root / "docs" / "deep" / "a.md").unlink()  # its folders go with it
     git(root, "add", "-A")
     git(root, "commit", "-qm", "two")
     git(root, "tag", "v2")
@@ -101,15 +104,15 @@ def _dirty(tree: Path) -> None:
     assert blob.returncode == 0
 
 
-@pytest.mark.parametrize("again", ["same", "other"])
+@pytest.mark.parametrize("again", ["same", "later", "earlier"])
 def test_a_gate_clone_used_again_is_a_new_clone_of_the_commit(tmp_path, again):
     repo, first, second = _repo(tmp_path)
     pool = clone_pool.open_pool(repo)
     try:
-        a = pool.clone_at(first, tmp_path / "a" / "repo")
+        a = pool.clone_at(second if again == "earlier" else first, tmp_path / "a" / "repo")
         _dirty(a)
         assert pool.give(a) and not a.exists()
-        want = first if again == "same" else second
+        want = second if again == "later" else first
         b = pool.clone_at(want, tmp_path / "b" / "repo")
         assert pool.counts == {"fresh": 1, "reused": 1, "discarded": 0}
         new = repo.clone_at(want, tmp_path / "new" / "repo")  # no pool: a new clone

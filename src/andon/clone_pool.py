@@ -42,7 +42,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -134,7 +134,7 @@ class ClonePool:
         return self._clone_at(self.repo.resolve(sha), Path(dest).resolve())
 
     def _clone_at(self, sha: str, dest: Path,
-                  prepare: Callable[[Path, list[str]], None] | None = None) -> Path:
+                  prepare: Callable[[Path, list[str]], list[str]] | None = None) -> Path:
         def new_git(tmp: Path) -> Path:
             return worktrees.clone_at(self.repo, sha, tmp, checkout=False) / ".git"
 
@@ -174,11 +174,12 @@ class ClonePool:
         caller exports another way). GitError if git fails on a new clone."""
         sha, dest = self.repo.resolve(sha), Path(dest).resolve()
 
-        def strip(tree: Path, paths: list[str]) -> None:
+        def strip(tree: Path, paths: list[str]) -> list[str]:
             _rmtree(tree / ".git")
-            for rel in paths:
-                if not keep(rel):
-                    os.unlink(tree / rel)
+            removed = [rel for rel in paths if not keep(rel)]
+            for rel in removed:
+                os.unlink(tree / rel)
+            return removed
 
         self._clone_at(sha, dest, strip)
         record = self.out.get(dest)
@@ -256,14 +257,16 @@ class ClonePool:
 
     def _hand_out(self, sha: str, dest: Path, new_git: Callable[[Path], Path],
                   checkout: Callable[[Path], None], head: str, fresh: Callable[[], Path],
-                  prepare: Callable[[Path, list[str]], None] | None = None) -> Path:
+                  prepare: Callable[[Path, list[str]], list[str]] | None = None) -> Path:
         paths, gitlink = _listing(self.repo, sha)
         if gitlink:  # submodules: a new clone, never kept
             return fresh()
+        unchanged: dict[str, treestat.Stat] | None = None
         while self.idle:
             # the one last given back: usually the nearest commit, so the fewest writes
             kept, record = self.idle.pop()
-            if self._reset(kept, record, sha, dest, new_git, checkout, head):
+            unchanged = self._reset(kept, record, sha, dest, new_git, checkout, head)
+            if unchanged is not None:
                 self.counts["reused"] += 1
                 break
             self.counts["discarded"] += 1
@@ -274,31 +277,39 @@ class ClonePool:
             fresh()
             self.counts["fresh"] += 1
         index = (dest / ".git" / "index").read_bytes()
-        if prepare is not None:
-            prepare(dest, paths)
-        self.out[dest] = _record(dest, sha, index)
+        removed = prepare(dest, paths) if prepare is not None else []
+        self.out[dest] = _record(dest, sha, index) if unchanged is None else \
+            _record_known(dest, sha, index, paths, set(removed), unchanged, set(record.dirs))
         return dest
 
     def _reset(self, kept: Path, record: _Record, sha: str, dest: Path,
                new_git: Callable[[Path], Path], checkout: Callable[[Path], None],
-               head: str) -> bool:
-        """Steps 1-4 of the module docstring; False when anything is not as it must be."""
+               head: str) -> dict[str, treestat.Stat] | None:
+        """Steps 1-4 of the module docstring. Returns the files git had no reason to write
+        (their keys unchanged since the record, their blob the same in both commits) with
+        their keys; None when anything is not as it must be."""
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.rename(kept, dest)
             if os.lstat(dest).st_mode != record.top_mode:
-                return False
+                return None
             if (dest / ".git").exists() or (dest / ".git").is_symlink():
                 _rmtree(dest / ".git")
-            _prune(dest, record)
+            kept_files = _prune(dest, record)
             # made beside the tree, so that moving its .git in is a rename
             with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
                 os.rename(new_git(Path(tmp) / "g"), dest / ".git")
             (dest / ".git" / "index").write_bytes(record.index)
             checkout(dest)
-            return self._clean(dest, sha, head)
+            if not self._clean(dest, sha, head):
+                return None
+            differ = self.repo._run(("diff-tree", "-r", "-z", "--name-only", "--no-renames",
+                                     record.sha, sha), None, None, True).stdout
+            for raw in differ.split(b"\0"):
+                kept_files.pop(os.fsdecode(raw), None)
+            return kept_files
         except (AndonError, OSError):
-            return False
+            return None
 
     def _clean(self, tree: Path, sha: str, head: str) -> bool:
         """git's word that ``tree`` holds exactly ``sha`` with ``HEAD`` on branch ``head``
@@ -323,9 +334,11 @@ def _record(tree: Path, sha: str, index: bytes) -> _Record:
     return _Record(sha, index, files, dirs, os.lstat(tree).st_mode, trusted)
 
 
-def _prune(tree: Path, record: _Record) -> None:
+def _prune(tree: Path, record: _Record) -> dict[str, treestat.Stat]:
     """Delete, below ``tree``, every entry whose stat key is not the recorded one and every
-    folder not recorded with the same mode (what is missing, git writes again)."""
+    folder not recorded with the same mode (what is missing, git writes again). Returns the
+    files kept, with their keys."""
+    kept: dict[str, treestat.Stat] = {}
     stack = [("", str(tree))]
     while stack:
         prefix, where = stack.pop()
@@ -338,8 +351,35 @@ def _prune(tree: Path, record: _Record) -> None:
                         stack.append((rel + "/", e.path))
                     else:
                         _rmtree(Path(e.path))
-                elif record.files.get(rel) != treestat.key(st):
+                elif record.files.get(rel) == (key := treestat.key(st)):
+                    kept[rel] = key
+                else:
                     os.unlink(e.path)
+    return kept
+
+
+def _parents(paths: Iterable[str]) -> set[str]:
+    """Every folder (relative) that holds one of ``paths``."""
+    return {rel.rsplit("/", i)[0] for rel in paths for i in range(1, rel.count("/") + 1)}
+
+
+def _record_known(tree: Path, sha: str, index: bytes, paths: list[str], removed: set[str],
+                  unchanged: dict[str, treestat.Stat], before: set[str]) -> _Record:
+    """:func:`_record` without a walk, after a reset: ``paths`` (the commit's files) less
+    ``removed`` are there; those in ``unchanged`` were not written (their keys are known),
+    the others git wrote (one ``lstat`` each: work proportional to what changed). Folders
+    of ``before`` (the old record's) or of ``removed`` that no file needs now are deleted,
+    as a new clone has no empty folder. Should git have rewritten a file counted here as
+    unchanged, its key is another than the one recorded: it counts as changed later (read
+    again, deleted at the next reset), never the other way round."""
+    files = {p: unchanged.get(p) or treestat.key(os.lstat(tree / p))
+             for p in paths if p not in removed}
+    needed = _parents(files)
+    for rel in sorted((before | _parents(removed)) - needed, key=len, reverse=True):
+        shutil.rmtree(tree / rel, ignore_errors=True)
+    dirs = {d: os.lstat(tree / d).st_mode for d in needed}
+    trusted = treestat.past_tick(tree)
+    return _Record(sha, index, files, dirs, os.lstat(tree).st_mode, trusted)
 
 
 def _listing(repo: Git, sha: str) -> tuple[list[str], bool]:
