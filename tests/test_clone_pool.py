@@ -367,3 +367,40 @@ def test_a_snapshot_of_a_pooled_worktree_reads_what_changed_and_misses_nothing(t
         assert pool.changes(wt, seeded).added == ["debug.log", "src/p0/fresh/"]
     finally:
         pool.close()
+
+
+@pytest.mark.parametrize("change", ["none", "ignored", "edited", "empty-folder", "nested-git",
+                                    "deleted", "link"])
+def test_strays_from_the_pools_walk_agree_with_gits(tmp_path, change):
+    """After a snapshot, joint.strays answered from the pool's walk (known=) finds a
+    difference exactly when git's listing and hashing of every file does."""
+    from andon.gates.joint import strays
+    repo, _first, second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    try:
+        wt = repo.add_worktree(tmp_path / "wt" / "P1-1", "andon/P1/1", second)
+        (wt / "src/p0/m00.py").write_text("X = 'agent'\n")
+        sha = repo.snapshot(wt, second, "candidate")
+        if change == "ignored":
+            (wt / "src/p0/__pycache__").mkdir()
+            (wt / "src/p0/__pycache__/m.pyc").write_bytes(b"x")
+        elif change == "edited":
+            edited = wt / "src/p2/m02.py"
+            st = os.stat(edited)
+            edited.write_text("X = 7\n")
+            os.utime(edited, ns=(st.st_atime_ns, st.st_mtime_ns))
+        elif change == "empty-folder":
+            (wt / "src/nothing").mkdir()
+        elif change == "nested-git":
+            (wt / "src/p1/.git").mkdir()
+        elif change == "deleted":
+            (wt / "run.sh").unlink()
+        elif change == "link":
+            (wt / "src/p2/m05.py").unlink()
+            (wt / "src/p2/m05.py").symlink_to("m02.py")
+        seen = pool.changes(wt, sha)
+        by_pool = strays(repo, wt, sha, known=seen.changed + seen.added)
+        by_git = strays(repo, wt, sha)
+        assert bool(by_pool) == bool(by_git) == (change != "none"), (by_pool, by_git)
+    finally:
+        pool.close()

@@ -195,7 +195,8 @@ class ClonePool:
         commit, keys not trusted)."""
         path = worktrees._unresolved_last(Path(path))
         record = self.out.get(path)
-        if record is None or record.sha != sha or not record.trusted:
+        if record is None or record.sha != sha or not record.trusted or path.is_symlink() \
+                or not path.is_dir():  # replaced by a link: never walked through
             return None
         files, dirs = treestat.walk(path, skip_top=frozenset({".git"}))
         needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
