@@ -266,6 +266,11 @@ def test_a_commit_with_a_submodule_is_never_pooled(tmp_path):
         a = pool.clone_at("HEAD", tmp_path / "a" / "repo")
         assert (a / "lib" / "s.txt").exists()
         assert not pool.give(a)  # not the pool's: the caller deletes it as before
+        tree = export_tree(repo, "HEAD", tmp_path / "export")  # git's checkout-index, as before
+        assert (tmp_path / "export" / "src/p0/m00.py").exists() and tree.changed() == []
+        assert not (tmp_path / "export" / "lib" / "s.txt").exists()  # gitlinks left out
+        assert not clone_pool.give_back(repo, tmp_path / "export")
+        assert pool.counts["fresh"] == 1 and pool.idle == []
     finally:
         pool.close()
 

@@ -131,10 +131,13 @@ class ClonePool:
         """:func:`andon.worktrees.clone_at`'s result at ``dest`` (a clone detached at
         ``sha``, its objects borrowed through alternates), from a kept tree when one can be
         reset, else a new clone. GitError if git fails on a new clone."""
-        return self._clone_at(self.repo.resolve(sha), Path(dest).resolve())
+        made = self._clone_at(self.repo.resolve(sha), Path(dest).resolve())
+        assert made is not None  # only an export is refused
+        return made
 
     def _clone_at(self, sha: str, dest: Path,
-                  prepare: Callable[[Path, list[str]], list[str]] | None = None) -> Path:
+                  prepare: Callable[[Path, list[str]], list[str]] | None = None
+                  ) -> Path | None:
         def new_git(tmp: Path) -> Path:
             return worktrees.clone_at(self.repo, sha, tmp, checkout=False) / ".git"
 
@@ -161,9 +164,11 @@ class ClonePool:
         def checkout(tree: Path) -> None:
             self.repo.git(*_LOOK, "read-tree", "--reset", "-u", "HEAD", cwd=tree)
 
-        return self._hand_out(sha, path, new_git, checkout, branch,
+        made = self._hand_out(sha, path, new_git, checkout, branch,
                               lambda: worktrees.add_worktree(self.repo, path, branch, sha,
                                                              new_branch=False))
+        assert made is not None  # only an export is refused
+        return made
 
     def export(self, sha: str, dest: Path, keep: Callable[[str], bool]
                ) -> tuple[dict[str, treestat.Stat], bool] | None:
@@ -181,11 +186,9 @@ class ClonePool:
                 os.unlink(tree / rel)
             return removed
 
-        self._clone_at(sha, dest, strip)
-        record = self.out.get(dest)
-        if record is None:  # a submodule: made new and not kept
-            _rmtree(dest)
+        if self._clone_at(sha, dest, strip) is None:  # a submodule: not through the pool
             return None
+        record = self.out[dest]
         return dict(record.files), record.trusted
 
     def changes(self, path: Path, sha: str) -> Changes | None:
@@ -258,9 +261,12 @@ class ClonePool:
 
     def _hand_out(self, sha: str, dest: Path, new_git: Callable[[Path], Path],
                   checkout: Callable[[Path], None], head: str, fresh: Callable[[], Path],
-                  prepare: Callable[[Path, list[str]], list[str]] | None = None) -> Path:
+                  prepare: Callable[[Path, list[str]], list[str]] | None = None) -> Path | None:
         paths, gitlink = _listing(self.repo, sha)
-        if gitlink:  # submodules: a new clone, never kept
+        if gitlink:  # submodules: a new clone, never kept (none for an export: None)
+            if prepare is not None:
+                return None
+            self.counts["fresh"] += 1
             return fresh()
         unchanged: dict[str, treestat.Stat] | None = None
         while self.idle:
