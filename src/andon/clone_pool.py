@@ -32,6 +32,11 @@ submodule, and ``agent_history = "shallow"`` worktrees, are never pooled. The po
 to the process that opened it (a forked worker makes new clones), holds at most ``limit``
 idle trees, and deletes them when closed.
 
+The same records tell what changed in a tree while it is handed out (:meth:`ClonePool.
+changes`: one ``lstat`` walk, no file read): the snapshot of an agent's worktree re-reads
+only those files, and the suite gate's ``joint.strays`` asks nothing more of git; after a
+snapshot the record follows the candidate (:meth:`ClonePool.moved`).
+
 Raises GitError and UsageError from :mod:`andon.worktrees` (a new clone failing, a path
 that exists); a failure while resetting a kept tree is never raised (a new clone is made).
 """
