@@ -1,10 +1,9 @@
 """Clones used again, reset to the commit asked for, instead of new ones (issue 18).
 
-Writing a checkout of thousands of files and deleting it again is most of what an attempt
-costs the harness on a large repository (6,000 files: about 3 s per checkout on this disk,
-three per packet). While ``andon run`` is running, its :class:`ClonePool` keeps the trees it
-handed out — the agent's worktree, the gates' fresh clones, the review's export — and
-gives them out again, reset, so that the work is proportional to what changed:
+Writing a checkout of thousands of files, three per packet, and deleting them was most of
+the harness's time on a large repository. While ``andon run`` runs, its :class:`ClonePool`
+keeps the trees it handed out (agent worktrees, gate clones, review exports) and gives them
+out again, reset, so that the work is proportional to what changed:
 
 1. the tree is renamed to the path asked for (a new temporary folder each time: nothing
    that knew the old path finds it) and its ``.git`` is deleted, whatever is in it — the
@@ -21,16 +20,14 @@ gives them out again, reset, so that the work is proportional to what changed:
    (kept in this process's memory, out of reach of the code that ran in the tree) is put
    in, and git checks out the commit asked for: only the files that differ from it, or
    that step 2 deleted, are written;
-4. git is asked whether anything differs (``git status --porcelain --ignored
-   --untracked-files=all`` empty, ``HEAD`` at the commit): if anything does, or any step
-   failed, the tree is deleted and a new clone made as before.
+4. ``git status --ignored --untracked-files=all`` must show nothing and ``HEAD`` at the
+   commit; else, or if any step failed, the tree is deleted and a new clone made.
 
-So a reset tree holds exactly the commit's files, with a ``.git`` as new as a new clone's;
-what is not the same as a new clone: unchanged files keep their older mtime and inode, and
-extended attributes or ACLs of folders are not compared. Trees whose commit records a
-submodule, and ``agent_history = "shallow"`` worktrees, are never pooled. The pool belongs
-to the process that opened it (a forked worker makes new clones), holds at most ``limit``
-idle trees, and deletes them when closed.
+So a reset tree holds exactly the commit's files, with a ``.git`` as new as a new clone's
+(unchanged files keep their older mtime and inode; folders' extended attributes are not
+compared). Never pooled: a commit with a submodule, ``agent_history = "shallow"``. The pool
+belongs to the process that opened it (a forked worker makes new clones), holds at most
+``limit`` idle trees, and deletes them when closed.
 
 The same records tell what changed in a tree while it is handed out (:meth:`ClonePool.
 changes`: one ``lstat`` walk, no file read): the snapshot of an agent's worktree re-reads
@@ -60,10 +57,9 @@ _POOLS: dict[Path, ClonePool] = {}  # by the repository's git dir
 
 @dataclass
 class _Record:
-    """What the harness handed out: the commit, the index its own checkout wrote, the stat
-    keys of every entry below the top but ``.git`` and the modes of the folders, recorded
-    before the clock moved past the harness's writes (``trusted`` false: it did not move,
-    and the tree is never reset, only deleted)."""
+    """What the harness handed out: the commit, the index git wrote, the stat keys of every
+    entry below the top but ``.git``, the folders' modes, recorded before the clock moved
+    past the harness's writes (``trusted`` false: it did not move; never reset)."""
 
     sha: str
     index: bytes
@@ -92,8 +88,7 @@ class Changes:
 def open_pool(repo: Git, limit: int = 4) -> ClonePool:
     """The pool for ``repo`` in this process, opened (made) if there is none. Close it with
     :meth:`ClonePool.close`."""
-    pool = active(repo)
-    if pool is None:
+    if (pool := active(repo)) is None:
         pool = _POOLS[repo.git_dir] = ClonePool(repo, limit)
     return pool
 
@@ -105,8 +100,7 @@ def active(repo: Git) -> ClonePool | None:
 
 
 def give_back(repo: Git, path: Path) -> bool:
-    """Hand ``path`` back to ``repo``'s open pool if it came from there; True if taken (the
-    path is then gone), False otherwise (the caller deletes it as before)."""
+    """Hand ``path`` back to ``repo``'s open pool: True if taken (gone), else False."""
     pool = active(repo)
     return pool.give(path) if pool is not None else False
 
@@ -207,7 +201,7 @@ class ClonePool:
                 or not path.is_dir():  # replaced by a link: never walked through
             return None
         files, dirs = treestat.walk(path, skip_top=frozenset({".git"}))
-        needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
+        needed = _parents(files)
         return Changes(record.index,
                        sorted(p for p, k in record.files.items() if files.get(p) != k),
                        sorted([p for p in files if p not in record.files]
@@ -224,7 +218,7 @@ class ClonePool:
             return
         paths = set(_listing(self.repo, sha)[0])
         files = {p: k for p, k in seen.seen.items() if p in paths}
-        needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
+        needed = _parents(files)
         dirs = {d: m for d, m in seen.dirs.items() if d in needed}
         self.out[path] = _Record(sha, index, files, dirs, os.lstat(path).st_mode,
                                  treestat.past_tick(path))
@@ -338,7 +332,7 @@ def _record(tree: Path, sha: str, index: bytes) -> _Record:
     new clone has none), then the clock waited out past the harness's writes (nobody else
     writes here until this returns, so the keys are the ones handed out)."""
     files, dirs = treestat.walk(tree, skip_top=frozenset({".git"}))
-    needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
+    needed = _parents(files)
     for rel in sorted(set(dirs) - needed, key=len, reverse=True):
         shutil.rmtree(tree / rel, ignore_errors=True)
         dirs.pop(rel)
