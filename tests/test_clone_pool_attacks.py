@@ -1,0 +1,355 @@
+"""Attacks on the pool of clones (clone_pool.py, issue 18): what an agent, or the code under
+test the gates run, leaves in a tree so that the next use of the tree (the next hermetic run,
+the next attempt's worktree, the review export) is not a new clone of its commit. Each test
+drives the pool as the harness does (``clone_at``/``give``, ``Repo.add_worktree`` /
+``remove_worktree``) on real repositories in tmp dirs, and compares the reset tree with a new
+clone made without the pool.
+
+The ``defended`` cases pass; the others show a leak (or a reset that does not fall back to a
+new clone) and fail until the pool handles them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import struct
+import subprocess
+import threading
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+from andon import clone_pool
+
+from test_clone_pool import _files, _git_state, _repo
+from helpers import git
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A folder outside every tree, with a file the attacks point at (must survive)."""
+    out = tmp_path / "outside"
+    out.mkdir(exist_ok=True)
+    (out / "keep.txt").write_text("not the pool's to delete\n")
+    return out
+
+
+def _same_size_other_bytes(p: Path) -> None:
+    data = p.read_bytes()
+    p.write_bytes(data[:-2] + b"7\n")
+
+
+# -- defended: every one of these is deleted or undone by the reset -------------------------
+
+def _hardlink_out(tree: Path, out: Path) -> None:  # link count and ctime change, nothing else
+    os.link(tree / "src/p0/m00.py", out / "hl")
+
+
+def _hardlink_in(tree: Path, out: Path) -> None:  # a tracked file replaced by a link to another
+    (tree / "src/p0/m03.py").unlink()
+    os.link(tree / "src/p0/m06.py", tree / "src/p0/m03.py")
+
+
+def _mode_git_ignores(tree: Path, out: Path) -> None:  # 0644 -> 0664: git status sees nothing
+    (tree / "src/p2/m02.py").chmod(0o664)
+
+
+def _utime_back(tree: Path, out: Path) -> None:  # same size, mtime and atime put back
+    p = tree / "src/p2/m05.py"
+    st = os.stat(p)
+    _same_size_other_bytes(p)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def _file_to_symlink(tree: Path, out: Path) -> None:
+    (tree / "run.sh").unlink()
+    (tree / "run.sh").symlink_to(out / "keep.txt")
+
+
+def _dir_to_symlink(tree: Path, out: Path) -> None:  # the delete must not follow it
+    shutil.rmtree(tree / "src/p1")
+    (tree / "src/p1").symlink_to(out, target_is_directory=True)
+
+
+def _file_to_fifo(tree: Path, out: Path) -> None:
+    (tree / "src/p0/m09.py").unlink()
+    os.mkfifo(tree / "src/p0/m09.py")
+
+
+def _file_to_dir(tree: Path, out: Path) -> None:
+    (tree / "src/p0/m12.py").unlink()
+    (tree / "src/p0/m12.py").mkdir()
+    (tree / "src/p0/m12.py/__init__.py").write_text("X = 'from a folder'\n")
+
+
+def _crafted_pyc(tree: Path, out: Path) -> None:
+    """A pyc whose header matches the source's mtime and size: Python would import it."""
+    import importlib.util
+    src = tree / "src/p0/m00.py"
+    st = os.stat(src)
+    code = compile("X = 'from the stale pyc'\n", str(src), "exec")
+    import marshal
+    pyc = (importlib.util.MAGIC_NUMBER + struct.pack("<III", 0, int(st.st_mtime) & 0xFFFFFFFF,
+                                                      st.st_size & 0xFFFFFFFF)
+           + marshal.dumps(code))
+    cache = tree / "src/p0/__pycache__"
+    cache.mkdir()
+    (cache / f"m00.{__import__('sys').implementation.cache_tag}.pyc").write_bytes(pyc)
+
+
+def _ignored_plants(tree: Path, out: Path) -> None:
+    (tree / "__pycache__").mkdir()
+    (tree / "__pycache__/conftest.py").write_text("raise SystemExit\n")
+    (tree / "conftest.py").write_text("import pytest\n")  # untracked
+    (tree / "x.log").write_text("ignored\n")
+    (tree / "evil.pth").write_text("import os\n")
+    (tree / "pkg.egg-info").mkdir()
+    (tree / "pkg.egg-info/PKG-INFO").write_text("Name: pkg\n")
+    (tree / "pkg.egg-link").write_text(str(out) + "\n")
+    (tree / ".pytest_cache/v/cache").mkdir(parents=True)
+    (tree / ".pytest_cache/v/cache/lastfailed").write_text("{}\n")
+
+
+def _readonly_dir_with_stray(tree: Path, out: Path) -> None:
+    (tree / "src/p2/stray.py").write_text("S = 1\n")
+    (tree / "src/p2").chmod(0o555)
+
+
+def _readonly_dir_mode_restored(tree: Path, out: Path) -> None:  # the folder's mode as recorded
+    (tree / "src/p2/stray.py").write_text("S = 1\n")
+    mode = stat.S_IMODE(os.stat(tree / "src/p2").st_mode)
+    (tree / "src/p2").chmod(0o555)
+    (tree / "src/p2").chmod(mode)
+
+
+def _sticky_setgid(tree: Path, out: Path) -> None:
+    (tree / "src/p0").chmod(0o3755)
+    (tree / "docs").chmod(0o1777)
+
+
+def _dot_git_file(tree: Path, out: Path) -> None:  # a gitdir: pointer at the user's repo
+    shutil.rmtree(tree / ".git")
+    (tree / ".git").write_text(f"gitdir: {out.parent / 'user' / '.git'}\n")
+
+
+def _dot_git_symlink(tree: Path, out: Path) -> None:  # must be unlinked, never followed
+    shutil.rmtree(tree / ".git")
+    (tree / ".git").symlink_to(out.parent / "user" / ".git", target_is_directory=True)
+
+
+def _dot_git_alternates(tree: Path, out: Path) -> None:
+    (tree / ".git/objects/info/alternates").write_text(str(out) + "\n")
+    (tree / ".git/info").mkdir(exist_ok=True)
+    (tree / ".git/info/exclude").write_text("*\n")
+    git(tree, "update-index", "--skip-worktree", "src/p0/m00.py")
+    _same_size_other_bytes(tree / "src/p0/m00.py")
+
+
+def _nested_repos(tree: Path, out: Path) -> None:
+    (tree / "src/p0/.git").mkdir()
+    (tree / "src/p0/.git/HEAD").write_text("ref: refs/heads/main\n")
+    (tree / ".gitmodules").write_text('[submodule "x"]\n\tpath = x\n\turl = /\n')
+
+
+def _odd_names(tree: Path, out: Path) -> None:
+    (tree / "src/p0/new\nline.py").write_text("N = 1\n")
+    (tree / unicodedata.normalize("NFD", "src/p0/é.py")).write_text("E = 1\n")
+    (tree / "SRC").mkdir()  # case
+    (tree / "SRC/p0").mkdir()
+
+
+DEFENDED = {f.__name__.lstrip("_"): f for f in (
+    _hardlink_out, _hardlink_in, _mode_git_ignores, _utime_back, _file_to_symlink,
+    _dir_to_symlink, _file_to_fifo, _file_to_dir, _crafted_pyc, _ignored_plants,
+    _readonly_dir_with_stray, _readonly_dir_mode_restored, _sticky_setgid, _dot_git_file,
+    _dot_git_symlink, _dot_git_alternates, _nested_repos, _odd_names)}
+
+
+@pytest.mark.parametrize("again", ["same", "other"])
+@pytest.mark.parametrize("attack", sorted(DEFENDED))
+def test_defended_a_reset_tree_is_a_new_clone_after(tmp_path, attack, again):
+    repo, first, second = _repo(tmp_path)
+    out = _outside(tmp_path)
+    user_git = sorted(p.name for p in (repo.root / ".git").iterdir())
+    pool = clone_pool.open_pool(repo)
+    try:
+        a = pool.clone_at(first, tmp_path / "a" / "repo")
+        DEFENDED[attack](a, out)
+        assert pool.give(a)
+        want = first if again == "same" else second
+        b = pool.clone_at(want, tmp_path / "b" / "repo")
+        print(attack, again, pool.counts)  # reused (reset) or discarded (a new clone)
+        new = repo.clone_at(want, tmp_path / "new" / "repo")
+        assert _files(b) == _files(new)
+        assert _git_state(b) == _git_state(new)
+        assert (out / "keep.txt").read_text() == "not the pool's to delete\n"
+        assert sorted(p.name for p in (repo.root / ".git").iterdir()) == user_git
+    finally:
+        for p in tmp_path.rglob("*"):  # undo read-only folders so tmp_path can go
+            if p.is_dir() and not p.is_symlink():
+                p.chmod(0o755)
+        pool.close()
+
+
+# -- leaks --------------------------------------------------------------------------------
+
+_UNDEFINED_ID = 0xFFFFFFFF
+
+
+def _default_acl(perms: tuple[int, int, int]) -> bytes:
+    """The ``system.posix_acl_default`` value (version 2) user::u, group::g, other::o."""
+    entries = ((0x01, perms[0]), (0x04, perms[1]), (0x20, perms[2]))  # USER_OBJ GROUP_OBJ OTHER
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", t, p, _UNDEFINED_ID)
+                                           for t, p in entries)
+
+
+def _acl_supported(where: Path) -> bool:
+    probe = where / "acl-probe"
+    probe.mkdir()
+    try:
+        os.setxattr(probe, "system.posix_acl_default", _default_acl((7, 7, 7)))
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.rmdir()
+
+
+def test_a_default_acl_left_on_a_folder_changes_the_modes_of_the_next_clones_files(tmp_path):
+    """Code under test sets a default ACL on a tracked folder (its mode does not change: the
+    pool keeps the folder). Every file git writes there at the next reset, and every file the
+    next run's code creates there, gets its mode from the ACL, not from the umask: 0666 where
+    a new clone has 0644 (or 0444 with an ACL u::r, and so on). git status does not compare
+    those bits, so the reset is confirmed."""
+    if not _acl_supported(tmp_path):
+        pytest.skip("no POSIX ACLs on this filesystem")
+    repo, first, second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    try:
+        a = pool.clone_at(first, tmp_path / "a" / "repo")
+        os.setxattr(a / "src/p0", "system.posix_acl_default", _default_acl((7, 7, 7)))
+        assert pool.give(a)
+        b = pool.clone_at(second, tmp_path / "b" / "repo")  # src/p0/m00.py differs: written
+        assert pool.counts["reused"] == 1
+        new = repo.clone_at(second, tmp_path / "new" / "repo")
+        made = {}
+        for tree in (b, new):  # what the next run's code would create there
+            fd = os.open(tree / "src/p0/created.txt", os.O_CREAT | os.O_WRONLY, 0o666)
+            os.close(fd)
+            made[tree] = oct(stat.S_IMODE(os.stat(tree / "src/p0/created.txt").st_mode))
+        assert made[b] == made[new], made
+        assert _files(b) == _files(new)
+    finally:
+        pool.close()
+
+
+def test_folder_metadata_carries_a_hidden_test_from_a_gate_clone_to_the_next_agent(tmp_path):
+    """The hermetic gate copies the packet's hidden tests into its fresh clone, and the
+    agent's code runs there. It stores a hidden test in a tracked folder's extended
+    attribute and in a folder's timestamps (folders are compared by mode only). The clone
+    goes back to the pool and is reset as the next attempt's worktree: the agent reads the
+    hidden test out of its own worktree. A new clone's folders have neither."""
+    repo, first, _second = _repo(tmp_path)
+    hidden = b"def test_hidden():\n    assert mul(7, 6) == 42\n"
+    pool = clone_pool.open_pool(repo)
+    try:
+        gate = pool.clone_at(first, tmp_path / "gate" / "repo")
+        (gate / "tests").mkdir()
+        (gate / "tests/test_hidden.py").write_bytes(hidden)  # copy_hidden
+        # --- the code under test, in the gate's run ---
+        secret = (gate / "tests/test_hidden.py").read_bytes()
+        os.setxattr(gate / "src", "user.note", secret)
+        word = int.from_bytes(secret[:8], "big")  # 8 bytes per folder timestamp pair
+        os.utime(gate / "docs/deep", ns=(word, word))
+        # --- the gate ends ---
+        assert pool.give(gate)
+        wt = repo.add_worktree(tmp_path / "wt" / "P1-2", "andon/P1/2", first)
+        assert pool.counts["reused"] == 1
+        # --- the next attempt's agent, in its worktree ---
+        seen = {}
+        try:
+            seen["xattr"] = os.getxattr(wt / "src", "user.note")
+        except OSError:
+            pass
+        got = os.stat(wt / "docs/deep").st_mtime_ns
+        if got == int.from_bytes(secret[:8], "big"):
+            seen["mtime"] = got.to_bytes(8, "big")
+        assert seen == {}, f"the agent read the hidden test out of its worktree: {seen}"
+    finally:
+        pool.close()
+
+
+def test_a_git_fifo_left_in_a_tree_does_not_hang_the_next_hand_out(tmp_path):
+    """An agent (or the code under test) replaces the tree's .git by a named pipe. The reset
+    deletes .git with shutil.rmtree, which opens its argument before looking at it: opening
+    a pipe for reading blocks until someone writes, so the next clone_at never returns (the
+    run hangs; before the pool, a whole tree was deleted, and rmtree unlinks a pipe inside a
+    folder without opening it)."""
+    repo, first, _second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    fifo = None
+    try:
+        a = pool.clone_at(first, tmp_path / "a" / "repo")
+        shutil.rmtree(a / ".git")
+        os.mkfifo(a / ".git")
+        assert pool.give(a)
+        fifo = pool.idle[-1][0] / ".git"
+        box: dict = {}
+        dest = tmp_path / "b" / "repo"
+
+        def hand_out() -> None:
+            try:
+                box["tree"] = pool.clone_at(first, dest)
+            except BaseException as e:  # noqa: BLE001 - reported below
+                box["error"] = e
+        t = threading.Thread(target=hand_out, daemon=True)
+        t.start()
+        t.join(20)
+        hung = t.is_alive()
+        if hung:  # let it go: a writer opens the pipe (it moved to dest by now)
+            fd = os.open(dest / ".git", os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+            t.join(20)
+        assert not hung, "clone_at blocked on the pipe left as .git"
+        assert "error" not in box, box
+        assert git(box["tree"], "status", "--porcelain", "--ignored", "-uall") == ""
+    finally:
+        pool.close()
+
+
+def _chattr(flag: str, path: Path) -> bool:
+    if shutil.which("chattr") is None:
+        return False
+    return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
+
+
+def test_an_immutable_leftover_falls_back_to_a_new_clone(tmp_path):
+    """Code under test running as root marks a file it left immutable (chattr +i). The reset
+    cannot delete it, which the module promises to answer with a new clone ("a failure while
+    resetting a kept tree is never raised"); instead the deletion of the discarded tree
+    raises PermissionError out of the next clone_at — into whichever packet's gate asks for
+    a clone next."""
+    repo, first, _second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    stuck = None
+    try:
+        a = pool.clone_at(first, tmp_path / "a" / "repo")
+        (a / "debug.log").write_text("left by a test\n")
+        if not _chattr("+i", a / "debug.log"):
+            pytest.skip("chattr +i not permitted here")
+        assert pool.give(a)
+        stuck = pool.idle[-1][0] / "debug.log"
+        dest = tmp_path / "b" / "repo"
+        try:
+            b = pool.clone_at(first, dest)
+        except OSError as e:
+            stuck = dest / "debug.log"
+            pytest.fail(f"clone_at raised instead of making a new clone: {e!r}")
+        assert not (b / "debug.log").exists()
+        assert git(b, "status", "--porcelain", "--ignored", "-uall") == ""
+    finally:
+        for p in tmp_path.rglob("debug.log"):
+            _chattr("-i", p)
+        pool.close()
