@@ -36,6 +36,25 @@ def _outside(tmp_path: Path) -> Path:
     return out
 
 
+def _xattrs(p: Path) -> dict[str, bytes]:
+    try:
+        return {n: os.getxattr(p, n, follow_symlinks=False)
+                for n in sorted(os.listxattr(p, follow_symlinks=False))}
+    except OSError:
+        return {}
+
+
+def _state(tree: Path) -> dict[str, tuple]:
+    """:func:`_files` plus what it leaves out: every folder's mode, and the extended
+    attributes (ACLs included) of every entry, the top folder's too."""
+    out: dict[str, tuple] = {k: (*v, _xattrs(tree / k)) for k, v in _files(tree).items()}
+    for k in list(out):
+        if out[k][0] == "dir":
+            out[k] = (oct(os.lstat(tree / k).st_mode), b"", out[k][2])
+    out["."] = (oct(os.lstat(tree).st_mode), b"", _xattrs(tree))
+    return out
+
+
 def _same_size_other_bytes(p: Path) -> None:
     data = p.read_bytes()
     p.write_bytes(data[:-2] + b"7\n")
@@ -182,7 +201,7 @@ def test_defended_a_reset_tree_is_a_new_clone_after(tmp_path, attack, again):
         b = pool.clone_at(want, tmp_path / "b" / "repo")
         print(attack, again, pool.counts)  # reused (reset) or discarded (a new clone)
         new = repo.clone_at(want, tmp_path / "new" / "repo")
-        assert _files(b) == _files(new)
+        assert _state(b) == _state(new)
         assert _git_state(b) == _git_state(new)
         assert (out / "keep.txt").read_text() == "not the pool's to delete\n"
         assert sorted(p.name for p in (repo.root / ".git").iterdir()) == user_git
@@ -352,4 +371,67 @@ def test_an_immutable_leftover_falls_back_to_a_new_clone(tmp_path):
     finally:
         for p in tmp_path.rglob("debug.log"):
             _chattr("-i", p)
+        pool.close()
+
+
+# -- the record moved to the agent's snapshot takes the agent's worktree as the baseline -----
+
+def test_modes_an_agent_gave_its_worktree_survive_into_the_next_clone(tmp_path):
+    """After the snapshot, the pool's record of the agent's worktree is the walk of that
+    worktree (``moved``): the keys it holds then, modes included, become what the reset
+    compares with. Modes git does not record (a file's 0666, a folder's 0777 or setgid) are
+    in the commit as 100644 and a folder, so the tree handed out next — a gate clone of a
+    later packet, or another agent's worktree — keeps the agent's modes, where a new clone
+    has 0644 and 0755. git status does not compare them."""
+    repo, first, _second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    try:
+        wt = repo.add_worktree(tmp_path / "wt" / "P1-1", "andon/P1/1", first)
+        (wt / "src/p0/m00.py").write_text("X = 'the agent was here'\n")
+        (wt / "src/p0/m03.py").chmod(0o666)   # unchanged bytes, world-writable
+        (wt / "src/p2").chmod(0o2777)         # a folder anyone can write, setgid
+        cand = repo.snapshot(wt, first, "the agent's work")
+        repo.remove_worktree(wt)
+        b = pool.clone_at(cand, tmp_path / "gate" / "repo")  # the next gate clone
+        assert pool.counts["reused"] == 1
+        new = repo.clone_at(cand, tmp_path / "new" / "repo")
+        diff = {k: (v, _state(new).get(k)) for k, v in _state(b).items()
+                if _state(new).get(k) != v}
+        assert diff == {}, diff
+    finally:
+        pool.close()
+
+
+def test_bytes_git_converts_on_add_survive_as_the_agents_in_the_next_clone(tmp_path):
+    """A file whose checkout git converts (``ident`` here; ``eol``/``text`` the same with
+    line endings) is stored by the snapshot as git's clean form: the agent's ``$Id: ... $``
+    becomes ``$Id$``, the blob of the base, so the candidate does not even change it. The
+    pool's record takes the agent's file as it was (its key), so the reset keeps it, and git
+    status, trusting the index the snapshot wrote for it, confirms the tree: the next tree
+    holds ``$Id: cheat $`` where a new clone holds ``$Id: <blob> $``. Code under test that
+    reads the string behaves otherwise in the pooled clone than in a new one."""
+    root = tmp_path / "user"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / ".gitattributes").write_text("flag.py ident\n")
+    (root / "flag.py").write_text('ID = "$Id$"\n')
+    (root / "other.py").write_text("Y = 1\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "one")
+    from andon.workspace import Repo
+    repo = Repo(root)
+    base = git(root, "rev-parse", "HEAD").strip()
+    pool = clone_pool.open_pool(repo)
+    try:
+        wt = repo.add_worktree(tmp_path / "wt" / "P1-1", "andon/P1/1", base)
+        (wt / "flag.py").write_text('ID = "$Id: cheat $"\n')
+        (wt / "other.py").write_text("Y = 2\n")  # the visible work
+        cand = repo.snapshot(wt, base, "the agent's work")
+        assert git(root, "show", f"{cand}:flag.py") == 'ID = "$Id$"\n'
+        repo.remove_worktree(wt)
+        b = pool.clone_at(cand, tmp_path / "gate" / "repo")  # e.g. the next packet's gate
+        assert pool.counts["reused"] == 1
+        new = repo.clone_at(cand, tmp_path / "new" / "repo")
+        assert (b / "flag.py").read_text() == (new / "flag.py").read_text()
+    finally:
         pool.close()
