@@ -273,7 +273,7 @@ class ClonePool:
             self.counts["discarded"] += 1
             for gone in (kept, dest):
                 if gone.exists() or gone.is_symlink():
-                    _rmtree(gone)
+                    self._discard(gone)
         else:
             fresh()
             self.counts["fresh"] += 1
@@ -282,6 +282,16 @@ class ClonePool:
         self.out[dest] = _record(dest, sha, index) if unchanged is None else \
             _record_known(dest, sha, index, paths, set(removed), unchanged, set(record.dirs))
         return dest
+
+    def _discard(self, tree: Path) -> None:
+        """Delete a tree found wrong at a reset; what cannot be deleted (an immutable file, a
+        mount) is moved out of the way, beside it, so that a new clone can take its path
+        (before the pool, such a leftover stayed in a gate's temporary folder as well)."""
+        try:
+            _rmtree(tree)
+        except OSError:
+            if tree.exists() or tree.is_symlink():
+                os.rename(tree, Path(tempfile.mkdtemp(dir=tree.parent)) / "left")
 
     def _reset(self, kept: Path, record: _Record, sha: str, dest: Path,
                new_git: Callable[[Path], Path], checkout: Callable[[Path], None],

@@ -272,7 +272,9 @@ def _rmtree(path: Path) -> None:
             shutil.rmtree(p, onerror=retry)
         else:
             os.unlink(p)
-    if path.is_symlink() or path.is_file():
+    # anything but a folder is unlinked: shutil.rmtree opens its argument before looking at
+    # it, and opening a named pipe (a ".git" or a worktree an agent replaced) blocks forever
+    if not stat.S_ISDIR(os.lstat(path).st_mode):
         path.unlink()
     else:
         shutil.rmtree(path, onerror=retry)
