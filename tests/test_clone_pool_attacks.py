@@ -21,10 +21,10 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from test_clone_pool import _files, _git_state, _repo
 
 from andon import clone_pool
 
-from test_clone_pool import _files, _git_state, _repo
 from helpers import git
 
 
@@ -308,13 +308,11 @@ def test_a_git_fifo_left_in_a_tree_does_not_hang_the_next_hand_out(tmp_path):
     folder without opening it)."""
     repo, first, _second = _repo(tmp_path)
     pool = clone_pool.open_pool(repo)
-    fifo = None
     try:
         a = pool.clone_at(first, tmp_path / "a" / "repo")
         shutil.rmtree(a / ".git")
         os.mkfifo(a / ".git")
         assert pool.give(a)
-        fifo = pool.idle[-1][0] / ".git"
         box: dict = {}
         dest = tmp_path / "b" / "repo"
 
@@ -352,19 +350,16 @@ def test_an_immutable_leftover_falls_back_to_a_new_clone(tmp_path):
     a clone next."""
     repo, first, _second = _repo(tmp_path)
     pool = clone_pool.open_pool(repo)
-    stuck = None
     try:
         a = pool.clone_at(first, tmp_path / "a" / "repo")
         (a / "debug.log").write_text("left by a test\n")
         if not _chattr("+i", a / "debug.log"):
             pytest.skip("chattr +i not permitted here")
         assert pool.give(a)
-        stuck = pool.idle[-1][0] / "debug.log"
         dest = tmp_path / "b" / "repo"
         try:
             b = pool.clone_at(first, dest)
         except OSError as e:
-            stuck = dest / "debug.log"
             pytest.fail(f"clone_at raised instead of making a new clone: {e!r}")
         assert not (b / "debug.log").exists()
         assert git(b, "status", "--porcelain", "--ignored", "-uall") == ""
@@ -380,9 +375,10 @@ def test_modes_an_agent_gave_its_worktree_survive_into_the_next_clone(tmp_path):
     """After the snapshot, the pool's record of the agent's worktree is the walk of that
     worktree (``moved``): the keys it holds then, modes included, become what the reset
     compares with. Modes git does not record (a file's 0666, a folder's 0777 or setgid) are
-    in the commit as 100644 and a folder, so the tree handed out next — a gate clone of a
-    later packet, or another agent's worktree — keeps the agent's modes, where a new clone
-    has 0644 and 0755. git status does not compare them."""
+    in the commit as 100644 and a folder, and a file's extended attribute not at all, so
+    the tree handed out next — a gate clone of a later packet, or another agent's worktree —
+    keeps the agent's modes and attributes, where a new clone has 0644 and 0755 and none.
+    git status does not compare them."""
     repo, first, _second = _repo(tmp_path)
     pool = clone_pool.open_pool(repo)
     try:
@@ -390,6 +386,7 @@ def test_modes_an_agent_gave_its_worktree_survive_into_the_next_clone(tmp_path):
         (wt / "src/p0/m00.py").write_text("X = 'the agent was here'\n")
         (wt / "src/p0/m03.py").chmod(0o666)   # unchanged bytes, world-writable
         (wt / "src/p2").chmod(0o2777)         # a folder anyone can write, setgid
+        os.setxattr(wt / "src/p0/m06.py", "user.note", b"from attempt 1")  # bytes unchanged
         cand = repo.snapshot(wt, first, "the agent's work")
         repo.remove_worktree(wt)
         b = pool.clone_at(cand, tmp_path / "gate" / "repo")  # the next gate clone
