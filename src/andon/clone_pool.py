@@ -12,9 +12,12 @@ gives them out again, reset, so that the work is proportional to what changed:
 2. the tree is walked once with ``lstat``: every file or link whose stat key
    (:mod:`andon.treestat`) differs from the one recorded when the harness handed the tree
    out is deleted, and so is everything the harness did not write (untracked and ignored
-   files, caches, nested repositories) and every folder that is new or has another mode;
+   files, caches, nested repositories) and every folder that is new or has another mode
+   or other extended attributes (a default ACL sets the modes of the files made in it);
    since the harness recorded the keys after the filesystem clock had moved past its own
-   writes, any change since (even one restoring size and mtime) shows in the ctime;
+   writes, any change since (even one restoring size and mtime) shows in the ctime. Keys
+   recorded at an agent's snapshot are the agent's (modes git does not keep, bytes git
+   converts on add): those files go whatever their key;
 3. a new ``.git`` is made the way a new clone's is (``git clone --no-checkout``:
    ``--shared`` for the gates' clones, ``--no-local --single-branch`` for an agent, so it
    holds the base's history only), the index the harness's own checkout wrote last time
@@ -26,11 +29,11 @@ gives them out again, reset, so that the work is proportional to what changed:
    failed, the tree is deleted and a new clone made as before.
 
 So a reset tree holds exactly the commit's files, with a ``.git`` as new as a new clone's;
-what is not the same as a new clone: unchanged files keep their older mtime and inode, and
-extended attributes or ACLs of folders are not compared. Trees whose commit records a
-submodule, and ``agent_history = "shallow"`` worktrees, are never pooled. The pool belongs
-to the process that opened it (a forked worker makes new clones), holds at most ``limit``
-idle trees, and deletes them when closed.
+what is not the same as a new clone: unchanged files keep their older mtime and inode (the
+folders' times are set to now, so they carry no note from an earlier use). Trees whose
+commit records a submodule, and ``agent_history = "shallow"`` worktrees, are never
+pooled. The pool belongs to the process that opened it (a forked worker makes new
+clones), holds at most ``limit`` idle trees, and deletes them when closed.
 
 Raises GitError and UsageError from :mod:`andon.worktrees` (a new clone failing, a path
 that exists); a failure while resetting a kept tree is never raised (a new clone is made).
@@ -58,7 +61,12 @@ class _Record:
     """What the harness handed out: the commit, the index its own checkout wrote, the stat
     keys of every entry below the top but ``.git`` and the modes of the folders, recorded
     before the clock moved past the harness's writes (``trusted`` false: it did not move,
-    and the tree is never reset, only deleted)."""
+    and the tree is never reset, only deleted). ``agents``: files whose recorded key is the
+    one an agent's write gave them (recorded at a snapshot, :meth:`ClonePool.moved`): their
+    bytes and modes are the agent's, not a checkout's (a mode git does not record, bytes git
+    converts on add, an extended attribute), so the reset deletes them whatever their key.
+    ``xattrs``: the extended attributes (ACLs among them) of the folders that had any when
+    the harness handed the tree out; a folder with others then is deleted at the reset."""
 
     sha: str
     index: bytes
@@ -66,6 +74,8 @@ class _Record:
     dirs: dict[str, int]
     top_mode: int
     trusted: bool
+    agents: frozenset[str] = frozenset()
+    xattrs: dict[str, dict[str, bytes]] | None = None  # folder ("" the top) → its xattrs
 
 
 @dataclass
@@ -212,14 +222,20 @@ class ClonePool:
         before git read the files, so a file written since has another key and counts as
         changed."""
         path = worktrees._unresolved_last(Path(path))
-        if path not in self.out:
+        old = self.out.get(path)
+        if old is None:
             return
         paths = set(_listing(self.repo, sha)[0])
         files = {p: k for p, k in seen.seen.items() if p in paths}
+        # what the harness did not write stays the agent's: a file with another key than
+        # the harness recorded goes at the reset, a folder keeps the mode the harness saw
+        # (one the agent made or re-moded then has another, and goes), and so does the top
+        agents = old.agents | {p for p, k in files.items() if old.files.get(p) != k}
         needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
-        dirs = {d: m for d, m in seen.dirs.items() if d in needed}
-        self.out[path] = _Record(sha, index, files, dirs, os.lstat(path).st_mode,
-                                 treestat.past_tick(path))
+        dirs = {d: old.dirs.get(d, -1) for d in seen.dirs if d in needed}
+        xattrs = {d: x for d, x in (old.xattrs or {}).items() if d == "" or d in needed}
+        self.out[path] = _Record(sha, index, files, dirs, old.top_mode,
+                                 treestat.past_tick(path), frozenset(agents & paths), xattrs)
 
     def give(self, path: Path) -> bool:
         """Take back ``path`` if this pool handed it out: it is moved into the pool (kept
@@ -302,7 +318,8 @@ class ClonePool:
         try:
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.rename(kept, dest)
-            if os.lstat(dest).st_mode != record.top_mode:
+            if os.lstat(dest).st_mode != record.top_mode \
+                    or _xattrs(dest) != (record.xattrs or {}).get("", {}):
                 return None
             if (dest / ".git").exists() or (dest / ".git").is_symlink():
                 _rmtree(dest / ".git")
@@ -341,8 +358,9 @@ def _record(tree: Path, sha: str, index: bytes) -> _Record:
     for rel in sorted(set(dirs) - needed, key=len, reverse=True):
         shutil.rmtree(tree / rel, ignore_errors=True)
         dirs.pop(rel)
+    xattrs = _folder_xattrs(tree, dirs)
     trusted = treestat.past_tick(tree)
-    return _Record(sha, index, files, dirs, os.lstat(tree).st_mode, trusted)
+    return _Record(sha, index, files, dirs, os.lstat(tree).st_mode, trusted, xattrs=xattrs)
 
 
 def _prune(tree: Path, record: _Record) -> dict[str, treestat.Stat]:
@@ -358,11 +376,13 @@ def _prune(tree: Path, record: _Record) -> dict[str, treestat.Stat]:
                 rel = prefix + e.name
                 st = e.stat(follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
-                    if record.dirs.get(rel) == st.st_mode:
+                    if record.dirs.get(rel) == st.st_mode \
+                            and _xattrs(e.path) == (record.xattrs or {}).get(rel, {}):
                         stack.append((rel + "/", e.path))
                     else:
                         _rmtree(Path(e.path))
-                elif record.files.get(rel) == (key := treestat.key(st)):
+                elif rel not in record.agents and record.files.get(rel) == (
+                        key := treestat.key(st)):
                     kept[rel] = key
                 else:
                     os.unlink(e.path)
@@ -388,9 +408,27 @@ def _record_known(tree: Path, sha: str, index: bytes, paths: list[str], removed:
     needed = _parents(files)
     for rel in sorted((before | _parents(removed)) - needed, key=len, reverse=True):
         shutil.rmtree(tree / rel, ignore_errors=True)
+    for rel in ("", *needed):  # a kept folder's times are now, as a new clone's: not a note
+        os.utime(tree / rel)   # an earlier use left there
     dirs = {d: os.lstat(tree / d).st_mode for d in needed}
+    xattrs = _folder_xattrs(tree, dirs)
     trusted = treestat.past_tick(tree)
-    return _Record(sha, index, files, dirs, os.lstat(tree).st_mode, trusted)
+    return _Record(sha, index, files, dirs, os.lstat(tree).st_mode, trusted, xattrs=xattrs)
+
+
+def _xattrs(path: str | Path) -> dict[str, bytes]:
+    """The extended attributes of ``path`` (not followed), {} where there are none or the
+    filesystem has none."""
+    try:
+        return {n: os.getxattr(path, n, follow_symlinks=False)
+                for n in os.listxattr(path, follow_symlinks=False)}
+    except OSError:
+        return {}
+
+
+def _folder_xattrs(tree: Path, dirs: Iterable[str]) -> dict[str, dict[str, bytes]]:
+    """The folders of ``tree`` ("" the top) that have extended attributes → those."""
+    return {d: x for d in ("", *dirs) if (x := _xattrs(tree / d))}
 
 
 def _listing(repo: Git, sha: str) -> tuple[list[str], bool]:
