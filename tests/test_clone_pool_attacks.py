@@ -432,3 +432,27 @@ def test_bytes_git_converts_on_add_survive_as_the_agents_in_the_next_clone(tmp_p
         assert (b / "flag.py").read_text() == (new / "flag.py").read_text()
     finally:
         pool.close()
+
+
+def test_an_immutable_tracked_folder_does_not_survive_the_reset(tmp_path):
+    """Code under test running as root marks a tracked folder immutable (chattr +i: not in
+    its mode, not an extended attribute). If the next commit changes nothing in it, git's
+    checkout has no reason to write there and status is clean, so the reset hands the tree
+    out with a folder in which nothing can be created: the next run's tests (and Python's
+    __pycache__) cannot write where a new clone lets them."""
+    repo, first, _second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    try:
+        a = pool.clone_at(first, tmp_path / "a" / "repo")
+        if not _chattr("+i", a / "docs/deep"):
+            pytest.skip("chattr +i not permitted here")
+        assert pool.give(a)
+        try:
+            b = pool.clone_at(first, tmp_path / "b" / "repo")
+        except OSError as e:
+            pytest.fail(f"clone_at raised instead of making a new clone: {e!r}")
+        (b / "docs/deep/made-by-a-test.txt").write_text("a test may write here\n")
+    finally:
+        for p in tmp_path.rglob("deep"):
+            _chattr("-i", p)
+        pool.close()
