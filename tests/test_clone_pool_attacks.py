@@ -456,3 +456,36 @@ def test_an_immutable_tracked_folder_does_not_survive_the_reset(tmp_path):
         for p in tmp_path.rglob("deep"):
             _chattr("-i", p)
         pool.close()
+
+
+@pytest.mark.parametrize("attr", ["ident", "text eol=crlf"])
+def test_an_attribute_the_next_commit_adds_is_applied_to_a_file_the_reset_keeps(tmp_path, attr):
+    """The candidate adds a .gitattributes line (``ident``, ``eol=crlf``) for a file it does
+    not change, in a folder it may write (``src/.gitattributes``). A new clone of the
+    candidate writes that file converted (``$Id: <blob> $``, CRLF); the reset keeps it as the
+    older commit's checkout wrote it (its key and blob are unchanged, so git has no reason
+    to write it, and status trusts the index): code whose behaviour depends on those bytes
+    passes the hermetic runs in the pooled clone and not in the person's checkout."""
+    root = tmp_path / "user"
+    (root / "src").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "src/flag.py").write_text('ID = "$Id$"\nLINES = 2\n')
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    base = git(root, "rev-parse", "HEAD").strip()
+    (root / "src/.gitattributes").write_text(f"flag.py {attr}\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "the candidate: an attribute only")
+    cand = git(root, "rev-parse", "HEAD").strip()
+    from andon.workspace import Repo
+    repo = Repo(root)
+    pool = clone_pool.open_pool(repo)
+    try:
+        a = pool.clone_at(base, tmp_path / "a" / "repo")  # e.g. the red gate, at the base
+        assert pool.give(a)
+        b = pool.clone_at(cand, tmp_path / "b" / "repo")  # the hermetic run of the candidate
+        new = repo.clone_at(cand, tmp_path / "new" / "repo")
+        assert (new / "src/flag.py").read_bytes() != b'ID = "$Id$"\nLINES = 2\n'
+        assert (b / "src/flag.py").read_bytes() == (new / "src/flag.py").read_bytes()
+    finally:
+        pool.close()
