@@ -489,3 +489,33 @@ def test_an_attribute_the_next_commit_adds_is_applied_to_a_file_the_reset_keeps(
         assert (b / "src/flag.py").read_bytes() == (new / "src/flag.py").read_bytes()
     finally:
         pool.close()
+
+
+def test_an_attribute_the_agent_adds_is_applied_to_a_file_it_did_not_touch(tmp_path):
+    """As above, but the attribute comes with the agent's snapshot: the worktree's files the
+    agent did not touch were written under the base's attributes, yet the pool's record
+    after the snapshot says the tree is a checkout of the candidate. A later clone of the
+    candidate (or of any commit with the same .gitattributes) keeps the unconverted file."""
+    root = tmp_path / "user"
+    (root / "src").mkdir(parents=True)
+    git(root, "init", "-q", "-b", "main")
+    (root / "src/flag.py").write_text('ID = "$Id$"\n')
+    (root / "src/ops.py").write_text("Y = 1\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "base")
+    base = git(root, "rev-parse", "HEAD").strip()
+    from andon.workspace import Repo
+    repo = Repo(root)
+    pool = clone_pool.open_pool(repo)
+    try:
+        wt = repo.add_worktree(tmp_path / "wt" / "P1-1", "andon/P1/1", base)
+        (wt / "src/.gitattributes").write_text("flag.py ident\n")
+        (wt / "src/ops.py").write_text("Y = 2\n")
+        cand = repo.snapshot(wt, base, "the agent's work")
+        repo.remove_worktree(wt)
+        b = pool.clone_at(cand, tmp_path / "gate" / "repo")
+        assert pool.counts["reused"] == 1
+        new = repo.clone_at(cand, tmp_path / "new" / "repo")
+        assert (b / "src/flag.py").read_bytes() == (new / "src/flag.py").read_bytes()
+    finally:
+        pool.close()
