@@ -32,8 +32,11 @@ So a reset tree holds exactly the commit's files, with a ``.git`` as new as a ne
 what is not the same as a new clone: unchanged files keep their older mtime and inode (the
 folders' times are set to now, so they carry no note from an earlier use). Trees whose
 commit records a submodule, and ``agent_history = "shallow"`` worktrees, are never
-pooled. The pool belongs to the process that opened it (a forked worker makes new
-clones), holds at most ``limit`` idle trees, and deletes them when closed.
+pooled; a kept tree is not reset to a commit whose ``.gitattributes`` differ from its last
+one's (a file git has no reason to write could be converted otherwise by a new clone),
+and after a snapshot that changed them every file goes at the reset. The pool belongs to
+the process that opened it (a forked worker makes new clones), holds at most ``limit``
+idle trees, and deletes them when closed.
 
 Raises GitError and UsageError from :mod:`andon.worktrees` (a new clone failing, a path
 that exists); a failure while resetting a kept tree is never raised (a new clone is made).
@@ -231,6 +234,8 @@ class ClonePool:
         # the harness recorded goes at the reset, a folder keeps the mode the harness saw
         # (one the agent made or re-moded then has another, and goes), and so does the top
         agents = old.agents | {p for p, k in files.items() if old.files.get(p) != k}
+        if _attributes_differ(self.repo, old.sha, sha):  # the harness's files were written
+            agents |= set(files)                         # under other attributes: all go
         needed = {rel.rsplit("/", i)[0] for rel in files for i in range(1, rel.count("/") + 1)}
         dirs = {d: old.dirs.get(d, -1) for d in seen.dirs if d in needed}
         xattrs = {d: x for d, x in (old.xattrs or {}).items() if d == "" or d in needed}
@@ -282,7 +287,7 @@ class ClonePool:
         while self.idle:
             # the one last given back: usually the nearest commit, so the fewest writes
             kept, record = self.idle.pop()
-            unchanged = self._reset(kept, record, sha, dest, new_git, checkout, head)
+            unchanged = self._reset(kept, record, sha, dest, new_git, checkout, head, paths)
             if unchanged is not None:
                 self.counts["reused"] += 1
                 break
@@ -311,11 +316,16 @@ class ClonePool:
 
     def _reset(self, kept: Path, record: _Record, sha: str, dest: Path,
                new_git: Callable[[Path], Path], checkout: Callable[[Path], None],
-               head: str) -> dict[str, treestat.Stat] | None:
+               head: str, paths: list[str]) -> dict[str, treestat.Stat] | None:
         """Steps 1-4 of the module docstring. Returns the files git had no reason to write
         (their keys unchanged since the record, their blob the same in both commits) with
         their keys; None when anything is not as it must be."""
         try:
+            differ = _differ(self.repo, record.sha, sha)
+            # another .gitattributes: a file git has no reason to write (same blob, same
+            # key) may be written otherwise by a new clone (ident, eol, filter): not reused
+            if _attributes_in(differ):
+                return None
             dest.parent.mkdir(parents=True, exist_ok=True)
             os.rename(kept, dest)
             if os.lstat(dest).st_mode != record.top_mode \
@@ -331,10 +341,12 @@ class ClonePool:
             checkout(dest)
             if not self._clean(dest, sha, head):
                 return None
-            differ = self.repo._run(("diff-tree", "-r", "-z", "--name-only", "--no-renames",
-                                     record.sha, sha), None, None, True).stdout
-            for raw in differ.split(b"\0"):
-                kept_files.pop(os.fsdecode(raw), None)
+            # a kept folder's times are now, as a new clone's (no note an earlier use left
+            # there); a folder that refuses (immutable, append-only) is not a new clone's
+            for rel in ("", *_parents(paths)):
+                os.utime(dest / rel)
+            for rel in differ:
+                kept_files.pop(rel, None)
             return kept_files
         except (AndonError, OSError):
             return None
@@ -389,6 +401,22 @@ def _prune(tree: Path, record: _Record) -> dict[str, treestat.Stat]:
     return kept
 
 
+def _differ(repo: Git, a: str, b: str) -> list[str]:
+    """The paths whose entry differs between commits ``a`` and ``b``."""
+    out = repo._run(("diff-tree", "-r", "-z", "--name-only", "--no-renames", a, b),
+                    None, None, True).stdout
+    return [os.fsdecode(raw) for raw in out.split(b"\0") if raw]
+
+
+def _attributes_in(paths: Iterable[str]) -> bool:
+    return any(p.rsplit("/", 1)[-1] == ".gitattributes" for p in paths)
+
+
+def _attributes_differ(repo: Git, a: str, b: str) -> bool:
+    """Whether a ``.gitattributes`` differs between commits ``a`` and ``b``."""
+    return _attributes_in(_differ(repo, a, b))
+
+
 def _parents(paths: Iterable[str]) -> set[str]:
     """Every folder (relative) that holds one of ``paths``."""
     return {rel.rsplit("/", i)[0] for rel in paths for i in range(1, rel.count("/") + 1)}
@@ -408,8 +436,6 @@ def _record_known(tree: Path, sha: str, index: bytes, paths: list[str], removed:
     needed = _parents(files)
     for rel in sorted((before | _parents(removed)) - needed, key=len, reverse=True):
         shutil.rmtree(tree / rel, ignore_errors=True)
-    for rel in ("", *needed):  # a kept folder's times are now, as a new clone's: not a note
-        os.utime(tree / rel)   # an earlier use left there
     dirs = {d: os.lstat(tree / d).st_mode for d in needed}
     xattrs = _folder_xattrs(tree, dirs)
     trusted = treestat.past_tick(tree)
