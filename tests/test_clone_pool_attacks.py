@@ -519,3 +519,38 @@ def test_an_attribute_the_agent_adds_is_applied_to_a_file_it_did_not_touch(tmp_p
         assert (b / "src/flag.py").read_bytes() == (new / "src/flag.py").read_bytes()
     finally:
         pool.close()
+
+
+def test_a_reset_worktree_does_not_tell_which_files_another_attempt_changed(tmp_path):
+    """A gate clone of another attempt's candidate is reset to the next agent's base: git
+    writes only the files that differ between the two commits, so those (and only those)
+    are newer than the worktree's new .git; the others keep their older times and inodes
+    (documented). The next agent lists, by mtime alone, the files of its base that the
+    earlier candidate changed (here src/p2/m05.py; a file only the candidate had leaves no
+    trace, since the folders' times are set to now). A new clone's files all have the
+    checkout's times. Not fixed: it would take a utime of every kept file (and the inodes
+    would still tell)."""
+    repo, first, _second = _repo(tmp_path)
+    root = repo.root
+    git(root, "checkout", "-q", "-b", "attempt1", first)
+    (root / "src/p2/m05.py").write_text("X = 'attempt 1 edited this'\n")
+    (root / "src/p2/answer_is_here.py").write_text("A = 1\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "attempt 1's candidate")
+    cand1 = git(root, "rev-parse", "HEAD").strip()
+    git(root, "checkout", "-q", "main")
+    pool = clone_pool.open_pool(repo)
+    try:
+        gate = pool.clone_at(cand1, tmp_path / "gate" / "repo")  # attempt 1's hermetic run
+        assert pool.give(gate)
+        import time
+        time.sleep(0.05)
+        wt = repo.add_worktree(tmp_path / "wt" / "P1-2", "andon/P1/2", first)
+        assert pool.counts["reused"] == 1
+        marker = os.stat(wt / ".git" / "HEAD").st_mtime_ns - 10_000_000
+        newer = sorted(k for k in _files(wt)
+                       if not (wt / k).is_dir() and os.lstat(wt / k).st_mtime_ns >= marker)
+        total = sum(1 for k in _files(wt) if not (wt / k).is_dir())
+        assert len(newer) in (0, total), f"the agent can see what attempt 1 changed: {newer}"
+    finally:
+        pool.close()
