@@ -25,7 +25,7 @@ from test_clone_pool import _files, _git_state, _repo
 
 from andon import clone_pool
 
-from helpers import git
+from helpers import MUL_TEST, config_toml, git, make_project, packet_md, runner_for, write
 
 
 def _outside(tmp_path: Path) -> Path:
@@ -554,3 +554,47 @@ def test_a_reset_worktree_does_not_tell_which_files_another_attempt_changed(tmp_
         assert len(newer) in (0, total), f"the agent can see what attempt 1 changed: {newer}"
     finally:
         pool.close()
+
+
+def test_andon_run_a_candidate_right_only_under_the_base_checkout_fails_hermetic(tmp_path):
+    """Through ``andon run``: the base has ``src/calc/version.py`` holding ``$Id$``. P1 is
+    honest (its gates leave trees in the pool). P2's agent adds ``src/calc/.gitattributes``
+    (``version.py ident``, inside its allowed paths) and a ``mul2`` that is right only while
+    version.py reads ``$Id$`` — as in its worktree and in a clone reset from P1's trees, not
+    in a new clone (``$Id: <blob> $``) nor in the person's checkout after the merge. The
+    hermetic gate must fail P2."""
+    counts: list[dict] = []
+    real_close = clone_pool.ClonePool.close
+
+    def close(self):
+        counts.append(dict(self.counts))
+        real_close(self)
+    md1 = packet_md("P1", "multiply", "calc.ops.mul multiplies.", max_attempts=1,
+                    allowed_paths=["src/calc/**"])
+    md2 = packet_md("P2", "multiply2", "calc.ops.mul2 multiplies.", max_attempts=1,
+                    allowed_paths=["src/calc/**"], requires=["P1"])
+    mul2_test = MUL_TEST.replace("import mul", "import mul2").replace("mul(", "mul2(")
+    root = make_project(tmp_path / "repo", {
+        "P1": (md1, {"tests/test_mul_p1.py": MUL_TEST}),
+        "P2": (md2, {"tests/test_mul2_p2.py": mul2_test})},
+        files={"src/calc/version.py": 'VERSION = "$Id$"\n'},
+        config=config_toml(red_runs=1, hermetic_runs=2, add={"test": "jobs = 1\n"}))
+
+    def p1(ctx):
+        write(ctx, "src/calc/ops.py", "\n\ndef mul(a, b):\n    return a * b\n", append=True)
+
+    def p2(ctx):
+        write(ctx, "src/calc/.gitattributes", "version.py ident\n")
+        write(ctx, "src/calc/ops.py", "\n\ndef mul2(a, b):\n"
+              "    from calc.version import VERSION\n"
+              "    return a * b if VERSION == '$' + 'Id$' else -1\n", append=True)
+
+    runner = runner_for(root, {"P1": p1, "P2": p2})
+    import unittest.mock
+    with unittest.mock.patch.object(clone_pool.ClonePool, "close", close):
+        report = runner.run()
+    assert counts and counts[-1]["reused"] >= 3, counts
+    att = runner.store.attempts("P2")[0]
+    rows = {g["gate"]: g["status"] for g in runner.store.gate_results(att["id"])}
+    assert report.merged == ["P1"], (report.merged, rows)
+    assert rows.get("hermetic") == "fail", rows
