@@ -353,6 +353,8 @@ def test_an_immutable_leftover_falls_back_to_a_new_clone(tmp_path):
     try:
         a = pool.clone_at(first, tmp_path / "a" / "repo")
         (a / "debug.log").write_text("left by a test\n")
+        (a / "tests").mkdir()
+        (a / "tests/test_hidden.py").write_text("a hidden test, copied in by the gate\n")
         if not _chattr("+i", a / "debug.log"):
             pytest.skip("chattr +i not permitted here")
         assert pool.give(a)
@@ -363,6 +365,9 @@ def test_an_immutable_leftover_falls_back_to_a_new_clone(tmp_path):
             pytest.fail(f"clone_at raised instead of making a new clone: {e!r}")
         assert not (b / "debug.log").exists()
         assert git(b, "status", "--porcelain", "--ignored", "-uall") == ""
+        # what was set aside holds nothing but what could not be deleted
+        left = [p for p in (tmp_path / "b").rglob("*") if p.is_file() and b not in p.parents]
+        assert [p.name for p in left] == ["debug.log"], left
     finally:
         for p in tmp_path.rglob("debug.log"):
             _chattr("-i", p)
