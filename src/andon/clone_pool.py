@@ -310,7 +310,8 @@ class ClonePool:
         (before the pool, such a leftover stayed in a gate's temporary folder as well)."""
         try:
             _rmtree(tree)
-        except OSError:
+        except OSError:  # rmtree stopped at the first refusal: all the rest goes first
+            shutil.rmtree(tree, ignore_errors=True)
             if tree.exists() or tree.is_symlink():
                 os.rename(tree, Path(tempfile.mkdtemp(dir=tree.parent)) / "left")
 
