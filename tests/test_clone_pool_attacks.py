@@ -603,3 +603,28 @@ def test_andon_run_a_candidate_right_only_under_the_base_checkout_fails_hermetic
     rows = {g["gate"]: g["status"] for g in runner.store.gate_results(att["id"])}
     assert report.merged == ["P1"], (report.merged, rows)
     assert rows.get("hermetic") == "fail", rows
+
+
+@pytest.mark.skipif(not Path("/proc/self/cwd").exists(), reason="no /proc")
+def test_a_process_left_running_in_a_tree_does_not_follow_it_into_the_next_use(tmp_path):
+    """A helper that outlived its stage (procgroup's sweep is bounded: a chain that outruns
+    it is counted as left, tests/test_leftover_processes.py) has its working folder in the
+    tree. Before the pool the tree was deleted and its writes went nowhere; a kept tree is
+    renamed, and a working folder follows a rename: the helper writes conftest.py into the
+    next hermetic clone after the reset has checked it. A tree some process still holds
+    (working folder, root, open file, mapping) must not be kept."""
+    repo, first, second = _repo(tmp_path)
+    pool = clone_pool.open_pool(repo)
+    helper = None
+    try:
+        a = pool.clone_at(first, tmp_path / "a" / "repo")
+        helper = subprocess.Popen(["sh", "-c", "sleep 2; echo 'raise SystemExit' > conftest.py"],
+                                  cwd=a, start_new_session=True, stderr=subprocess.DEVNULL)
+        assert pool.give(a)
+        b = pool.clone_at(second, tmp_path / "b" / "repo")
+        helper.wait(timeout=30)
+        assert not (b / "conftest.py").exists(), "the helper wrote into the next clone"
+    finally:
+        if helper is not None and helper.poll() is None:
+            helper.kill()
+        pool.close()
