@@ -245,14 +245,14 @@ class ClonePool:
     def give(self, path: Path) -> bool:
         """Take back ``path`` if this pool handed it out: it is moved into the pool (kept
         for a later reset; deleted when it is no longer a real folder, when ``limit`` trees
-        are idle, or when its keys could not be trusted). True if taken (the path is gone);
-        False if this pool never handed it out."""
+        are idle, when its keys could not be trusted, or when a process still works in
+        it). True if taken (the path is gone); False if this pool never handed it out."""
         path = worktrees._unresolved_last(Path(path))
         record = self.out.pop(path, None)
         if record is None:
             return False
         if path.is_symlink() or not path.is_dir() or len(self.idle) >= self.limit \
-                or not record.trusted:
+                or not record.trusted or _held(path.resolve()):
             if path.exists() or path.is_symlink():
                 _rmtree(path)
             return True
@@ -400,6 +400,47 @@ def _prune(tree: Path, record: _Record) -> dict[str, treestat.Stat]:
                 else:
                     os.unlink(e.path)
     return kept
+
+
+def _held(tree: Path) -> bool:
+    """Whether a process other than this one has its working folder or root, an open file
+    or a mapped file under ``tree`` (Linux ``/proc``; False where there is none): a helper
+    that outlived its stage. A kept tree is renamed, and such a process follows it into its
+    next use; a deleted tree takes nothing of its writes anywhere."""
+    top = str(tree)
+    below = top + "/"
+    me = os.getpid()
+    try:
+        pids = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return False
+    for pid in pids:
+        if pid == me:
+            continue
+        base = f"/proc/{pid}"
+        links = []
+        for name in ("cwd", "root"):
+            try:
+                links.append(os.readlink(f"{base}/{name}"))
+            except OSError:
+                pass
+        try:
+            for fd in os.listdir(f"{base}/fd"):
+                try:
+                    links.append(os.readlink(f"{base}/fd/{fd}"))
+                except OSError:
+                    pass
+        except OSError:
+            pass
+        if any(link == top or link.startswith(below) for link in links):
+            return True
+        try:
+            with open(f"{base}/maps", "rb") as f:
+                if os.fsencode(below) in f.read():
+                    return True
+        except OSError:
+            pass
+    return False
 
 
 def _differ(repo: Git, a: str, b: str) -> list[str]:
