@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from . import reaper
 from .contain import procgroup
 
 PR_SET_PDEATHSIG = 1
@@ -68,6 +69,10 @@ def start(fn: Callable[[], Any], close: Iterable[int] = ()) -> Child:
     except BaseException as exc:  # noqa: BLE001 - every end goes to the parent
         result = {"error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc()}
     try:
+        # what the child discarded is deleted before the parent hears it is done (os._exit
+        # runs no atexit hook)
+        for problem in reaper.drain():
+            print(f"andon: could not delete {problem}", file=sys.stderr)
         data = json.dumps(result).encode()
         while data:
             data = data[os.write(w, data):]

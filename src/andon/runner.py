@@ -11,6 +11,7 @@ several at once through the same :meth:`Runner._claim` and :meth:`Runner._work`.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shlex
 import tempfile
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from . import fault_injection, lifecycle, outcome, recovery, retry, submodules, workers
+from . import fault_injection, lifecycle, outcome, reaper, recovery, retry, submodules, workers
 from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
@@ -197,11 +198,11 @@ class Runner:
                 if self._attempt(packet) == "done":
                     report.merged.append(packet.id)
         finally:
+            for left in reaper.drain():  # the trees this run discarded, deleted by now
+                self.echo(f"note: andon could not delete {left}")
             lock.close()
-            try:
-                self.worktree_root.rmdir()  # only when empty: kept worktrees stay
-            except OSError:
-                pass
+            with contextlib.suppress(OSError):  # only when empty: kept worktrees stay
+                self.worktree_root.rmdir()
 
     def _watch(self) -> dict[str, str]:
         return guard.fingerprint(self.repo, self.repo.root / CONFIG_NAME,

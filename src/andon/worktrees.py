@@ -18,7 +18,6 @@ import io
 import os
 import re
 import shutil
-import stat
 import subprocess
 import tarfile
 import tempfile
@@ -26,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from . import submodules
+from . import reaper, submodules
 from .errors import AndonError, UsageError
 
 
@@ -96,15 +95,16 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
 
 def remove_worktree(repo: Git, path: Path) -> None:
     """Remove the worktree at ``path`` whatever state the agent left it in (a directory
-    already gone is fine), then prune git's records of linked worktrees. The caller names
-    only paths it created. UsageError for the top level or a path inside or around it."""
+    already gone is fine), then prune git's records of linked worktrees. The path is free
+    when this returns; the files are deleted in the background (:mod:`andon.reaper`). The
+    caller names only paths it created. UsageError for the top level or a path inside or
+    around it."""
     path = _unresolved_last(path)
     if path == repo.root or repo.root.is_relative_to(path) or path.is_relative_to(repo.root):
         raise UsageError(f"refusing to remove {path}: it is or holds the main work tree")
     if path in list_worktrees(repo):  # a linked worktree from an older andon
         repo.git("worktree", "remove", "--force", "--force", str(path), check=False)
-    if path.exists() or path.is_symlink():
-        _rmtree(path)
+    reaper.discard(path, aside=True)  # the path is free now, the files go in the background
     repo.git("worktree", "prune")
 
 def list_worktrees(repo: Git) -> list[Path]:
@@ -237,22 +237,6 @@ def _unresolved_last(path: Path) -> Path:
     agent replaced by a symbolic link is seen as the link, never as what it points to."""
     path = Path(path)
     return path.parent.resolve() / path.name
-
-
-def _rmtree(path: Path) -> None:
-    """Delete ``path`` even where the agent took away permissions inside it."""
-    def retry(func, p, _exc):
-        parent = os.path.dirname(p)
-        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
-        if os.path.isdir(p) and not os.path.islink(p):
-            os.chmod(p, stat.S_IRWXU)
-            shutil.rmtree(p, onerror=retry)
-        else:
-            os.unlink(p)
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    else:
-        shutil.rmtree(path, onerror=retry)
 
 
 def manifest(root: Path) -> dict[str, str]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .. import clone_setup, origin
+from .. import clone_setup, origin, reaper
 from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..packet import Packet
@@ -229,10 +228,11 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
 @contextmanager
 def fresh_clone(repo: Repo, sha: str, label: str) -> Iterator[Path]:
     """A throwaway clone of ``repo`` checked out at ``sha``, outside every worktree: nothing
-    the agent left behind (ignored files, caches) exists in it. Removed afterwards."""
+    the agent left behind (ignored files, caches) exists in it. Deleted afterwards, in the
+    background (:mod:`andon.reaper`)."""
     # a neutral name: the code under test runs in the clone and sees its path
     tmp = Path(tempfile.mkdtemp())
     try:
         yield repo.clone_at(sha, tmp / "repo")
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        reaper.discard(tmp)

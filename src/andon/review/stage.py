@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import reaper
 from ..agents.base import AgentRun, last_line
 from ..config import Config
 from ..gates.base import Finding, GateResult, Layer
@@ -126,7 +127,7 @@ class Reviewer:
                               [Finding("invalid-review", e) for e in errors],
                               details={"revise_stage": a.start_stage or "implement"})
         finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+            reaper.discard(tmp)  # deleted in the background
 
     def _result(self, out: ReviewOutcome) -> GateResult:
         doc = out.document
