@@ -51,6 +51,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+from andon import reaper
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
 from andon.runner import Runner, open_store
@@ -200,6 +201,7 @@ class Meter:
         self.git: dict[str, list[float]] = defaultdict(list)
         self.suite_calls: list[tuple[str, float, float]] = []  # name, duration_s, call wall
         self.lags: list[float] = []
+        self.deletions: list[float] = []  # seconds per tree deleted by andon.reaper's thread
         self._patches: list[tuple[object, str, object]] = []
 
     def install(self) -> None:
@@ -226,6 +228,16 @@ class Meter:
             return r
 
         self._patch(Repo, "_run", git_run)
+        orig_delete = reaper.delete_tree
+
+        def delete_tree(path):
+            t0 = time.perf_counter()
+            try:
+                return orig_delete(path)
+            finally:
+                meter.deletions.append(time.perf_counter() - t0)  # list.append: thread-safe
+
+        self._patch(reaper, "delete_tree", delete_tree)
         self._patch(gbase, "run_suite", run_suite)
         if hasattr(os, "pidfd_open"):
             orig_wait = testrun.wait_unreaped
@@ -339,6 +351,20 @@ def measure(root: Path, plan: dict, meter: Meter, profile: str | None) -> dict:
             "profiler": profiler}
 
 
+def create_cost_us(where: Path, n: int = 2000) -> float:
+    """Microseconds to create one empty file in a new folder under ``where`` (mean of ``n``,
+    deleted afterwards). On a virtual machine this varies several-fold over minutes (the
+    host's state, not andon's); a tree of 6,000 files is 6,000 such creations."""
+    d = Path(tempfile.mkdtemp(dir=where))
+    try:
+        t0 = time.perf_counter()
+        for i in range(n):
+            (d / f"f{i}").touch()
+        return (time.perf_counter() - t0) / n * 1e6
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def small_overhead(meter: Meter, packets: int) -> tuple[float, int]:
     """Mean overhead per packet (s) on the 335-file repository, and its file count."""
     tmp = Path(tempfile.mkdtemp(prefix="andon-overhead-small-"))
@@ -390,8 +416,10 @@ def main() -> int:
                                  text=True, check=True).stdout.splitlines())
     load_before = os.getloadavg()[0]
     profiled = sorted(plan)[-1] if args.profile else None
+    create_before = create_cost_us(tmp)
     try:
         res = measure(root, plan, meter, profiled)
+        create_after = create_cost_us(tmp)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -403,6 +431,10 @@ def main() -> int:
           f"{os.cpu_count()} CPUs, Python {sys.version.split()[0]}, load average "
           f"{load_before:.2f} before / {os.getloadavg()[0]:.2f} after (other work on the "
           f"machine inflates every figure)")
+    print(f"creating an empty file in the temp dir: {create_before:.0f} us before, "
+          f"{create_after:.0f} us after (2,000 files; 20-40 us on a quiet disk here, "
+          f"several hundred in this machine's slow spells: each packet writes its worktree, "
+          f"its gate clone and its review export, about {3 * n_files:,} files)")
     head = (f"{'packet':<7}{'state':<7}{'total s':>9}{'suites s':>10}{'overhead s':>12}"
             f"{'git s':>8}{'git calls':>10}{'around suites s':>17}{'agent s':>9}  suite runs")
     print(head)
@@ -452,6 +484,10 @@ def main() -> int:
     print(f"  agent                                           {agent_s:6.3f} s")
     print(f"  the rest (store, packets, prompt, Python)       "
           f"{over - git_s - wrap_s - agent_s:6.3f} s")
+    if meter.deletions:
+        print(f"  (not in the overhead: deleting the trees andon was done with took "
+              f"{sum(meter.deletions) / max(1, len(rows)):.3f} s per packet in the "
+              f"background, {len(meter.deletions)} trees in all, andon.reaper)")
     if meter.lags:
         print(f"  (not in the overhead but inside the suites' time: the harness noticed a "
               f"suite process's exit {statistics.fmean(meter.lags) * 1000:.0f} ms late on "
