@@ -44,6 +44,19 @@ def pytest_configure(config):
     tempfile.tempdir = None  # gettempdir() caches its answer: read TMPDIR again
 
 
+def pytest_xdist_auto_num_workers(config):
+    """``-n auto`` (pyproject.toml's addopts): two workers per core, not one. Much of the
+    suite's time is waiting, not computing — agent timeouts in the hang tests, an agent CLI's
+    own retry back-off, leases lapsing, subprocesses blocked on each other — and a second
+    worker per core computes meanwhile. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when
+    set (as in xdist itself); ``-n N`` and ``-n 0`` are unchanged."""
+    env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
+    if env and env.isdigit():
+        return int(env)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 2 * (cores or 1)
+
+
 def pytest_unconfigure(config):
     for d in _private_tmp:
         shutil.rmtree(d, ignore_errors=True)
