@@ -17,8 +17,9 @@ worktree path is used again when a run resumes. Without it the tree is deleted w
 did: in the worktree root, which the agent sandbox hides, or in the temp dir.
 
 The thread runs no process (the harness's containment assumes one thread starts them,
-``contain/procgroup``). A forked child has no copy of it: it starts its own on its first
-discard, and the parent's queue stays the parent's.
+``contain/procgroup``); only :func:`drain`, in the caller's thread, may. A forked child has
+no copy of the thread: it starts its own on its first discard, and the parent's queue stays
+the parent's.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import atexit
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import threading
 from collections import deque
@@ -38,7 +40,7 @@ class _Queue:
         self.cond = threading.Condition()
         self.todo: deque[Path] = deque()
         self.unfinished = 0  # queued or being deleted
-        self.problems: list[str] = []
+        self.failed: list[tuple[Path, str]] = []
         self.thread: threading.Thread | None = None
 
 
@@ -83,13 +85,22 @@ def discard(path: Path, aside: bool = False) -> None:
 
 
 def drain() -> list[str]:
-    """Block until every tree this process discarded so far is deleted. Returns one line
-    per tree that could not be wholly deleted ("<path>: <error>"), each said once."""
+    """Block until every tree this process discarded so far is deleted. A tree the thread
+    could not delete is tried once more here with ``chmod -R u+rwx`` and ``rm -rf``, which
+    walk a tree of any depth (an agent can nest folders deeper than Python's recursion
+    limit, where ``shutil.rmtree`` gives up). Returns one line per tree still there
+    ("<path>: <first error>"), each said once."""
     q = _queue
     with q.cond:
         while q.unfinished:
             q.cond.wait()
-        problems, q.problems = q.problems, []
+        failed, q.failed = q.failed, []
+    problems = []
+    for path, error in failed:
+        for argv in (["chmod", "-R", "u+rwx", "--", str(path)], ["rm", "-rf", "--", str(path)]):
+            subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+        if path.exists() or path.is_symlink():
+            problems.append(f"{path}: {error}")
     return problems
 
 
@@ -119,9 +130,10 @@ def _work(q: _Queue) -> None:
             path = q.todo.popleft()
         try:
             delete_tree(path)
-        except OSError as exc:
+        except Exception as exc:  # noqa: BLE001 - the thread must outlive any one tree
+            # (a folder nested deeper than the recursion limit is a RecursionError)
             with q.cond:
-                q.problems.append(f"{path}: {exc}")
+                q.failed.append((path, f"{type(exc).__name__}: {exc}"))
         finally:
             with q.cond:
                 q.unfinished -= 1
