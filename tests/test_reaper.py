@@ -209,3 +209,27 @@ def test_delete_tree_restores_permissions_it_needs_only_inside_the_tree(tmp_path
     reaper.delete_tree(t)
     assert not t.exists()
     assert stat.S_IMODE(os.stat(outside).st_mode) == 0o400
+
+
+def test_an_agent_that_leaves_a_tree_too_deep_for_python_is_merged_and_nothing_is_left(
+        tmp_path):
+    """Through ``andon run``: the agent's honest change is merged, its ignored 3,000-deep
+    folder is deleted with the worktree, and the worktree root is gone (empty) at the end."""
+    wts = tmp_path / "wts"
+    root = make_project(tmp_path / "p", {"P1": mul_packet("P1")},
+                        files={".gitignore": "__pycache__/\n*.pyc\nbuild/\n"},
+                        config=config_toml(red_runs=1, hermetic_runs=1,
+                                           hermetic_random_order=False, worktree_root=wts))
+    deep = ("import os; os.mkdir('build'); fd = os.open('build', os.O_RDONLY)\n"
+            "for _ in range(3000):\n"
+            "    os.mkdir('d', dir_fd=fd); n = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
+            "    os.close(fd); fd = n\n")
+    (tmp_path / "deep.py").write_text(deep)
+    agent = (f"{sys.executable} {tmp_path / 'deep.py'} && "
+             "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> src/calc/ops.py")
+    r = andon(root, "run", "--agent", "command", "--command", agent)
+    assert r.returncode == 0, r.stdout + r.stderr
+    show = json.loads(andon(root, "show", "P1", "--json").stdout)
+    assert show["packet"]["state"] == "done", r.stdout
+    assert "could not delete" not in r.stdout + r.stderr
+    assert not wts.exists(), sorted(p.name for p in wts.iterdir())

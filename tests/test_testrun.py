@@ -429,3 +429,38 @@ def test_a_multi_line_assertion_is_one_line_in_findings_and_summaries(tmp_path):
     (res,) = r.results.values()
     assert "\n" in res.message                       # the raw message keeps pytest's lines
     assert "\n" not in res.brief and "assert 4 == 5 | " in res.brief and "f(2)" in res.brief
+
+
+def test_what_the_code_under_test_nests_too_deep_for_python_in_home_and_tmp_goes(tmp_path):
+    """The code under test writes where it likes in its HOME and TMPDIR (a scratch folder
+    per run): a folder nested 3,000 deep there (shutil.rmtree gives up: RecursionError) must
+    not break the run, and nothing of the scratch folder is left (andon.reaper)."""
+    from andon import reaper
+    deep = textwrap.dedent("""\
+        import os
+
+
+        def nest(top):
+            os.makedirs(top, exist_ok=True)
+            fd = os.open(top, os.O_RDONLY)
+            for _ in range(3000):
+                os.mkdir("d", dir_fd=fd)
+                inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+                os.close(fd)
+                fd = inner
+            os.close(fd)
+
+
+        def test_deep():
+            home, tmp = os.environ["HOME"], os.environ["TMPDIR"]
+            with open(os.path.join(os.path.dirname(__file__), "where.txt"), "w") as f:
+                f.write(home + "\\n" + tmp + "\\n")
+            nest(os.path.join(home, "cache"))
+            nest(os.path.join(tmp, "work"))
+        """)
+    r = run(tmp_path, {"tests/test_deep.py": deep})
+    assert {i: t.outcome for i, t in r.results.items()} == {
+        "tests.test_deep::test_deep": "passed"}, r.output_tail
+    home, tmp = (tmp_path / "proj/tests/where.txt").read_text().split()
+    assert reaper.drain() == []
+    assert not os.path.exists(home) and not os.path.exists(tmp)

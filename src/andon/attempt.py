@@ -18,7 +18,6 @@ the ``agent`` gate (layer ``environment``: it could not work) instead of ``no-ch
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 import time
 import traceback
@@ -26,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import budget, fault_injection, sandbox
+from . import budget, fault_injection, reaper, sandbox
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
@@ -244,7 +243,7 @@ class Attempt:
             prompt_file.write_text(prompt, encoding="utf-8")
             return self._run_agent(stage, prompt, prompt_file, ev, extra)
         finally:
-            shutil.rmtree(stage_dir, ignore_errors=True)
+            reaper.discard(stage_dir)
 
     def _run_agent(self, stage: str, prompt: str, prompt_file: Path, ev: Path, extra: dict):
         agent = self.agent_for(stage)

@@ -36,6 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import reaper
 from .config import STATE_DIR, Config
 from .contain.interpreter import python_of
 from .contain.procgroup import before_child, end_child, wait_unreaped
@@ -176,7 +177,7 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
                 finally:
                     end_child(proc, known)
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        reaper.discard(scratch)  # the project's set-up wrote there: any depth, any mode
     duration = time.monotonic() - started
     tail = _tail(log_path)
     status = None if proc is None or timed_out else proc.returncode

@@ -4,7 +4,6 @@ kills the whole process group, and the whole output kept on disk."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import tempfile
 import time
@@ -12,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import reaper
 from ..contain import netless
 from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..runners.pytest import _tail, harness_env
@@ -81,6 +81,6 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
                 end_child(proc, known)
                 status = proc.returncode
     finally:
-        shutil.rmtree(home, ignore_errors=True)
+        reaper.discard(home)  # the tool may have written anything there
     return ToolRun(name, list(argv), str(cwd), None if timed_out else status, timed_out,
                    time.monotonic() - started, log_path, _tail(log_path), state, wrapper)
