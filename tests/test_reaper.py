@@ -36,6 +36,16 @@ def tree(root, files=20):
 
 
 @pytest.fixture
+def deep_ok(tmp_path):
+    """A test that nests folders too deep for Python leaves nothing, even when it fails:
+    pytest's own clean-up of old tmp_path folders uses shutil.rmtree and would raise
+    RecursionError at the end of some later session."""
+    yield
+    subprocess.run(["chmod", "-R", "u+rwx", str(tmp_path)], capture_output=True)
+    subprocess.run(["rm", "-rf", str(tmp_path)], capture_output=True)
+
+
+@pytest.fixture
 def held(monkeypatch):
     """The reaper's deletions wait until the test lets them go (no sleeps: an Event)."""
     go = threading.Event()
@@ -122,7 +132,7 @@ def test_what_cannot_be_deleted_at_all_is_said_once_and_the_reaper_goes_on(tmp_p
         reaper.delete_tree(bad)
 
 
-def test_a_tree_nested_deeper_than_the_recursion_limit_is_deleted_too(tmp_path):
+def test_a_tree_nested_deeper_than_the_recursion_limit_is_deleted_too(tmp_path, deep_ok):
     """An agent (or the code under test) can nest folders 3,000 deep with relative mkdirs;
     shutil.rmtree recurses and gives up (RecursionError): drain finishes it with rm -rf."""
     t = tree(tmp_path / "wt")
@@ -212,7 +222,7 @@ def test_delete_tree_restores_permissions_it_needs_only_inside_the_tree(tmp_path
 
 
 def test_an_agent_that_leaves_a_tree_too_deep_for_python_is_merged_and_nothing_is_left(
-        tmp_path):
+        tmp_path, deep_ok):
     """Through ``andon run``: the agent's honest change is merged, its ignored 3,000-deep
     folder is deleted with the worktree, and the worktree root is gone (empty) at the end."""
     wts = tmp_path / "wts"

@@ -458,7 +458,10 @@ def test_what_the_code_under_test_nests_too_deep_for_python_in_home_and_tmp_goes
             nest(os.path.join(home, "cache"))
             nest(os.path.join(tmp, "work"))
         """)
-    r = run(tmp_path, {"tests/test_deep.py": deep})
+    try:
+        r = run(tmp_path, {"tests/test_deep.py": deep})
+    finally:  # nothing too deep for pytest's own clean-up of old tmp_path folders is left
+        reaper.drain()
     assert {i: t.outcome for i, t in r.results.items()} == {
         "tests.test_deep::test_deep": "passed"}, r.output_tail
     home, tmp = (tmp_path / "proj/tests/where.txt").read_text().split()

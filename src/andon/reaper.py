@@ -110,7 +110,8 @@ def delete_tree(path: Path) -> None:
     followed. OSError for what cannot be deleted even so (an immutable file)."""
     def retry(func, p, _exc):
         parent = os.path.dirname(p)
-        os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
+        if not os.path.islink(parent):  # chmod follows links: never out of the tree
+            os.chmod(parent, os.stat(parent).st_mode | stat.S_IRWXU)
         if os.path.isdir(p) and not os.path.islink(p):
             os.chmod(p, stat.S_IRWXU)
             shutil.rmtree(p, onerror=retry)
