@@ -243,3 +243,21 @@ def test_an_agent_that_leaves_a_tree_too_deep_for_python_is_merged_and_nothing_i
     assert show["packet"]["state"] == "done", r.stdout
     assert "could not delete" not in r.stdout + r.stderr
     assert not wts.exists(), sorted(p.name for p in wts.iterdir())
+
+
+def test_sweep_discards_the_trash_of_processes_that_are_gone_and_keeps_the_living(tmp_path):
+    """A run killed while its thread deleted leaves .andon-trash-<pid>-*; the next run's
+    recovery sweeps the worktree root of it (tests/test_e2e_resume.py: kill at after-gates)."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dead = tree(tmp_path / f"{reaper.TRASH}{gone}-abc123" / "tree")
+    mine = tree(tmp_path / f"{reaper.TRASH}{os.getpid()}-def456" / "tree")
+    other = tree(tmp_path / ".andon-trash-notapid" / "tree")
+    worktree = tree(tmp_path / "P1-1")
+    assert reaper.sweep(tmp_path) == 1
+    assert reaper.drain() == []
+    assert not dead.parent.exists()
+    assert mine.exists() and other.exists() and worktree.exists()
+    assert reaper.sweep(tmp_path / "nothing-here") == 0
+    for t in (mine, other, worktree):
+        reaper.delete_tree(t.parent if t.parent != tmp_path else t)

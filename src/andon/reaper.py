@@ -8,7 +8,8 @@ leaves the deletion to one background thread of the process; :func:`drain` waits
 tree discarded so far is deleted and returns what could not be. ``Runner.run`` drains before
 it returns, a forked child (``forked.start``) before it sends its result, and an ``atexit``
 hook before any other process ends: a finished run leaves nothing behind. A killed one
-leaves what it had not deleted yet, as a kill during ``shutil.rmtree`` did.
+leaves what it had not deleted yet; the next run's recovery sweeps the worktree root of
+such trash (:func:`sweep`: the folder's name holds the pid of the process that made it).
 
 ``aside=True`` first renames the tree into a new folder ``.andon-trash-*`` beside it (one
 ``rename``, same filesystem), so that its path is free for a new tree at once: an attempt's
@@ -33,6 +34,8 @@ import tempfile
 import threading
 from collections import deque
 from pathlib import Path
+
+TRASH = ".andon-trash-"  # + the pid of the process that set the tree aside, "-", random
 
 
 class _Queue:
@@ -65,7 +68,7 @@ def discard(path: Path, aside: bool = False) -> None:
     if not (path.exists() or path.is_symlink()):
         return
     if aside:
-        trash = Path(tempfile.mkdtemp(prefix=".andon-trash-", dir=path.parent))
+        trash = Path(tempfile.mkdtemp(prefix=f"{TRASH}{os.getpid()}-", dir=path.parent))
         try:
             os.rename(path, trash / "tree")
         except OSError:
@@ -82,6 +85,33 @@ def discard(path: Path, aside: bool = False) -> None:
                                         daemon=True)
             q.thread.start()
         q.cond.notify()
+
+
+def sweep(folder: Path) -> int:
+    """Discard what processes that are gone set aside in ``folder`` and never deleted (a run
+    killed while its thread worked): every ``.andon-trash-<pid>-*`` whose process no longer
+    exists. Returns how many. Nothing there (or no ``folder``) is 0."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return 0
+    swept = 0
+    for name in names:
+        pid = name[len(TRASH):].partition("-")[0]
+        if name.startswith(TRASH) and pid.isdigit() and not _alive(int(pid)):
+            discard(Path(folder) / name)
+            swept += 1
+    return swept
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def drain() -> list[str]:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from . import lifecycle, pool_leases
+from . import lifecycle, pool_leases, reaper
 from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import StoreError
 from .packet import Packet
@@ -52,12 +52,16 @@ def lock(state: Path, root: Path) -> IO[str]:
 def recover(repo: Repo, store: StoreProtocol, packets: dict[str, Packet],
             worktree_path: Callable[[str, int], Path],
             merge: Callable[[Packet, dict, set[str]], str],
-            red_ids: Callable[[int], set[str]], echo: Callable[[str], None]) -> None:
+            red_ids: Callable[[int], set[str]], echo: Callable[[str], None],
+            worktree_root: Path | None = None) -> None:
     """Put the store and the repository back in order after a killed runner (see the module
     docstring). ``packets``: the packets of this run by id; ``worktree_path(id, n)``: where
     attempt ``n`` of a packet has its worktree; ``merge(packet, attempt, red_ids)``: the
-    runner's merge of a passed attempt."""
+    runner's merge of a passed attempt; ``worktree_root``: where the trees a killed runner
+    had set aside for deletion are swept (:func:`andon.reaper.sweep`)."""
     repo.git("worktree", "prune")
+    if worktree_root is not None:
+        reaper.sweep(worktree_root)
     pool_leases.release_dead_local(store)  # a killed runner of this host: no need to wait
     reclaimed = set(store.reclaim_expired())
     live = {lease["packet_id"]: lease["worker"] for lease in store.leases()

@@ -396,5 +396,5 @@ class Runner:
     # -- resume -------------------------------------------------------------------------
 
     def _recover(self) -> None:
-        recovery.recover(self.repo, self.store, self.packets, self._worktree_path,
-                         self._merge, lambda i: outcome.red_ids(self.store, i), self.echo)
+        recovery.recover(self.repo, self.store, self.packets, self._worktree_path, self._merge,
+                         lambda i: outcome.red_ids(self.store, i), self.echo, self.worktree_root)
