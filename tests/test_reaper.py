@@ -150,6 +150,18 @@ def test_a_tree_nested_deeper_than_the_recursion_limit_is_deleted_too(tmp_path, 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_tree_whose_folder_refuses_the_trash_is_deleted_where_it_is(tmp_path, monkeypatch):
+    t = tree(tmp_path / "wt")
+
+    def refuse(*a, **kw):
+        raise PermissionError(13, "Permission denied", str(tmp_path))
+    monkeypatch.setattr(reaper.tempfile, "mkdtemp", refuse)
+    reaper.discard(t, aside=True)
+    monkeypatch.undo()
+    assert reaper.drain() == []
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_nothing_there_is_fine(tmp_path):
     reaper.discard(tmp_path / "never-made", aside=True)
     reaper.discard(tmp_path / "never-made")

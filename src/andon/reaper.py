@@ -61,21 +61,21 @@ os.register_at_fork(after_in_child=_new_queue_in_child)
 def discard(path: Path, aside: bool = False) -> None:
     """Have the tree (or file, or symbolic link: never followed) at ``path`` deleted in the
     background; return at once. With ``aside`` the path is free when this returns (the tree
-    was renamed into ``.andon-trash-*`` beside it); where that rename fails the tree is
-    deleted here and now. Nothing at ``path`` is fine. Raises nothing for a tree that cannot
+    was renamed into ``.andon-trash-*`` beside it), unless its folder refuses that: then it
+    is deleted where it is. Nothing at ``path`` is fine. Raises nothing for a tree that cannot
     be deleted: :func:`drain` says it."""
     path = Path(path)
     if not (path.exists() or path.is_symlink()):
         return
     if aside:
-        trash = Path(tempfile.mkdtemp(prefix=f"{TRASH}{os.getpid()}-", dir=path.parent))
+        trash = None
         try:
+            trash = Path(tempfile.mkdtemp(prefix=f"{TRASH}{os.getpid()}-", dir=path.parent))
             os.rename(path, trash / "tree")
-        except OSError:
-            trash.rmdir()
-            delete_tree(path)
-            return
-        path = trash
+            path = trash
+        except OSError:  # deleted where it is, then
+            if trash is not None:
+                trash.rmdir()
     q = _queue
     with q.cond:
         q.todo.append(path)
