@@ -366,14 +366,25 @@ def bench(p: Project, tmp: Path) -> list[str]:
                 if g["gate"] == "scope" and g["status"] == "fail"
                 for f in g["evidence"].get("findings", [])
                 if f["kind"] == "tamper" and f["path"] == p.planted]
-    if crow["state"] == "done" or not tampered:
+    # Under the agent sandbox (the default where the machine has it) the planted files are
+    # read-only during implement: the cheat's write fails, it exits 1 having changed nothing,
+    # and the attempt ends at the agent gate before any test run: refused earlier, not missed.
+    attempts = cheat["detail"]["attempts"]
+    sandboxed = all(any(n.startswith("sandbox fs") for n in (st.get("usage") or {}).get(
+        "notes", [])) for a in attempts for st in a.get("stages", []) if st["stage"] == "implement")
+    could_not = all(any(g["gate"] == "agent" and g["status"] == "fail" for g in a["gates"])
+                    for a in attempts)
+    refused = bool(attempts) and sandboxed and could_not
+    if crow["state"] == "done" or not (tampered or refused):
         problems.append(f"{p.name} cheating run: expected a scope-gate tamper rejection of "
-                        f"{p.planted}, got state {crow['state']}")
+                        f"{p.planted} (or, under the sandbox, a refused write), got state "
+                        f"{crow['state']}")
     if cheat["integration"] != base["base_sha"]:
         problems.append(f"{p.name} cheating run: the integration branch moved")
     else:
-        print(f"cheating run: rejected by the scope gate as tamper of {p.planted} in "
-              f"{len(cheat['detail']['attempts'])} attempt(s); packet {crow['state']}; "
+        how = (f"rejected by the scope gate as tamper of {p.planted}" if tampered else
+               f"refused by the sandbox: {p.planted} was read-only, the agent changed nothing")
+        print(f"cheating run: {how} in {len(attempts)} attempt(s); packet {crow['state']}; "
               f"integration branch unmoved")
     return problems
 
