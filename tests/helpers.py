@@ -8,6 +8,7 @@ agents; ``andon`` runs the real CLI in a subprocess.
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import re
@@ -389,3 +390,22 @@ def skip_without_fs(level: str) -> None:
     ok, why = probe.capabilities().fs
     if level != "none" and not ok:
         pytest.skip(f"no fs sandbox here: {why}")
+
+
+def nest_deep(top, depth=3000):
+    """Folders nested ``depth`` deep under ``top`` (made if missing), by relative mkdirs, so
+    no path limit stops it: deeper than Python's recursion limit, where shutil.rmtree
+    raises RecursionError (what an agent or the code under test can leave behind)."""
+    import os
+    os.makedirs(top, exist_ok=True)
+    fd = os.open(top, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+
+
+# the same function as source, for a script or a project's test file run in another process
+NEST_DEEP_PY = inspect.getsource(nest_deep)

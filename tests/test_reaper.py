@@ -16,7 +16,7 @@ import pytest
 from andon import forked, reaper
 from andon.workspace import Repo
 
-from helpers import FAST, andon, config_toml, make_project, mul_packet
+from helpers import FAST, NEST_DEEP_PY, andon, config_toml, make_project, mul_packet, nest_deep
 
 
 def write(path, text):
@@ -136,13 +136,7 @@ def test_a_tree_nested_deeper_than_the_recursion_limit_is_deleted_too(tmp_path, 
     """An agent (or the code under test) can nest folders 3,000 deep with relative mkdirs;
     shutil.rmtree recurses and gives up (RecursionError): drain finishes it with rm -rf."""
     t = tree(tmp_path / "wt")
-    fd = os.open(t, os.O_RDONLY)
-    for _ in range(3000):
-        os.mkdir("d", dir_fd=fd)
-        inner = os.open("d", os.O_RDONLY, dir_fd=fd)
-        os.close(fd)
-        fd = inner
-    os.close(fd)
+    nest_deep(t)
     with pytest.raises(RecursionError):
         reaper.delete_tree(t)  # what the thread meets
     reaper.discard(t, aside=True)
@@ -242,11 +236,7 @@ def test_an_agent_that_leaves_a_tree_too_deep_for_python_is_merged_and_nothing_i
                         files={".gitignore": "__pycache__/\n*.pyc\nbuild/\n"},
                         config=config_toml(red_runs=1, hermetic_runs=1,
                                            hermetic_random_order=False, worktree_root=wts))
-    deep = ("import os; os.mkdir('build'); fd = os.open('build', os.O_RDONLY)\n"
-            "for _ in range(3000):\n"
-            "    os.mkdir('d', dir_fd=fd); n = os.open('d', os.O_RDONLY, dir_fd=fd)\n"
-            "    os.close(fd); fd = n\n")
-    (tmp_path / "deep.py").write_text(deep)
+    (tmp_path / "deep.py").write_text(NEST_DEEP_PY + "\n\nnest_deep('build')\n")
     agent = (f"{sys.executable} {tmp_path / 'deep.py'} && "
              "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> src/calc/ops.py")
     r = andon(root, "run", "--agent", "command", "--command", agent)

@@ -436,27 +436,17 @@ def test_what_the_code_under_test_nests_too_deep_for_python_in_home_and_tmp_goes
     per run): a folder nested 3,000 deep there (shutil.rmtree gives up: RecursionError) must
     not break the run, and nothing of the scratch folder is left (andon.reaper)."""
     from andon import reaper
-    deep = textwrap.dedent("""\
-        import os
 
-
-        def nest(top):
-            os.makedirs(top, exist_ok=True)
-            fd = os.open(top, os.O_RDONLY)
-            for _ in range(3000):
-                os.mkdir("d", dir_fd=fd)
-                inner = os.open("d", os.O_RDONLY, dir_fd=fd)
-                os.close(fd)
-                fd = inner
-            os.close(fd)
+    from helpers import NEST_DEEP_PY
+    deep = "import os\n\n\n" + NEST_DEEP_PY + textwrap.dedent("""\
 
 
         def test_deep():
             home, tmp = os.environ["HOME"], os.environ["TMPDIR"]
             with open(os.path.join(os.path.dirname(__file__), "where.txt"), "w") as f:
                 f.write(home + "\\n" + tmp + "\\n")
-            nest(os.path.join(home, "cache"))
-            nest(os.path.join(tmp, "work"))
+            nest_deep(os.path.join(home, "cache"))
+            nest_deep(os.path.join(tmp, "work"))
         """)
     try:
         r = run(tmp_path, {"tests/test_deep.py": deep})
