@@ -14,6 +14,7 @@ sorted without a list of names: see ``is_e2e``.
 import os
 import shutil
 import socketserver
+import subprocess
 import sys
 import tempfile
 import threading
@@ -121,6 +122,16 @@ def pytest_collection_modifyitems(config, items):
 
 
 # -- shared fixtures ---------------------------------------------------------------------
+
+@pytest.fixture
+def deep_ok(tmp_path):
+    """A test that nests folders too deep for Python leaves nothing, even when it fails:
+    pytest's own clean-up of old tmp_path folders uses shutil.rmtree and would raise
+    RecursionError at the end of some later session."""
+    yield
+    subprocess.run(["chmod", "-R", "u+rwx", str(tmp_path)], capture_output=True)
+    subprocess.run(["rm", "-rf", str(tmp_path)], capture_output=True)
+
 
 class _Answer(socketserver.BaseRequestHandler):
     def handle(self):

@@ -17,6 +17,8 @@ from andon.contain import envprint
 from andon.contain.envprint import Layout
 from andon.contain.interpreter import python_of
 
+from helpers import nest_deep
+
 
 def fake(tmp_path: Path) -> Layout:
     site = tmp_path / "venv" / "lib" / "site-packages"
@@ -179,3 +181,21 @@ def test_an_honest_pip_install_into_a_separate_venv_changes_nothing(tmp_path):
     # only what this test wrote is asked about: andon's own venv is shared with tests running
     # at the same time (pytest-xdist), whose honest byte code or installs are not this test's
     assert not [p for p, _ in watch.changed() if Path(p).is_relative_to(tmp_path)]
+
+
+def test_a_folder_nested_deeper_than_the_recursion_limit_is_an_addition_not_a_crash(tmp_path,
+                                                                                     deep_ok):
+    """The code under test can nest folders in site-packages deeper than Python's recursion
+    limit: the fingerprint still walks them and the change names the new top folder, with the
+    command that removes it whole (it used to raise RecursionError, stopping the line as a
+    harness error)."""
+    where = fake(tmp_path)
+    before = envprint.fingerprint(where)
+    top = Path(where.site[0]) / "deep"
+    nest_deep(top, 1500)  # a path of about 3,000 characters: inside PATH_MAX
+    leaf = Path(top, *["d"] * 1500, "evil.py")
+    leaf.write_text("import os\n")
+    changed = envprint.changes(before, envprint.fingerprint(where))
+    assert (str(top), "added") in changed and (str(leaf), "added") in changed
+    _, cmds = envprint.describe(changed, where, "during the suite gate's test runs")
+    assert cmds == [f"rm -r {top}"]

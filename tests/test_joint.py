@@ -19,6 +19,7 @@ from helpers import (
     git,
     honest_mul,
     make_project,
+    nest_deep,
     packet_md,
     runner_for,
     write,
@@ -303,3 +304,25 @@ def test_a_planted_test_green_on_its_second_run_in_the_same_tree_is_still_flaky(
     assert (red["status"], red["failure_layer"]) == ("fail", "specification")
     assert {f["kind"] for f in red["evidence"]["findings"]} == {"flaky"}
     assert "failed, passed, failed" in red["summary"]
+
+
+def test_strays_of_a_commit_nested_deeper_than_the_recursion_limit_is_an_answer(tmp_path,
+                                                                                deep_ok):
+    """A candidate may track a file 1,500 folders deep (the agent committed it): the walk for
+    ``.git`` names below the top still answers — nothing when the worktree is the commit, the
+    path when a ``.git`` hides in the deep folder (it used to raise RecursionError)."""
+    root = tmp_path / "r"
+    nest_deep(root / "deep", 1500)
+    git(root, "init", "-q")
+    leaf = Path(root / "deep", *["d"] * 1500)
+    (leaf / "f.txt").write_text("x\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "deep")
+    repo = Repo(root)
+    head = repo.rev_parse("HEAD")
+    wt = tmp_path / "wt"
+    git(root, "worktree", "add", "-q", "--detach", str(wt), head)
+    assert strays(repo, wt, head) == []
+    hidden = Path(wt / "deep", *["d"] * 1500, ".git")
+    hidden.write_text("gitdir: /elsewhere\n")
+    assert strays(repo, wt, head) == ["deep/" + "d/" * 1500 + ".git"]

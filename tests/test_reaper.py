@@ -36,16 +36,6 @@ def tree(root, files=20):
 
 
 @pytest.fixture
-def deep_ok(tmp_path):
-    """A test that nests folders too deep for Python leaves nothing, even when it fails:
-    pytest's own clean-up of old tmp_path folders uses shutil.rmtree and would raise
-    RecursionError at the end of some later session."""
-    yield
-    subprocess.run(["chmod", "-R", "u+rwx", str(tmp_path)], capture_output=True)
-    subprocess.run(["rm", "-rf", str(tmp_path)], capture_output=True)
-
-
-@pytest.fixture
 def held(monkeypatch):
     """The reaper's deletions wait until the test lets them go (no sleeps: an Event)."""
     go = threading.Event()

@@ -23,7 +23,11 @@ from andon.workspace import (
     Repo,
     SnapshotError,
     commit_message,
+    file_marker,
+    manifest,
 )
+
+from helpers import nest_deep
 
 USER = {"GIT_AUTHOR_NAME": "User", "GIT_AUTHOR_EMAIL": "user@example.com",
         "GIT_COMMITTER_NAME": "User", "GIT_COMMITTER_EMAIL": "user@example.com"}
@@ -776,3 +780,17 @@ def test_pack_loose_leaves_a_few_loose_objects_alone(user):
     loose = sh(user, "count-objects", "-v")
     assert repo.pack_loose() == 0
     assert sh(user, "count-objects", "-v") == loose
+
+
+def test_manifest_of_a_tree_nested_deeper_than_the_recursion_limit_lists_its_files(
+        tmp_path, deep_ok):
+    """What an agent can write (a packet's plant folder, a worktree) may nest deeper than
+    Python's recursion limit: the manifest still lists every file (it used to raise
+    RecursionError from ``Path.rglob``)."""
+    nest_deep(tmp_path / "t" / "deep", 1500)
+    leaf = Path(tmp_path / "t" / "deep", *["d"] * 1500, "f.txt")
+    leaf.write_text("x\n")
+    (tmp_path / "t" / "top.txt").write_text("y\n")
+    got = manifest(tmp_path / "t")
+    assert sorted(got) == ["deep/" + "d/" * 1500 + "f.txt", "top.txt"]
+    assert got["top.txt"] == file_marker(tmp_path / "t" / "top.txt")

@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from . import reaper, submodules
+from . import reaper, submodules, treewalk
 from .errors import AndonError, UsageError
 
 
@@ -243,10 +243,13 @@ def manifest(root: Path) -> dict[str, str]:
     """Every file under ``root`` (not following links) → :func:`file_marker`, so any change
     an agent makes shows up."""
     out: dict[str, str] = {}
-    for path in sorted(root.rglob("*")):
-        marker = file_marker(path)
+    for rel, e in sorted(treewalk.entries(root), key=lambda found: found[0]):
+        try:
+            marker = file_marker(Path(e.path))
+        except OSError as exc:  # e.g. a path longer than the system allows: still a change
+            marker = f"unreadable:{exc.strerror}"
         if marker is not None:
-            out[path.relative_to(root).as_posix()] = marker
+            out[rel] = marker
     return out
 
 

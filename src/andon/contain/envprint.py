@@ -36,6 +36,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import treewalk
 from ..errors import ConfigError
 
 _HASHED_SUFFIXES = (".pth", "customize.py")
@@ -132,18 +133,10 @@ def fingerprint(where: Layout) -> dict[str, str]:
 
 
 def _walk(folder: str, out: dict[str, str], recursive: bool) -> None:
-    try:
-        entries = list(os.scandir(folder))
-    except OSError:
-        return
-    for e in entries:
-        if e.name == "__pycache__" or e.name.endswith(".pyc"):
-            continue
+    for _, e in treewalk.entries(folder, skip=_is_cache, descend=lambda _r, _e: recursive):
         try:
             if e.is_dir(follow_symlinks=False):
                 out[e.path] = "dir"
-                if recursive:
-                    _walk(e.path, out, True)
                 continue
             st = e.stat(follow_symlinks=False)
         except OSError:
@@ -155,6 +148,10 @@ def _walk(folder: str, out: dict[str, str], recursive: bool) -> None:
             except OSError:
                 pass
         out[e.path] = marker
+
+
+def _is_cache(e: os.DirEntry[str]) -> bool:
+    return e.name == "__pycache__" or e.name.endswith(".pyc")
 
 
 def changes(before: dict[str, str], after: dict[str, str]) -> list[tuple[str, str]]:

@@ -27,6 +27,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import treewalk
 from ..runners.pytest import SuiteRun
 from ..workspace import Repo
 from .base import GateContext, fresh_clone
@@ -126,13 +127,11 @@ def _dot_git(worktree: Path, limit: int) -> list[str]:
     """Paths named ``.git`` below the top of ``worktree`` (the top's own is the worktree's
     link to its repository): git skips them, a clone cannot have them, code can read them."""
     found = []
-    for top, dirs, files in os.walk(worktree):
-        rel = Path(top).relative_to(worktree)
-        names = [n for n in (*dirs, *files) if n == ".git" and rel != Path(".")]
-        found += [(rel / n).as_posix() for n in names]
-        dirs[:] = [d for d in dirs if d != ".git"]
-        if len(found) >= limit:
-            break
+    for rel, e in treewalk.entries(worktree, descend=lambda _r, e: e.name != ".git"):
+        if e.name == ".git" and "/" in rel:
+            found.append(rel)
+            if len(found) >= limit:
+                break
     return sorted(found)[:limit]
 
 

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .. import treewalk
 from ..errors import UsageError
 from ..workspace import Repo
 
@@ -148,21 +149,10 @@ def _walk(root: Path) -> dict[str, _Stat]:
     """Every file, link or other non-folder under ``root`` (not following links) → its stat
     key; folders are walked, not listed."""
     out: dict[str, _Stat] = {}
-    stack = [("", str(root))]
-    while stack:
-        prefix, where = stack.pop()
-        try:
-            it = os.scandir(where)
-        except (FileNotFoundError, NotADirectoryError, PermissionError):
-            continue
-        with it:
-            for e in it:
-                rel = prefix + e.name
-                st = e.stat(follow_symlinks=False)
-                if stat.S_ISDIR(st.st_mode):
-                    stack.append((rel + "/", e.path))
-                else:
-                    out[rel] = _key(st)
+    for rel, e in treewalk.entries(root):
+        st = e.stat(follow_symlinks=False)
+        if not stat.S_ISDIR(st.st_mode):
+            out[rel] = _key(st)
     return out
 
 
