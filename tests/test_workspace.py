@@ -434,6 +434,8 @@ def test_changes_reports_every_kind_of_change(tmp_path):
     assert repo.file_bytes("HEAD", "gone.txt") is None
     assert repo.file_bytes("HEAD", "src") is None  # a directory is not a file
     assert repo.file_bytes(base, "gone.txt") == b"bye\n"
+    with pytest.raises(GitError):
+        repo.file_bytes("no-such-branch", "README.md")
     stat_text = repo.diff_stat(base, "HEAD")
     assert "README.md" in stat_text and "7 files changed" in stat_text
 
@@ -794,3 +796,38 @@ def test_manifest_of_a_tree_nested_deeper_than_the_recursion_limit_lists_its_fil
     got = manifest(tmp_path / "t")
     assert sorted(got) == ["deep/" + "d/" * 1500 + "f.txt", "top.txt"]
     assert got["top.txt"] == file_marker(tmp_path / "t" / "top.txt")
+
+
+def test_file_bytes_reads_names_that_look_like_gits_answers_and_is_none_for_a_submodule(
+        tmp_path):
+    """A name shaped like ``cat-file --batch``'s header ("<id> blob <size>") is read as a
+    name; an empty file is b""; a submodule's entry (a commit, not a blob) is None."""
+    path = make_repo(tmp_path / "repo")
+    repo = Repo(path)
+    sha = "0" * 40
+    tricky = f"{sha} blob 5"
+    write(path / tricky, "12345678\n")
+    write(path / "empty.txt", "")
+    sub = repo.rev_parse("HEAD")
+    sh(path, "update-index", "--add", "--cacheinfo", f"160000,{sub},vendor/lib")
+    sh(path, "add", "-A")
+    sh(path, "commit", "-qm", "odd names")
+    assert repo.file_bytes("HEAD", tricky) == b"12345678\n"
+    assert repo.file_bytes("HEAD", f"{sha} blob 3") is None  # absent: "... missing"
+    assert repo.file_bytes("HEAD", "empty.txt") == b""
+    assert repo.file_bytes("HEAD", "vendor/lib") is None
+
+
+def test_blobs_names_the_paths_that_are_files_in_one_answer(tmp_path):
+    path = make_repo(tmp_path / "repo")
+    repo = Repo(path)
+    odd = "line\nbreak.py"
+    write(path / odd, "x\n")
+    os.symlink("README.md", path / "link")
+    sh(path, "add", "-A")
+    sh(path, "commit", "-qm", "more")
+    asked = ["README.md", "src", "src/app.py", "nothing.py", odd, "link", f"{'0' * 40} blob 3"]
+    assert repo.blobs("HEAD", asked) == {"README.md", "src/app.py", odd, "link"}
+    assert repo.blobs("HEAD", []) == set()
+    with pytest.raises(GitError):
+        repo.blobs("no-such-branch", ["README.md"])

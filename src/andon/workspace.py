@@ -31,6 +31,8 @@ __all__ = ["IDENTITY", "ZERO_SHA", "Change", "MergeConflict", "RefMoved", "Repo"
 ZERO_SHA = "0" * 40
 # a full SHA-1 as git prints it (andon works on SHA-1 repositories: ZERO_SHA)
 _FULL_SHA = re.compile("[0-9a-f]{40}")
+# `git cat-file --batch` found an object: its id, type and size in bytes
+_BATCH_HEADER = re.compile(rb"([0-9a-f]{40}|[0-9a-f]{64}) ([a-z]+) ([0-9]+)")
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
             "GIT_COMMITTER_NAME": "andon", "GIT_COMMITTER_EMAIL": "andon@localhost"}
 # Variables that would point git at some other repository or index than the one we name
@@ -331,10 +333,34 @@ class Repo:
     def file_bytes(self, rev: str, path: str) -> bytes | None:
         """Content of the blob at ``path`` in ``rev`` (a symlink's target for a symlink); None
         if the path is absent there or is not a file."""
-        sha = self.rev_parse(f"{self._sha(rev)}:{path}")
-        if sha is None or self.git("cat-file", "-t", sha).strip() != "blob":
+        spec = f"{self._sha(rev)}:{path}"
+        if "\n" in path:  # --batch reads one name per line (its -z needs git 2.38)
+            sha = self.rev_parse(spec)
+            if sha is None or self.git("cat-file", "-t", sha).strip() != "blob":
+                return None
+            return self._run(("cat-file", "blob", sha), None, None, check=True).stdout
+        # one process, not three: "<sha> <type> <size>\n<bytes>\n", or "<name> missing\n"
+        out = self._run(("cat-file", "--batch"), None, spec.encode() + b"\n", True).stdout
+        header, _, rest = out.partition(b"\n")
+        found = _BATCH_HEADER.fullmatch(header)
+        if found is None or found[2] != b"blob":
             return None
-        return self._run(("cat-file", "blob", sha), None, None, check=True).stdout
+        return rest[:int(found[3])]
+
+    def blobs(self, rev: str, paths: list[str]) -> set[str]:
+        """Those of ``paths`` that are files (blobs, symlinks included) in ``rev``: one git
+        process for all of them. GitError if ``rev`` does not resolve."""
+        sha = self._sha(rev)
+        asked = [p for p in paths if "\n" not in p]  # --batch-check reads one per line
+        found = {p for p in paths if "\n" in p and self.file_bytes(sha, p) is not None}
+        if asked:
+            out = self._run(("cat-file", "--batch-check"), None,
+                            "".join(f"{sha}:{p}\n" for p in asked).encode(), True).stdout
+            for p, line in zip(asked, out.split(b"\n"), strict=False):
+                hit = _BATCH_HEADER.fullmatch(line)
+                if hit is not None and hit[2] == b"blob":
+                    found.add(p)
+        return found
 
     def diff(self, base: str, head: str, paths: tuple[str, ...] | list[str] = (),
              unified: int | None = None, renames: bool = True) -> str:

@@ -64,12 +64,11 @@ def own_modules(repo: Any, rev: str, pythonpath: list[str]) -> set[str]:
     for folder in ["", *pythonpath]:
         folder = folder.strip("/")
         listing = repo.git("ls-tree", "--name-only", rev, "--", f"{folder}/" if folder else ".")
-        for entry in listing.splitlines():
-            name = entry.rsplit("/", 1)[-1]
-            if name.endswith(".py"):
-                out.add(name[:-3])
-            elif repo.file_bytes(rev, f"{entry}/__init__.py") is not None:
-                out.add(name)
+        entries = listing.splitlines()
+        out |= {e.rsplit("/", 1)[-1][:-3] for e in entries if e.endswith(".py")}
+        others = [e for e in entries if not e.endswith(".py")]
+        packages = repo.blobs(rev, [f"{e}/__init__.py" for e in others])
+        out |= {e.rsplit("/", 1)[-1] for e in others if f"{e}/__init__.py" in packages}
     return out
 
 
