@@ -831,3 +831,23 @@ def test_blobs_names_the_paths_that_are_files_in_one_answer(tmp_path):
     assert repo.blobs("HEAD", []) == set()
     with pytest.raises(GitError):
         repo.blobs("no-such-branch", ["README.md"])
+
+
+def test_a_worktree_commits_as_the_user_or_as_a_stand_in(tmp_path, monkeypatch):
+    """The worktree's config holds the user's name and email exactly as git reads them (a
+    later value wins; quotes, '=' and non-ASCII kept), or andon's stand-in without one."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no global identity
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    path = make_repo(tmp_path / "repo")
+    repo = Repo(path)
+    base = repo.rev_parse("main")
+    wt = repo.add_worktree(tmp_path / "wt1", "andon/B01/1", base)
+    assert sh(wt, "config", "user.name").strip() == "agent"
+    assert sh(wt, "config", "user.email").strip() == "agent@andon.localhost"
+    name = 'Zoë "Z" O\'Neil = x'
+    sh(path, "config", "user.name", "first")
+    sh(path, "config", "--add", "user.name", name)
+    sh(path, "config", "user.email", "zoe@example.com")
+    wt = repo.add_worktree(tmp_path / "wt2", "andon/B01/2", base)
+    assert sh(wt, "config", "user.name").strip() == name
+    assert sh(wt, "config", "user.email").strip() == "zoe@example.com"

@@ -82,16 +82,25 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     # or borrowing the whole object store; a file:// URL is needed for --depth.
     depth = ("--depth", "1") if history == "shallow" else ()
     repo.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
+             *(a for key, value in _identity(repo).items() for a in ("-c", f"{key}={value}")),
              "--branch", branch, repo.git_dir.as_uri(), str(path))
     repo.git("remote", "remove", "origin", cwd=path)
     # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
     shutil.rmtree(path / ".git" / "logs", ignore_errors=True)
-    # the user's identity if they have one, else a stand-in, so an agent's commit works
-    for key, fallback in (("user.name", "agent"), ("user.email", "agent@andon.localhost")):
-        value = repo.git("config", "--get", key, check=False).strip() or fallback
-        repo.git("config", key, value, cwd=path)
     submodules.populate(repo, path, repo.resolve(start))
     return path
+
+def _identity(repo: Git) -> dict[str, str]:
+    """The user's name and email as git reads them (the last value wins), else a stand-in
+    each, so that an agent's commit works: one git process for both."""
+    out = {"user.name": "agent", "user.email": "agent@andon.localhost"}
+    listed = repo.git("config", "-z", "--get-regexp", r"^user\.(name|email)$", check=False)
+    for entry in filter(None, listed.split("\0")):
+        key, _, value = entry.partition("\n")
+        if value.strip():
+            out[key.lower()] = value.strip()
+    return out
+
 
 def remove_worktree(repo: Git, path: Path) -> None:
     """Remove the worktree at ``path`` whatever state the agent left it in (a directory
