@@ -5,6 +5,7 @@ person accepts them, and accepting or rejecting is recorded."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from andon.workspace import Repo
 from tests.helpers import (
     FAST,
     MUL_TEST,
+    NEST_DEEP_PY,
     _add_lines,
     andon,
     git,
@@ -315,3 +317,21 @@ def test_the_planner_runs_under_the_sandbox_like_every_stage(project: Path, tmp_
     assert r.returncode == 0, r.stdout + r.stderr
     assert (prompts / "round-1.md").is_file()
     assert (project / "packets/M1/plant/tests/test_mul_m1.py").read_text() == MUL_TEST
+
+
+def test_a_planner_that_nests_folders_too_deep_for_python_gets_an_answer_not_a_crash(
+        project: Path, tmp_path: Path, deep_ok):
+    """Without a sandbox the planner can write into the tree it reads: folders nested past
+    Python's recursion limit are named as its change, and its temporary folder is deleted
+    all the same (``shutil.rmtree`` raised RecursionError there)."""
+    command, _ = planner(tmp_path, GOOD)
+    toml = project / "andon.toml"
+    toml.write_text(with_sandbox(toml.read_text(), "none"))
+    git(project, "commit", "-qam", "no sandbox")
+    (tmp_path / "deep.py").write_text(NEST_DEEP_PY + "\n\nnest_deep('build')\n")
+    (tmp_path / "deep.sh").write_text(f"{sys.executable} {tmp_path / 'deep.py'} && {command}\n")
+    r = andon(project, "plan", "docs/spec.md", "--agent", "command",
+              "--command", f"sh {tmp_path / 'deep.sh'}")
+    assert "Traceback" not in r.stderr and "RecursionError" not in r.stdout + r.stderr, r.stderr
+    assert "build/" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert not list(Path(os.environ["TMPDIR"]).glob("andon-plan*")), "left behind"

@@ -851,3 +851,38 @@ def test_a_worktree_commits_as_the_user_or_as_a_stand_in(tmp_path, monkeypatch):
     wt = repo.add_worktree(tmp_path / "wt2", "andon/B01/2", base)
     assert sh(wt, "config", "user.name").strip() == name
     assert sh(wt, "config", "user.email").strip() == "zoe@example.com"
+
+
+def test_file_bytes_and_blobs_read_the_file_named_with_a_carriage_return_or_any_bytes(tmp_path):
+    """``cat-file --batch`` line input strips a CR before the LF: "notes\\r" was read as
+    "notes". A name that is not UTF-8 comes in with surrogates (os.fsdecode) and must reach git
+    as its bytes, not stop andon with UnicodeEncodeError."""
+    path = make_repo(tmp_path / "repo")
+    repo = Repo(path)
+    names = {"notes": b"plain\n", "notes\r": b"with cr\n", "n\r\r": b"two\n",
+             os.fsdecode(b"\xff.txt"): b"not utf-8\n"}
+    for name, data in names.items():
+        (path / os.fsencode(name).decode("utf-8", "surrogateescape")).write_bytes(data)
+    sh(path, "add", "-A")
+    sh(path, "commit", "-qm", "names")
+    for name, data in names.items():
+        assert repo.file_bytes("HEAD", name) == data, name
+    assert repo.file_bytes("HEAD", "n\r") is None  # absent: not "n\r\r", not "n"
+    assert repo.file_bytes("HEAD", "notes\0x") is None
+    asked = [*names, "n\r", "nothing\r", os.fsdecode(b"\xfe")]
+    assert repo.blobs("HEAD", asked) == set(names)
+
+
+def test_an_empty_last_identity_value_means_the_stand_in_as_git_config_get_says(
+        tmp_path, monkeypatch):
+    home = tmp_path / "global-home"
+    home.mkdir()
+    (home / ".gitconfig").write_text("[user]\n\tname = Global\n\temail = g@example.com\n")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    path = make_repo(tmp_path / "repo")
+    sh(path, "config", "user.name", "")
+    repo = Repo(path)
+    wt = repo.add_worktree(tmp_path / "wt", "andon/B01/1", repo.rev_parse("main"))
+    assert sh(wt, "config", "user.name").strip() == "agent"
+    assert sh(wt, "config", "user.email").strip() == "g@example.com"

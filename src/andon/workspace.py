@@ -333,16 +333,15 @@ class Repo:
     def file_bytes(self, rev: str, path: str) -> bytes | None:
         """Content of the blob at ``path`` in ``rev`` (a symlink's target for a symlink); None
         if the path is absent there or is not a file."""
-        spec = f"{self._sha(rev)}:{path}"
-        if "\n" in path:  # --batch reads one name per line (its -z needs git 2.38)
-            sha = self.rev_parse(spec)
-            if sha is None or self.git("cat-file", "-t", sha).strip() != "blob":
-                return None
-            return self._run(("cat-file", "blob", sha), None, None, check=True).stdout
-        # one process, not three: "<sha> <type> <size>\n<bytes>\n", or "<name> missing\n"
-        out = self._run(("cat-file", "--batch"), None, spec.encode() + b"\n", True).stdout
+        spec = os.fsencode(f"{self._sha(rev)}:{path}")  # any bytes a name can hold
+        if b"\0" in spec:  # no path in git holds one; on stdin it would end the name early
+            return None
+        # One process, not three. -z (git 2.38): the name ends at NUL, so a newline or a
+        # carriage return in it is read as given (line input strips a CR before the LF).
+        # Answer: "<id> <type> <size>\n<bytes>\n", or the name and " missing".
+        out = self._run(("cat-file", "--batch", "-z"), None, spec + b"\0", True).stdout
         header, _, rest = out.partition(b"\n")
-        found = _BATCH_HEADER.fullmatch(header)
+        found = _BATCH_HEADER.fullmatch(header)  # never an echoed name: "<id>:" starts it
         if found is None or found[2] != b"blob":
             return None
         return rest[:int(found[3])]
@@ -351,11 +350,13 @@ class Repo:
         """Those of ``paths`` that are files (blobs, symlinks included) in ``rev``: one git
         process for all of them. GitError if ``rev`` does not resolve."""
         sha = self._sha(rev)
-        asked = [p for p in paths if "\n" not in p]  # --batch-check reads one per line
-        found = {p for p in paths if "\n" in p and self.file_bytes(sha, p) is not None}
+        # a missing name is echoed in the answer: one holding a newline would shift the lines
+        alone = [p for p in paths if "\n" in p or "\0" in p]
+        found = {p for p in alone if self.file_bytes(sha, p) is not None}
+        asked = [p for p in paths if p not in alone]
         if asked:
-            out = self._run(("cat-file", "--batch-check"), None,
-                            "".join(f"{sha}:{p}\n" for p in asked).encode(), True).stdout
+            names = b"".join(os.fsencode(f"{sha}:{p}") + b"\0" for p in asked)
+            out = self._run(("cat-file", "--batch-check", "-z"), None, names, True).stdout
             for p, line in zip(asked, out.split(b"\n"), strict=False):
                 hit = _BATCH_HEADER.fullmatch(line)
                 if hit is not None and hit[2] == b"blob":

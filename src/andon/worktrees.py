@@ -93,13 +93,13 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
 def _identity(repo: Git) -> dict[str, str]:
     """The user's name and email as git reads them (the last value wins), else a stand-in
     each, so that an agent's commit works: one git process for both."""
-    out = {"user.name": "agent", "user.email": "agent@andon.localhost"}
+    last: dict[str, str] = {}
     listed = repo.git("config", "-z", "--get-regexp", r"^user\.(name|email)$", check=False)
     for entry in filter(None, listed.split("\0")):
         key, _, value = entry.partition("\n")
-        if value.strip():
-            out[key.lower()] = value.strip()
-    return out
+        last[key.lower()] = value  # an empty later value wins too, as with --get
+    return {key: last.get(key, "").strip() or stand_in
+            for key, stand_in in (("user.name", "agent"), ("user.email", "agent@andon.localhost"))}
 
 
 def remove_worktree(repo: Git, path: Path) -> None:

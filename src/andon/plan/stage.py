@@ -7,13 +7,12 @@ its document to the file named by ``$ANDON_REVIEW_FILE`` or at the end of its re
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import sandbox
+from .. import reaper, sandbox
 from ..agents import Agent, StageContext
 from ..config import Config
 from ..packet import Packet
@@ -103,4 +102,4 @@ def ask(repo: Repo, config: Config, agent: Agent, base: str, documents: list[Doc
         except PlanRejected as exc:
             return Round(n, None, exc.errors, record, prompt_file)
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        reaper.discard(tmp)  # deleted in the background, however deep the planner nested
