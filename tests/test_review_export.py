@@ -16,6 +16,8 @@ from andon.review import export as export_mod
 from andon.review.export import blob_id, export_tree
 from andon.workspace import Repo
 
+from helpers import nest_deep
+
 ENV = {**os.environ, "GIT_AUTHOR_NAME": "U", "GIT_AUTHOR_EMAIL": "u@example.com",
        "GIT_COMMITTER_NAME": "U", "GIT_COMMITTER_EMAIL": "u@example.com"}
 
@@ -147,3 +149,21 @@ def test_blob_id_is_gits():
     proc = subprocess.run(["git", "hash-object", "--stdin"], input=b"X = 1\n",
                           capture_output=True, check=True)
     assert blob_id(b"X = 1\n") == proc.stdout.decode().strip()
+
+
+def test_a_file_whose_path_is_longer_than_the_system_allows_is_a_change_not_a_crash(
+        repo, tmp_path, deep_ok):
+    """A reviewer nests folders until their path nearly fills PATH_MAX, then names a file
+    past it (made through a folder descriptor): ``lstat`` of it fails, which used to escape
+    as OSError and fail the review as a harness error. It is reported by path."""
+    tree = export_tree(repo, "HEAD", tmp_path / "tree")
+    top = tmp_path / "tree" / "deep"
+    depth = (4000 - len(str(top))) // 2
+    nest_deep(top, depth)
+    folder = Path(top, *["d"] * depth)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.close(os.open("f" * 200, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd))
+    finally:
+        os.close(fd)
+    assert tree.changed() == ["deep/" + "d/" * depth + "f" * 200]

@@ -39,6 +39,7 @@ from ..workspace import Repo
 _TICK_WAIT_S = 2.0
 
 _Stat = tuple[int, int, int, int, int, int]  # dev, ino, mode, size, mtime_ns, ctime_ns
+_UNREADABLE: _Stat = (-1, -1, -1, -1, -1, -1)  # an entry lstat refused: never an export's
 
 
 def _key(st: os.stat_result) -> _Stat:
@@ -150,7 +151,11 @@ def _walk(root: Path) -> dict[str, _Stat]:
     key; folders are walked, not listed."""
     out: dict[str, _Stat] = {}
     for rel, e in treewalk.entries(root):
-        st = e.stat(follow_symlinks=False)
+        try:
+            st = e.stat(follow_symlinks=False)
+        except OSError:  # e.g. a path longer than the system allows: there, so a change
+            out[rel] = _UNREADABLE
+            continue
         if not stat.S_ISDIR(st.st_mode):
             out[rel] = _key(st)
     return out
