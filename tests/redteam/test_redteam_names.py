@@ -38,7 +38,7 @@ def test_a_user_rule_reads_the_file_the_agent_named(tmp_path, name):
         for rel, text in files.items():
             (ctx.worktree / rel).write_text(text)
         return "done"
-    o = play(Scenario("name-" + os.fsdecode(name), 13, "", agent, config=FAST + RULE),
+    o = play(Scenario("name-" + os.fsdecode(name), 14, "", agent, config=FAST + RULE),
              tmp_path / "repo")
     assert not o.merged, o.gates
     assert o.gate == "patterns", (o.gate, o.summary)
