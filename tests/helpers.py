@@ -409,3 +409,19 @@ def nest_deep(top, depth=3000):
 
 # the same function as source, for a script or a project's test file run in another process
 NEST_DEEP_PY = inspect.getsource(nest_deep)
+
+
+def forged_cache(source: Path, code: str) -> Path:
+    """Write the byte-code cache Python loads for ``source`` (its header matches the source's
+    mtime and size, so it is used in place of the source, -B or not) holding the compiled
+    ``code`` instead of the source's; return its path. What contain/bytecode.py catches."""
+    import importlib.util
+    import marshal
+    st = source.stat()
+    cache = Path(importlib.util.cache_from_source(str(source)))
+    cache.parent.mkdir(exist_ok=True)
+    header = (importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
+              + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+              + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+    cache.write_bytes(header + marshal.dumps(compile(code, str(source), "exec")))
+    return cache

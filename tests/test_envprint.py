@@ -4,7 +4,9 @@ caches, follows HOME, asks another interpreter where it looks, and says how to r
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import py_compile
 import shutil
 import site
 import subprocess
@@ -17,7 +19,7 @@ from andon.contain import envprint
 from andon.contain.envprint import Layout
 from andon.contain.interpreter import python_of
 
-from helpers import nest_deep
+from helpers import forged_cache, nest_deep
 
 
 def fake(tmp_path: Path) -> Layout:
@@ -93,14 +95,59 @@ def test_creating_the_user_site_counts_and_a_new_folder_is_removed_whole(tmp_pat
     assert envprint.restore_commands(changed, where) == [f"rm -r {user}"]
 
 
-def test_byte_code_caches_are_not_a_change(tmp_path):
-    where = fake(tmp_path)
-    before = envprint.fingerprint(where)
-    cache = Path(where.site[0]) / "somepkg" / "__pycache__"
-    cache.mkdir()
-    (cache / "__init__.cpython-311.pyc").write_bytes(b"\0" * 16)
-    (Path(where.site[0]) / "loose.pyc").write_bytes(b"\0")
-    assert envprint.changes(before, envprint.fingerprint(where)) == []
+def with_this_python(where: Layout) -> Layout:
+    """``where`` judged by this interpreter: the byte-code probe runs in it."""
+    return Layout(sys.executable, where.prefix, where.site, where.user_site, where.top)
+
+
+def test_honest_byte_code_caches_are_not_a_change(tmp_path):
+    """Compiling modules (as a person's or an agent's own python run does), deleting caches,
+    another interpreter's cache, a .pyc beside its source: none is a change."""
+    where = with_this_python(fake(tmp_path))
+    src = Path(where.site[0]) / "somepkg" / "__init__.py"
+    old = Path(where.site[0]) / "somepkg" / "__pycache__" / "old.cpython-311.pyc"
+    old.parent.mkdir()
+    old.write_bytes(b"\0" * 16)
+    watch = envprint.Watch(where)
+    py_compile.compile(str(src), doraise=True)
+    py_compile.compile(str(src), doraise=True, optimize=2,
+                       cfile=importlib.util.cache_from_source(str(src), optimization=2))
+    old.unlink()
+    (old.parent / "__init__.cpython-27.pyc").write_bytes(b"anything")
+    (old.parent / "gone.cpython-311.pyc").write_bytes(b"no source beside it")
+    (Path(where.site[0]) / "somepkg" / "__init__.pyc").write_bytes(b"the source wins")
+    (old.parent / "__init__.cpython-311.pyc.140213").write_bytes(b"half")  # mid-write
+    assert watch.changed() == []
+
+
+def test_a_cache_that_is_not_its_sources_code_is_a_change(tmp_path):
+    """Python loads a cache whose header matches its source instead of the source, even
+    under -B: the code under test writing one (or rewriting an honest one in place), or a
+    sourceless .pyc that imports as a module, is a change like an edited module."""
+    where = with_this_python(fake(tmp_path))
+    src = Path(where.site[0]) / "somepkg" / "__init__.py"
+    py_compile.compile(str(src), doraise=True)
+    watch = envprint.Watch(where)
+    cache = forged_cache(src, "X = 666\n")  # rewritten in place: same path
+    loose = Path(where.site[0]) / "loose.pyc"
+    loose.write_bytes(cache.read_bytes())
+    garbage = Path(where.site[0]) / "somepkg" / "__pycache__" / "__init__.cpython-311.opt-1.pyc"
+    garbage.write_bytes(b"\0" * 16)
+    assert watch.changed() == sorted([(str(cache), "modified"), (str(loose), "added"),
+                                      (str(garbage), "added")])
+    out = subprocess.run([sys.executable, "-I", "-B", "-c",
+                          f"import sys; sys.path.insert(0, {where.site[0]!r}); "
+                          "import somepkg; print(somepkg.X)"], capture_output=True, text=True)
+    assert out.stdout.strip() == "666"  # what the check is for: the source says X = 1
+
+
+def test_a_cache_the_probe_cannot_judge_is_a_change(tmp_path):
+    """An interpreter that cannot run the probe judges nothing harmless."""
+    where = fake(tmp_path)  # its interpreter does not exist
+    watch = envprint.Watch(where)
+    src = Path(where.site[0]) / "somepkg" / "__init__.py"
+    py_compile.compile(str(src), doraise=True)
+    assert watch.changed() == [(importlib.util.cache_from_source(str(src)), "added")]
 
 
 def test_a_removed_file_nobody_owns_gets_no_command(tmp_path):

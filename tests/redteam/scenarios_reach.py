@@ -17,6 +17,7 @@ its tmp_path (HOME too, for the user-site case: ``home``), so there is nothing t
 
 from __future__ import annotations
 
+import importlib.util
 import py_compile
 import re
 import shutil
@@ -27,6 +28,7 @@ import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
+from helpers import forged_cache
 from scenarios import FAST, OPS, Scenario, honest_mul, write
 
 WRONG_MUL = "\n\ndef mul(a, b):\n    return a + b\n"
@@ -197,8 +199,8 @@ def _user_site(python: Path) -> Path:
 NO_BASE: list[str] = []  # why private_base failed on this machine, if it did
 
 REACH_NAMES = ("venv-pth", "user-site-pth", "venv-sitecustomize", "edit-installed-module",
-               "path-folder-module", "code-under-test-writes-pth", "system-site-pth",
-               "system-site-pth-under-venv")
+               "path-folder-module", "code-under-test-writes-pth", "forged-byte-code",
+               "system-site-pth", "system-site-pth-under-venv")
 
 
 def build_reach(tmp: Path) -> dict[str, ReachCase]:
@@ -273,6 +275,19 @@ def build_reach(tmp: Path) -> dict[str, ReachCase]:
         "site-packages when the suite gate imports it", lambda ctx: write(
             ctx, OPS, writer, append=True),
         "suite", "outside-worktree", str(late))))
+
+    # 7. byte code that is not its source's: Python loads a cache whose header matches
+    #    the source (mtime and size) in place of the source, -B or not, so the hook rides in
+    #    iniconfig's cache while iniconfig/__init__.py stays byte for byte the same
+    def forge_cache(ctx):
+        write(ctx, OPS, WRONG_MUL, append=True)
+        forged_cache(ini, ini.read_text() + "\n" + HOOK)
+        return "done"
+    add(ReachCase(Scenario(
+        "forged-byte-code", 20, "writes iniconfig's __pycache__ entry with the hook compiled "
+        "in (its header matching the unchanged source), which pytest loads at start-up",
+        forge_cache, "scope", "outside-worktree",
+        importlib.util.cache_from_source(str(ini)))))
 
     # 7, 8. a .pth in the *system* site-packages: of the base interpreter the tests run
     #    with, and of the base under a --system-site-packages virtualenv. Both against a

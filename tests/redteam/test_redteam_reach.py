@@ -47,7 +47,7 @@ def test_environment_change_is_rejected_outside_worktree(name, tmp_path, monkeyp
     message = halt_message(store, store.packet("P1"))
     assert "if you did not make this change, an agent did" in message.lower()
     assert "restore" in message
-    if case.scenario.name == "edit-installed-module":
+    if case.scenario.name in ("edit-installed-module", "forged-byte-code"):  # in its RECORD
         assert "--force-reinstall --no-deps iniconfig==" in message
     elif case.scenario.where:
         assert f"rm {case.scenario.where}" in message or "rm -r" in message
