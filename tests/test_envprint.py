@@ -4,6 +4,7 @@ caches, follows HOME, asks another interpreter where it looks, and says how to r
 
 from __future__ import annotations
 
+import dis
 import importlib.util
 import os
 import py_compile
@@ -246,3 +247,96 @@ def test_a_folder_nested_deeper_than_the_recursion_limit_is_an_addition_not_a_cr
     assert (str(top), "added") in changed and (str(leaf), "added") in changed
     _, cmds = envprint.describe(changed, where, "during the suite gate's test runs")
     assert cmds == [f"rm -r {top}"]
+
+
+def _specialized(site: Path) -> Path:
+    """``mul``'s ``*`` turned into an adding specialized instruction, one byte in an honest
+    cache: code objects still compare equal (``==`` maps it back), Python runs it as is."""
+    src = site / "somepkg" / "__init__.py"
+    src.write_text("def mul(a, b):\n    return a * b\n")
+    cache = Path(py_compile.compile(str(src), doraise=True))
+    body = (src.parent / "__init__.py").read_text()
+    inner = next(c for c in compile(body, str(src), "exec").co_consts if hasattr(c, "co_code"))
+    at = cache.read_bytes().index(inner.co_code)
+    op = inner.co_code.index(bytes([dis.opmap["BINARY_OP"]]))
+    data = bytearray(cache.read_bytes())
+    data[at + op] = dis._all_opmap["BINARY_OP_ADD_INT"]
+    cache.write_bytes(bytes(data))
+    return cache
+
+
+def _same_size_mtime_back(site: Path) -> Path:
+    src = site / "somepkg" / "__init__.py"
+    cache = Path(importlib.util.cache_from_source(str(src)))
+    st = cache.stat()
+    forged = forged_cache(src, "X = 2\n")  # "X = 1" and "X = 2": the same size
+    assert forged.stat().st_size == st.st_size
+    os.utime(forged, ns=(st.st_atime_ns, st.st_mtime_ns))
+    return forged
+
+
+def _linked_cache_folder(site: Path) -> Path:
+    folder = site / "somepkg" / "__pycache__"
+    shutil.rmtree(folder)
+    elsewhere = site.parent / "elsewhere"
+    elsewhere.mkdir()
+    folder.symlink_to(elsewhere)
+    forged_cache(site / "somepkg" / "__init__.py", "X = 666\n")
+    return folder
+
+
+def _pytest_rewrite_cache(site: Path) -> Path:
+    tag = sys.implementation.cache_tag
+    cache = site / "somepkg" / "__pycache__" / f"__init__.{tag}-pytest-9.2.0.pyc"
+    cache.write_bytes(b"forged assertion-rewrite cache")
+    return cache
+
+
+def _dotted_module(site: Path) -> Path:
+    src = site / "somepkg" / "plugin.v2.py"
+    src.write_text("X = 1\n")
+    return forged_cache(src, "X = 666\n")
+
+
+def _tagless(site: Path) -> Path:
+    cache = site / "somepkg" / "__pycache__" / "helper.pyc"  # import __pycache__.helper
+    cache.write_bytes(b"anything")
+    return cache
+
+
+def _source_in_cache_folder(site: Path) -> Path:
+    evil = site / "somepkg" / "__pycache__" / "evil.py"
+    evil.write_text("import os\n")
+    return evil
+
+
+def _sourceless_module_deleted(site: Path) -> Path:
+    loose = site / "loose.pyc"
+    loose.unlink()
+    return loose
+
+
+def _system_site_packages(site: Path) -> Path:
+    cfg = site.parent.parent / "pyvenv.cfg"
+    cfg.write_text("home = /usr/bin\ninclude-system-site-packages = true\n")
+    return cfg
+
+
+@pytest.mark.parametrize("forge", [
+    _specialized, _same_size_mtime_back, _linked_cache_folder, _pytest_rewrite_cache,
+    _dotted_module, _tagless, _source_in_cache_folder, _sourceless_module_deleted,
+    _system_site_packages], ids=lambda f: f.__name__.strip("_"))
+def test_every_way_past_the_byte_code_check_is_a_change(tmp_path, forge):
+    """Ways an adversary pass found to change what Python runs that the check first took for
+    honest caching (or never saw): each must be a change naming the path."""
+    where = with_this_python(fake(tmp_path))
+    site = Path(where.site[0])
+    src = site / "somepkg" / "__init__.py"
+    py_compile.compile(str(src), doraise=True)
+    (site / "loose.pyc").write_bytes(Path(importlib.util.cache_from_source(str(src))).read_bytes())
+    (site.parent.parent / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    where = Layout(where.interpreter, str(site.parent.parent), where.site, where.user_site,
+                   where.top)
+    watch = envprint.Watch(where)
+    path = forge(site)
+    assert str(path) in {p for p, _ in watch.changed()}, watch.changed()

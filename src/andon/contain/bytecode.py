@@ -9,13 +9,18 @@ runs it, while the source files stay byte for byte the same. The environment fin
 (contain/envprint.py) watches the caches too; this module tells the honest ones apart, so
 that a person or an agent compiling modules is not a finding.
 
-A cache is harmless when it is the faithful compilation of its source (its unmarshalled code
-object equals ``compile(source)`` at the optimization level its name says: code objects
-compare their instructions, constants, names, line table; not their file name) or when this
-interpreter never loads it: a ``__pycache__`` file of another interpreter's tag, or with no
-source beside its folder; a ``.pyc`` beside its source (the source wins). Anything else —
-a sourceless ``.pyc`` outside ``__pycache__``, a cache that does not unmarshal, one whose
-code differs — is a change.
+A cache is harmless when it is the faithful compilation of its source — its unmarshalled
+code object equals ``compile(source)`` at the optimization level its name says (code objects
+compare instructions, constants, names, line and exception tables; not the file name), and
+so do the raw instruction bytes of it and of every code object nested in it, since ``==``
+maps a specialized instruction back to its generic form and skips the inline caches, which
+the interpreter runs as they are — or when this interpreter never loads it: a ``__pycache__``
+file of another interpreter's tag or with no source beside its folder, a ``.pyc`` beside its
+source (the source wins). Anything else is a change: a cache that is a symbolic link, one in
+``__pycache__`` with no tag at all (importable as ``__pycache__.<name>``), a cache of another
+loader for this interpreter (pytest's assertion-rewrite caches, ``<tag>-pytest-<version>``,
+which andon cannot reproduce; harness runs never write them), one that does not unmarshal
+or whose code differs, a sourceless ``.pyc`` outside ``__pycache__``.
 
 The judging runs in the tests' own interpreter (the magic number and the cache tag are per
 version), in a subprocess: ``marshal`` is not safe against crafted data, so a crash there
@@ -26,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 
 # Run by the tests' interpreter (Python >= 3.8, stdlib only) with ``-I -S`` (no .pth of the
@@ -33,28 +39,45 @@ import subprocess
 # of paths on stdin, prints a JSON list of booleans (harmless?) in the same order.
 _PROBE = r"""
 import importlib.util, json, marshal, os, sys
+TAG = sys.implementation.cache_tag
+
+def same(a, b):
+    # == maps specialized instructions back and skips inline caches: compare the raw bytes
+    # the interpreter runs as well, through every nested code object
+    if a != b or getattr(a, "_co_code_adaptive", a.co_code) != getattr(
+            b, "_co_code_adaptive", b.co_code):
+        return False
+    inner = [(x, y) for x, y in zip(a.co_consts, b.co_consts) if hasattr(x, "co_code")]
+    return all(same(x, y) for x, y in inner)
+
 def harmless(p):
     folder, name = os.path.split(p)
+    if os.path.islink(p):
+        return False
     if os.path.basename(folder) != "__pycache__":
-        return os.path.isfile(p[:-1])
-    parts = name.split(".")
-    if len(parts) < 3 or parts[1] != sys.implementation.cache_tag:
-        return True
-    try:
-        src = importlib.util.source_from_cache(p)
-    except ValueError:
-        return True
+        return os.path.isfile(p[:-1])  # beside its source, which wins
+    i = name.rfind("." + TAG) if TAG else -1
+    if i <= 0:  # no tag: importable as __pycache__.<name>; another tag: never loaded
+        return name.count(".") > 1
+    stem, rest = name[:i], name[i + 1 + len(TAG):]
+    src = os.path.join(os.path.dirname(folder), stem + ".py")
     if not os.path.isfile(src):
-        return True
-    level = int(name.split(".opt-")[1].split(".")[0]) if ".opt-" in name else 0
+        return True  # a cache is only ever loaded for its source
+    if rest == ".pyc":
+        level = 0
+    elif rest.startswith(".opt-") and rest[5:-4].isdigit() and rest.endswith(".pyc"):
+        level = int(rest[5:-4])
+    else:  # another loader's cache for this interpreter (pytest's assertion rewriting)
+        return False
     with open(p, "rb") as f:
         data = f.read()
     with open(src, "rb") as f:
         source = f.read()
     if data[:4] != importlib.util.MAGIC_NUMBER:
         return False
-    return marshal.loads(data[16:]) == compile(source, src, "exec", dont_inherit=True,
-                                                optimize=level)
+    return same(marshal.loads(data[16:]), compile(source, src, "exec", dont_inherit=True,
+                                                  optimize=level))
+
 out = []
 for p in json.loads(sys.stdin.read()):
     try:
@@ -67,18 +90,31 @@ print(json.dumps(out))
 TIMEOUT_S = 60.0
 
 
-def is_cache(path: str) -> bool:
-    """A byte-code cache file or folder: ``*.pyc``, a ``__pycache__`` folder, or anything in
-    one (such as the temporary file Python writes a cache to before renaming it)."""
+# what importlib writes a cache to before renaming it into place: "<cache>.<id>"
+_TEMPORARY = re.compile(r".+\.pyc\.[0-9]+")
+
+
+def honest_or_judged(path: str, how: str, marker: str | None) -> str:
+    """What :class:`~andon.contain.envprint.Watch` does with one difference: ``"keep"`` it
+    (a change), ``"drop"`` it (byte-code caching, no change of behaviour) or ``"judge"`` it
+    (a new or rewritten ``.pyc``: :func:`harmless` decides). ``marker`` is the entry's
+    fingerprint marker now (None when deleted).
+
+    Dropped: a ``__pycache__`` folder made or deleted (a real folder, not a link), a cache
+    deleted from one (Python compiles the source again), importlib's temporary file in one.
+    Anything else new in a ``__pycache__`` folder, a ``.pyc`` outside one deleted (it may be
+    a module with no source), and every change that is not byte code are kept."""
     folder, name = os.path.split(path)
-    return (name.endswith(".pyc") or name == "__pycache__"
-            or os.path.basename(folder) == "__pycache__")
-
-
-def needs_judging(path: str) -> bool:
-    """A cache entry that can change what a module runs: a ``.pyc`` file, wherever it is.
-    Anything else in a ``__pycache__`` folder is never loaded (nor is the folder itself)."""
-    return path.endswith(".pyc")
+    in_cache = os.path.basename(folder) == "__pycache__"
+    if name == "__pycache__":
+        return "drop" if marker in ("dir", None) else "keep"
+    if in_cache and how == "deleted" and name.endswith(".pyc"):
+        return "drop"
+    if in_cache and _TEMPORARY.fullmatch(name):
+        return "drop"
+    if name.endswith(".pyc") and how != "deleted":
+        return "judge"
+    return "keep"
 
 
 def harmless(paths: list[str], interpreter: str) -> set[str]:

@@ -11,9 +11,10 @@ the user's environment itself — it prints the commands that restore it.
 What is watched, for the interpreter of ``[test] command`` (:func:`layout`):
 
 - its site-packages folders, every file recursively (byte-code caches too): path, size,
-  ``mtime_ns`` and inode;
-  ``.pth`` files and ``*customize.py`` also by content (SHA-256), since a rewrite of the
-  same size with the old mtime put back would keep the rest equal;
+  ``mtime_ns``, ``ctime_ns`` (no process can set it back, so a rewrite of the same size with
+  the old mtime put back is seen) and inode; ``.pth`` files and ``*customize.py`` also by
+  content (SHA-256);
+- its ``pyvenv.cfg`` by content (``include-system-site-packages`` adds a folder to the path);
 - its user site folder (computed from ``HOME``/``PYTHONUSERBASE`` *now*, not when andon
   started), also when it does not exist: creating it is a change;
 - the other folders on its start-up ``sys.path`` outside the user's checkout, top level only
@@ -120,10 +121,18 @@ def _user_site(version: str) -> str | None:
 
 def fingerprint(where: Layout) -> dict[str, str]:
     """Absolute path → marker of everything :class:`Layout` names (see the module doc).
-    A folder is ``"dir"``, a file ``"size:mtime_ns:inode"`` (plus ``:sha256`` for ``.pth``
-    and ``*customize.py``), a missing user site ``"absent"``. Unreadable folders contribute
+    A folder is ``"dir"``, a file ``"size:mtime_ns:ctime_ns:inode"`` (plus ``:sha256`` for
+    ``.pth`` and ``*customize.py``), the venv's ``pyvenv.cfg`` ``"sha256:<hex>"``, a missing
+    one or user site ``"absent"``. Unreadable folders contribute
     what can be read. About 0.1 s for a venv of 15,000 entries (one stat per file)."""
     out: dict[str, str] = {}
+    # a venv's settings: include-system-site-packages = true puts an unwatched folder on
+    # every test process's path
+    cfg = os.path.join(where.prefix, "pyvenv.cfg")
+    try:
+        out[cfg] = "sha256:" + hashlib.sha256(Path(cfg).read_bytes()).hexdigest()
+    except OSError:
+        out[cfg] = "absent"
     for d in where.site:
         _walk(d, out, recursive=True)
     if where.user_site:
@@ -146,7 +155,8 @@ def _walk(folder: str, out: dict[str, str], recursive: bool) -> None:
             st = e.stat(follow_symlinks=False)
         except OSError:
             continue
-        marker = f"{st.st_size}:{st.st_mtime_ns}:{e.inode()}"
+        # ctime too: a rewrite of the same size with its mtime put back still moves it
+        marker = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{e.inode()}"
         if e.name.endswith(_HASHED_SUFFIXES):
             try:
                 marker += ":" + hashlib.sha256(Path(e.path).read_bytes()).hexdigest()
@@ -255,11 +265,10 @@ class Watch:
         """Every difference from the fingerprint taken at the start (see :func:`changes`),
         less the honest byte-code caches (module doc): one probe in the tests' interpreter,
         only when a cache file was added or rewritten."""
-        found = changes(self.base, fingerprint(self.where))
-        caches = [p for p, how in found if bytecode.is_cache(p)]
-        if not caches:
-            return found
-        judged = [p for p in caches if bytecode.needs_judging(p) and (p, "deleted") not in found]
-        fine = bytecode.harmless(judged, self.where.interpreter)
-        return [(p, how) for p, how in found if not bytecode.is_cache(p)
-                or (how != "deleted" and bytecode.needs_judging(p) and p not in fine)]
+        now = fingerprint(self.where)
+        found = changes(self.base, now)
+        what = {p: bytecode.honest_or_judged(p, how, now.get(p)) for p, how in found}
+        fine = bytecode.harmless([p for p, w in what.items() if w == "judge"],
+                                 self.where.interpreter)
+        return [(p, how) for p, how in found
+                if what[p] == "keep" or (what[p] == "judge" and p not in fine)]
