@@ -423,5 +423,5 @@ def forged_cache(source: Path, code: str) -> Path:
     header = (importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little")
               + (int(st.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
               + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
-    cache.write_bytes(header + marshal.dumps(compile(code, str(source), "exec")))
+    cache.write_bytes(header + marshal.dumps(compile(code, str(source), "exec", dont_inherit=True)))
     return cache

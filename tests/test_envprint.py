@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dis
 import importlib.util
+import marshal
 import os
 import py_compile
 import shutil
@@ -322,11 +323,65 @@ def _system_site_packages(site: Path) -> Path:
     return cfg
 
 
+def _write_code(src: Path, code) -> Path:
+    """The cache Python loads for ``src`` (header from the source) holding ``code``."""
+    cache = forged_cache(src, "")
+    cache.write_bytes(cache.read_bytes()[:16] + marshal.dumps(code))
+    return cache
+
+
+def _inner(code, name: str):
+    return next(c for c in code.co_consts if hasattr(c, "co_code") and c.co_name == name)
+
+
+def _stack_size(site: Path) -> Path:
+    """``f``'s stack size 0: equal code objects, and the call to g overwrites f's stack."""
+    src = site / "somepkg" / "__init__.py"
+    src.write_text("def g():\n    return 0\n\n\ndef f(a):\n    return [a, g()]\n")
+    top = compile(src.read_text(), str(src), "exec", dont_inherit=True)
+    f = _inner(top, "f")
+    consts = tuple(f.replace(co_stacksize=0) if c is f else c for c in top.co_consts)
+    return _write_code(src, top.replace(co_consts=consts))
+
+
+def _qualname(site: Path) -> Path:
+    src = site / "somepkg" / "__init__.py"
+    src.write_text("def load(x):\n    return x\n")
+    top = compile(src.read_text(), str(src), "exec", dont_inherit=True)
+    f = _inner(top, "load")
+    consts = tuple(f.replace(co_qualname="os.system") if c is f else c for c in top.co_consts)
+    return _write_code(src, top.replace(co_consts=consts))
+
+
+def _set_order(site: Path) -> Path:
+    """A constant frozenset's elements in another order: equal as sets, iterated otherwise.
+    marshal sorts what it writes, so the bytes are edited."""
+    src = site / "somepkg" / "__init__.py"
+    src.write_text("ORDER = [x for x in {1, 9, 17}]\n")
+    cache = Path(py_compile.compile(str(src), doraise=True))
+    data = cache.read_bytes()
+    one, nine, seventeen = (marshal.dumps(n) for n in (1, 9, 17))
+    at = data.index(one + nine + seventeen)
+    data = data[:at] + seventeen + nine + one + data[at + 3 * len(one):]
+    cache.write_bytes(data)
+    return cache
+
+
+def _unlistable_cache_folder(site: Path) -> Path:
+    """A folder the walk cannot list (mode 0o300) hides a forged cache Python opens by path.
+    Root lists it anyway; the marker follows what the walk's user can do."""
+    folder = site / "somepkg" / "__pycache__"
+    forged_cache(site / "somepkg" / "__init__.py", "X = 666\n")
+    folder.chmod(0o300)
+    return folder
+
+
 @pytest.mark.parametrize("forge", [
     _specialized, _same_size_mtime_back, _linked_cache_folder, _pytest_rewrite_cache,
     _dotted_module, _tagless, _source_in_cache_folder, _sourceless_module_deleted,
-    _system_site_packages], ids=lambda f: f.__name__.strip("_"))
-def test_every_way_past_the_byte_code_check_is_a_change(tmp_path, forge):
+    _system_site_packages, _stack_size, _qualname, _set_order, _unlistable_cache_folder],
+    ids=lambda f: f.__name__.strip("_"))
+def test_every_way_past_the_byte_code_check_is_a_change(tmp_path, forge, monkeypatch):
     """Ways an adversary pass found to change what Python runs that the check first took for
     honest caching (or never saw): each must be a change naming the path."""
     where = with_this_python(fake(tmp_path))
@@ -339,4 +394,12 @@ def test_every_way_past_the_byte_code_check_is_a_change(tmp_path, forge):
                    where.top)
     watch = envprint.Watch(where)
     path = forge(site)
-    assert str(path) in {p for p, _ in watch.changed()}, watch.changed()
+    if forge is _unlistable_cache_folder and os.access(path, os.R_OK):
+        # root lists every folder: what access() says for any other user of mode 0o300
+        real = os.access
+        monkeypatch.setattr(os, "access", lambda p, mode: (
+            not mode & os.R_OK and real(p, mode)) if os.fspath(p) == str(path) else real(p, mode))
+    try:
+        assert str(path) in {p for p, _ in watch.changed()}, watch.changed()
+    finally:
+        path.chmod(0o755) if forge is _unlistable_cache_folder else None

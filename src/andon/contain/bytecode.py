@@ -12,15 +12,17 @@ that a person or an agent compiling modules is not a finding.
 A cache is harmless when it is the faithful compilation of its source — its unmarshalled
 code object equals ``compile(source)`` at the optimization level its name says (code objects
 compare instructions, constants, names, line and exception tables; not the file name), and
-so do the raw instruction bytes of it and of every code object nested in it, since ``==``
-maps a specialized instruction back to its generic form and skips the inline caches, which
-the interpreter runs as they are — or when this interpreter never loads it: a ``__pycache__``
-file of another interpreter's tag or with no source beside its folder, a ``.pyc`` beside its
-source (the source wins). Anything else is a change: a cache that is a symbolic link, one in
-``__pycache__`` with no tag at all (importable as ``__pycache__.<name>``), a cache of another
-loader for this interpreter (pytest's assertion-rewrite caches, ``<tag>-pytest-<version>``,
-which andon cannot reproduce; harness runs never write them), one that does not unmarshal
-or whose code differs, a sourceless ``.pyc`` outside ``__pycache__``.
+so do what ``==`` leaves out and the interpreter uses, in it and in every code object nested
+in it: the raw instruction bytes (``==`` maps a specialized instruction back to its generic
+form and skips the inline caches), the stack size, the qualified name, the local names, and
+each constant by type and, for tuples and frozensets, in iteration order — or when this
+interpreter never loads it: a ``__pycache__`` file of another interpreter's tag or with no
+source beside its folder, a ``.pyc`` beside its source (the source wins). Anything else is a
+change: a cache that is a symbolic link, one in ``__pycache__`` with no tag at all
+(importable as ``__pycache__.<name>``), a cache of another loader for this interpreter
+(pytest's assertion-rewrite caches, ``<tag>-pytest-<version>``, which andon cannot
+reproduce; harness runs never write them), one that does not unmarshal or whose code
+differs, a sourceless ``.pyc`` outside ``__pycache__``.
 
 The judging runs in the tests' own interpreter (the magic number and the cache tag are per
 version), in a subprocess: ``marshal`` is not safe against crafted data, so a crash there
@@ -41,14 +43,27 @@ _PROBE = r"""
 import importlib.util, json, marshal, os, sys
 TAG = sys.implementation.cache_tag
 
+# what == leaves out of a code object but the interpreter uses: the raw instruction bytes
+# (== maps specialized ones back, skips inline caches), the stack size, the qualified name
+FIELDS = ("_co_code_adaptive", "co_stacksize", "co_qualname", "co_nlocals", "co_varnames",
+          "co_cellvars", "co_freevars")
+
 def same(a, b):
-    # == maps specialized instructions back and skips inline caches: compare the raw bytes
-    # the interpreter runs as well, through every nested code object
-    if a != b or getattr(a, "_co_code_adaptive", a.co_code) != getattr(
-            b, "_co_code_adaptive", b.co_code):
+    if a != b or any(getattr(a, f, None) != getattr(b, f, None) for f in FIELDS):
         return False
-    inner = [(x, y) for x, y in zip(a.co_consts, b.co_consts) if hasattr(x, "co_code")]
-    return all(same(x, y) for x, y in inner)
+    return len(a.co_consts) == len(b.co_consts) and all(
+        same_const(x, y) for x, y in zip(a.co_consts, b.co_consts))
+
+def same_const(x, y):
+    # by type and, for tuples and frozensets, in the order the code iterates them
+    if type(x) is not type(y):
+        return False
+    if hasattr(x, "co_code"):
+        return same(x, y)
+    if isinstance(x, (tuple, frozenset)):
+        x, y = list(x), list(y)
+        return len(x) == len(y) and all(same_const(i, j) for i, j in zip(x, y))
+    return repr(x) == repr(y) if isinstance(x, (float, complex)) else x == y
 
 def harmless(p):
     folder, name = os.path.split(p)

@@ -150,7 +150,8 @@ def _walk(folder: str, out: dict[str, str], recursive: bool) -> None:
     for _, e in treewalk.entries(folder, descend=lambda _r, _e: recursive):
         try:
             if e.is_dir(follow_symlinks=False):
-                out[e.path] = "dir"
+                # one the walk cannot list hides its files, which Python opens by path
+                out[e.path] = "dir" if os.access(e.path, os.R_OK | os.X_OK) else "dir:unlistable"
                 continue
             st = e.stat(follow_symlinks=False)
         except OSError:
