@@ -12,10 +12,11 @@ that a person or an agent compiling modules is not a finding.
 A cache is harmless when it is the faithful compilation of its source — its unmarshalled
 code object equals ``compile(source)`` at the optimization level its name says (code objects
 compare instructions, constants, names, line and exception tables; not the file name), and
-so do what ``==`` leaves out and the interpreter uses, in it and in every code object nested
-in it: the raw instruction bytes (``==`` maps a specialized instruction back to its generic
-form and skips the inline caches), the stack size, the qualified name, the local names, and
-each constant by type and, for tuples and frozensets, in iteration order — or when this
+so does every other field the interpreter's code objects expose, in it and in every code
+object nested in it (not a chosen list: ``==`` leaves out the raw instruction bytes, where it
+maps a specialized instruction back to its generic form and skips the inline caches, and the
+stack size, the qualified name and the local names, all of which the interpreter uses), with
+each constant compared by type and, for tuples and frozensets, in iteration order — or when this
 interpreter never loads it: a ``__pycache__`` file of another interpreter's tag or with no
 source beside its folder, a ``.pyc`` beside its source (the source wins). Anything else is a
 change: a cache that is a symbolic link, one in ``__pycache__`` with no tag at all
@@ -43,16 +44,26 @@ _PROBE = r"""
 import importlib.util, json, marshal, os, sys
 TAG = sys.implementation.cache_tag
 
-# what == leaves out of a code object but the interpreter uses: the raw instruction bytes
-# (== maps specialized ones back, skips inline caches), the stack size, the qualified name
-FIELDS = ("_co_code_adaptive", "co_stacksize", "co_qualname", "co_nlocals", "co_varnames",
-          "co_cellvars", "co_freevars")
+# Every field this interpreter's code objects expose (co_* and _co_*, not the methods
+# co_lines/co_positions, which read co_linetable) is compared, so a field a later version
+# adds is compared too; == alone maps specialized instructions back to their generic form
+# and skips the stack size, the qualified name and the local names. Only the file name may
+# differ (compileall -d, a moved environment): it names the source, it does not run.
+def fields(code):
+    return [n for n in dir(code) if n.startswith(("co_", "_co_")) and n != "co_filename"
+            and not callable(getattr(code, n))]
 
 def same(a, b):
-    if a != b or any(getattr(a, f, None) != getattr(b, f, None) for f in FIELDS):
+    if a != b or fields(a) != fields(b):
         return False
-    return len(a.co_consts) == len(b.co_consts) and all(
-        same_const(x, y) for x, y in zip(a.co_consts, b.co_consts))
+    for f in fields(a):
+        x, y = getattr(a, f), getattr(b, f)
+        if f == "co_consts":
+            if len(x) != len(y) or not all(same_const(i, j) for i, j in zip(x, y)):
+                return False
+        elif type(x) is not type(y) or x != y:
+            return False
+    return True
 
 def same_const(x, y):
     # by type and, for tuples and frozensets, in the order the code iterates them
