@@ -5,10 +5,13 @@ virtualenv whose site-packages points at the user's checkout (as an editable ins
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import sysconfig
 from pathlib import Path
+
+import pytest
 
 from andon.runner import EXIT_OK, EXIT_PREFLIGHT
 
@@ -112,29 +115,66 @@ def test_a_package_folder_linked_out_of_a_later_clone_is_still_asked_and_caught(
     assert problem is not None and "outside the clone" in problem
 
 
-def test_a_lane_process_is_handed_the_clean_answers_and_asks_none_again(tmp_path, monkeypatch):
-    """gates/lanes.py runs a lane in a process of its own, whose memo starts empty: the job
-    carries the clean layouts, so its run in another clone of the same tree asks nothing
-    (the lane's entry point called here, with a real pytest run)."""
-    import pickle
-
+def test_a_forked_lane_holds_the_clean_answers_and_asks_none_again(tmp_path, monkeypatch):
+    """gates/lanes.py forks its lanes from the attempt's process: they hold its clean
+    layouts, so runs in two more clones of the same tree ask nothing (real forks, real
+    pytest runs; the questions are counted in a file, since the lanes' memory is their own)."""
     from andon import origin
     from andon.config import load_config
     from andon.gates import lanes
+    from andon.gates.base import GateContext
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         config=config_toml(red_runs=1, hermetic_runs=1))
     config = load_config(root)
-    asked = _asks(monkeypatch)
+    _asks(monkeypatch)
     assert origin.check(config, _clone(root, tmp_path / "c1")) is None
-    handed = origin.clean_layouts()
-    monkeypatch.setattr(origin, "_clean", set())  # as in a new process
-    monkeypatch.setattr(origin, "_asked", {})
-    job = {"config": config, "evidence_dir": tmp_path / "ev",
-           "cwd": _clone(root, tmp_path / "c2"), "runs": [("hermetic-2", {})],
-           "stop_unclean": False, "origin_clean": handed}
+    log = tmp_path / "asked.log"
+    real_run = origin.subprocess.run
+
+    def run(argv, **kw):
+        if origin._ASK in argv:
+            with log.open("a") as f:
+                f.write(f"{kw['cwd']}\n")
+        return real_run(argv, **kw)
+    monkeypatch.setattr(origin.subprocess, "run", run)
     (tmp_path / "ev").mkdir()
-    (tmp_path / "job.in").write_bytes(pickle.dumps(job))
-    assert lanes._main(str(tmp_path / "job.in"), str(tmp_path / "job.out")) == 0
-    (run,) = pickle.loads((tmp_path / "job.out").read_bytes())
-    assert run.results and {r.outcome for r in run.results.values()} == {"passed"}
-    assert asked == [(tmp_path / "c1").absolute()]
+    ctx = GateContext(repo=None, config=config, packet=None, worktree=root,  # type: ignore
+                      evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
+    made = lanes.run_lanes(ctx, [(_clone(root, tmp_path / "c2"), [lanes.Planned("hermetic-2")]),
+                                 (_clone(root, tmp_path / "c3"), [lanes.Planned("hermetic-3")])],
+                           agent_code=False)
+    assert sorted(made) == ["hermetic-2", "hermetic-3"]
+    for r in made.values():
+        assert r.results and {x.outcome for x in r.results.values()} == {"passed"}
+    assert not log.exists()
+
+
+def test_a_lane_that_raises_is_a_harness_error_with_its_traceback(tmp_path, monkeypatch):
+    """A forked lane that fails is a RuntimeError naming the lane and carrying the child's
+    traceback; the other lane is reaped, not left running."""
+    from andon.config import load_config
+    from andon.gates import lanes
+    from andon.gates.base import GateContext
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    ctx = GateContext(repo=None, config=load_config(root), packet=None,  # type: ignore
+                      worktree=root, evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
+    real = lanes.run_project_suite
+
+    def first_breaks(config, cwd, evidence_dir, name, **kw):
+        if name == "hermetic-2":
+            raise OSError("disk gone")
+        return real(config, cwd, evidence_dir, name, **kw)
+    started = []
+    real_start = lanes.forked.start
+    monkeypatch.setattr(lanes, "run_project_suite", first_breaks)
+    monkeypatch.setattr(lanes.forked, "start", lambda *a, **k: started.append(
+        real_start(*a, **k)) or started[-1])
+    with pytest.raises(RuntimeError, match=r"(?s)test lane 1 failed.*OSError: disk gone"):
+        lanes.run_lanes(ctx, [(_clone(root, tmp_path / "c2"), [lanes.Planned("hermetic-2")]),
+                              (_clone(root, tmp_path / "c3"), [lanes.Planned("hermetic-3")])],
+                        agent_code=False)
+    assert len(started) == 2
+    for child in started:  # the failed lane collected, the other killed: both reaped
+        with pytest.raises(ChildProcessError):
+            os.waitpid(child.pid, os.WNOHANG)

@@ -113,17 +113,6 @@ def check(config: Config, cwd: Path) -> str | None:
     return problem
 
 
-def clean_layouts() -> frozenset[tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]]]:
-    """The layouts (interpreter, ``[test] pythonpath``, (package, folder below the clone
-    root)...) answered clean in this process so far: for a lane process (gates/lanes.py)."""
-    return frozenset(_clean)
-
-
-def remember_clean(layouts) -> None:
-    """Take ``layouts`` from :func:`clean_layouts` of the process that started this one."""
-    _clean.update(layouts)
-
-
 def _shape(config: Config, cwd: Path, own: dict[str, Path], python: str
            ) -> tuple[str, tuple[str, ...], tuple[tuple[str, str], ...]] | None:
     # None when a package folder resolves outside the clone (a symlink): asked every time

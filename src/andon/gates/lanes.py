@@ -7,13 +7,16 @@ least two runs, so a test that fails only when it runs a second time in the same
 leaves a file behind) is still caught; so there are at most ``len(plan) // 2`` lanes, and never
 more than ``jobs``. With one lane nothing changes: the runs happen here, in order.
 
-With two or more lanes each lane is a process of its own (``python -m andon.gates.lanes``),
+With two or more lanes each lane is a process of its own, forked from this one (forked.py),
 not a thread. A test run's leftovers are swept by the process that started it
 (contain/procgroup.py: every child of this process started after the run began is the run's);
 two runs started from one process would sweep each other's pytest. In its own process a lane
-is its own child subreaper and sweeps only its own runs. Temp HOME/TMPDIR, the JUnit report
-and the verdict channel are made per run (runners/pytest.py); evidence files are named after
-the run, whose names are unique within a gate; canaries go into the lane's own clone.
+is its own child subreaper and sweeps only its own runs. Forked rather than started afresh:
+a new interpreter importing andon cost about 0.4 CPU-seconds per lane, four lanes per attempt,
+and a forked lane already holds the configuration and the import-origin answers. Temp
+HOME/TMPDIR, the JUnit report and the verdict channel are made per run (runners/pytest.py);
+evidence files are named after the run, whose names are unique within a gate; canaries go
+into the lane's own clone.
 
 A lane stops after a run that is not clean (no usable report, a forged report, a failed or
 erroring test): the gate judges the runs made, in plan order, and the first failure decides.
@@ -25,14 +28,13 @@ import math
 import os
 import pickle
 import shutil
-import subprocess
-import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-from .. import origin
+from .. import forked
 from ..config import Config
 from ..runners.pytest import SuiteRun
 from .base import GateContext, fresh_clone, run_project_suite
@@ -91,7 +93,7 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
     its own process), any ``stop`` means: end a lane after a run that is not ``clean``.
     Returns the runs made, by name.
 
-    Raises RuntimeError (with the lane's output) when a lane process fails: a harness error,
+    Raises RuntimeError (with the lane's traceback) when a lane process fails: a harness error,
     never a verdict."""
     if len(lanes) == 1:
         cwd, plan = lanes[0]
@@ -104,36 +106,41 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
                 break
         return out
     work = Path(tempfile.mkdtemp())  # outside every clone; named neutrally like the clones
-    procs = []
+    children: list[forked.Child] = []
     try:
         for i, (cwd, plan) in enumerate(lanes):
-            job = {"config": ctx.config, "evidence_dir": ctx.evidence_dir, "cwd": cwd,
-                   "runs": [(p.name, _kwargs(ctx, p, agent_code)) for p in plan],
-                   "stop_unclean": stop is not None,
-                   # the clean import-origin answers so far: a lane asks none of them again
-                   "origin_clean": set(origin.clean_layouts())}
-            (work / f"{i}.in").write_bytes(pickle.dumps(job))
-            log = (work / f"{i}.log").open("wb")
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "andon.gates.lanes", str(work / f"{i}.in"),
-                 str(work / f"{i}.out")], stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, env=_lane_env()))
-            log.close()
+            children.append(forked.start(
+                partial(_lane, ctx.config, ctx.evidence_dir, cwd,
+                        [(p.name, _kwargs(ctx, p, agent_code)) for p in plan],
+                        stop is not None, work / f"{i}.out"),
+                close=[c.fd for c in children]))
         out = {}
-        for i, proc in enumerate(procs):
-            proc.wait()
+        for i in range(len(lanes)):
+            ended = forked.collect(children[0])
+            del children[0]  # reaped: its pid may be another process's from now on
             result = work / f"{i}.out"
-            if proc.returncode != 0 or not result.exists():
-                tail = (work / f"{i}.log").read_text(errors="replace")[-2000:]
-                raise RuntimeError(f"test lane {i + 1} exited {proc.returncode}: {tail}")
+            if "error" in ended or not result.exists():
+                why = ended.get("traceback") or ended.get("error", "no result")
+                raise RuntimeError(f"test lane {i + 1} failed: {why[-2000:]}")
             out.update({r.name: r for r in pickle.loads(result.read_bytes())})
         return out
     finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        for child in children:
+            forked.kill(child)  # those not collected: a result not read, or a lane failed
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _lane(config: Config, evidence_dir: Path, cwd: Path, runs: list[tuple[str, dict]],
+          stop_unclean: bool, out: Path) -> int:
+    # in the forked lane: its runs one after the other, the SuiteRuns pickled to ``out``
+    made = []
+    for name, kwargs in runs:
+        r = run_project_suite(config, cwd, evidence_dir, name, **kwargs)
+        made.append(r)
+        if stop_unclean and not clean(r):
+            break
+    out.write_bytes(pickle.dumps(made))
+    return len(made)
 
 
 def red_runs(ctx: GateContext, tests: list[str], n: int,
@@ -158,29 +165,3 @@ def red_runs(ctx: GateContext, tests: list[str], n: int,
                                (cwd, [Planned(f"{stem}-{n}", select=tests)])],
                          agent_code=False)
     return [made[f"{stem}-{i}"] for i in range(1, n + 1)]
-
-
-def _lane_env() -> dict[str, str]:
-    """This process's environment, with andon's own folder first on PYTHONPATH so the lane
-    imports this very andon (the tests' environment is built from scratch per run anyway)."""
-    here = str(Path(__file__).resolve().parents[2])
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([here, *filter(None, [env.get("PYTHONPATH")])])
-    return env
-
-
-def _main(job_path: str, out_path: str) -> int:
-    job = pickle.loads(Path(job_path).read_bytes())
-    origin.remember_clean(job.get("origin_clean", ()))
-    runs = []
-    for name, kwargs in job["runs"]:
-        r = run_project_suite(job["config"], job["cwd"], job["evidence_dir"], name, **kwargs)
-        runs.append(r)
-        if job["stop_unclean"] and not clean(r):
-            break
-    Path(out_path).write_bytes(pickle.dumps(runs))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1], sys.argv[2]))
