@@ -12,8 +12,10 @@ import inspect
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import sysconfig
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -323,7 +325,6 @@ def chromium_offline_dom(tmp_path: Path, page: str, probe: str, attribute: str) 
     installs it) or the network cannot be cut here; fails when chromium exits non-zero or
     the attribute is missing from the dumped DOM."""
     import html
-    import shutil
 
     import pytest
 
@@ -425,3 +426,100 @@ def forged_cache(source: Path, code: str) -> Path:
               + (st.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
     cache.write_bytes(header + marshal.dumps(compile(code, str(source), "exec", dont_inherit=True)))
     return cache
+
+
+# -- a throwaway interpreter (the environment fingerprint's tests and red-team scenarios) --
+
+def venv_site() -> Path:
+    """The site-packages of andon's own interpreter (the one the test suite runs in): only
+    ever read by the tests that reach it."""
+    import site
+    return Path(site.getsitepackages()[0])
+
+
+class NoPrivateBase(RuntimeError):
+    """This machine's interpreter cannot be relocated into a throwaway prefix."""
+
+
+def private_base(tmp: Path) -> tuple[Path, Path]:
+    """(python, site-packages) of a throwaway *base* interpreter under ``tmp``: a copy of
+    the real interpreter's executable in ``tmp/base/bin`` and a ``lib`` folder whose entries
+    (the standard library
+    file by file, ``lib-dynload``, the shared ``libpython``) are symlinks to the real ones —
+    except the site-packages folders, which are new and empty. Python finds its prefix from
+    where its executable is, so this interpreter's *system* site-packages (its
+    ``site.getsitepackages()``, not a virtualenv's) is a folder in ``tmp``: a cheat can write
+    there as it would into ``/usr/lib/python3/dist-packages``, and the machine's interpreter is
+    never written. Its site-packages reaches andon's own (pytest) through a path-only ``.pth``.
+
+    Raises:
+        NoPrivateBase: the copied executable does not start, or starts with its real prefix
+            (a build that does not compute its prefix from the executable's place).
+    """
+    real = Path(sys.base_prefix)
+    exe = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    base = tmp / "base"
+    (base / "bin").mkdir(parents=True)
+    shutil.copy2(exe, base / "bin" / exe.name)
+    stdlib = Path(sysconfig.get_paths(vars={"base": str(real), "platbase": str(real),
+                                           "installed_base": str(real)})["stdlib"])
+    for entry in (real / "lib").iterdir():
+        if entry.name == stdlib.name:
+            continue
+        (base / "lib" / entry.name).parent.mkdir(parents=True, exist_ok=True)
+        (base / "lib" / entry.name).symlink_to(entry)
+    link_stdlib(stdlib, base / "lib" / stdlib.name)
+    python = base / "bin" / exe.name
+    probe = subprocess.run(
+        [str(python), "-I", "-c", "import site, sys; print(sys.prefix); "
+         "print(*site.getsitepackages(), sep='\\n')"],
+        capture_output=True, text=True, check=False)
+    lines = probe.stdout.splitlines()
+    if probe.returncode or not lines or Path(lines[0]) != base:
+        raise NoPrivateBase(f"{python}: prefix {lines[:1]}, exit {probe.returncode}: "
+                            f"{probe.stderr.strip()[-300:]}")
+    sp = next((Path(p) for p in lines[1:] if _inside(Path(p), base)), None)
+    if sp is None:
+        raise NoPrivateBase(f"{python}: no site-packages under {base}: {lines[1:]}")
+    sp.mkdir(parents=True, exist_ok=True)
+    (sp / "zz_andon_host.pth").write_text(f"{venv_site()}\n")
+    return python, sp
+
+
+def _inside(path: Path, root: Path) -> bool:
+    """``path`` (existing or not) is really under ``root``: its nearest existing folder,
+    symlinks resolved — a site folder reached through one of the base's symlinks (Debian's
+    ``lib/python3/dist-packages``) is the machine's, never written."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path.resolve().is_relative_to(root.resolve())
+
+
+def link_stdlib(stdlib: Path, own: Path) -> None:
+    """Make ``own`` a standard library folder of links to ``stdlib``'s entries, less its
+    site folders (a relocated interpreter's own, new and empty)."""
+    own.mkdir(parents=True)
+    for entry in stdlib.iterdir():
+        if entry.name not in ("site-packages", "dist-packages"):
+            (own / entry.name).symlink_to(entry)
+
+
+def fake_layout(tmp_path: Path, interpreter: str | None = None):
+    """A Layout of folders under ``tmp_path`` (nothing runs there): a venv's site-packages
+    holding ``somepkg`` (``X = 1``) with its dist-info and RECORD, a user site that does not
+    exist, a stand-in standard library folder with ``os.py`` and ``json/``. ``interpreter``
+    (default: a venv python that does not exist) is the one the byte-code probe runs."""
+    from andon.contain.envprint import Layout
+    site = tmp_path / "venv" / "lib" / "site-packages"
+    (site / "somepkg").mkdir(parents=True)
+    (site / "somepkg" / "__init__.py").write_text("X = 1\n")
+    dist = site / "somepkg-1.2.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: somepkg\nVersion: 1.2\n\nbody\n")
+    (dist / "RECORD").write_text("somepkg/__init__.py,sha256=x,6\nsomepkg-1.2.dist-info/RECORD,,\n")
+    top = tmp_path / "stdlib"
+    (top / "json").mkdir(parents=True)
+    (top / "os.py").write_text("")
+    return Layout(interpreter or str(tmp_path / "venv" / "bin" / "python"),
+                  str(tmp_path / "venv"), (str(site),),
+                  str(tmp_path / "home" / ".local" / "site"), (str(top),))

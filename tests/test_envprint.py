@@ -21,22 +21,11 @@ from andon.contain import envprint
 from andon.contain.envprint import Layout
 from andon.contain.interpreter import python_of
 
-from helpers import forged_cache, nest_deep
+from helpers import fake_layout, forged_cache, nest_deep
 
 
 def fake(tmp_path: Path) -> Layout:
-    site = tmp_path / "venv" / "lib" / "site-packages"
-    (site / "somepkg").mkdir(parents=True)
-    (site / "somepkg" / "__init__.py").write_text("X = 1\n")
-    dist = site / "somepkg-1.2.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: somepkg\nVersion: 1.2\n\nbody\n")
-    (dist / "RECORD").write_text("somepkg/__init__.py,sha256=x,6\nsomepkg-1.2.dist-info/RECORD,,\n")
-    top = tmp_path / "stdlib"
-    (top / "json").mkdir(parents=True)
-    (top / "os.py").write_text("")
-    return Layout(str(tmp_path / "venv" / "bin" / "python"), str(tmp_path / "venv"),
-                  (str(site),), str(tmp_path / "home" / ".local" / "site"), (str(top),))
+    return fake_layout(tmp_path)
 
 
 def test_an_added_pth_is_an_addition_with_an_rm_to_restore(tmp_path):
@@ -104,7 +93,8 @@ def with_this_python(where: Layout) -> Layout:
 
 def test_honest_byte_code_caches_are_not_a_change(tmp_path):
     """Compiling modules (as a person's or an agent's own python run does), deleting caches,
-    another interpreter's cache, a .pyc beside its source: none is a change."""
+    another interpreter's cache, a .pyc beside its source: none is a change. (A new cache
+    with no source beside it is: test_adversary_four.py, dormant caches.)"""
     where = with_this_python(fake(tmp_path))
     src = Path(where.site[0]) / "somepkg" / "__init__.py"
     old = Path(where.site[0]) / "somepkg" / "__pycache__" / "old.cpython-311.pyc"
@@ -116,7 +106,6 @@ def test_honest_byte_code_caches_are_not_a_change(tmp_path):
                        cfile=importlib.util.cache_from_source(str(src), optimization=2))
     old.unlink()
     (old.parent / "__init__.cpython-27.pyc").write_bytes(b"anything")
-    (old.parent / "gone.cpython-311.pyc").write_bytes(b"no source beside it")
     (Path(where.site[0]) / "somepkg" / "__init__.pyc").write_bytes(b"the source wins")
     (old.parent / "__init__.cpython-311.pyc.140213").write_bytes(b"half")  # mid-write
     assert watch.changed() == []

@@ -21,14 +21,13 @@ import importlib.util
 import py_compile
 import re
 import shutil
-import site
 import subprocess
 import sys
-import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import forged_cache
+from helpers import NoPrivateBase, forged_cache, venv_site
+from helpers import private_base as _private_base
 from scenarios import FAST, OPS, Scenario, honest_mul, write
 
 WRONG_MUL = "\n\ndef mul(a, b):\n    return a + b\n"
@@ -79,12 +78,6 @@ class Private:
         return FAST.replace(old, f'command = ["{self.python}", "-m", "pytest"]')
 
 
-def venv_site() -> Path:
-    """The site-packages of andon's own interpreter (the one the test suite runs in): only
-    ever read by these scenarios."""
-    return Path(site.getsitepackages()[0])
-
-
 def private_venv(tmp: Path) -> Private:
     """Make :class:`Private` under ``tmp`` (about 1 s; nothing is written outside ``tmp``)."""
     root = tmp / "venv"
@@ -104,65 +97,10 @@ def private_venv(tmp: Path) -> Private:
     return Private(root / "bin" / "python", sp, folder)
 
 
-class NoPrivateBase(RuntimeError):
-    """This machine's interpreter cannot be relocated into a throwaway prefix."""
-
-
 def private_base(tmp: Path) -> Private:
-    """A throwaway *base* interpreter under ``tmp``: a copy of the real interpreter's
-    executable in ``tmp/base/bin`` and a ``lib`` folder whose entries (the standard library
-    file by file, ``lib-dynload``, the shared ``libpython``) are symlinks to the real ones —
-    except the site-packages folders, which are new and empty. Python finds its prefix from
-    where its executable is, so this interpreter's *system* site-packages (its
-    ``site.getsitepackages()``, not a virtualenv's) is a folder in ``tmp``: a cheat can write
-    there as it would into ``/usr/lib/python3/dist-packages``, and the machine's interpreter is
-    never written. Its site-packages reaches andon's own (pytest) through a path-only ``.pth``.
-
-    Raises:
-        NoPrivateBase: the copied executable does not start, or starts with its real prefix
-            (a build that does not compute its prefix from the executable's place).
-    """
-    real = Path(sys.base_prefix)
-    exe = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
-    base = tmp / "base"
-    (base / "bin").mkdir(parents=True)
-    shutil.copy2(exe, base / "bin" / exe.name)
-    stdlib = Path(sysconfig.get_paths(vars={"base": str(real), "platbase": str(real),
-                                           "installed_base": str(real)})["stdlib"])
-    for entry in (real / "lib").iterdir():
-        if entry.name == stdlib.name:
-            continue
-        (base / "lib" / entry.name).parent.mkdir(parents=True, exist_ok=True)
-        (base / "lib" / entry.name).symlink_to(entry)
-    own = base / "lib" / stdlib.name
-    own.mkdir(parents=True)
-    for entry in stdlib.iterdir():
-        if entry.name not in ("site-packages", "dist-packages"):
-            (own / entry.name).symlink_to(entry)
-    python = base / "bin" / exe.name
-    probe = subprocess.run(
-        [str(python), "-I", "-c", "import site, sys; print(sys.prefix); "
-         "print(*site.getsitepackages(), sep='\\n')"],
-        capture_output=True, text=True, check=False)
-    lines = probe.stdout.splitlines()
-    if probe.returncode or not lines or Path(lines[0]) != base:
-        raise NoPrivateBase(f"{python}: prefix {lines[:1]}, exit {probe.returncode}: "
-                            f"{probe.stderr.strip()[-300:]}")
-    sp = next((Path(p) for p in lines[1:] if _inside(Path(p), base)), None)
-    if sp is None:
-        raise NoPrivateBase(f"{python}: no site-packages under {base}: {lines[1:]}")
-    sp.mkdir(parents=True, exist_ok=True)
-    (sp / "zz_andon_host.pth").write_text(f"{venv_site()}\n")
-    return Private(python, sp, base / "no-path-folder")
-
-
-def _inside(path: Path, root: Path) -> bool:
-    """``path`` (existing or not) is really under ``root``: its nearest existing folder,
-    symlinks resolved — a site folder reached through one of the base's symlinks (Debian's
-    ``lib/python3/dist-packages``) is the machine's, never written."""
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path.resolve().is_relative_to(root.resolve())
+    """:func:`helpers.private_base` as a :class:`Private` (its path folder is not made)."""
+    python, sp = _private_base(tmp)
+    return Private(python, sp, tmp / "base" / "no-path-folder")
 
 
 @dataclass

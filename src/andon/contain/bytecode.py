@@ -10,70 +10,76 @@ runs it, while the source files stay byte for byte the same. The environment fin
 that a person or an agent compiling modules is not a finding.
 
 A cache is harmless when it is the faithful compilation of its source — its unmarshalled
-code object equals ``compile(source)`` at the optimization level its name says (code objects
-compare instructions, constants, names, line and exception tables; not the file name), and
-so does every other field the interpreter's code objects expose, in it and in every code
-object nested in it (not a chosen list: ``==`` leaves out the raw instruction bytes, where it
-maps a specialized instruction back to its generic form and skips the inline caches, and the
-stack size, the qualified name and the local names, all of which the interpreter uses), with
-each constant compared by type and, for tuples and frozensets, in iteration order — or when this
-interpreter never loads it: a ``__pycache__`` file of another interpreter's tag or with no
-source beside its folder, a ``.pyc`` beside its source (the source wins). Anything else is a
-change: a cache that is a symbolic link, one in ``__pycache__`` with no tag at all
-(importable as ``__pycache__.<name>``), a cache of another loader for this interpreter
+code object and ``compile(source)`` at the optimization level its name says agree in every
+field the interpreter's code objects expose, in it and in every code object nested in it (not
+a chosen list, and not ``==``, which maps a specialized instruction back to its generic form,
+skips the inline caches, the stack size, the qualified name and the local names, and finds
+two NaN constants different), each constant by type and, for tuples and frozensets, in
+iteration order, and every nested code object naming the top level's file — or when this
+interpreter never loads it: a ``__pycache__`` file of another interpreter's tag, a ``.pyc``
+beside its source (the source wins). Anything else is a change: a cache that is a symbolic
+link, one in ``__pycache__`` with no tag at all (importable as ``__pycache__.<name>``) or
+with no source beside its folder (dormant: loaded for whatever source appears later, and an
+unchecked-hash header compares nothing), a cache of another loader for this interpreter
 (pytest's assertion-rewrite caches, ``<tag>-pytest-<version>``, which andon cannot
 reproduce; harness runs never write them), one that does not unmarshal or whose code
 differs, a sourceless ``.pyc`` outside ``__pycache__``.
 
 The judging runs in the tests' own interpreter (the magic number and the cache tag are per
 version), in a subprocess: ``marshal`` is not safe against crafted data, so a crash there
-costs a probe, never andon. A probe that fails or times out judges nothing harmless.
+costs a probe, never andon. A probe that fails or times out judges nothing harmless. The
+probe reads no byte-code cache (an empty ``-X pycache_prefix``) and imports only built-in
+and frozen modules where it can, so the caches it judges cannot make it lie.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
+import tempfile
 
 # Run by the tests' interpreter (Python >= 3.8, stdlib only) with ``-I -S`` (no .pth of the
 # environment it judges runs); reads a JSON list
 # of paths on stdin, prints a JSON list of booleans (harmless?) in the same order.
 _PROBE = r"""
-import importlib.util, json, marshal, os, sys
+import marshal, os, sys
+from _frozen_importlib_external import MAGIC_NUMBER
 TAG = sys.implementation.cache_tag
 
 # Every field this interpreter's code objects expose (co_* and _co_*, not the methods
 # co_lines/co_positions, which read co_linetable) is compared, so a field a later version
-# adds is compared too; == alone maps specialized instructions back to their generic form
-# and skips the stack size, the qualified name and the local names. Only the file name may
-# differ (compileall -d, a moved environment): it names the source, it does not run.
+# adds is compared too. Not ==: it maps specialized instructions back to their generic form,
+# skips the stack size, the qualified name and the local names, and calls two equal NaN
+# constants different. The file name is compared in nested code objects only: importlib
+# rewrites the top level's (compileall -d, a moved environment) and only those of nested
+# ones that name the same file, so a nested one naming another file keeps it, and
+# inspect.getsource, tracebacks and doctest read that file instead.
 def fields(code):
     return [n for n in dir(code) if n.startswith(("co_", "_co_")) and n != "co_filename"
             and not callable(getattr(code, n))]
 
-def same(a, b):
-    if a != b or fields(a) != fields(b):
+def same(a, b, top):
+    if fields(a) != fields(b) or (a is not top and a.co_filename != top.co_filename):
         return False
     for f in fields(a):
         x, y = getattr(a, f), getattr(b, f)
         if f == "co_consts":
-            if len(x) != len(y) or not all(same_const(i, j) for i, j in zip(x, y)):
+            if len(x) != len(y) or not all(same_const(i, j, top) for i, j in zip(x, y)):
                 return False
         elif type(x) is not type(y) or x != y:
             return False
     return True
 
-def same_const(x, y):
+def same_const(x, y, top):
     # by type and, for tuples and frozensets, in the order the code iterates them
     if type(x) is not type(y):
         return False
     if hasattr(x, "co_code"):
-        return same(x, y)
+        return same(x, y, top)
     if isinstance(x, (tuple, frozenset)):
         x, y = list(x), list(y)
-        return len(x) == len(y) and all(same_const(i, j) for i, j in zip(x, y))
+        return len(x) == len(y) and all(same_const(i, j, top) for i, j in zip(x, y))
     return repr(x) == repr(y) if isinstance(x, (float, complex)) else x == y
 
 def harmless(p):
@@ -88,7 +94,9 @@ def harmless(p):
     stem, rest = name[:i], name[i + 1 + len(TAG):]
     src = os.path.join(os.path.dirname(folder), stem + ".py")
     if not os.path.isfile(src):
-        return True  # a cache is only ever loaded for its source
+        # dormant: loaded for any source that appears later (an unchecked-hash header
+        # compares nothing), which the code under test can write and remove in one run
+        return False
     if rest == ".pyc":
         level = 0
     elif rest.startswith(".opt-") and rest[5:-4].isdigit() and rest.endswith(".pyc"):
@@ -99,18 +107,21 @@ def harmless(p):
         data = f.read()
     with open(src, "rb") as f:
         source = f.read()
-    if data[:4] != importlib.util.MAGIC_NUMBER:
+    if data[:4] != MAGIC_NUMBER:
         return False
-    return same(marshal.loads(data[16:]), compile(source, src, "exec", dont_inherit=True,
-                                                  optimize=level))
+    code = marshal.loads(data[16:])
+    return hasattr(code, "co_code") and same(
+        code, compile(source, src, "exec", dont_inherit=True, optimize=level), code)
 
+# NUL-separated paths in, one 1 (harmless) or 0 per path out: no json, which this
+# interpreter would import from a folder of its own standard library
 out = []
-for p in json.loads(sys.stdin.read()):
+for p in sys.stdin.buffer.read().split(b"\0"):
     try:
-        out.append(bool(harmless(p)))
+        out.append("1" if harmless(os.fsdecode(p)) else "0")
     except Exception:
-        out.append(False)
-print(json.dumps(out))
+        out.append("0")
+print("".join(out))
 """
 
 TIMEOUT_S = 60.0
@@ -150,12 +161,16 @@ def harmless(paths: list[str], interpreter: str) -> set[str]:
     if not paths:
         return set()
     try:
-        proc = subprocess.run([interpreter, "-I", "-S", "-c", _PROBE], capture_output=True,
-                              input=json.dumps(paths).encode(), timeout=TIMEOUT_S,
-                              env={"PATH": os.environ.get("PATH", "")})
-        answers = json.loads(proc.stdout)
+        # no byte-code cache read (an empty pycache prefix) or written: the probe's own
+        # imports are compiled from their sources, so a forged cache cannot make it lie
+        with tempfile.TemporaryDirectory() as empty:
+            proc = subprocess.run(
+                [interpreter, "-I", "-S", "-B", "-X", f"pycache_prefix={empty}", "-c", _PROBE],
+                capture_output=True, input=b"\0".join(os.fsencode(p) for p in paths),
+                timeout=TIMEOUT_S, env={"PATH": os.environ.get("PATH", "")})
+        answers = proc.stdout.decode("ascii").strip()
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return set()
-    if proc.returncode != 0 or not isinstance(answers, list) or len(answers) != len(paths):
+    if proc.returncode != 0 or len(answers) != len(paths) or set(answers) - {"0", "1"}:
         return set()
-    return {p for p, ok in zip(paths, answers, strict=True) if ok is True}
+    return {p for p, ok in zip(paths, answers, strict=True) if ok == "1"}

@@ -8,17 +8,21 @@ and compares it after every agent stage and every gate that ran agent code: a di
 an ``outside-worktree`` finding (see :func:`describe`), and andon never deletes anything in
 the user's environment itself — it prints the commands that restore it.
 
-What is watched, for the interpreter of ``[test] command`` (:func:`layout`):
+What is watched, for the interpreter of ``[test] command`` (where it looks:
+contain/envlayout.py):
 
 - its site-packages folders, every file recursively (byte-code caches too): path, size,
   ``mtime_ns``, ``ctime_ns`` (no process can set it back, so a rewrite of the same size with
   the old mtime put back is seen) and inode; ``.pth`` files and ``*customize.py`` also by
-  content (SHA-256);
-- its ``pyvenv.cfg`` by content (``include-system-site-packages`` adds a folder to the path);
+  content (SHA-256); a link also by what it leads to, and a linked folder walked where it
+  is; a site folder that does not exist yet as ``"absent"``: creating it is a change;
 - its user site folder (computed from ``HOME``/``PYTHONUSERBASE`` *now*, not when andon
-  started), also when it does not exist: creating it is a change;
-- the other folders on its start-up ``sys.path`` outside the user's checkout, top level only
-  (the standard library, ``lib-dynload``, editable installs' source folders).
+  started), likewise;
+- the other folders on its start-up ``sys.path`` outside the user's checkout, its
+  executables' folders and the folders editable finders map to: their top level and its
+  ``__pycache__`` only (the standard library, ``lib-dynload``, editable sources, ``bin``);
+- the files the interpreter reads at start-up from no watched folder (``pyvenv.cfg``,
+  ``._pth``, a start-up path entry that is a zip or missing) by content.
 
 Byte-code caches (``__pycache__`` folders, ``*.pyc`` files) are watched like any file, since
 Python loads a cache in place of its source; :meth:`Watch.changed` then leaves out the
@@ -32,122 +36,68 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
 import os
 import shlex
-import subprocess
-import sys
-import sysconfig
-from dataclasses import dataclass
+import stat
 from pathlib import Path
 
 from .. import treewalk
-from ..errors import ConfigError
 from . import bytecode
+from .envlayout import Layout, layout
 
-_HASHED_SUFFIXES = (".pth", "customize.py")
+__all__ = ["Layout", "Watch", "changes", "describe", "fingerprint", "layout"]
 
-# Run by the interpreter under test when it is not andon's own: where it looks at start-up.
-# -S would hide the site folders we ask for; -I keeps the agent's PYTHONPATH/user site out.
-_PROBE = (
-    "import json, site, sys\n"
-    "print(json.dumps({'prefix': sys.prefix, 'site': site.getsitepackages(),"
-    " 'user_site': site.getusersitepackages(), 'path': sys.path,"
-    " 'version': '%d.%d' % sys.version_info[:2]}))\n"
-)
-
-
-@dataclass(frozen=True)
-class Layout:
-    """Where one interpreter looks: ``site`` folders (walked recursively), ``user_site``
-    (a path, existing or not; None where the platform has none) and ``top`` folders
-    (top level only). All absolute paths."""
-
-    interpreter: str
-    prefix: str
-    site: tuple[str, ...]
-    user_site: str | None
-    top: tuple[str, ...]
-
-
-def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
-    """Where ``interpreter`` (None: andon's own) looks when a test process starts: asked once
-    with a tiny subprocess (``-I``), since andon's own ``sys.path`` is not
-    the one a fresh process starts with. The user site is computed from ``HOME`` as it is
-    now. ``sys.path`` folders under any of ``exclude`` (the user's checkout, the worktrees)
-    are left out: they are the gates' business.
-
-    Raises:
-        ConfigError: the interpreter cannot be run or gives no answer.
-    """
-    exe = interpreter or sys.executable
-    try:
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
-        if "PYTHONUSERBASE" in os.environ:
-            env["PYTHONUSERBASE"] = os.environ["PYTHONUSERBASE"]
-        # -I ignores PYTHON* variables, so PYTHONUSERBASE is applied by _user_site below
-        proc = subprocess.run([exe, "-I", "-c", _PROBE], capture_output=True, text=True,
-                              check=False, timeout=30, env=env)
-        info = json.loads(proc.stdout)
-    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
-        raise ConfigError(f"[test] command: cannot ask {exe} where it looks for "
-                          f"packages: {exc}") from None
-    user_site = (_user_site(info["version"]) if "PYTHONUSERBASE" in os.environ
-                 else info["user_site"])
-    site_dirs = tuple(dict.fromkeys(os.path.abspath(p) for p in info["site"]
-                                    if os.path.isdir(p)))
-    skip = [Path(p).resolve() for p in exclude]
-    top = []
-    for p in info["path"]:
-        if not p or not os.path.isabs(p) or not os.path.isdir(p):
-            continue  # '' is the test run's own cwd (a worktree); zips never change in place
-        ap = os.path.abspath(p)
-        if ap in site_dirs or ap == user_site or any(
-                Path(ap).resolve().is_relative_to(s) for s in skip):
-            continue
-        top.append(ap)
-    return Layout(exe, info["prefix"], site_dirs, user_site, tuple(dict.fromkeys(top)))
-
-
-def _user_site(version: str) -> str | None:
-    base = os.environ.get("PYTHONUSERBASE") or os.path.join(os.path.expanduser("~"), ".local")
-    scheme = f"{os.name}_user"
-    if scheme not in sysconfig.get_scheme_names():
-        return None
-    py = version.replace(".", "")
-    return sysconfig.get_path("purelib", scheme, vars={
-        "userbase": base, "py_version_short": version, "py_version_nodot": py})
-
+# read by site.py or the interpreter's start-up whatever their times say
+_HASHED_SUFFIXES = (".pth", "customize.py", "._pth", "pyvenv.cfg")
 
 def fingerprint(where: Layout) -> dict[str, str]:
     """Absolute path → marker of everything :class:`Layout` names (see the module doc).
     A folder is ``"dir"``, a file ``"size:mtime_ns:ctime_ns:inode"`` (plus ``:sha256`` for
-    ``.pth`` and ``*customize.py``), the venv's ``pyvenv.cfg`` ``"sha256:<hex>"``, a missing
-    one or user site ``"absent"``. Unreadable folders contribute
-    what can be read. About 0.1 s for a venv of 15,000 entries (one stat per file)."""
+    ``.pth``, ``*customize.py``, ``._pth`` and ``pyvenv.cfg``), a link that plus ``->`` and
+    the same of what it leads to; the prefix's ``pyvenv.cfg`` and each of ``Layout.files``
+    ``"sha256:<hex>"``; a missing site folder, user site or named file ``"absent"``.
+    Unreadable folders contribute what can be read; only regular files are read (a FIFO
+    would block). About 0.1 s for a venv of 15,000 entries (one stat per file)."""
     out: dict[str, str] = {}
-    # a venv's settings: include-system-site-packages = true puts an unwatched folder on
+    # the venv's settings: include-system-site-packages = true puts an unwatched folder on
     # every test process's path
-    cfg = os.path.join(where.prefix, "pyvenv.cfg")
-    try:
-        out[cfg] = "sha256:" + hashlib.sha256(Path(cfg).read_bytes()).hexdigest()
-    except OSError:
-        out[cfg] = "absent"
-    for d in where.site:
-        _walk(d, out, recursive=True)
-    if where.user_site:
-        if os.path.isdir(where.user_site):
-            out[where.user_site] = "dir"
-            _walk(where.user_site, out, recursive=True)
+    for f in (os.path.join(where.prefix, "pyvenv.cfg"), *where.files):
+        out[f] = _content(f)
+    linked: list[str] = []
+    for d in (*where.site, *([where.user_site] if where.user_site else [])):
+        if os.path.isdir(d):
+            out[d] = "dir"
+            _walk(d, out, recursive=True, linked=linked)
         else:
-            out[where.user_site] = "absent"
+            out[d] = "absent"
+    # a folder a site folder links to is walked where it is, once (links may loop)
+    seen = {os.path.realpath(d) for d in where.site}
+    while linked:
+        real = os.path.realpath(linked.pop())
+        if real not in seen and os.path.isdir(real):
+            seen.add(real)
+            _walk(real, out, recursive=True, linked=linked)
     for d in where.top:
         _walk(d, out, recursive=False)
     return out
 
 
-def _walk(folder: str, out: dict[str, str], recursive: bool) -> None:
-    for _, e in treewalk.entries(folder, descend=lambda _r, _e: recursive):
+def _content(path: str) -> str:
+    try:
+        st = os.stat(path)
+        if not stat.S_ISREG(st.st_mode):
+            return f"mode:{st.st_mode:o}"
+        return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return "absent"
+
+
+def _walk(folder: str, out: dict[str, str], recursive: bool,
+          linked: list[str] | None = None) -> None:
+    # top level only: the folder's own files and the caches Python loads in their place
+    def descend(rel: str, _e: os.DirEntry[str]) -> bool:
+        return recursive or rel == "__pycache__"
+    for _, e in treewalk.entries(folder, descend=descend):
         try:
             if e.is_dir(follow_symlinks=False):
                 # one the walk cannot list hides its files, which Python opens by path
@@ -156,14 +106,28 @@ def _walk(folder: str, out: dict[str, str], recursive: bool) -> None:
             st = e.stat(follow_symlinks=False)
         except OSError:
             continue
-        # ctime too: a rewrite of the same size with its mtime put back still moves it
-        marker = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{e.inode()}"
-        if e.name.endswith(_HASHED_SUFFIXES):
+        marker = _marker(st, e.inode())
+        if stat.S_ISLNK(st.st_mode):
+            # what it leads to can be rewritten outside every watched folder
+            try:
+                to = os.stat(e.path)
+            except OSError:
+                marker += "->missing"
+            else:
+                marker += "->" + _marker(to, to.st_ino)
+                if stat.S_ISDIR(to.st_mode) and linked is not None:
+                    linked.append(e.path)
+        elif e.name.endswith(_HASHED_SUFFIXES) and stat.S_ISREG(st.st_mode):
             try:
                 marker += ":" + hashlib.sha256(Path(e.path).read_bytes()).hexdigest()
             except OSError:
                 pass
         out[e.path] = marker
+
+
+def _marker(st: os.stat_result, inode: int) -> str:
+    # ctime too: a rewrite of the same size with its mtime put back still moves it
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{inode}"
 
 
 def changes(before: dict[str, str], after: dict[str, str]) -> list[tuple[str, str]]:

@@ -1,0 +1,168 @@
+"""Where the tests' interpreter looks when a test process starts: what contain/envprint.py
+fingerprints.
+
+Asked of the interpreter itself (a tiny ``-I`` subprocess), since andon's own ``sys.path``
+is not the one a fresh process of another interpreter starts with. Besides the folders on
+its start-up path, a process reads files that are not on it, each a way to change what the
+tests run without touching a watched folder, so each is named here too:
+
+- the folders of its executables — the one ``[test] command`` names, ``sys.executable``,
+  the venv's base (``sys._base_executable``) and where each link of theirs leads: a replaced
+  ``bin/python``, a ``<executable>._pth`` (read on Linux too since 3.11, and ``-I`` does not
+  turn it off: it replaces ``sys.path``), a ``bin/pyvenv.cfg`` (read before the prefix's);
+- ``pyvenv.cfg`` beside the executable and in the prefix, ``<libpython>._pth``, and every
+  start-up path entry that is not a folder (``lib/python311.zip`` comes first and almost
+  never exists): by content, ``"absent"`` when missing, so creating one is a change;
+- every site folder ``site.getsitepackages()`` names, existing or not (a Debian
+  ``dist-packages`` nobody installed into yet is created with a ``.pth`` in it);
+- the folders setuptools' editable finders map packages to (``__editable___*_finder.py``'s
+  ``MAPPING``): on no path, imported all the same.
+
+Not named: subfolders of the standard library and of editable sources (top level only, see
+envprint), finders of other build back-ends, and what a ``.pth`` line imports from elsewhere.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import sysconfig
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import ConfigError
+
+# -S would hide the site folders we ask for; -I keeps the agent's PYTHONPATH/user site out.
+_PROBE = (
+    "import json, os, site, sys, sysconfig\n"
+    "lib = [sysconfig.get_config_var(k) for k in ('LIBDIR', 'LDLIBRARY')]\n"
+    "print(json.dumps({'prefix': sys.prefix, 'site': site.getsitepackages(),"
+    " 'user_site': site.getusersitepackages(), 'path': sys.path,"
+    " 'executables': [sys.executable, getattr(sys, '_base_executable', '') or ''],"
+    " 'libpython': os.path.join(*lib) if all(lib) else '',"
+    " 'version': '%d.%d' % sys.version_info[:2]}))\n"
+)
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where one interpreter looks: ``site`` folders (walked recursively, ``"absent"`` when
+    missing), ``user_site`` (a path, existing or not; None where the platform has none),
+    ``top`` folders (top level and its ``__pycache__`` only) and ``files`` (watched by
+    content, as the prefix's ``pyvenv.cfg`` always is). All absolute paths."""
+
+    interpreter: str
+    prefix: str
+    site: tuple[str, ...]
+    user_site: str | None
+    top: tuple[str, ...]
+    files: tuple[str, ...] = ()
+
+
+def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
+    """Where ``interpreter`` (None: andon's own) looks when a test process starts (module
+    doc). The user site is computed from ``HOME`` as it is now. Folders under any of
+    ``exclude`` (the user's checkout, the worktrees) are left out: they are the gates'
+    business.
+
+    Raises:
+        ConfigError: the interpreter cannot be run or gives no answer.
+    """
+    exe = interpreter or sys.executable
+    try:
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/")}
+        if "PYTHONUSERBASE" in os.environ:
+            env["PYTHONUSERBASE"] = os.environ["PYTHONUSERBASE"]
+        # -I ignores PYTHON* variables, so PYTHONUSERBASE is applied by _user_site below
+        proc = subprocess.run([exe, "-I", "-c", _PROBE], capture_output=True, text=True,
+                              check=False, timeout=30, env=env)
+        info = json.loads(proc.stdout)
+    except (OSError, subprocess.TimeoutExpired, ValueError) as exc:
+        raise ConfigError(f"[test] command: cannot ask {exe} where it looks for "
+                          f"packages: {exc}") from None
+    user_site = (_user_site(info["version"]) if "PYTHONUSERBASE" in os.environ
+                 else info["user_site"])
+    skip = [Path(p).resolve() for p in exclude]
+
+    def outside(p: str) -> bool:
+        return not any(Path(p).resolve().is_relative_to(s) for s in skip)
+
+    site_dirs = tuple(dict.fromkeys(os.path.abspath(p) for p in info["site"]
+                                    if os.path.isabs(p) and outside(p)))
+    top: list[str] = []
+    files: list[str] = []
+    for p in info["path"]:
+        if not p or not os.path.isabs(p):
+            continue  # '' is the test run's own cwd (a worktree)
+        ap = os.path.abspath(p)
+        if ap in site_dirs or ap == user_site or not outside(ap):
+            continue
+        (top if os.path.isdir(ap) else files).append(ap)
+    for link in _links(exe, *info["executables"]):
+        folder = os.path.dirname(link)
+        top.append(folder)
+        # site.py reads pyvenv.cfg beside the executable, then in the folder above
+        files += [link + "._pth", os.path.join(folder, "pyvenv.cfg"),
+                  os.path.join(os.path.dirname(folder), "pyvenv.cfg")]
+    if info.get("libpython"):
+        files.append(info["libpython"] + "._pth")
+    for d in _editable_folders(site_dirs):
+        if outside(d):
+            (top if os.path.isdir(d) else files).append(d)
+    return Layout(exe, info["prefix"], site_dirs, user_site,
+                  tuple(dict.fromkeys(t for t in top if t not in site_dirs)),
+                  tuple(dict.fromkeys(files)))
+
+
+def _links(*executables: str) -> list[str]:
+    """Every path on the way from each executable to the file it finally is: the names, each
+    link's target, the real file (absolute)."""
+    out: list[str] = []
+    for exe in filter(None, executables):
+        path, seen = os.path.abspath(exe), 0
+        while seen < 40:  # a loop of links ends the way
+            out.append(path)
+            if not os.path.islink(path):
+                break
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+            path, seen = os.path.normpath(path), seen + 1
+        out.append(os.path.realpath(exe))
+    return list(dict.fromkeys(out))
+
+
+def _editable_folders(site_dirs: tuple[str, ...]) -> list[str]:
+    """The folders (and single modules) setuptools' editable finders map packages to
+    (their ``MAPPING`` literal, read, never run); a finder that cannot be read or parsed
+    maps nothing."""
+    out = []
+    for d in site_dirs:
+        for finder in sorted(Path(d).glob("__editable___*_finder.py")):
+            try:
+                tree = ast.parse(finder.read_bytes())
+            except (OSError, SyntaxError, ValueError):
+                continue
+            for node in tree.body:
+                if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                        and isinstance(node.targets[0], ast.Name)
+                        and node.targets[0].id == "MAPPING"):
+                    try:
+                        mapping = ast.literal_eval(node.value)
+                    except ValueError:
+                        continue
+                    if isinstance(mapping, dict):
+                        out += [os.path.abspath(v) for v in mapping.values()
+                                if isinstance(v, str) and os.path.isabs(v)]
+    return out
+
+
+def _user_site(version: str) -> str | None:
+    base = os.environ.get("PYTHONUSERBASE") or os.path.join(os.path.expanduser("~"), ".local")
+    scheme = f"{os.name}_user"
+    if scheme not in sysconfig.get_scheme_names():
+        return None
+    py = version.replace(".", "")
+    return sysconfig.get_path("purelib", scheme, vars={
+        "userbase": base, "py_version_short": version, "py_version_nodot": py})
