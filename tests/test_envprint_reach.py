@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import zipfile
 from pathlib import Path
 
@@ -336,4 +337,195 @@ def test_an_honest_cache_with_a_nan_constant_is_not_a_change(tmp_path):
     src.write_text("NAN = 1e999 - 1e999\nPAIR = (NAN, -0.0)\n")
     watch = envprint.Watch(where)
     py_compile.compile(str(src), doraise=True)
+    assert watch.changed() == []
+
+
+HOOK = "import sys, types; m = sys.modules['somepkg'] = types.ModuleType('somepkg'); m.X = 666\n"
+
+
+def make_venv(base_python: Path, where: Path) -> tuple[Path, Path]:
+    """(python, site-packages) of a venv made with ``base_python`` at ``where``."""
+    subprocess.run([str(base_python), "-m", "venv", "--without-pip", str(where)],
+                   check=True, capture_output=True)
+    return where / "bin" / "python", next((where / "lib").glob("py*/site-packages"))
+
+
+# --- 7. a fifth pass: the checkout's venv, encodings, libpython; a crash; false positives
+
+# holes -------------------------------------------------------------------------------
+
+def test_a_venv_inside_the_checkout_is_watched(tmp_path):
+    """The runner passes the user's checkout as ``exclude`` ("the gates' business"), and
+    layout() drops every site folder under it. ``<checkout>/.venv`` (``uv venv``,
+    ``python -m venv .venv``; andon's own checkout is laid out so) then has its whole
+    site-packages unwatched: the code under test drops a .pth there."""
+    base, _ = private_base(tmp_path)
+    checkout = tmp_path / "repo"
+    checkout.mkdir()
+    python, site = make_venv(base, checkout / ".venv")
+    with_somepkg(site)
+    watch = envprint.Watch(envprint.layout(str(python), (checkout, tmp_path / "worktrees")))
+    assert run(python, "import somepkg; print(somepkg.X)") == "1"
+    (site / "zz.pth").write_text(HOOK)
+    assert run(python, "import somepkg; print(somepkg.X)") == "666"  # the cheat works
+    assert str(site / "zz.pth") in {p for p, _ in watch.changed()}
+
+
+def test_the_encodings_package_every_process_imports_is_watched(tmp_path):
+    """``encodings`` is not frozen in 3.11: every process — ``-I -S`` too, the byte-code
+    probe included — imports ``encodings/__init__.py``, ``aliases.py`` and ``utf_8.py``
+    from source (or their caches, or an extension module of the same name, which wins)
+    before any test or .pth. It is a standard-library subfolder: not walked."""
+    python, _ = private_base(tmp_path)
+    stdlib = Path(run(python, "import os; print(os.path.dirname(os.__file__))"))
+    enc = stdlib / "encodings"
+    real = enc.resolve()
+    enc.unlink()  # private_base links it to the machine's; a real stdlib holds the folder
+    shutil.copytree(real, enc, ignore=shutil.ignore_patterns("__pycache__"))
+    watch = envprint.Watch(envprint.layout(str(python), ()))
+    assert run(python, "import somepkg; print(somepkg.X)").endswith("No module named 'somepkg'")
+    with (enc / "__init__.py").open("a") as f:
+        f.write("\n" + HOOK)
+    assert run(python, "import somepkg; print(somepkg.X)") == "666"  # the cheat works
+    assert str(enc / "__init__.py") in {p for p, _ in watch.changed()}
+
+
+SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+/* the executable's one import from libpython: prepend a line to every -c program */
+int Py_BytesMain(int argc, char **argv) {
+    void *real = dlopen(REAL, RTLD_NOW | RTLD_GLOBAL);
+    int (*main_)(int, char **) = (int (*)(int, char **))dlsym(real, "Py_BytesMain");
+    for (int i = 1; i + 1 < argc; i++)
+        if (strcmp(argv[i], "-c") == 0) {
+            char *code = malloc(strlen(HOOK) + strlen(argv[i + 1]) + 1);
+            strcpy(code, HOOK);
+            strcat(code, argv[i + 1]);
+            argv[i + 1] = code;
+            break;
+        }
+    return main_(argc, argv);
+}
+"""
+
+
+def test_the_shared_libpython_the_executable_loads_is_watched(tmp_path):
+    """A shared build's ``bin/python3.11`` is a stub: everything is in
+    ``<prefix>/lib/libpython3.11.so.1.0``, found through the executable's RUNPATH
+    (``$ORIGIN/../lib`` in python-build-standalone / uv's managed Pythons; pyenv's absolute
+    ``<prefix>/lib``). That folder is on no path and not watched (only a
+    ``libpython3.11.so._pth`` in it is). A library put there in its place runs before
+    Python does. Here the copy's RUNPATH is made ``$ORIGIN/../lib`` (same length or shorter,
+    patched in place) so the throwaway base loads the library from its own ``lib``."""
+    if not shutil.which("gcc") or not sysconfig.get_config_var("Py_ENABLE_SHARED"):
+        pytest.skip("needs gcc and a shared-libpython build")
+    python, _ = private_base(tmp_path)
+    libdir, soname = sysconfig.get_config_var("LIBDIR"), sysconfig.get_config_var("INSTSONAME")
+    data = python.read_bytes()
+    old, new = libdir.encode() + b"\0", b"$ORIGIN/../lib\0"
+    if data.count(old) != 1 or len(new) > len(old):
+        pytest.skip(f"RUNPATH {libdir} not found once in {python}")
+    python.write_bytes(data.replace(old, new.ljust(len(old), b"\0")))
+    lib = python.parent.parent / "lib" / soname  # private_base: a link to the real one
+    assert lib.is_symlink() and run(python, "print(1)") == "1"
+    watch = envprint.Watch(envprint.layout(str(python), ()))
+    assert run(python, "import somepkg; print(somepkg.X)").endswith("No module named 'somepkg'")
+    src = tmp_path / "shim.c"
+    src.write_text(SHIM)
+    built = tmp_path / "shim.so"
+    subprocess.run(["gcc", "-shared", "-fPIC", "-o", str(built), str(src), "-ldl",
+                    f'-DREAL="{Path(libdir) / soname}"',
+                    "-DHOOK=" + '"' + HOOK.replace("'", "\\'").replace("\n", "\\n") + '"'],
+                   check=True, capture_output=True)
+    lib.unlink()
+    shutil.move(built, lib)
+    assert run(python, "import somepkg; print(somepkg.X)") == "666"  # the cheat works
+    assert str(lib) in {p for p, _ in watch.changed()}
+
+
+# --- denial of service -------------------------------------------------------------------
+
+def test_a_huge_sparse_pth_is_a_change_not_a_crash(tmp_path):
+    """``.pth``, ``*customize.py``, ``pyvenv.cfg`` are read whole into memory to hash them:
+    a sparse ``x.pth`` of 64 GiB (one ``truncate``, no disk used) makes the fingerprint
+    raise MemoryError (or, without an address-space limit and with overcommit, fill the
+    machine's memory) — an andon crash at every compare and at every later run's start,
+    not a finding. Run under a 2 GiB address-space limit in a subprocess."""
+    where = fake_layout(tmp_path, sys.executable)
+    big = Path(where.site[0]) / "x.pth"
+    script = textwrap.dedent(f"""
+        import os, resource
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        from andon.contain import envprint
+        from andon.contain.envprint import Layout
+        watch = envprint.Watch(Layout(*{tuple(where.__dict__.values())!r}))
+        with open({str(big)!r}, "wb") as f:
+            f.truncate(64 << 30)
+        print(watch.changed())
+    """)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-500:]
+    assert str(big) in out.stdout
+
+
+# --- false positives ---------------------------------------------------------------------
+
+def test_an_honest_cache_with_a_string_set_constant_is_not_a_change(tmp_path):
+    """``x in {"a", "b", ...}`` compiles to a frozenset constant. String hashes are salted
+    per process, so the frozenset the writer marshalled (its iteration order) and the one
+    the probe compiles, rebuilt in another salt, iterate in different orders whenever
+    entries collide; the probe compares frozensets in iteration order, so an honest cache
+    is judged forged about half the time. ``_pytest/python.py``, ``_pytest/config``, pip,
+    ``typing.py``, ``subprocess.py``, ``pathlib.py`` ... hold such sets: an agent's first
+    ``pytest`` in a venv installed without byte code (uv's default) is rejected."""
+    where = fake_layout(tmp_path, sys.executable)
+    src = Path(where.site[0]) / "somepkg" / "names.py"
+    names = ", ".join(repr(f"name{i}") for i in range(64))
+    src.write_text(f"def known(x):\n    return x in {{{names}}}\n")
+    watch = envprint.Watch(where)
+    for seed in range(8):  # eight honest writers, each compiling the source as import does
+        subprocess.run([sys.executable, "-c", "import py_compile; "
+                        f"py_compile.compile({str(src)!r}, doraise=True)"],
+                       check=True, env={**os.environ, "PYTHONHASHSEED": str(seed)})
+        assert watch.changed() == [], f"writer seed {seed}"
+
+
+def test_an_honest_cache_inside_a_linked_package_folder_is_not_a_change(tmp_path):
+    """A package folder in site-packages that is a link (``flit install --symlink``, a
+    package linked in by hand, a Nix/Guix profile) is marked with its target's stat — the
+    folder's mtime and ctime, which the module doc says are not watched because "they
+    change with every honest cache written". Python making ``__pycache__`` in it (any
+    honest import without -B) changes the link's marker: a finding."""
+    where = fake_layout(tmp_path, sys.executable)
+    store = tmp_path / "store" / "linkedpkg"
+    store.mkdir(parents=True)
+    (store / "__init__.py").write_text("X = 1\n")
+    (Path(where.site[0]) / "linkedpkg").symlink_to(store)
+    watch = envprint.Watch(where)
+    subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, "
+                    f"{where.site[0]!r}); import linkedpkg"], check=True)  # caches written
+    assert (store / "__pycache__").is_dir()
+    assert watch.changed() == []
+
+
+def test_a_tool_installed_beside_the_base_interpreter_is_not_a_change(tmp_path):
+    """The folder of every executable on the way to the venv's python is watched whole.
+    For the base's ``bin`` (pyenv's ``versions/3.11.7/bin``, Homebrew's ``/opt/homebrew/bin``,
+    Debian's ``/usr/bin``, a pyenv ``shims`` folder when ``[test] command`` names one) that
+    is every tool a person or an agent installs there (``pip install black`` into the base,
+    ``brew``/``apt-get install``, ``pyenv rehash``), none of which a venv process reads —
+    only the named executables, ``<exe>._pth``, ``pyvenv.cfg`` and ``pybuilddir.txt`` are."""
+    base, _ = private_base(tmp_path)
+    python, _ = make_venv(base, tmp_path / "venv")
+    watch = envprint.Watch(envprint.layout(str(python), ()))
+    before = run(python, "import sys; print(sys.path)")
+    tool = base.parent / "black"  # what `base -m pip install black` writes there
+    tool.write_text(f"#!{base}\nimport sys\nsys.exit(0)\n")
+    tool.chmod(0o755)
+    assert run(python, "import sys; print(sys.path)") == before
     assert watch.changed() == []

@@ -15,7 +15,9 @@ field the interpreter's code objects expose, in it and in every code object nest
 a chosen list, and not ``==``, which maps a specialized instruction back to its generic form,
 skips the inline caches, the stack size, the qualified name and the local names, and finds
 two NaN constants different), each constant by type and, for tuples and frozensets, in
-iteration order, and every nested code object naming the top level's file — or when this
+iteration order (a frozenset holding strings or bytes as a set: their hashes are salted per
+process, so no two processes iterate it alike), and every nested code object naming the top
+level's file — or when this
 interpreter never loads it: a ``__pycache__`` file of another interpreter's tag, a ``.pyc``
 beside its source (the source wins). Anything else is a change: a cache that is a symbolic
 link, one in ``__pycache__`` with no tag at all (importable as ``__pycache__.<name>``) or
@@ -77,10 +79,26 @@ def same_const(x, y, top):
         return False
     if hasattr(x, "co_code"):
         return same(x, y, top)
+    if isinstance(x, frozenset) and any(salted(i) for i in x):
+        # str and bytes hash with a per-process salt: such a set iterates in another order
+        # in every process, the writer's and the probe's too, so no code can rely on it
+        return sorted(map(canon, x)) == sorted(map(canon, y))
     if isinstance(x, (tuple, frozenset)):
         x, y = list(x), list(y)
         return len(x) == len(y) and all(same_const(i, j, top) for i, j in zip(x, y))
     return repr(x) == repr(y) if isinstance(x, (float, complex)) else x == y
+
+def salted(x):
+    return isinstance(x, (str, bytes)) or (
+        isinstance(x, (tuple, frozenset)) and any(salted(i) for i in x))
+
+def canon(x):
+    # a sortable picture of a constant that keeps its type and ignores set order
+    if isinstance(x, tuple):
+        return ("tuple", tuple(canon(i) for i in x))
+    if isinstance(x, frozenset):
+        return ("frozenset", tuple(sorted(canon(i) for i in x)))
+    return (type(x).__name__, repr(x))
 
 def harmless(p):
     folder, name = os.path.split(p)

@@ -6,20 +6,31 @@ is not the one a fresh process of another interpreter starts with. Besides the f
 its start-up path, a process reads files that are not on it, each a way to change what the
 tests run without touching a watched folder, so each is named here too:
 
-- the folders of its executables — the one ``[test] command`` names, ``sys.executable``,
-  the venv's base (``sys._base_executable``) and where each link of theirs leads: a replaced
-  ``bin/python``, a ``<executable>._pth`` (read on Linux too since 3.11, and ``-I`` does not
-  turn it off: it replaces ``sys.path``), a ``bin/pyvenv.cfg`` (read before the prefix's);
-- ``pyvenv.cfg`` beside the executable and in the prefix, ``<libpython>._pth``, and every
-  start-up path entry that is not a folder (``lib/python311.zip`` comes first and almost
-  never exists): by content, ``"absent"`` when missing, so creating one is a change;
+- a venv's own ``bin`` (top level): a replaced ``bin/python``, a ``python._pth`` (read on
+  Linux too since 3.11, and ``-I`` does not turn it off: it replaces ``sys.path``), a
+  ``bin/pyvenv.cfg`` (read before the prefix's), its console scripts;
+- by content, ``"absent"`` when missing, so creating one is a change: every executable on
+  the way from the command to the real binary (each link, the base's), ``<executable>._pth``,
+  ``pyvenv.cfg`` beside each and in the folder above, ``pybuilddir.txt``, every start-up
+  path entry that is not a folder (``lib/python311.zip`` comes first and almost never
+  exists), every shared library mapped into the process at start-up (``libpython``, found
+  through the executable's RUNPATH, and the C libraries; from ``/proc/self/maps``) and
+  ``/etc/ld.so.preload``. A base interpreter's ``bin`` is not walked: the tools installed
+  beside it are no test process's business;
+- ``encodings``, the one standard-library package every process imports from source before
+  any test or ``.pth`` (3.11 freezes the rest of start-up), recursively;
 - every site folder ``site.getsitepackages()`` names, existing or not (a Debian
   ``dist-packages`` nobody installed into yet is created with a ``.pth`` in it);
 - the folders setuptools' editable finders map packages to (``__editable___*_finder.py``'s
   ``MAPPING``): on no path, imported all the same.
 
-Not named: subfolders of the standard library and of editable sources (top level only, see
-envprint), finders of other build back-ends, and what a ``.pth`` line imports from elsewhere.
+Folders under the user's checkout or the worktrees are left to the gates, except the
+interpreter's own (a ``.venv`` in the checkout is watched).
+
+Not named: the standard library's other subfolders and editable sources' subfolders (top
+level only, see envprint), finders of other build back-ends, what a ``.pth`` line imports
+from elsewhere, and shared libraries loaded after start-up (an extension module's own
+dependencies).
 """
 
 from __future__ import annotations
@@ -37,12 +48,17 @@ from ..errors import ConfigError
 
 # -S would hide the site folders we ask for; -I keeps the agent's PYTHONPATH/user site out.
 _PROBE = (
-    "import json, os, site, sys, sysconfig\n"
-    "lib = [sysconfig.get_config_var(k) for k in ('LIBDIR', 'LDLIBRARY')]\n"
-    "print(json.dumps({'prefix': sys.prefix, 'site': site.getsitepackages(),"
-    " 'user_site': site.getusersitepackages(), 'path': sys.path,"
+    "import encodings, json, os, site, sys\n"
+    "try:\n"
+    "    maps = [l.split(None, 5)[5].strip() for l in open('/proc/self/maps')"
+    " if len(l.split(None, 5)) == 6]\n"
+    "except OSError:\n"
+    "    maps = []\n"
+    "print(json.dumps({'prefix': sys.prefix, 'base_prefix': sys.base_prefix,"
+    " 'site': site.getsitepackages(), 'user_site': site.getusersitepackages(),"
+    " 'path': sys.path, 'encodings': os.path.dirname(encodings.__file__),"
     " 'executables': [sys.executable, getattr(sys, '_base_executable', '') or ''],"
-    " 'libpython': os.path.join(*lib) if all(lib) else '',"
+    " 'maps': sorted({m for m in maps if m.startswith('/') and os.path.isfile(m)}),"
     " 'version': '%d.%d' % sys.version_info[:2]}))\n"
 )
 
@@ -51,8 +67,10 @@ _PROBE = (
 class Layout:
     """Where one interpreter looks: ``site`` folders (walked recursively, ``"absent"`` when
     missing), ``user_site`` (a path, existing or not; None where the platform has none),
-    ``top`` folders (top level and its ``__pycache__`` only) and ``files`` (watched by
-    content, as the prefix's ``pyvenv.cfg`` always is). All absolute paths."""
+    ``top`` folders (top level and its ``__pycache__`` only), ``files`` (each by content,
+    as the prefix's ``pyvenv.cfg`` always is), ``deep`` folders (walked recursively, not
+    site folders: ``encodings``) and ``exclude`` (resolved folders a linked folder is not
+    followed into: the user's checkout, the worktrees). All absolute paths."""
 
     interpreter: str
     prefix: str
@@ -60,6 +78,8 @@ class Layout:
     user_site: str | None
     top: tuple[str, ...]
     files: tuple[str, ...] = ()
+    deep: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
 
 
 def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
@@ -86,14 +106,17 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
     user_site = (_user_site(info["version"]) if "PYTHONUSERBASE" in os.environ
                  else info["user_site"])
     skip = [Path(p).resolve() for p in exclude]
+    prefix = Path(info["prefix"]).resolve()
 
     def outside(p: str) -> bool:
-        return not any(Path(p).resolve().is_relative_to(s) for s in skip)
+        # the interpreter's own folders stay watched even in the checkout (a .venv there)
+        r = Path(p).resolve()
+        return r.is_relative_to(prefix) or not any(r.is_relative_to(s) for s in skip)
 
     site_dirs = tuple(dict.fromkeys(os.path.abspath(p) for p in info["site"]
                                     if os.path.isabs(p) and outside(p)))
     top: list[str] = []
-    files: list[str] = []
+    files: list[str] = ["/etc/ld.so.preload"]  # loaded into every process, Python or not
     for p in info["path"]:
         if not p or not os.path.isabs(p):
             continue  # '' is the test run's own cwd (a worktree)
@@ -101,20 +124,29 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
         if ap in site_dirs or ap == user_site or not outside(ap):
             continue
         (top if os.path.isdir(ap) else files).append(ap)
+    venv = info["prefix"] != info["base_prefix"]
+    # /proc/self/maps names the file after every link: libpython is found through the
+    # executable's RUNPATH ($ORIGIN/../lib, or the build's prefix/lib), a link there
+    libpython = [os.path.basename(m) for m in info.get("maps", [])
+                 if os.path.basename(m).startswith("libpython")]
     for link in _links(exe, *info["executables"]):
         folder = os.path.dirname(link)
-        top.append(folder)
-        # site.py reads pyvenv.cfg beside the executable, then in the folder above
-        files += [link + "._pth", os.path.join(folder, "pyvenv.cfg"),
+        # a venv's bin is its own (a replaced python, its console scripts); a base's bin is
+        # shared with every tool installed beside it: only what start-up reads there
+        if venv and Path(folder).resolve().is_relative_to(prefix):
+            top.append(folder)
+        files += [link, link + "._pth", os.path.join(folder, "pyvenv.cfg"),
+                  os.path.join(folder, "pybuilddir.txt"),
                   os.path.join(os.path.dirname(folder), "pyvenv.cfg")]
-    if info.get("libpython"):
-        files.append(info["libpython"] + "._pth")
+        files += [os.path.join(os.path.dirname(folder), "lib", name) for name in libpython]
+    files += info.get("maps", [])  # libpython and every shared library start-up loaded
     for d in _editable_folders(site_dirs):
         if outside(d):
             (top if os.path.isdir(d) else files).append(d)
+    deep = [info["encodings"]] if info.get("encodings") else []
     return Layout(exe, info["prefix"], site_dirs, user_site,
                   tuple(dict.fromkeys(t for t in top if t not in site_dirs)),
-                  tuple(dict.fromkeys(files)))
+                  tuple(dict.fromkeys(files)), tuple(deep), tuple(str(s) for s in skip))
 
 
 def _links(*executables: str) -> list[str]:

@@ -17,7 +17,7 @@ contain/envlayout.py):
   content (SHA-256); a link also by what it leads to, and a linked folder walked where it
   is; a site folder that does not exist yet as ``"absent"``: creating it is a change;
 - its user site folder (computed from ``HOME``/``PYTHONUSERBASE`` *now*, not when andon
-  started), likewise;
+  started), likewise; ``encodings`` recursively (every process imports it from source);
 - the other folders on its start-up ``sys.path`` outside the user's checkout, its
   executables' folders and the folders editable finders map to: their top level and its
   ``__pycache__`` only (the standard library, ``lib-dynload``, editable sources, ``bin``);
@@ -50,14 +50,21 @@ __all__ = ["Layout", "Watch", "changes", "describe", "fingerprint", "layout"]
 # read by site.py or the interpreter's start-up whatever their times say
 _HASHED_SUFFIXES = (".pth", "customize.py", "._pth", "pyvenv.cfg")
 
+# a file read by content past this is marked by its stat alone (its ctime moves with any
+# rewrite): a sparse 64 GiB x.pth costs no disk and would not fit in memory
+HASH_CAP_BYTES = 1 << 20
+
+
 def fingerprint(where: Layout) -> dict[str, str]:
     """Absolute path → marker of everything :class:`Layout` names (see the module doc).
     A folder is ``"dir"``, a file ``"size:mtime_ns:ctime_ns:inode"`` (plus ``:sha256`` for
     ``.pth``, ``*customize.py``, ``._pth`` and ``pyvenv.cfg``), a link that plus ``->`` and
-    the same of what it leads to; the prefix's ``pyvenv.cfg`` and each of ``Layout.files``
-    ``"sha256:<hex>"``; a missing site folder, user site or named file ``"absent"``.
-    Unreadable folders contribute what can be read; only regular files are read (a FIFO
-    would block). About 0.1 s for a venv of 15,000 entries (one stat per file)."""
+    what it leads to (a file's marker, a folder's identity: its contents are walked); the
+    prefix's ``pyvenv.cfg`` and each of ``Layout.files`` ``"sha256:<hex>"`` (a stat marker
+    past ``HASH_CAP_BYTES``, ``"mode:<octal>"`` when not a regular file); a missing site
+    folder, user site or named file ``"absent"``. Unreadable folders contribute what can be
+    read; only regular files are read (a FIFO would block). About 0.1 s for a venv of
+    15,000 entries (one stat per file)."""
     out: dict[str, str] = {}
     # the venv's settings: include-system-site-packages = true puts an unwatched folder on
     # every test process's path
@@ -70,13 +77,18 @@ def fingerprint(where: Layout) -> dict[str, str]:
             _walk(d, out, recursive=True, linked=linked)
         else:
             out[d] = "absent"
-    # a folder a site folder links to is walked where it is, once (links may loop)
-    seen = {os.path.realpath(d) for d in where.site}
+    for d in where.deep:
+        _walk(d, out, recursive=True, linked=linked)
+    # a folder a site folder links to is walked where it is, once (links may loop); not
+    # one in the checkout or a worktree, the gates' business
+    seen = {os.path.realpath(d) for d in (*where.site, *where.deep)}
     while linked:
         real = os.path.realpath(linked.pop())
-        if real not in seen and os.path.isdir(real):
-            seen.add(real)
-            _walk(real, out, recursive=True, linked=linked)
+        if real in seen or not os.path.isdir(real) or any(
+                Path(real).is_relative_to(x) for x in where.exclude):
+            continue
+        seen.add(real)
+        _walk(real, out, recursive=True, linked=linked)
     for d in where.top:
         _walk(d, out, recursive=False)
     return out
@@ -87,9 +99,18 @@ def _content(path: str) -> str:
         st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):
             return f"mode:{st.st_mode:o}"
-        return "sha256:" + hashlib.sha256(Path(path).read_bytes()).hexdigest()
+        digest = _sha256(path, st)
+        return "sha256:" + digest if digest else _marker(st, st.st_ino)
     except OSError:
         return "absent"
+
+
+def _sha256(path: str, st: os.stat_result) -> str | None:
+    """The hex digest of a regular file of at most HASH_CAP_BYTES, else None."""
+    if st.st_size > HASH_CAP_BYTES:
+        return None
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read(HASH_CAP_BYTES + 1)).hexdigest()
 
 
 def _walk(folder: str, out: dict[str, str], recursive: bool,
@@ -114,12 +135,16 @@ def _walk(folder: str, out: dict[str, str], recursive: bool,
             except OSError:
                 marker += "->missing"
             else:
-                marker += "->" + _marker(to, to.st_ino)
-                if stat.S_ISDIR(to.st_mode) and linked is not None:
-                    linked.append(e.path)
+                if stat.S_ISDIR(to.st_mode):
+                    # which folder, not its times (every honest cache written moves them)
+                    marker += f"->dir:{os.path.realpath(e.path)}:{to.st_dev}:{to.st_ino}"
+                    if linked is not None:
+                        linked.append(e.path)
+                else:
+                    marker += "->" + _marker(to, to.st_ino)
         elif e.name.endswith(_HASHED_SUFFIXES) and stat.S_ISREG(st.st_mode):
             try:
-                marker += ":" + hashlib.sha256(Path(e.path).read_bytes()).hexdigest()
+                marker += ":" + (_sha256(e.path, st) or "large")
             except OSError:
                 pass
         out[e.path] = marker
