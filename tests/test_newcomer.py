@@ -51,6 +51,25 @@ def test_the_board_after_a_run_refused_at_preflight_says_so(tmp_path):
     assert "stopped at preflight" not in andon(root, "status").stdout
 
 
+def test_a_failing_base_test_whose_id_reads_as_markup_is_shown_as_written(tmp_path):
+    """Before: a base test ``test_path[/tmp]`` failing preflight crashed `andon run` (exit 1,
+    not 3) and every `andon status` after it with rich's MarkupError (the board's caption
+    was read as markup), and dropped ``[test]`` from andon's own advice. Test ids are the
+    project's, written by anyone: shown as written."""
+    broken = ('import pytest\n\n\n@pytest.mark.parametrize("p", ["/tmp", "[red]x"])\n'
+              'def test_path(p):\n    assert False\n')
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        {"tests/test_broken.py": broken})
+    r = andon(root, "run", "--agent", "command", "--command", HONEST)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    s = andon(root, "status")
+    assert s.returncode == 0 and "Traceback" not in s.stderr, s.stderr
+    flat = " ".join(s.stdout.split())
+    assert "stopped at preflight" in flat, s.stdout
+    assert "[/tmp]" in flat.replace(" ", "") or "[red]x" in flat.replace(" ", ""), s.stdout
+
+
 def test_show_says_the_agent_never_ran_when_red_stopped_the_attempt(tmp_path):
     """Before: "attempt 1: failed — agent command" for an attempt red stopped before any
     agent started, which reads as if the agent had run and failed."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from ..config import Config
 from ..store import StoreProtocol
@@ -106,7 +107,9 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
     if any(r["usage"]["runs"] and r["usage"]["cost_usd"] is None for r in rows):
         caption += ("\ncost ? = the agent reported no usage (no tokens, no cost); "
                     "see `andon show`")
-    table.caption = caption
+    # plain text, never markup: it holds test ids and summaries (`test_path[/tmp]`), and
+    # andon's own `[test]`
+    table.caption = Text(caption)
     table.caption_justify = "left"
     for r in rows:
         last = r["last_attempt"]
