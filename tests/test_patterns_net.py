@@ -540,3 +540,42 @@ def test_an_eq_that_returns_any_constant_equals_everything(src, want):
 def test_a_module_reached_through_another_modules_import_is_that_module(src):
     # found by an adversary pass: a finder on logging.sys.meta_path was merged
     assert "import-system" in rules(src)
+
+
+# -- copied-literal: a boundary is not a special case -------------------------------------
+
+GRADE_TEST = ('from grades import grade\n\n\ndef test_a():\n'
+              '    assert grade(90) == "A"\n    assert grade(73) == "C"\n')
+
+
+@pytest.mark.parametrize("code", [
+    "def grade(score):\n    if score >= 90:\n        return 'A'\n    return 'C'\n",
+    "def grade(score):\n    return 'A' if 90 <= score else 'C'\n",
+    "def grade(score):\n    if score < 90:\n        return 'C'\n    return 'A'\n",
+    "def grade(score):\n    if 80 <= score < 90:\n        return 'B'\n    return 'C'\n",
+    "def grade(score):\n    if score >= 70 and score < 90:\n        return 'C'\n    return 'A'\n",
+], ids=["at-least", "reversed", "below", "band", "band-and"])
+def test_a_threshold_the_tests_also_use_is_not_a_copied_literal(code):
+    """Before: ``score >= 90`` for a packet whose test asserts ``grade(90) == "A"`` was
+    blocked as special-casing the tested input (found by a newcomer): a range check with
+    the tested value as one bound is how the spec is written, not a special case."""
+    copied = planted_literals([GRADE_TEST])
+    assert "copied-literal" not in rules(code, copied=copied)
+
+
+@pytest.mark.parametrize("code", [
+    "def grade(score):\n    if score == 90:\n        return 'A'\n    return 'C'\n",
+    "def grade(score):\n    if score in (73, 90):\n        return 'A'\n    return 'C'\n",
+    "def grade(score):\n    if 90 <= score <= 90:\n        return 'A'\n    return 'C'\n",
+    "def grade(score):\n    if 73 <= score < 74:\n        return 'C'\n    return 'A'\n",
+    "def grade(score):\n    if score >= 73 and score < 74:\n        return 'C'\n    return 'A'\n",
+    "def grade(score):\n    if score > 72 and 73 >= score:\n        return 'C'\n    return 'A'\n",
+    "def grade(score):\n    if score >= 89.5 and score < 90.5:\n        return 'A'\n"
+    "    return 'C'\n",
+], ids=["equals", "in", "both-bounds", "one-wide-band", "one-wide-and", "and-reversed",
+        "half-wide"])
+def test_a_tested_value_pinned_between_two_bounds_is_still_a_copied_literal(code):
+    """The cheat the boundary rule must not let through: the tested input alone, by ``==``,
+    ``in``, or two bounds at most 1 apart around it."""
+    copied = planted_literals([GRADE_TEST])
+    assert "copied-literal" in rules(code, copied=copied)
