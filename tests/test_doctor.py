@@ -154,7 +154,9 @@ def test_the_git_on_path_is_reported_and_an_old_one_is_a_problem(tmp_path):
     assert r.returncode == 0, r.stderr
     git = json.loads(r.stdout)["git"]
     assert git["version"].startswith("git version 2.") and git["problem"] is None
-    assert "git: git version 2." in andon(root, "doctor").stdout
+    out = andon(root, "doctor").stdout
+    assert "git: git version 2." in out
+    assert out.index("andon doctor") < out.index("git: git version")  # under its header
 
     # an old git first on PATH (Debian bullseye ships 2.30): doctor says what breaks and why
     old = tmp_path / "old-bin"

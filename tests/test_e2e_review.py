@@ -478,7 +478,8 @@ def test_accept_is_downgraded_to_revise(tmp_path, case):
 
     shown = andon(root, "show", "P1")
     assert shown.returncode == 0, shown.stderr
-    assert "review review (ask 1): accept → revise (back to implement)" in shown.stdout
+    assert "  review (ask 1): accept → revise (back to implement)" in shown.stdout
+    assert "review review" not in shown.stdout  # the stage's name once (a newcomer pass)
     assert f"downgraded: {because[0]}" in shown.stdout
 
 
@@ -1026,7 +1027,7 @@ def test_human_gate_waits_the_queue_goes_on_and_approve_merges(tmp_path):
     assert "awaiting_human" in out and "andon approve P1" in out
     assert "diff --git a/src/calc/ops.py b/src/calc/ops.py" in out and "+def mul(a, b):" in out
     assert re.search(r"✓ suite: \d+ tests passed", out) and "✓ hermetic:" in out
-    assert "review review (ask 1): accept" in out
+    assert "  review (ask 1): accept" in out
     assert f"MUL-1: held at {MUL_LINES} — " in out and f"MUL-2: held at {MUL_LINES}" in out
     assert "minor: src/calc/ops.py:9 — no docstring" in out
 

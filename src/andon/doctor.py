@@ -218,12 +218,14 @@ def report_json(checks: list[AgentCheck], git: GitCheck) -> dict:
 
 
 def render(out: Console, checks: list[AgentCheck], git: GitCheck) -> None:
+    out.print("[bold]andon doctor[/] — git and the agent CLIs andon can start (looked up on "
+              "PATH)")
     if git.problem:
-        out.print(f"[red]git: {escape(git.problem)}[/]"
+        out.print(f"  [red]git: {escape(git.problem)}[/]"
                   + (f" — {escape(git.path)}" if git.path else ""), soft_wrap=True)
     else:
-        out.print(f"git: {escape(git.version or '')} — {escape(git.path or '')}", soft_wrap=True)
-    out.print("[bold]andon doctor[/] — agent CLIs andon can start (looked up on PATH)")
+        out.print(f"  git: {escape(git.version or '')} — {escape(git.path or '')}",
+                  soft_wrap=True)
     for c in checks:
         if c.path is None:
             state = f"[yellow]not installed[/] (no `{c.executable}` on PATH)"

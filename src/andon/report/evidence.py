@@ -169,7 +169,9 @@ def _show_usage(out: Console, u: dict[str, Any]) -> None:
 
 
 def _show_review(out: Console, r: dict[str, Any]) -> None:
-    head = f"  review {r['stage']} (ask {r['ask']}): "
+    # the stage is "review" itself, or "review-tests" …: named once
+    stage = r["stage"] if r["stage"].startswith("review") else f"review {r['stage']}"
+    head = f"  {stage} (ask {r['ask']}): "
     if not r["valid"]:
         out.print(head + "rejected: " + "; ".join(r["errors"]), markup=False, soft_wrap=True)
         return
