@@ -157,3 +157,14 @@ def test_a_regex_that_does_not_compile_is_named(tmp_path, table):
     (tmp_path / "andon.toml").write_text(table)
     with pytest.raises(ConfigError, match="not a valid regex"):
         load_config(tmp_path)
+
+
+def test_a_command_written_as_one_string_gets_the_list_to_write(tmp_path):
+    """Before: pydantic's "Input should be a valid list, got 'python -m pytest'" (a
+    newcomer pass); now the line, what was expected and the array to write instead."""
+    (tmp_path / "andon.toml").write_text('[test]\ncommand = "python -m pytest -x"\n')
+    with pytest.raises(ConfigError) as got:
+        load_config(tmp_path)
+    assert str(got.value).endswith(
+        'andon.toml:2: test.command: expected a list (a TOML array), got the string '
+        "'python -m pytest -x'; write it as command = [\"python\", \"-m\", \"pytest\", \"-x\"]")

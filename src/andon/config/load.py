@@ -7,7 +7,9 @@ Raises ConfigError (missing file, invalid TOML, unknown key, wrong value).
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import tomllib
 import types
 from collections.abc import Mapping
@@ -156,7 +158,19 @@ def _describe(err: Mapping[str, Any], loc: list[str | int]) -> str:
     if isinstance(given, str) and "://" in given:
         given = redact(given)  # a URL's password ([store] url) never goes into a message
     got = f", got {given!r}" if isinstance(given, (str, int, float, bool)) else ""
+    if err["type"] == "list_type" and isinstance(given, str):
+        # the usual slip: a command written as one string, as a shell would take it
+        words = json.dumps(shlex.split(given)) if _splits(given) else '["…", "…"]'
+        return (f"{where}: expected a list (a TOML array), got the string {given!r}; "
+                f"write it as {loc[-1]} = {words}")
     return f"{where}: {err['msg']}{got}"
+
+
+def _splits(text: str) -> bool:
+    try:
+        return bool(shlex.split(text))
+    except ValueError:
+        return False
 
 
 def _known_keys(loc: list[str | int]) -> list[str]:
