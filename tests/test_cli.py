@@ -441,6 +441,7 @@ def test_show_aligns_the_diff_stat(tmp_path):
         "P1", max_attempts=1, forbidden_paths=["src/calc/secret.py"])})
     agent = HONEST + "; echo 'KEY = 1' > src/calc/secret.py"
     assert andon(root, "run", "--agent", "command", "--command", agent).returncode == 1
+    assert json.loads(andon(root, "status", "--json").stdout)["halted_by"] == "P1"
     lines = andon(root, "show", "P1").stdout.splitlines()
     start = lines.index("  what the agent changed (plant commit → candidate):") + 1
     stat = lines[start:start + 3]
@@ -457,6 +458,8 @@ def test_status_json_has_state_attempts_and_gates(merged):
     assert r.returncode == 0, r.stderr
     data = json.loads(r.stdout)
     assert data["integration_branch"] == "andon/integration"
+    assert data["halted_by"] is None  # what `andon run` would stop at
+    assert data["merged_ahead"]["commits"] == 1  # the merged work waiting on the branch
     [p1] = data["packets"]
     assert (p1["id"], p1["state"], p1["attempts"], p1["interrupted"]) == ("P1", "done", 1, 0)
     assert p1["last_attempt"]["gates"] == {"red": "pass", "scope": "pass", "suite": "pass",

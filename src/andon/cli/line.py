@@ -134,7 +134,9 @@ def _reader(ctx: click.Context, store_url: str | None, require_commit: bool = Tr
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     """The board: every packet, its state, attempts, last result, and the tokens, cost and
-    agent time it used (--json: per packet and for all packets). With --store URL (or
+    agent time it used (--json: per packet and for all packets, plus ``halted_by``: the
+    blocked packet that stops the line, or null, and ``merged_ahead``: the commits the
+    integration branch holds that the base branch lacks, or null). With --store URL (or
     $ANDON_STORE_URL) outside a clone, the store's packets alone."""
     repo, config, store = _reader(ctx, store_url)
     if repo is not None and config is None:  # a repository without andon.toml: say so
@@ -148,8 +150,13 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     on_disk = sorted((p.id, p.slug) for p in found)
     if as_json:
         rows = status_rows(store, on_disk)
+        # as `andon run` decides (runner._halted): a blocked packet still in packets/
+        ids = {pid for pid, _ in on_disk}
+        halted = next((r["id"] for r in rows if r["state"] == "blocked" and r["id"] in ids),
+                      None)
         common.out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
-                                   "base_drift": drift, "packets": rows,
+                                   "base_drift": drift, "merged_ahead": merged_ahead(repo, config),
+                                   "halted_by": halted, "packets": rows,
                                    "usage": usage_of_rows(rows),
                                    "workers": worker_rows(store)}))
     else:
