@@ -1050,6 +1050,10 @@ def test_human_gate_waits_the_queue_goes_on_and_approve_merges(tmp_path):
     assert attempt(runner, "P1")["merge_sha"] == head
     assert [e["kind"] for e in runner.store.events("P1")][-3:] == [
         "gates-passed", "approved", "merged"]
+    # `andon show` says a person let it through (it said nothing: a newcomer pass)
+    by = runner.store.events("P1", kind="approved")[-1]["data"]["by"]
+    assert re.search(rf"approved by {re.escape(by)} at \S+ \(human gate\)",
+                     andon(root, "show", "P1").stdout)
 
     assert runner_for(root, {"P3": honest_neg}).run().merged == ["P3"]
     claims = [e["packet_id"] for e in runner.store.events() if e["kind"] == "claimed"]

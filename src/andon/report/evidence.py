@@ -121,6 +121,10 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                           markup=False, soft_wrap=True)
         for r in a.get("reviews", []):
             _show_review(out, r)
+        for e in d.get("events", []):  # the person's decision at a human gate
+            if e["kind"] == "approved" and e["attempt_id"] == a["id"]:
+                out.print(f"  approved by {(e['data'] or {}).get('by', '?')} at {e['ts']} "
+                          "(human gate)", markup=False, soft_wrap=True)
         if a["diff_stat"]:
             out.print("  what the agent changed (plant commit → candidate):", markup=False)
             # git's stat starts every line with a space: keep it, so the columns line up
