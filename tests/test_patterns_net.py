@@ -572,8 +572,11 @@ def test_a_threshold_the_tests_also_use_is_not_a_copied_literal(code):
     "def grade(score):\n    if score > 72 and 73 >= score:\n        return 'C'\n    return 'A'\n",
     "def grade(score):\n    if score >= 89.5 and score < 90.5:\n        return 'A'\n"
     "    return 'C'\n",
+    "def grade(score):\n    if not (score < 90 or score > 90):\n        return 'A'\n"
+    "    return 'C'\n",
+    "def grade(score):\n    if score >= 90 >= score:\n        return 'A'\n    return 'C'\n",
 ], ids=["equals", "in", "both-bounds", "one-wide-band", "one-wide-and", "and-reversed",
-        "half-wide"])
+        "half-wide", "not-or", "sandwich"])
 def test_a_tested_value_pinned_between_two_bounds_is_still_a_copied_literal(code):
     """The cheat the boundary rule must not let through: the tested input alone, by ``==``,
     ``in``, or two bounds at most 1 apart around it."""

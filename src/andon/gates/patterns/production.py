@@ -67,6 +67,11 @@ def _number(node: ast.AST) -> float | None:
     return None
 
 
+def _all_bounds(values: Sequence[ast.expr]) -> list[tuple[str, str, float]]:
+    return [b for v in values if isinstance(v, ast.Compare)
+            and all(isinstance(op, _ORDERING) for op in v.ops) for b in _bounds(v)]
+
+
 def _bounds(node: ast.Compare) -> list[tuple[str, str, float]]:
     """(the bounded expression, "lo" | "hi", the number) for each link of an ordering
     chain with a number on one side: ``90 <= x < 95`` gives x ≥ 90 and x ≤ 95."""
@@ -193,9 +198,16 @@ class Scanner(ast.NodeVisitor):
 
     def visit_BoolOp(self, node: ast.BoolOp) -> None:
         if isinstance(node.op, ast.And):
-            self._pinned([b for v in node.values if isinstance(v, ast.Compare)
-                          and all(isinstance(op, _ORDERING) for op in v.ops)
-                          for b in _bounds(v)], node)
+            self._pinned(_all_bounds(node.values), node)
+        self.generic_visit(node)
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
+        # not (x < 90 or x > 90): the same pin, written the other way round
+        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.BoolOp) \
+                and isinstance(node.operand.op, ast.Or):
+            flip = {"lo": "hi", "hi": "lo"}
+            self._pinned([(e, flip[side], v) for e, side, v
+                          in _all_bounds(node.operand.values)], node)
         self.generic_visit(node)
 
     def _pinned(self, bounds: list[tuple[str, str, float]], node: ast.AST) -> None:
