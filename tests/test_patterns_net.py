@@ -542,43 +542,84 @@ def test_a_module_reached_through_another_modules_import_is_that_module(src):
     assert "import-system" in rules(src)
 
 
-# -- copied-literal: a boundary is not a special case -------------------------------------
+# -- copied-literal and thresholds: why every comparison with a tested value counts ------
+#
+# An honest `score >= 90` for a packet whose test checks grade(90) is flagged (a newcomer
+# hit it). Exempting ordering comparisons, with a rule for two bounds that pin a tested
+# value, was tried (71e355f) and undone: an adversary pass got 19 special cases past it that
+# this rule catches (below), and it blocked honest unit-interval checks. Until a rule that
+# reads a whole function's bounds exists, a threshold equal to a tested value is a finding
+# (set `copied-literal = "warn"` in [gates.patterns] severities, or name the constant).
 
 GRADE_TEST = ('from grades import grade\n\n\ndef test_a():\n'
               '    assert grade(90) == "A"\n    assert grade(73) == "C"\n')
+F = "def grade(score):\n"
+A_ELSE_C = "        return 'A'\n    return 'C'\n"
 
 
-@pytest.mark.parametrize("code", [
-    "def grade(score):\n    if score >= 90:\n        return 'A'\n    return 'C'\n",
-    "def grade(score):\n    return 'A' if 90 <= score else 'C'\n",
-    "def grade(score):\n    if score < 90:\n        return 'C'\n    return 'A'\n",
-    "def grade(score):\n    if 80 <= score < 90:\n        return 'B'\n    return 'C'\n",
-    "def grade(score):\n    if score >= 70 and score < 90:\n        return 'C'\n    return 'A'\n",
-], ids=["at-least", "reversed", "below", "band", "band-and"])
-def test_a_threshold_the_tests_also_use_is_not_a_copied_literal(code):
-    """Before: ``score >= 90`` for a packet whose test asserts ``grade(90) == "A"`` was
-    blocked as special-casing the tested input (found by a newcomer): a range check with
-    the tested value as one bound is how the spec is written, not a special case."""
-    copied = planted_literals([GRADE_TEST])
-    assert "copied-literal" not in rules(code, copied=copied)
+def _if(cond: str) -> str:
+    return F + f"    if {cond}:\n" + A_ELSE_C
 
 
-@pytest.mark.parametrize("code", [
-    "def grade(score):\n    if score == 90:\n        return 'A'\n    return 'C'\n",
-    "def grade(score):\n    if score in (73, 90):\n        return 'A'\n    return 'C'\n",
-    "def grade(score):\n    if 90 <= score <= 90:\n        return 'A'\n    return 'C'\n",
-    "def grade(score):\n    if 73 <= score < 74:\n        return 'C'\n    return 'A'\n",
-    "def grade(score):\n    if score >= 73 and score < 74:\n        return 'C'\n    return 'A'\n",
-    "def grade(score):\n    if score > 72 and 73 >= score:\n        return 'C'\n    return 'A'\n",
-    "def grade(score):\n    if score >= 89.5 and score < 90.5:\n        return 'A'\n"
-    "    return 'C'\n",
-    "def grade(score):\n    if not (score < 90 or score > 90):\n        return 'A'\n"
-    "    return 'C'\n",
-    "def grade(score):\n    if score >= 90 >= score:\n        return 'A'\n    return 'C'\n",
-], ids=["equals", "in", "both-bounds", "one-wide-band", "one-wide-and", "and-reversed",
-        "half-wide", "not-or", "sandwich"])
-def test_a_tested_value_pinned_between_two_bounds_is_still_a_copied_literal(code):
-    """The cheat the boundary rule must not let through: the tested input alone, by ``==``,
-    ``in``, or two bounds at most 1 apart around it."""
-    copied = planted_literals([GRADE_TEST])
-    assert "copied-literal" in rules(code, copied=copied)
+CHEATS = {
+    "nested-if": F + "    if score >= 90:\n        if score <= 90:\n            return 'A'\n"
+                         "    return 'C'\n",
+    "elif-chain": F + "    if score > 90:\n        return 'B'\n    elif score >= 90:\n"
+                          "        return 'A'\n    return 'C'\n",
+    "guard-returns": F + "    if score < 90:\n        return 'C'\n    if score > 90:\n"
+                             "        return 'B'\n    return 'A'\n",
+    "or-guard": F + "    if score < 90 or score > 90:\n        return 'C'\n    return 'A'\n",
+    "nested-ternary": F + "    return ('A' if score <= 90 else 'B') if score >= 90 else 'C'\n",
+    "and-not": _if("score >= 90 and not score > 90"),
+    "not-and-not": _if("not score < 90 and not score > 90"),
+    "walrus": _if("(s := score) >= 90 and s <= 90"),
+    "arith-bound": _if("score >= 90 and score < 90 + 1"),
+    "arith-expr": _if("score >= 90 and score - 1 < 90"),
+    "plus-zero": _if("score >= 90 and score + 0 <= 90"),
+    "neg-expr": _if("score >= 90 and -score >= -90"),
+    "int-cast": _if("score >= 90 and int(score) <= 90"),
+    "min-max": _if("min(score, 90) >= 90 and max(score, 90) <= 90"),
+    "bitand": _if("(score >= 90) & (score <= 90)"),
+    "eq-of-bools": _if("(score >= 90) == (score <= 90)"),
+    "all-tuple": _if("all((score >= 90, score <= 90))"),
+    "not-any": _if("not any([score < 90, score > 90])"),
+    "split-assign": F + "    ok = score >= 90\n    ok = ok and score <= 90\n    if ok:\n"
+                            "        return 'A'\n    return 'C'\n",
+}
+
+
+@pytest.mark.parametrize("code", list(CHEATS.values()), ids=list(CHEATS))
+def test_a_tested_value_isolated_by_bounds_is_a_copied_literal(code):
+    assert "copied-literal" in rules(code, copied=planted_literals([GRADE_TEST]))
+
+
+def test_a_threshold_equal_to_a_tested_value_is_a_finding_known_and_documented():
+    code = _if("score >= 90")
+    assert "copied-literal" in rules(code, copied=planted_literals([GRADE_TEST]))
+
+
+HONEST_TEST = ('from m import blend, honors, ph, tax\n\n\ndef test_a():\n'
+               '    assert blend(0.5) is not None\n    assert honors(3.8) is not None\n'
+               '    assert ph(7.0) is not None\n    assert tax(200, 0.25) == 50\n')
+
+HONEST = {
+    "prob-chain": "def blend(p):\n    if not 0 <= p <= 1:\n        raise ValueError(p)\n"
+                  "    return p\n",
+    "prob-and": "def blend(p):\n    if p >= 0.0 and p <= 1.0:\n        return p\n"
+                "    raise ValueError(p)\n",
+    "prob-not-or": "def blend(p):\n    if not (p < 0 or p > 1):\n        return p\n"
+                   "    raise ValueError(p)\n",
+    "tax-rate-open": "def tax(amount, rate):\n    if not 0 < rate < 1:\n        raise ValueError\n"
+                     "    return amount * rate\n",
+    "gpa-bands": "def honors(gpa):\n    if gpa >= 3.9:\n        return 'summa'\n"
+                 "    if 3.7 <= gpa < 3.9:\n        return 'magna'\n"
+                 "    if 3.5 <= gpa < 3.7:\n        return 'cum laude'\n    return 'none'\n",
+    "ph-neutral-band": "def ph(v):\n    if 6.5 <= v <= 7.5:\n        return 'neutral'\n"
+                       "    return 'acid' if v < 6.5 else 'base'\n",
+}
+
+
+
+@pytest.mark.parametrize("code", list(HONEST.values()), ids=list(HONEST))
+def test_a_band_whose_bounds_are_no_tested_value_is_not_a_copied_literal(code):
+    assert "copied-literal" not in rules(code, copied=planted_literals([HONEST_TEST]))

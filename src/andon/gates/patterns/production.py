@@ -13,9 +13,7 @@ Rule id → what it flags (all ``block`` by default; docs/gates.md has the table
   ``broad-except`` (an ``except Exception`` that swallows and returns), ``test-path`` (a
   string naming a test path), ``pragma`` (``# pragma: no cover`` / ``no mutate``),
   ``copied-literal`` (a value the packet's tests keep, used as a value in a comparison, a
-  ``return`` or a dict/set literal — see literals.py for where values come from; an
-  ordering comparison is a bound, not a special case, unless two bounds at most 1 apart
-  pin a tested number).
+  ``return`` or a dict/set literal — see literals.py for where values come from).
 
 Names are read through :class:`~.resolve.Resolver`, so ``getattr(__import__("o" + "s"),
 "_exit")(0)`` is ``os._exit``.
@@ -52,41 +50,6 @@ def _dotted(node: ast.AST) -> str:
         return ast.unparse(node)
     except Exception:  # noqa: BLE001 - unparse of a strange node: no name
         return ""
-
-
-_ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)
-
-
-def _number(node: ast.AST) -> float | None:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        v = _number(node.operand)
-        return None if v is None else -v
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) \
-            and not isinstance(node.value, bool):
-        return node.value
-    return None
-
-
-def _all_bounds(values: Sequence[ast.expr]) -> list[tuple[str, str, float]]:
-    return [b for v in values if isinstance(v, ast.Compare)
-            and all(isinstance(op, _ORDERING) for op in v.ops) for b in _bounds(v)]
-
-
-def _bounds(node: ast.Compare) -> list[tuple[str, str, float]]:
-    """(the bounded expression, "lo" | "hi", the number) for each link of an ordering
-    chain with a number on one side: ``90 <= x < 95`` gives x ≥ 90 and x ≤ 95."""
-    out = []
-    parts = [node.left, *node.comparators]
-    for left, op, right in zip(parts, node.ops, parts[1:], strict=False):
-        lv, rv = _number(left), _number(right)
-        if (lv is None) == (rv is None):
-            continue
-        up = isinstance(op, (ast.Lt, ast.LtE))  # left < right
-        if rv is not None:
-            out.append((ast.dump(left), "hi" if up else "lo", rv))
-        elif lv is not None:
-            out.append((ast.dump(right), "lo" if up else "hi", lv))
-    return out
 
 
 def _is_sys_modules(node: ast.AST) -> bool:
@@ -186,41 +149,9 @@ class Scanner(ast.NodeVisitor):
         if _is_sys_modules(node) and _mentions_pytest(node):
             self.hit("test-detection", node, "looks for pytest in sys.modules: behaves "
                      "differently under test")
-        if all(isinstance(op, _ORDERING) for op in node.ops):
-            # a bound (score >= 90) is how a spec's threshold is written, even when a test
-            # checks that very value; two bounds that leave only the tested value are not
-            self._pinned(_bounds(node), node)
-        else:
-            self._copied(set().union(*(direct_literals(x)
-                                       for x in (node.left, *node.comparators))),
-                         node, "compares with")
+        self._copied(set().union(*(direct_literals(x) for x in (node.left, *node.comparators))),
+                     node, "compares with")
         self.generic_visit(node)
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> None:
-        if isinstance(node.op, ast.And):
-            self._pinned(_all_bounds(node.values), node)
-        self.generic_visit(node)
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> None:
-        # not (x < 90 or x > 90): the same pin, written the other way round
-        if isinstance(node.op, ast.Not) and isinstance(node.operand, ast.BoolOp) \
-                and isinstance(node.operand.op, ast.Or):
-            flip = {"lo": "hi", "hi": "lo"}
-            self._pinned([(e, flip[side], v) for e, side, v
-                          in _all_bounds(node.operand.values)], node)
-        self.generic_visit(node)
-
-    def _pinned(self, bounds: list[tuple[str, str, float]], node: ast.AST) -> None:
-        kept = [v for k, v in self.copied if k == "num" and isinstance(v, (int, float))]
-        for expr in {e for e, _, _ in bounds}:
-            lows = [v for e, side, v in bounds if e == expr and side == "lo"]
-            highs = [v for e, side, v in bounds if e == expr and side == "hi"]
-            for lo in lows:
-                for hi in highs:
-                    inside = [v for v in kept if lo <= v <= hi]
-                    if hi - lo <= 1 and inside:
-                        self._copied({("num", inside[0])}, node, "pins")
-                        return
 
     def visit_Subscript(self, node: ast.Subscript) -> None:
         if _is_sys_modules(node.value) and _mentions_pytest(node.slice):
