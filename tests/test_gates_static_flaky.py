@@ -200,7 +200,7 @@ def test_gate_settings_are_validated_with_file_and_line(tmp_path):
              "less than or equal"),
             ("[gates.flaky]\nrnus = 3\n", "gates.flaky.rnus", "unknown key"),
             ("[gates.flaky]\nruns = 1\n", "gates.flaky.runs", "greater than or equal"),
-            ("[gates.static]\ncommands = \"ruff\"\n", "gates.static.commands", "valid list")]:
+            ("[gates.static]\ncommands = \"ruff\"\n", "gates.static.commands", "expected a list")]:
         (tmp_path / "andon.toml").write_text(DEFAULT_TOML + "\n" + body)
         with pytest.raises(ConfigError) as err:
             load_config(tmp_path)
