@@ -555,6 +555,7 @@ GRADE_TEST = ('from grades import grade\n\n\ndef test_a():\n'
               '    assert grade(90) == "A"\n    assert grade(73) == "C"\n')
 F = "def grade(score):\n"
 A_ELSE_C = "        return 'A'\n    return 'C'\n"
+CASE_A = "            return 'A'\n    return 'C'\n"  # the body of a `case`
 
 
 def _if(cond: str) -> str:
@@ -585,12 +586,22 @@ CHEATS = {
     "not-any": _if("not any([score < 90, score > 90])"),
     "split-assign": F + "    ok = score >= 90\n    ok = ok and score <= 90\n    if ok:\n"
                             "        return 'A'\n    return 'C'\n",
+    # missed before 'match' was read (the same adversary pass)
+    "match-value": F + "    match score:\n        case 90:\n" + CASE_A,
+    "match-or": F + "    match score:\n        case 73 | 90:\n" + CASE_A,
+    "match-mapping": F + "    match {score: 1}:\n        case {90: _}:\n" + CASE_A,
 }
 
 
 @pytest.mark.parametrize("code", list(CHEATS.values()), ids=list(CHEATS))
 def test_a_tested_value_isolated_by_bounds_is_a_copied_literal(code):
     assert "copied-literal" in rules(code, copied=planted_literals([GRADE_TEST]))
+
+
+def test_a_match_on_values_no_test_keeps_is_not_a_copied_literal():
+    code = F + "    match score // 10:\n        case 9 | 10:\n" + CASE_A
+    assert compile(code, "m.py", "exec")
+    assert "copied-literal" not in rules(code, copied=planted_literals([GRADE_TEST]))
 
 
 def test_a_threshold_equal_to_a_tested_value_is_a_finding_known_and_documented():

@@ -158,6 +158,15 @@ class Scanner(ast.NodeVisitor):
             self.hit("test-detection", node, "reads sys.modules['pytest']")
         self.generic_visit(node)
 
+    def visit_MatchValue(self, node: ast.MatchValue) -> None:
+        # `case 90:` / `case 73 | 90:` / `case "16.429":` is an == on the subject
+        self._copied(direct_literals(node.value), node, "matches")
+        self.generic_visit(node)
+
+    def visit_MatchMapping(self, node: ast.MatchMapping) -> None:
+        self._copied(set().union(*(direct_literals(k) for k in node.keys)), node, "matches")
+        self.generic_visit(node)
+
     def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             self._copied(direct_literals(node.value), node, "returns")
