@@ -118,12 +118,13 @@ def test_the_board_follows_andon_run_workers_2_without_a_reload(tmp_path, browse
             with open(sync / f"hold-{pid}.fifo", "w") as hold:
                 hold.write("go\n")
         assert proc.wait(timeout=300) == 0, log.read_text()
-        WebDriverWait(browser, 60).until(
-            lambda d: "2 of 2 packets done" in d.find_element(By.ID, "progress").text)
-        assert all("done" in _row_text(browser, p) for p in ("P1", "P2"))
+        # the page's poll may swap any element between find and read: every read retries
+        settled.until(lambda d: "2 of 2 packets done" in d.find_element(By.ID, "progress").text)
+        settled.until(lambda d: all("done" in _row_text(d, p) for p in ("P1", "P2")))
         # who worked each packet stays on the board once the pool has stopped
-        assert {p: browser.find_element(By.CSS_SELECTOR, f"#row-{p} td.worker").text
-                for p in ("P1", "P2")} == workers
+        assert settled.until(lambda d: {
+            p: d.find_element(By.CSS_SELECTOR, f"#row-{p} td.worker").text
+            for p in ("P1", "P2")}) == workers
         assert browser.find_elements(By.ID, "pool") == []
         assert browser.execute_script("return window.__same_page") == 1  # never reloaded
     finally:
