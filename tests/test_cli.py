@@ -451,6 +451,37 @@ def test_show_aligns_the_diff_stat(tmp_path):
     assert stat[2].startswith("    2 files changed"), stat
 
 
+def test_a_blocked_packet_whose_file_was_removed_is_shown_as_removed(tmp_path):
+    """A person who deletes a blocked packet's folder has taken it off the queue: `andon run`
+    no longer halts on it, and the board says its file is gone instead of showing it as the
+    blocked packet that stops the line (its history stays in the store)."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1),
+                                            "P2": mul_packet("P2")})
+    assert andon(root, "run", "--agent", "command", "--command", "true").returncode == 1
+    assert json.loads(andon(root, "status", "--json").stdout)["halted_by"] == "P1"
+    git(root, "rm", "-rq", "packets/P1")
+    git(root, "commit", "-qm", "drop P1")
+    data = json.loads(andon(root, "status", "--json").stdout)
+    rows = {p["id"]: p for p in data["packets"]}
+    assert rows["P1"]["state"] == "blocked" and rows["P1"]["removed"] is True
+    assert rows["P2"]["removed"] is False
+    assert data["halted_by"] is None
+    board = andon(root, "status", env={"COLUMNS": "80"}).stdout
+    [p1] = [ln for ln in board.splitlines() if "P1" in ln]
+    assert "removed" in p1 and "same failure" not in p1, board
+
+
+def test_a_packet_that_does_not_parse_is_not_called_removed(tmp_path):
+    """While a packet file has a problem, which packets are gone cannot be told: none is
+    marked removed."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    assert andon(root, "run", "--agent", "command", "--command", "true").returncode == 1
+    md = root / "packets" / "P1" / "packet.md"
+    md.write_text(md.read_text().replace('id = "P1"', 'id = "P1'))
+    [p1] = json.loads(andon(root, "status", "--json").stdout)["packets"]
+    assert p1["removed"] is False
+
+
 def test_status_json_has_state_attempts_and_gates(merged):
     """`andon status --json` parses and has each packet's state, attempts and gate results."""
     root, _ = merged

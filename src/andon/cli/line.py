@@ -80,7 +80,8 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     except AndonError as exc:
         fail(str(exc))
     # packets a halted or refused run never reached are still there to see, as ready
-    common.out.print(board(store, config, sorted((p.id, p.slug) for p in runner.packets.values())))
+    common.out.print(board(store, config, sorted((p.id, p.slug) for p in runner.packets.values()),
+                           complete=True))
     if report.message:
         console = common.err if report.exit_status else common.out
         console.print(report.message, soft_wrap=True, markup=False)
@@ -146,10 +147,10 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
         return
     drift = base_drift(repo, config)
     # packets written since the last run (or before the first) are ready, not absent
-    found, _ = check_packets(repo.root / config.andon.packets_dir, repo.root)
+    found, problems = check_packets(repo.root / config.andon.packets_dir, repo.root)
     on_disk = sorted((p.id, p.slug) for p in found)
     if as_json:
-        rows = status_rows(store, on_disk)
+        rows = status_rows(store, on_disk, complete=not problems)
         # as `andon run` decides (runner._halted): a blocked packet still in packets/
         ids = {pid for pid, _ in on_disk}
         halted = next((r["id"] for r in rows if r["state"] == "blocked" and r["id"] in ids),
@@ -160,7 +161,7 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
                                    "usage": usage_of_rows(rows),
                                    "workers": worker_rows(store)}))
     else:
-        common.out.print(board(store, config, on_disk))
+        common.out.print(board(store, config, on_disk, complete=not problems))
         if drift:
             common.out.print(drift_notice(drift), highlight=False)
         if ahead := merged_ahead(repo, config):

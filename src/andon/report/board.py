@@ -19,13 +19,17 @@ from .figures import GATE_MARK, STYLE, run_accounting, usage_of, usage_of_rows, 
 GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 
 
-def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = ()
-                ) -> list[dict[str, Any]]:
+def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = (),
+                complete: bool = False) -> list[dict[str, Any]]:
     """One dict per packet: id, slug, state, attempts (counted), ``sandbox`` (the level the
     last attempt's newest agent stage ran at, see :func:`sandbox_level`), last attempt's
-    outcome.
+    outcome, ``removed``.
     ``on_disk`` (id, slug) are the packet files: one the store has not seen yet (nothing ran
-    since it was written) is listed as ``ready`` with ``not_run`` true."""
+    since it was written) is listed as ``ready`` with ``not_run`` true. ``complete``: every
+    packet file was read without a problem, so a packet of the store missing from
+    ``on_disk`` was taken off the queue by a person (``removed`` true; `andon run` no
+    longer reads it). Otherwise ``removed`` is false for every row."""
+    listed = {pid for pid, _ in on_disk}
     rows = []
     for p in store.packets():
         attempts = store.attempts(p["id"])
@@ -33,6 +37,7 @@ def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = ()
         runs = {a["id"]: store.stage_runs(a["id"]) for a in attempts}
         rows.append({
             "id": p["id"], "slug": p["slug"], "state": p["state"],
+            "removed": complete and p["id"] not in listed,
             "attempts": len([a for a in attempts if a["counted"]]),
             "interrupted": len([a for a in attempts if not a["counted"]]),
             "usage": usage_of([s for a in attempts for s in runs[a["id"]]]),
@@ -46,7 +51,8 @@ def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = ()
             },
         })
     seen = {r["id"] for r in rows}
-    rows += [{"id": pid, "slug": slug, "state": "ready", "attempts": 0, "interrupted": 0,
+    rows += [{"id": pid, "slug": slug, "state": "ready", "removed": False, "attempts": 0,
+              "interrupted": 0,
               "usage": usage_of([]), "sandbox": None, "last_attempt": None, "not_run": True}
              for pid, slug in on_disk if pid not in seen]
     return rows
@@ -72,11 +78,13 @@ def last_preflight(store: StoreProtocol) -> dict[str, Any] | None:
     return found[-1]["data"] if found else None
 
 
-def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str]] = ()) -> Table:
+def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str]] = (),
+          complete: bool = False) -> Table:
     """The status board, narrow enough for an 80-column terminal: per packet its state,
     counted tries, the last attempt's gates (all passed, or the first that did not), agent
     cost and time and the sandbox level its last agent stage got, and the result (merged sha
-    or the reason). ``on_disk``: see :func:`status_rows`."""
+    or the reason; for a removed packet, that its file is gone). ``on_disk``, ``complete``:
+    see :func:`status_rows`."""
     table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
                   title_justify="left")
     table.add_column("packet", no_wrap=True)
@@ -85,7 +93,7 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
     table.add_column("gates", no_wrap=True)
     table.add_column("agents", no_wrap=True)
     table.add_column("result", overflow="fold", ratio=1)
-    rows = status_rows(store, on_disk)
+    rows = status_rows(store, on_disk, complete)
     workers = worker_rows(store)
     held = {w["packet"]: w["worker"] for w in workers if w["packet"]}
     if workers:  # a pool is at work (andon run --workers N): who holds what
@@ -115,6 +123,8 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
         last = r["last_attempt"]
         if r["state"] == "done" and last:
             result = f"merged {last['merge_sha'][:10]}"
+        elif r["removed"]:  # its last reason is history: nothing acts on it any more
+            result = "packet file removed: not run again (its history stays in the store)"
         elif last and last["reason"]:
             result = clip(last["reason"].splitlines()[0], 160)
         elif r.get("not_run"):
