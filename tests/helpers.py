@@ -25,6 +25,18 @@ from andon.config import DEFAULT_TOML, load_config
 from andon.runner import Runner, open_store
 from andon.workspace import Repo
 
+# The interpreter the tests' projects run their suites with (config_toml's default test
+# command): made once per suite run by conftest.py (build_project_python, which says why).
+# Unset outside the suite: then the command is andon's own "python".
+PROJECT_PYTHON_ENV = "ANDON_TESTS_PROJECT_PYTHON"
+
+
+def project_test_command() -> list[str]:
+    """The default ``[test] command`` of config_toml: the suite's project venv when conftest
+    made one, else ``python`` (andon's interpreter)."""
+    return [os.environ.get(PROJECT_PYTHON_ENV, "python"), "-m", "pytest"]
+
+
 GIT_ENV = {"GIT_AUTHOR_NAME": "Test User", "GIT_AUTHOR_EMAIL": "user@example.com",
            "GIT_COMMITTER_NAME": "Test User", "GIT_COMMITTER_EMAIL": "user@example.com"}
 
@@ -71,7 +83,9 @@ def config_toml(*, red_runs: int = 3, hermetic_runs: int = 3,
                 test_command: list[str] | None = None, worktree_root: Path | None = None,
                 add: Mapping[str, str] | None = None) -> str:
     """An andon.toml text: ``DEFAULT_TOML`` with the named settings changed (the defaults are
-    its own values, so ``config_toml()`` is ``DEFAULT_TOML``). ``add`` maps a section name
+    its own values, except ``test_command``: :func:`project_test_command` unless given, so
+    ``config_toml(test_command=["python", "-m", "pytest"])`` is ``DEFAULT_TOML``; a test
+    whose project needs a package of andon's own venv names that). ``add`` maps a section name
     (``"gates"``) to lines inserted right after that section's header. Raises AssertionError
     if ``DEFAULT_TOML`` no longer has a key this helper sets (a test must not silently run
     with the defaults)."""
@@ -80,8 +94,7 @@ def config_toml(*, red_runs: int = 3, hermetic_runs: int = 3,
                 ("gates", "hermetic_random_order"): hermetic_random_order,
                 ("test", "network"): test_network, ("agent", "network"): agent_network,
                 ("andon", "agent_history"): agent_history}
-    if test_command is not None:
-        settings["test", "command"] = test_command
+    settings["test", "command"] = test_command or project_test_command()
     for (section, key), value in settings.items():
         text = _set_key(text, section, key, json.dumps(value))
     if worktree_root is not None:
