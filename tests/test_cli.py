@@ -451,6 +451,37 @@ def test_show_aligns_the_diff_stat(tmp_path):
     assert stat[2].startswith("    2 files changed"), stat
 
 
+@pytest.mark.parametrize("kind", ["missing", "not executable", "folder", "not on PATH"])
+def test_an_agent_command_that_cannot_start_is_refused_before_any_packet_is_claimed(
+        tmp_path, kind):
+    """A command whose program cannot start would exit 126/127 in every worktree: each packet
+    given to it blocked and the line halted on a typo. It is refused up front (exit 2, the
+    cause named), and nothing is claimed."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    script = tmp_path / "agent.sh"
+    if kind == "not executable":
+        script.write_text("#!/bin/sh\ntrue\n")
+    elif kind == "folder":
+        script.mkdir()
+    command = "agent-that-is-nowhere.sh --fast" if kind == "not on PATH" else f"{script} --fast"
+    r = andon(root, "run", "--agent", "command", "--command", command)
+    assert r.returncode == 2, r.stdout + r.stderr
+    said = {"missing": "does not exist", "not executable": "is not executable",
+            "folder": "is a folder", "not on PATH": "no program 'agent-that-is-nowhere.sh' on PATH"}
+    assert said[kind] in r.stderr, r.stderr
+    [p1] = json.loads(andon(root, "status", "--json").stdout)["packets"]
+    assert (p1["state"], p1["attempts"]) == ("ready", 0)
+
+
+def test_an_agent_command_of_shell_words_is_not_refused(tmp_path):
+    """Builtins and shell syntax start no program of that name: `cd ... && { ...; }` runs as
+    /bin/sh runs it."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    command = "cd src && FOO=1 true && { " + HONEST.replace("src/calc", "calc") + "; }"
+    r = andon(root, "run", "--agent", "command", "--command", command)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 def test_a_blocked_packet_whose_file_was_removed_is_shown_as_removed(tmp_path):
     """A person who deletes a blocked packet's folder has taken it off the queue: `andon run`
     no longer halts on it, and the board says its file is gone instead of showing it as the

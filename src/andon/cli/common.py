@@ -4,7 +4,10 @@ with a clear message and a stable exit status (:mod:`andon.cli`)."""
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import NoReturn
@@ -14,6 +17,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..agents import make_agent
+from ..agents.command import CommandAgent
 from ..config import (
     load_config,
 )
@@ -71,6 +75,40 @@ def check_command_path(repo: Repo, command: str | None, what: str) -> None:
     if here.exists() and not tracked:
         fail(f"{what} {command!r}: {first} is not committed, and the command runs in the "
              f"attempt's worktree, where it will not exist; use the absolute path {here}")
+
+
+# first words /bin/sh reads as syntax, not as a program to start
+_SHELL_SYNTAX = frozenset({"if", "for", "while", "until", "case", "{", "(", "!", "[[", "time"})
+
+
+def check_command_starts(command: str, what: str) -> None:
+    """The program a command starts must exist and be executable: one that cannot start exits
+    126 or 127 in every worktree, blocking each packet given to it and halting the line on a
+    typo. Checked here, before anything is claimed (exit 2): an absolute path that is missing,
+    a folder or not executable; a bare name that is neither on PATH nor known to /bin/sh
+    (``command -v``: builtins such as ``cd``). Assignments (``FOO=1 cmd``), ``$VAR`` and shell
+    syntax are left to the shell; a relative path is check_command_path's."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return
+    first = words[0] if words else ""
+    if not first or "=" in first or "$" in first or first in _SHELL_SYNTAX:
+        return
+    if first.startswith("/"):
+        path = Path(first)
+        if not path.exists():
+            fail(f"{what} {command!r}: {first} does not exist")
+        if path.is_dir():
+            fail(f"{what} {command!r}: {first} is a folder, not a program")
+        if not os.access(path, os.X_OK):
+            fail(f"{what} {command!r}: {first} is not executable (chmod +x {first})")
+    elif "/" not in first and shutil.which(first) is None and subprocess.run(
+            ["/bin/sh", "-c", 'command -v -- "$1" >/dev/null', "sh", first],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            check=False).returncode != 0:
+        fail(f"{what} {command!r}: no program {first!r} on PATH; the command runs through "
+             "/bin/sh -c in the attempt's worktree: give a script's absolute path")
 
 
 def _status(repo: Repo, untracked: str) -> list[tuple[str, str]]:
@@ -137,6 +175,9 @@ def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str 
             reviewer = agent
     except AndonError as exc:
         fail(str(exc))
+    for built, what in ((agent, "--command"), (reviewer, "--reviewer-command")):
+        if isinstance(built, CommandAgent):
+            check_command_starts(built.command, what)
     return Runner(repo, config, open_store(repo, config),
                   lambda p, stage: reviewer if stage.startswith("review") else agent,
                   echo=lambda s: out.print(s, soft_wrap=True, markup=False),
