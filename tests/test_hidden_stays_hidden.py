@@ -130,3 +130,73 @@ def test_a_line_naming_a_hidden_test_anywhere_is_withheld():
                             [HIDDEN], names)
     assert prev.reason == WITHHELD
     assert prev.details.split("\n")[:2] == [WITHHELD, "tests.t::test_b failed"]
+
+
+# the tail of a real worktree suite run whose agent deleted tests/test_add.py (newcomer pass)
+CANARY_TAIL = """\
+F..FF.....                                                               [100%]
+=================================== FAILURES ===================================
+_______________________________ test_19e75dcb7c ________________________________
+KeyError: 656
+_______________________________ test_277ff00108 ________________________________
+ValueError: 96
+_______________________________ test_real_one __________________________________
+assert 1 == 2
+==================================== PASSES ====================================
+=========================== short test summary info ============================
+PASSED tests/test_2fbfc8bcbf.py::test_f638ad7abd
+PASSED tests/test_div.py::test_div
+FAILED tests/test_2fbfc8bcbf.py::test_19e75dcb7c - KeyError: 656
+FAILED tests/test_2fbfc8bcbf.py::test_277ff00108 - ValueError: 96
+FAILED tests/test_sub.py::test_real_one - assert 1 == 2
+3 failed, 2 passed in 0.04s"""
+
+
+def test_the_harness_canary_tests_never_reach_the_agent():
+    """Canaries (contain/canary.py) fail on purpose and exist only in the harness's run: the
+    retry prompt showed them as failures to fix. Their lines, their failure blocks, and the
+    progress line and totals that count them are left out; the agent's own failure stays."""
+    canaries = {f"tests.test_2fbfc8bcbf::{f}": o for f, o in (
+        ("test_f638ad7abd", "passed"), ("test_19e75dcb7c", "failed"),
+        ("test_277ff00108", "failed"))}
+    evidence = {"findings": [{"kind": "regression", "message": "tests.test_sub::test_real_one "
+                              "failed", "path": "tests/test_sub.py",
+                              "test_id": "tests.test_sub::test_real_one"}],
+                "runs": [{"output_tail": CANARY_TAIL, "integrity": {"canaries": canaries}}]}
+    prev = redacted_failure(1, "suite", "code", "1 failing test", evidence, [])
+    text = prev.reason + prev.details
+    for gone in ("2fbfc8bcbf", "test_19e75dcb7c", "KeyError", "ValueError: 96", "3 failed",
+                 "F..FF"):
+        assert gone not in text, f"{gone!r} reached the agent:\n{text}"
+    for kept in ("FAILED tests/test_sub.py::test_real_one - assert 1 == 2", "test_real_one",
+                 "assert 1 == 2", "PASSED tests/test_div.py::test_div"):
+        assert kept in text, f"{kept!r} is missing:\n{text}"
+
+
+def test_a_retry_prompt_after_a_deleted_test_names_no_canary(tmp_path):
+    """Through the runner: attempt 1 deletes an existing test (the suite gate fails with the
+    canaries in its run), attempt 2's prompt holds none of that run's canary ids."""
+    root = make_project(tmp_path / "repo", {"P1": (packet_md("P1", "multiply", "Add mul.",
+                                                             allowed_paths=["src/**", "tests/**"]),
+                                                   {PLANTED: MUL_TEST})}, config=FAST)
+    prompts: dict[int, str] = {}
+
+    def agent(ctx):
+        prompts[ctx.attempt] = ctx.prompt
+        with open(ctx.worktree / OPS, "a") as f:
+            f.write(RIGHT)
+        if ctx.attempt == 1:
+            (ctx.worktree / "tests" / "test_ops.py").unlink()
+        return "done"
+
+    runner = runner_for(root, agent)
+    assert runner.run().merged == ["P1"]
+    a1 = runner.store.attempts("P1")[0]
+    ids = [tid for g in runner.store.gate_results(a1["id"])
+           for run in g["evidence"].get("runs", [])
+           for tid in ((run.get("integrity") or {}).get("canaries") or {})]
+    assert ids, "the failing gate's runs had no canaries: nothing was checked"
+    names = {part for tid in ids for part in (tid.split("::")[0].rsplit(".", 1)[-1],
+                                              tid.rsplit("::", 1)[-1])}
+    assert "The previous attempt failed" in prompts[2]
+    assert not [n for n in names if n in prompts[2]], prompts[2]

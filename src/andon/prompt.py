@@ -103,7 +103,9 @@ def redacted_failure(n: int, gate: str, layer: str, summary: str, evidence: dict
         if hidden and gate in HIDDEN_GATES:
             lines += ["", "test output: withheld (this gate also ran hidden tests)"]
         else:
-            lines += ["", "test output (tail):", runs[-1]["output_tail"][-3000:]]
+            canaries = (runs[-1].get("integrity") or {}).get("canaries") or {}
+            tail = without_canaries(runs[-1]["output_tail"], canaries)
+            lines += ["", "test output (tail):", tail[-3000:]]
 
     pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)"
                                   for w in sorted(words, key=len, reverse=True)) or r"(?!)")
@@ -112,6 +114,39 @@ def redacted_failure(n: int, gate: str, layer: str, summary: str, evidence: dict
         return "\n".join(WITHHELD if pattern.search(line) else line
                          for line in text.split("\n"))
     return PreviousFailure(n, gate, layer, scrub(reason), scrub("\n".join(lines)))
+
+
+_BLOCK_HEADER = re.compile(r"^_{3,} (.+?) _{3,}$")
+_SECTION = re.compile(r"^={3,}( .* ={3,})?$")
+_PROGRESS = re.compile(r"^(\S+ )?[.FEsxXp]+\s+\[\s*\d+%\]$")  # "..F.  [100%]"
+_TOTALS = re.compile(r"^=*\s*\d+ (failed|passed|errors?|skipped|xfailed|xpassed)\b.* in "
+                     r"[\d.]+s")
+
+
+def without_canaries(tail: str, canary_ids: Iterable[str]) -> str:
+    """A test run's output tail without the harness's canary tests (contain/canary.py):
+    they exist only in the harness's run and some fail on purpose, so they are not the
+    agent's to fix (a retry prompt showed them as failures). ``canary_ids``: their JUnit ids
+    (``tests.test_<hex>::test_<hex>``, the run's ``integrity.canaries``). Dropped: every line
+    naming a canary file or test, the failure block under a canary's ``___ name ___``
+    header, and pytest's progress and totals lines, which count the canaries. With no
+    canary ids, ``tail`` unchanged."""
+    ids = list(canary_ids)
+    if not ids:
+        return tail
+    words = {tid.rsplit("::", 1)[-1] for tid in ids} | {
+        tid.split("::", 1)[0].rsplit(".", 1)[-1] for tid in ids}
+    named = re.compile("|".join(rf"(?<![\w.]){re.escape(w)}(?!\w)" for w in sorted(words)))
+    out, skipping = [], False
+    for line in tail.split("\n"):
+        if header := _BLOCK_HEADER.match(line):
+            skipping = bool(named.search(header[1]))
+        elif _SECTION.match(line):
+            skipping = False
+        if skipping or named.search(line) or _PROGRESS.match(line) or _TOTALS.match(line):
+            continue
+        out.append(line)
+    return "\n".join(out)
 
 
 def render_prompt(packet: Packet, attempt: int, packets_dir: str,
