@@ -502,6 +502,30 @@ def test_a_blocked_packet_whose_file_was_removed_is_shown_as_removed(tmp_path):
     assert "removed" in p1 and "same failure" not in p1, board
 
 
+def test_status_says_the_line_is_halted_and_by_which_packet(tmp_path):
+    """The board says what `andon run` would stop at, and what to do: `status --json` had
+    `halted_by`, the board itself nothing."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1),
+                                            "P2": mul_packet("P2")})
+    assert "line halted" not in andon(root, "status").stdout
+    assert andon(root, "run", "--agent", "command", "--command", "true").returncode == 1
+    out = andon(root, "status", env={"COLUMNS": "80"}).stdout
+    assert "line halted: P1 is blocked" in out and "andon show P1" in out, out
+    assert "andon unblock P1" in out, out
+
+
+def test_status_names_packet_files_it_cannot_read(tmp_path):
+    """A packet file with a problem is not on the board; the board says so and points at
+    `andon check`, instead of the packet seeming to vanish."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"), "P2": mul_packet("P2")})
+    md = root / "packets" / "P2" / "packet.md"
+    md.write_text(md.read_text().replace('goal = "', 'goal = "unterminated', 1)
+                  .replace('goal = "unterminated', 'goal = "unterminated\n', 1))
+    r = andon(root, "status", env={"COLUMNS": "80"})
+    assert r.returncode == 0, r.stderr
+    assert "1 problem" in r.stdout + r.stderr and "andon check" in r.stdout + r.stderr, r
+
+
 def test_a_packet_that_does_not_parse_is_not_called_removed(tmp_path):
     """While a packet file has a problem, which packets are gone cannot be told: none is
     marked removed."""

@@ -162,6 +162,16 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
                                    "workers": worker_rows(store)}))
     else:
         common.out.print(board(store, config, on_disk, complete=not problems))
+        ids = {pid for pid, _ in on_disk}
+        halted = next((p for p in store.packets() if p["state"] == "blocked" and p["id"] in ids),
+                      None)
+        if halted is not None:  # what `andon run` would stop at (runner._halted)
+            pid = halted["id"]
+            common.out.print(f"line halted: {pid} is blocked: `andon show {pid}`, edit the "
+                             f"packet, `andon unblock {pid}`", markup=False)
+        if problems:
+            common.out.print(f"{len(problems)} problem(s) in the packet files, whose packets "
+                             "are not listed: `andon check`", markup=False)
         if drift:
             common.out.print(drift_notice(drift), highlight=False)
         if ahead := merged_ahead(repo, config):
