@@ -2,6 +2,8 @@
 
 import sys
 
+import re
+
 import pytest
 
 from andon.config import DEFAULT_TOML, load_config
@@ -51,6 +53,27 @@ def test_wrong_value_names_line(tmp_path):
     (tmp_path / "andon.toml").write_text("[test]\ntimeout_s = -1\n")
     with pytest.raises(ConfigError, match=r"andon.toml:2: test.timeout_s"):
         load_config(tmp_path)
+
+
+@pytest.mark.parametrize("section,line,key", [
+    ("test", 'timeout_s = "900"', "test.timeout_s"),
+    ("gates", 'red_runs = "3"', "gates.red_runs"),
+    ("gates", "hermetic_runs = 2.0", "gates.hermetic_runs"),
+    ("andon", 'keep_worktrees = "yes"', "andon.keep_worktrees"),
+    ("andon", "keep_worktrees = 1", "andon.keep_worktrees"),
+])
+def test_a_value_of_the_wrong_type_is_an_error_not_converted(tmp_path, section, line, key):
+    """As in packet.md (`max_attempts = "3"` is an error): a string, a float or an integer
+    where another type belongs is named with its line, never quietly converted ("yes" read as
+    true, 2.0 as 2)."""
+    (tmp_path / "andon.toml").write_text(f"[{section}]\n{line}\n")
+    with pytest.raises(ConfigError, match=rf"andon.toml:2: {re.escape(key)}"):
+        load_config(tmp_path)
+
+
+def test_an_integer_where_a_number_of_seconds_belongs_is_fine(tmp_path):
+    (tmp_path / "andon.toml").write_text("[test]\ntimeout_s = 900\n")
+    assert load_config(tmp_path).test.timeout_s == 900
 
 
 def test_toml_syntax_error_names_line(tmp_path):

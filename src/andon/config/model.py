@@ -28,7 +28,9 @@ STATE_DIR = ".andon"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # strict: "900", "yes", 1 and 2.0 are errors where a number, a bool or an integer belongs,
+    # as in packet.md, never converted (an integer where a float belongs is fine)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Andon(_Strict):
