@@ -514,6 +514,17 @@ def test_status_says_the_line_is_halted_and_by_which_packet(tmp_path):
     assert "andon unblock P1" in out, out
 
 
+def test_the_board_shows_the_cause_of_a_repeated_failure_first(tmp_path):
+    """A packet blocked on the same failure twice: at 80 columns the cell held only "same
+    failure as attempt 1 (fingerprint …): no new evidence —" and the cause was cut off."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=3)})
+    assert andon(root, "run", "--agent", "command", "--command", "true").returncode == 1
+    out = andon(root, "status", env={"COLUMNS": "80"}).stdout
+    cell = " ".join(ln.split("│")[-2].strip() for ln in out.splitlines() if ln.count("│") > 6)
+    assert cell.startswith("same failure twice: the agent changed nothing"), out
+    assert "fingerprint" not in cell, out
+
+
 def test_status_names_packet_files_it_cannot_read(tmp_path):
     """A packet file with a problem is not on the board; the board says so and points at
     `andon check`, instead of the packet seeming to vanish."""

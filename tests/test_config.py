@@ -1,8 +1,7 @@
 """andon.toml: defaults, and errors that name file and line."""
 
-import sys
-
 import re
+import sys
 
 import pytest
 

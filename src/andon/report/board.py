@@ -5,6 +5,7 @@ Reads the store only; never recomputes a verdict.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,6 +18,9 @@ from ..store import StoreProtocol
 from .figures import GATE_MARK, STYLE, run_accounting, usage_of, usage_of_rows, usage_text
 
 GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
+# outcome.py's reason for a block on a repeated fingerprint
+_SAME_FAILURE = re.compile(r"^same failure as attempt \d+ \(fingerprint \w+\): no new "
+                           r"evidence — ")
 
 
 def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = (),
@@ -126,7 +130,10 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
         elif r["removed"]:  # its last reason is history: nothing acts on it any more
             result = "packet file removed: not run again (its history stays in the store)"
         elif last and last["reason"]:
-            result = clip(last["reason"].splitlines()[0], 160)
+            # the cause first: the fingerprint is in `andon show`, and at 80 columns the
+            # preamble alone filled the clipped cell
+            result = clip(_SAME_FAILURE.sub(r"same failure twice: ",
+                                            last["reason"].splitlines()[0]), 160)
         elif r.get("not_run"):
             result = "not run yet"
         else:
