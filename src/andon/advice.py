@@ -18,8 +18,13 @@ def halt_message(store: StoreProtocol, row: dict, only: list[str] | None = None)
     why = last["reason"] if last else "blocked"
     where = last["evidence_dir"] if last else ""
     pid = row["id"]
-    asked = (f"--only {', '.join(only)}: not started: a blocked packet halts the whole line "
-             "(unblock it first)\n" if only and pid not in only else "")
+    asked = ""
+    if only and pid not in only:
+        done = [o for o in only if (store.packet(o) or {}).get("state") == "done"]
+        asked = (f"--only {', '.join(only)}: already done (merged): nothing to start\n"
+                 if len(done) == len(only) else
+                 f"--only {', '.join(only)}: not started: a blocked packet halts the whole "
+                 "line (unblock it first)\n")
     return (f"{asked}line halted: packet {pid} is blocked: {why}\n"
             f"evidence: {where}\n"
             f"what to do: {advice(store, last)}; see `andon show {pid}`, then "
