@@ -79,7 +79,9 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
                      markup=False)
     if layer in NOT_THE_PACKET:
         # the advice was to fix the reviewer or the environment: an unchanged packet is right
-        common.out.print(f"it was blocked by a {layer} failure, not by the packet: if you fixed "
+        article = "an" if layer[0] in "aeiou" else "a"
+        common.out.print(f"it was blocked by {article} {layer} failure, not by the packet: if "
+                         f"you fixed "
                          f"the {NOT_THE_PACKET[layer]}, the next run tries again", markup=False)
     elif not edited:
         common.err.print(f"warning: {done.source} is unchanged since it was blocked; the same "
