@@ -81,8 +81,8 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
         # the advice was to fix the reviewer or the environment: an unchanged packet is right
         article = "an" if layer[0] in "aeiou" else "a"
         common.out.print(f"it was blocked by {article} {layer} failure, not by the packet: if "
-                         f"you fixed "
-                         f"the {NOT_THE_PACKET[layer]}, the next run tries again", markup=False)
+                         f"you fixed the {NOT_THE_PACKET[layer]}, the next run tries again",
+                         markup=False)
     elif not edited:
         common.err.print(f"warning: {done.source} is unchanged since it was blocked; the same "
                          "failure will probably block it again", markup=False)
