@@ -1032,7 +1032,7 @@ def test_human_gate_waits_the_queue_goes_on_and_approve_merges(tmp_path):
     assert "minor: src/calc/ops.py:9 — no docstring" in out
 
     for pid, why in (("P2", "packet P2 is done, not awaiting_human"),
-                     ("P9", "no packet 'P9' in the store")):
+                     ("P9", "no packet 'P9' in the store; known: P1, P2")):
         refused = andon(root, "approve", pid)
         assert refused.returncode == 2, refused.stdout + refused.stderr
         assert why in refused.stderr

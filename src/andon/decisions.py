@@ -16,6 +16,7 @@ from .config import Config
 from .errors import UsageError
 from .packet import load_packets
 from .runner import Runner, open_store
+from .store import no_such_packet
 from .workspace import Repo
 
 
@@ -75,7 +76,7 @@ def unblock(repo: Repo, config: Config, packet_id: str) -> Unblocked:
     try:
         row = store.packet(packet_id)
         if row is None:
-            raise UsageError(f"no packet {packet_id!r} in the store")
+            raise UsageError(no_such_packet(store, packet_id))
         if row["state"] != "blocked":
             raise UsageError(f"packet {packet_id} is {row['state']}, not blocked")
         packets = {p.id: p for p in load_packets(repo.root / config.andon.packets_dir,

@@ -20,7 +20,7 @@ from .gates.base import GateResult
 from .gates.cache import baseline_key
 from .merge import merge_attempt
 from .packet import Packet
-from .store import StoreProtocol, now
+from .store import StoreProtocol, no_such_packet, now
 from .workspace import Repo
 
 
@@ -51,7 +51,7 @@ def awaiting(store: StoreProtocol, packet_id: str) -> dict:
     """
     row = store.packet(packet_id)
     if row is None:
-        raise UsageError(f"no packet {packet_id!r} in the store")
+        raise UsageError(no_such_packet(store, packet_id))
     if row["state"] != "awaiting_human":
         raise UsageError(f"packet {packet_id} is {row['state']}, not awaiting_human")
     return store.attempts(packet_id)[-1]

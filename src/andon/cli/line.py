@@ -17,7 +17,7 @@ from ..packet import check_packets
 from ..report import board, packet_detail, show_packet, status_rows, usage_of_rows
 from ..report.board import worker_rows
 from ..runner import base_drift, drift_notice, open_store
-from ..store import URL_ENV, StoreProtocol, connect
+from ..store import URL_ENV, StoreProtocol, connect, no_such_packet
 from ..workspace import Repo
 from . import common
 from .common import (
@@ -211,8 +211,7 @@ def show(ctx: click.Context, packet_id: str, as_json: bool, with_context: bool,
     repo, _, store = _reader(ctx, store_url)
     detail = packet_detail(store, repo, packet_id)
     if detail is None:
-        known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"
-        fail(f"no packet {packet_id!r} in the store; known: {known}")
+        fail(no_such_packet(store, packet_id))
     if with_context:
         _add_context(detail)
     if as_json:

@@ -15,9 +15,16 @@ from ..errors import InvalidValue
 from .protocol import StoreProtocol
 from .sqlite import MIGRATIONS, Store, now
 
-__all__ = ["MIGRATIONS", "Store", "StoreProtocol", "connect", "store_url", "now"]
+__all__ = ["MIGRATIONS", "Store", "StoreProtocol", "connect", "no_such_packet", "store_url",
+           "now"]
 
 URL_ENV = "ANDON_STORE_URL"
+
+
+def no_such_packet(store: StoreProtocol, packet_id: str) -> str:
+    """The message for a packet id the store does not hold, with the ids it does."""
+    known = ", ".join(p["id"] for p in store.packets()) or "none (run `andon run` first)"
+    return f"no packet {packet_id!r} in the store; known: {known}"
 
 
 def store_url(configured: str | None = None) -> str | None:
