@@ -119,8 +119,15 @@ def _add_lines(text: str, section: str, lines: str) -> str:
     return text.replace(header, header + lines, 1)
 
 
+def fast(test_command: list[str] | None = None) -> str:
+    """FAST, with another ``[test] command`` when given (e.g. andon's own ``python``, for a
+    project that needs a package of andon's venv, or a venv a test made)."""
+    return config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                       test_command=test_command)
+
+
 # Fewest repeated runs: 1 red run, 1 hermetic run, no random-order run.
-FAST = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False)
+FAST = fast()
 
 
 def packet_md(pid: str, slug: str = "work", goal: str = "Do the work.", **fields: object) -> str:

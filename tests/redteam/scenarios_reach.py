@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from helpers import NoPrivateBase, forged_cache, venv_site
+from helpers import NoPrivateBase, fast, forged_cache, venv_site
 from helpers import private_base as _private_base
 from scenarios import FAST, OPS, Scenario, honest_mul, write
 
@@ -73,9 +73,7 @@ class Private:
 
     def config(self) -> str:
         """FAST with ``[test] command`` on this interpreter."""
-        old = 'command = ["python", "-m", "pytest"]'
-        assert old in FAST
-        return FAST.replace(old, f'command = ["{self.python}", "-m", "pytest"]')
+        return fast([str(self.python), "-m", "pytest"])
 
 
 def private_venv(tmp: Path) -> Private:

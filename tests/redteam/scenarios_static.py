@@ -13,6 +13,7 @@ names the issue-19 kind.
 
 from __future__ import annotations
 
+from helpers import fast
 from scenarios import FAST, OPS, Scenario, also, honest_mul, writes
 
 TESTS_ALLOWED = {"allowed_paths": ["src/calc/**", "tests/**"]}
@@ -578,7 +579,8 @@ def build() -> list[Scenario]:
         S("shadow-installed", 5, "issue 19 kind 2: src/click.py, the name of a distribution "
           "installed in the test interpreter", also(writes("src/click.py", "echo = print\n"),
                                                     honest_mul),
-          "scope", "shadowing-module", "src/click.py", packet=SRC_ALLOWED),
+          "scope", "shadowing-module", "src/click.py", packet=SRC_ALLOWED,
+          config=fast(["python", "-m", "pytest"])),  # andon's own interpreter: click is there
         # issue kind 4 -> catalogue 10
         *[S(f"detect-{name}", 10, f"issue 19 kind 4: mul is right only when {cond}",
             _append(detects(cond, *imports)), "patterns", "harness-detection", OPS)
