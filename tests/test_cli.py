@@ -525,6 +525,14 @@ def test_the_board_shows_the_cause_of_a_repeated_failure_first(tmp_path):
     assert "fingerprint" not in cell, out
 
 
+def test_check_with_no_packets_says_there_are_none_yet(tmp_path):
+    """It said "0 packet(s) OK: " (newcomer pass)."""
+    root = make_project(tmp_path / "repo", {})
+    r = andon(root, "check")
+    assert r.returncode == 0, r.stderr
+    assert "no packets yet" in r.stdout and "OK:" not in r.stdout, r.stdout
+
+
 def test_status_names_packet_files_it_cannot_read(tmp_path):
     """A packet file with a problem is not on the board; the board says so and points at
     `andon check`, instead of the packet seeming to vanish."""

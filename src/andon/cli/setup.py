@@ -130,7 +130,9 @@ def check(ctx: click.Context, as_json: bool) -> None:
                                  markup=False)
             else:
                 names = (p.id + (" (draft)" if p.status == "draft" else "") for p in packets)
-                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(names)}")
+                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(names)}" if packets
+                                 else "no packets yet: write one (docs/packets.md), then "
+                                      "`andon check` again")
         sys.exit(EXIT_USAGE if problems else 0)
 
     try:
