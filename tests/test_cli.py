@@ -533,6 +533,16 @@ def test_check_with_no_packets_says_there_are_none_yet(tmp_path):
     assert "no packets yet" in r.stdout and "OK:" not in r.stdout, r.stdout
 
 
+def test_run_with_no_packets_says_so_and_runs_no_suite(tmp_path):
+    """It ran the preflight suite, and on a project whose suite collects nothing yet exited 3
+    "preflight failed" (newcomer pass). Nothing to claim: exit 0, no test run."""
+    root = make_project(tmp_path / "repo", {}, files={"tests/test_ops.py": "x = 1\n"})
+    r = andon(root, "run", "--agent", "command", "--command", "true")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "no packets in packets/: nothing to run" in r.stdout, r.stdout
+    assert "preflight" not in r.stdout + r.stderr
+
+
 def test_status_names_packet_files_it_cannot_read(tmp_path):
     """A packet file with a problem is not on the board; the board says so and points at
     `andon check`, instead of the packet seeming to vanish."""

@@ -125,9 +125,13 @@ class Runner:
                     untested.append(problem)
             if untested:  # a packet no test decides would merge any change
                 raise PacketError(untested)
+            report = RunReport()
+            if not packets:  # nothing to claim: no preflight, no suite run for nothing
+                report.message = (f"no packets in {self.config.andon.packets_dir}/: nothing "
+                                  "to run (write one: docs/packets.md)")
+                return report
             self.extra = self._read_from_checkout()
             self.inputs = self._watch()
-            report = RunReport()
             self.run_started = now()
             head = self.baseline.head()
             # a hidden test committed where agents work would be in every worktree: refuse
