@@ -473,6 +473,17 @@ def test_an_agent_command_that_cannot_start_is_refused_before_any_packet_is_clai
     assert (p1["state"], p1["attempts"]) == ("ready", 0)
 
 
+@pytest.mark.parametrize("command", ["b() { b | b & }; b; sleep 300", "(setsid sleep 1 &)",
+                                     "FOO=1 nowhere-cmd", "$AGENT --fast", "if true; then :; fi",
+                                     "{ true; }", "! false", "cd /tmp && true"])
+def test_the_start_check_leaves_shell_syntax_to_the_shell(command):
+    """Only a plain first word names a program; a function definition, a subshell, an
+    assignment, a variable, a keyword or a builtin is the shell's (CI caught `b()` and
+    `(setsid` refused as programs not on PATH)."""
+    from andon.cli.common import check_command_starts
+    check_command_starts(command, "--command")  # no SystemExit
+
+
 def test_an_agent_command_of_shell_words_is_not_refused(tmp_path):
     """Builtins and shell syntax start no program of that name: `cd ... && { ...; }` runs as
     /bin/sh runs it."""

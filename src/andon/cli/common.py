@@ -5,6 +5,7 @@ with a clear message and a stable exit status (:mod:`andon.cli`)."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -78,7 +79,8 @@ def check_command_path(repo: Repo, command: str | None, what: str) -> None:
 
 
 # first words /bin/sh reads as syntax, not as a program to start
-_SHELL_SYNTAX = frozenset({"if", "for", "while", "until", "case", "{", "(", "!", "[[", "time"})
+_SHELL_SYNTAX = frozenset({"if", "for", "while", "until", "case", "time"})
+_PLAIN_WORD = re.compile(r"[\w./+@%:,~-]+")
 
 
 def check_command_starts(command: str, what: str) -> None:
@@ -86,14 +88,17 @@ def check_command_starts(command: str, what: str) -> None:
     126 or 127 in every worktree, blocking each packet given to it and halting the line on a
     typo. Checked here, before anything is claimed (exit 2): an absolute path that is missing,
     a folder or not executable; a bare name that is neither on PATH nor known to /bin/sh
-    (``command -v``: builtins such as ``cd``). Assignments (``FOO=1 cmd``), ``$VAR`` and shell
-    syntax are left to the shell; a relative path is check_command_path's."""
+    (``command -v``: builtins such as ``cd``). A first word that is not a plain word
+    (assignments, ``$VAR``, a function definition, a subshell) and shell keywords are left to
+    the shell; a relative path is check_command_path's."""
     try:
         words = shlex.split(command)
     except ValueError:
         return
     first = words[0] if words else ""
-    if not first or "=" in first or "$" in first or first in _SHELL_SYNTAX:
+    # only a plain word names a program: `b() { …; }`, `(cmd &)`, `FOO=1 cmd`, `$X` are the
+    # shell's to read
+    if not _PLAIN_WORD.fullmatch(first) or first in _SHELL_SYNTAX:
         return
     if first.startswith("/"):
         path = Path(first)
