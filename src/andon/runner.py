@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,13 +124,12 @@ class Runner:
                     untested.append(problem)
             if untested:  # a packet no test decides would merge any change
                 raise PacketError(untested)
-            report = RunReport()
-            if not packets:  # nothing to claim: no preflight, no suite run for nothing
-                report.message = (f"no packets in {self.config.andon.packets_dir}/: nothing "
-                                  "to run (write one: docs/packets.md)")
-                return report
+            if not packets:  # nothing to claim: no preflight suite run for nothing
+                return RunReport(message=f"no packets in {self.config.andon.packets_dir}/: "
+                                         "nothing to run (write one: docs/packets.md)")
             self.extra = self._read_from_checkout()
             self.inputs = self._watch()
+            report = RunReport()
             self.run_started = now()
             head = self.baseline.head()
             # a hidden test committed where agents work would be in every worktree: refuse
@@ -213,24 +211,17 @@ class Runner:
                                  self.repo.root / self.config.andon.packets_dir, self.extra)
 
     def _read_from_checkout(self) -> tuple[Path, ...]:
-        """Prompt templates and agent scripts that live in the checkout: andon reads or runs
-        them at every stage, so an agent rewriting them would steer its own reviewer."""
-        root, agent = self.repo.root, self.config.agent
-        paths = [root / p for p in (agent.prompt_dir, agent.prompt_template) if p]
+        """guard.read_from_checkout for the agents of every packet's stages."""
+        commands = []
         for p in self.packets.values():
             for stage in self.config.stages_of(p.stages, p.tier):
                 try:
-                    command = self.agent_for(p, stage).command
-                    words = shlex.split(command) if command else []
-                except (AndonError, LookupError, ValueError):
-                    # best effort: an agent that cannot be built (or a command /bin/sh will
-                    # not parse) fails with its own error when its packet runs
-                    words = []
-                for word in words:
-                    path = Path(word)
-                    if path.is_absolute() and path.is_file() and path.is_relative_to(root):
-                        paths.append(path)
-        return tuple(dict.fromkeys(paths))
+                    commands.append(self.agent_for(p, stage).command)
+                except (AndonError, LookupError):
+                    pass  # an agent that cannot be built fails with its error when it runs
+        agent = self.config.agent
+        return guard.read_from_checkout(self.repo.root, (agent.prompt_dir, agent.prompt_template),
+                                        commands)
 
     def _inputs_unchanged(self) -> None:
         """UsageError (nothing claimed) if andon.toml, anything in the packets folder or the

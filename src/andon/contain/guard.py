@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 
 from ..packet import is_litter
@@ -125,3 +127,23 @@ def _rel(repo: Repo, path: Path) -> str:
     if path.is_relative_to(repo.git_dir):
         return ".git/" + path.relative_to(repo.git_dir).as_posix()
     return path.relative_to(repo.root).as_posix()
+
+
+def read_from_checkout(root: Path, prompt_paths: Iterable[str | None],
+                       commands: Iterable[str | None]) -> tuple[Path, ...]:
+    """Prompt templates and agent scripts that live in the checkout ``root``: andon reads or
+    runs them at every stage, so an agent rewriting them would steer its own reviewer.
+    ``prompt_paths``: ``[agent] prompt_dir``/``prompt_template`` (relative to ``root``, or
+    None); ``commands``: each stage agent's shell command, whose absolute words naming a file
+    under ``root`` count (best effort: a command /bin/sh will not parse names nothing)."""
+    paths = [root / p for p in prompt_paths if p]
+    for command in commands:
+        try:
+            words = shlex.split(command) if command else []
+        except ValueError:
+            words = []
+        for word in words:
+            path = Path(word)
+            if path.is_absolute() and path.is_file() and path.is_relative_to(root):
+                paths.append(path)
+    return tuple(dict.fromkeys(paths))
