@@ -149,12 +149,12 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     # packets written since the last run (or before the first) are ready, not absent
     found, problems = check_packets(repo.root / config.andon.packets_dir, repo.root)
     on_disk = sorted((p.id, p.slug) for p in found)
+    # as `andon run` decides (runner._halted): a blocked packet still in packets/
+    ids = {pid for pid, _ in on_disk}
+    halted = next((p["id"] for p in store.packets() if p["state"] == "blocked" and p["id"] in ids),
+                  None)
     if as_json:
         rows = status_rows(store, on_disk, complete=not problems)
-        # as `andon run` decides (runner._halted): a blocked packet still in packets/
-        ids = {pid for pid, _ in on_disk}
-        halted = next((r["id"] for r in rows if r["state"] == "blocked" and r["id"] in ids),
-                      None)
         common.out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
                                    "base_drift": drift, "merged_ahead": merged_ahead(repo, config),
                                    "halted_by": halted, "packets": rows,
@@ -162,13 +162,9 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
                                    "workers": worker_rows(store)}))
     else:
         common.out.print(board(store, config, on_disk, complete=not problems))
-        ids = {pid for pid, _ in on_disk}
-        halted = next((p for p in store.packets() if p["state"] == "blocked" and p["id"] in ids),
-                      None)
-        if halted is not None:  # what `andon run` would stop at (runner._halted)
-            pid = halted["id"]
-            common.out.print(f"line halted: {pid} is blocked: `andon show {pid}`, edit the "
-                             f"packet, `andon unblock {pid}`", markup=False)
+        if halted is not None:
+            common.out.print(f"line halted: {halted} is blocked: `andon show {halted}`, edit "
+                             f"the packet, `andon unblock {halted}`", markup=False)
         if problems:
             common.out.print(f"{len(problems)} problem(s) in the packet files, whose packets "
                              "are not listed: `andon check`", markup=False)
