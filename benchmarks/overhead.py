@@ -54,8 +54,9 @@ from pathlib import Path
 from andon import reaper
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
-from andon.runner import Runner, open_store
+from andon.runner import Runner
 from andon.runners import pytest as testrun
+from andon.state import open_store
 from andon.workspace import Repo
 
 AIM_S = 1.0

@@ -22,7 +22,8 @@ from pathlib import Path
 
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import DEFAULT_TOML, load_config
-from andon.runner import Runner, open_store
+from andon.runner import Runner
+from andon.state import open_store
 from andon.workspace import Repo
 
 # The interpreter the tests' projects run their suites with (config_toml's default test

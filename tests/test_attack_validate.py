@@ -10,7 +10,7 @@ from pathlib import Path
 
 from test_validate import GOOD_OPS, _state, add_solution, by_id, validate
 
-from andon.runner import open_store
+from andon.state import open_store
 from andon.workspace import Repo
 
 from helpers import andon, git, make_project, mul_packet

@@ -4,8 +4,8 @@ red gate (layer specification), naming both files and the fixes. Real repositori
 
 from __future__ import annotations
 
+from andon.exits import EXIT_OK
 from andon.gates.clash import clashes, import_mode, module_name
-from andon.runner import EXIT_OK
 
 from helpers import (
     MUL_TEST,

@@ -3,7 +3,9 @@ evidence kept; checked after each stage run and before the next one."""
 
 from andon.agents import CommandAgent
 from andon.config import DEFAULT_TOML, load_config
-from andon.runner import EXIT_HALTED, Runner, open_store
+from andon.exits import EXIT_HALTED
+from andon.runner import Runner
+from andon.state import open_store
 from andon.workspace import Repo
 
 from helpers import MUL_CODE, git, make_project, mul_packet, packet_md

@@ -22,7 +22,7 @@ from andon.detect import (
     detect,
     setup_step,
 )
-from andon.runner import EXIT_OK, EXIT_PREFLIGHT
+from andon.exits import EXIT_OK, EXIT_PREFLIGHT
 
 from helpers import andon, git, packet_md, runner_for, write
 

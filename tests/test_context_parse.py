@@ -168,6 +168,12 @@ def test_formats_listed_once():
     assert len(set(FORMATS)) == len(FORMATS) == 12
 
 
+def test_every_format_has_its_parser():
+    from andon.context import _parsers
+
+    assert set(_parsers()) == set(FORMATS)
+
+
 def test_claude_code_2_subagent_logs_beside_the_session_are_their_own_threads(tmp_path):
     """Claude Code 2.x writes a sub-agent's lines to <sessionId>/subagents/agent-*.jsonl."""
     main = tmp_path / "abc.jsonl"

@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 
 from andon.demo.plan import run_plan_demo
-from andon.runner import open_store
+from andon.state import open_store
 from andon.workspace import Repo
 
 pytestmark = pytest.mark.e2e  # the whole loop, twice, on a real repository

@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from andon.config import DEFAULT_TOML
+from andon.exits import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 from andon.merge import merge_attempt
 from andon.packet import load_packets
-from andon.runner import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 
 from helpers import (
     CALC,

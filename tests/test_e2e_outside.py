@@ -16,7 +16,7 @@ import pytest
 
 from andon.agents import Agent
 from andon.errors import UsageError
-from andon.runner import EXIT_HALTED
+from andon.exits import EXIT_HALTED
 from andon.sandbox import probe
 
 from helpers import (

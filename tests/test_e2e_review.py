@@ -20,9 +20,9 @@ from pathlib import Path
 import pytest
 
 from andon.errors import ConfigError
+from andon.exits import EXIT_HALTED, EXIT_OK
 from andon.packet import load_packets
 from andon.review.contract import SCHEMA, decide, validate
-from andon.runner import EXIT_HALTED, EXIT_OK
 
 from helpers import (
     MUL_CODE,

@@ -3,7 +3,7 @@ line and the setting that fixes it (issue 9), instead of "N test(s) fail". Real 
 
 from __future__ import annotations
 
-from andon.runner import EXIT_PREFLIGHT
+from andon.exits import EXIT_PREFLIGHT
 
 from helpers import CALC_TESTS, make_project, mul_packet, runner_for
 

@@ -21,7 +21,7 @@ from andon.errors import ConfigError, UsageError
 from andon.experiments.experiment import Experiment
 from andon.experiments.spec import load_spec
 from andon.experiments.stored import export_rows, status
-from andon.runner import open_store
+from andon.state import open_store
 from andon.usage import Usage
 from andon.workspace import Repo
 

@@ -22,7 +22,7 @@ from andon.experiments.experiment import Experiment
 from andon.experiments.pool import run_pool
 from andon.experiments.spec import load_spec
 from andon.experiments.stored import export_rows, status
-from andon.runner import open_store
+from andon.state import open_store
 from andon.workspace import Repo
 
 from helpers import GIT_ENV, andon

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from andon.runner import EXIT_OK
+from andon.exits import EXIT_OK
 
 from helpers import CALC, config_toml, honest_mul, make_project, mul_packet, runner_for, write
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from andon.runner import EXIT_OK, EXIT_PREFLIGHT
+from andon.exits import EXIT_OK, EXIT_PREFLIGHT
 
 from helpers import config_toml, honest_mul, make_project, mul_packet, runner_for
 

@@ -13,7 +13,7 @@ import pytest
 from andon import origin
 from andon.config import load_config
 from andon.detect import WHEEL_SETUP, setup_step
-from andon.runner import EXIT_PREFLIGHT
+from andon.exits import EXIT_PREFLIGHT
 
 from helpers import (
     MUL_CODE,

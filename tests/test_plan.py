@@ -14,7 +14,7 @@ import pytest
 from andon.config import PlanSettings
 from andon.plan import checks
 from andon.plan.contract import DraftPacket, PlanRejected, parse, render
-from andon.runner import open_store
+from andon.state import open_store
 from andon.workspace import Repo
 from tests.helpers import (
     FAST,

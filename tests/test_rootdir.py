@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from andon.runner import EXIT_OK
+from andon.exits import EXIT_OK
 from andon.runners.pytest import parse_junit
 from andon.runners.rootdir import NO_CONFIG, locate, pinned_args
 

@@ -4,7 +4,7 @@ said that the packet asked for had not started, nor why."""
 
 from __future__ import annotations
 
-from andon.runner import EXIT_HALTED
+from andon.exits import EXIT_HALTED
 
 from helpers import honest_mul, make_project, mul_packet, runner_for
 

@@ -10,7 +10,7 @@ import json
 import sqlite3
 from pathlib import Path
 
-from andon.runner import open_store
+from andon.state import open_store
 from andon.workspace import Repo
 
 from helpers import (

@@ -22,7 +22,8 @@ from andon.agents import ScriptedAgent
 from andon.config import load_config
 from andon.demo import EXPECTED, build_project
 from andon.demo.agents import BEHAVIOURS, evaluating_reviewer, same_mistake
-from andon.runner import Runner, open_store
+from andon.runner import Runner
+from andon.state import open_store
 from andon.store import Store
 from andon.web.app import Settings
 from andon.web.server import start

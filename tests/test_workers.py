@@ -26,10 +26,10 @@ from rich.console import Console
 
 from andon.agents import StageContext
 from andon.config import load_config
+from andon.exits import EXIT_HALTED, EXIT_INTERRUPTED, EXIT_OK
 from andon.report.board import board, worker_rows
-from andon.runner import EXIT_HALTED, EXIT_OK
 from andon.store import Store
-from andon.workers import EXIT_INTERRUPTED, WorkerError
+from andon.workers import WorkerError
 
 from helpers import andon, git, make_project, packet_md, runner_for, write
 

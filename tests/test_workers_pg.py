@@ -9,7 +9,7 @@ from pathlib import Path
 
 from test_workers import honest, mod_packet, squashes
 
-from andon.runner import EXIT_OK
+from andon.exits import EXIT_OK
 
 from helpers import make_project, runner_for
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from .config import Config
 from .errors import UsageError
 from .packet import load_packets
-from .runner import Runner, open_store
+from .runner import Runner
+from .state import open_store
 from .store import no_such_packet
 from .workspace import Repo
 

@@ -24,22 +24,22 @@ from .advice import base_drift, drift_notice, halt_message
 from .agents import Agent
 from .attempt import Attempt
 from .baseline import Baseline
-from .config import CONFIG_NAME, STATE_DIR, Config
+from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
 from .contain.interpreter import python_of
 from .errors import AndonError, PacketError, UsageError
+from .exits import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 from .gates.base import GateResult
 from .gates.hermetic import committed_hidden, committed_hidden_problem
 from .packet import Packet, load_packets, tests_problem
 from .plan import drafts
 from .pool_leases import lease_s
-from .store import Store, StoreProtocol, chain, connect, now, store_url
+from .state import state_dir
+from .store import Store, StoreProtocol, chain, now
 from .workspace import Repo
 
 ZERO = "0" * 40
 
-# Exit statuses of `andon run`, for scripts.
-EXIT_OK, EXIT_HALTED, EXIT_USAGE, EXIT_PREFLIGHT = 0, 1, 2, 3
 
 
 @dataclass
@@ -49,25 +49,6 @@ class RunReport:
     halted_by: str | None = None
     message: str = ""
     preflight: GateResult | None = None
-
-
-def state_dir(repo: Repo) -> Path:
-    return repo.root / STATE_DIR
-
-
-def open_store(repo: Repo, config: Config | None = None) -> StoreProtocol:
-    """The store of this repository: ``$ANDON_STORE_URL``, else ``[store] url`` of
-    ``config``, else ``.andon/andon.db`` (SQLite), kept out of git via ``.git/info/exclude``
-    so that nothing andon writes shows up in ``git status``."""
-    d = state_dir(repo)
-    d.mkdir(exist_ok=True)
-    exclude = repo.git_dir / "info" / "exclude"
-    exclude.parent.mkdir(exist_ok=True)
-    lines = exclude.read_text().splitlines() if exclude.exists() else []
-    if f"/{STATE_DIR}/" not in lines:
-        with open(exclude, "a") as f:
-            f.write(("\n" if lines and lines[-1] else "") + f"/{STATE_DIR}/\n")
-    return connect(d / "andon.db", store_url(config.store.url if config else None))
 
 
 class Runner:

@@ -49,6 +49,7 @@ from .advice import halt_message
 from .baseline import Baseline
 from .config import Config
 from .errors import AndonError
+from .exits import EXIT_HALTED, EXIT_INTERRUPTED
 from .gates.cache import baseline_key
 from .merge import merge_lock, record_merge
 from .packet import Packet
@@ -89,9 +90,6 @@ class Report(Protocol):
     message: str
 
 
-EXIT_HALTED = 1  # runner.EXIT_HALTED, repeated: the runner imports this module
-# `andon run` stopped by Ctrl-C after its running attempts finished (the shell's 128 + 2)
-EXIT_INTERRUPTED = 130
 
 
 

@@ -7,7 +7,9 @@ Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked 
 One module per group of verbs: ``setup`` (init, check, doctor, demo), ``line`` (run, status,
 show), ``decide`` (approve, reject, unblock), ``experiments`` (compare, experiment
 run/status/export), ``validate``, ``serve`` (the dashboard), ``verify`` (the hash chain);
-``common`` holds what they share.
+``common`` holds what they share. Each command imports the modules that do its work in its
+own body, so that ``andon --help`` and ``andon status`` load no runner, gates or contracts
+(0.9 s of imports before: tests/test_cli_start.py, benchmarks/cli_start.py).
 """
 
 from __future__ import annotations

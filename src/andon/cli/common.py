@@ -11,20 +11,19 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
 from rich.markup import escape
 
-from ..agents import make_agent
-from ..agents.command import CommandAgent
-from ..config import (
-    load_config,
-)
 from ..errors import AndonError, UsageError
-from ..runner import EXIT_USAGE, Runner, open_store
+from ..exits import EXIT_USAGE
 from ..workspace import Repo
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..runner import Runner
 
 # Failure layers whose remedy lies outside the packet (what to fix, for the message).
 NOT_THE_PACKET = {"verifier": "reviewer", "environment": "environment",
@@ -51,7 +50,9 @@ def repo_or_fail(ctx: click.Context, require_commit: bool = True) -> Repo:
         raise  # unreachable
 
 
-def config_or_fail(repo: Repo):
+def config_or_fail(repo: Repo) -> Config:
+    from ..config import load_config
+
     try:
         return load_config(repo.root)
     except UsageError as exc:
@@ -164,6 +165,11 @@ def _some(items: list[str], shown: int = 3) -> str:
 def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str | None = None,
                 reviewer_spec: str | None = None, reviewer_command: str | None = None,
                 keep_worktrees: bool = False) -> Runner:
+    from ..agents import make_agent
+    from ..agents.command import CommandAgent
+    from ..runner import Runner
+    from ..state import open_store
+
     check_command_path(repo, command or config.agent.command, "--command")
     check_command_path(repo, reviewer_command or config.agent.reviewer_command,
                        "--reviewer-command")

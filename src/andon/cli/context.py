@@ -7,27 +7,29 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.console import Console
 
-from andon.agents import Agent, make_agent
-from andon.config import CONFIG_NAME, Config, load_config
 from andon.context import FORMATS, load
-from andon.context.analyse import analyse
-from andon.context.components import Rules, compile_rules
-from andon.context.html import page
-from andon.context.label import Labelling, label_with
 from andon.context.model import Conversation, TranscriptError
-from andon.context.render import summary
 from andon.errors import InvalidValue, UsageError
 
 from .common import fail
+
+if TYPE_CHECKING:
+    from andon.agents import Agent
+    from andon.config import Config
+    from andon.context.components import Rules
+    from andon.context.label import Labelling
 
 
 def _config_rules(repo: Path) -> list[tuple[str, str]]:
     """``[[context.rules]]`` of the repository's andon.toml, when there is one (checked:
     a broken andon.toml is an error, as for every command)."""
+    from andon.config import CONFIG_NAME, load_config
+
     if not (repo / CONFIG_NAME).is_file():
         return []
     cfg = load_config(repo)
@@ -36,6 +38,8 @@ def _config_rules(repo: Path) -> list[tuple[str, str]]:
 
 def _rules(rule: tuple[str, ...], then: list[tuple[str, str]]) -> Rules:
     """``--rule`` options first, then andon.toml's rules."""
+    from andon.context.components import compile_rules
+
     pairs = []
     for r in rule:
         pattern, sep, component = r.rpartition("=")
@@ -53,12 +57,17 @@ def _rules(rule: tuple[str, ...], then: list[tuple[str, str]]) -> Rules:
 def _labeller(repo: Path, spec: str, command: str | None) -> tuple[Agent, Config]:
     """The agent of ``--label-with`` and the config it runs under (andon.toml's, or the
     defaults outside a project)."""
+    from andon.agents import make_agent
+    from andon.config import CONFIG_NAME, Config, load_config
+
     config = load_config(repo) if (repo / CONFIG_NAME).is_file() else Config()
     return make_agent(spec, command or config.agent.command, config), config
 
 
 def _label(labeller: tuple[Agent, Config], repo: Path, conv: Conversation,
            rules: Rules) -> Labelling:
+    from andon.context.label import label_with
+
     agent, config = labeller
     evidence = Path(tempfile.mkdtemp(prefix="andon-context-label-"))
     done = label_with(agent, config, repo.resolve(), conv, rules, evidence)
@@ -90,6 +99,10 @@ def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: P
             command: str | None) -> None:
     """What filled an agent's context window, turn by turn, for any transcript: Claude Code,
     Codex, Gemini CLI, Aider, SWE-agent, mini-swe-agent, OpenAI or Anthropic messages."""
+    from andon.context.analyse import analyse
+    from andon.context.html import page
+    from andon.context.render import summary
+
     if html_out and len(files) > 1:
         fail("--html writes one page: give one FILE")
     repo = Path((click.get_current_context().obj or {}).get("repo", "."))

@@ -7,7 +7,6 @@ import sys
 
 import click
 
-from .. import decisions
 from ..errors import AndonError, PacketError
 from . import common
 from .common import (
@@ -29,6 +28,8 @@ def approve(ctx: click.Context, packet_id: str) -> None:
     findings. Exits 0 when merged, 1 if the merged result failed its checks, 2 if the packet
     is not awaiting a person.
     """
+    from .. import decisions
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     try:
@@ -48,6 +49,8 @@ def approve(ctx: click.Context, packet_id: str) -> None:
 def reject(ctx: click.Context, packet_id: str, why: str) -> None:
     """Reject a packet that awaits a person: back to needs_work, with your reason as
     evidence for the next attempt."""
+    from .. import decisions
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     try:
@@ -62,6 +65,8 @@ def reject(ctx: click.Context, packet_id: str, why: str) -> None:
 @click.pass_context
 def unblock(ctx: click.Context, packet_id: str) -> None:
     """Put a blocked packet back in the queue (after you have edited it)."""
+    from .. import decisions
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     try:

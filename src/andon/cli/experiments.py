@@ -71,7 +71,7 @@ def experiment() -> None:
 
 def _store_and_spec(ctx: click.Context, path: str):
     from ..experiments.spec import load_spec
-    from ..runner import open_store
+    from ..state import open_store
     repo = common.repo_or_fail(ctx.find_root())
     config = common.config_or_fail(repo)
     try:
@@ -190,7 +190,7 @@ def experiment_export(ctx: click.Context, path: str, csv_path: str | None,
 
 def _stored(ctx: click.Context, path: str):
     """The store and the experiment's name: a file's ``name`` (or stem), or a bare name."""
-    from ..runner import open_store
+    from ..state import open_store
     repo = common.repo_or_fail(ctx.find_root())
     name = path
     if path.endswith(".toml"):

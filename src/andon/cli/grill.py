@@ -9,14 +9,10 @@ from pathlib import Path
 import click
 from rich.markup import escape
 
-from ..agents import make_agent
 from ..errors import AndonError
-from ..grill import AgentFailed, Interview, TerminalAnswerer, accept_all
-from ..runner import open_store
+from ..exits import EXIT_INTERRUPTED
 from . import common
 from .common import config_or_fail, fail, repo_or_fail
-
-EXIT_INTERRUPTED = 130
 
 
 @click.command()
@@ -45,6 +41,10 @@ def grill(ctx: click.Context, feature: str, agent_spec: str | None, command: str
     decisions are committed, 1 when the agent gave no valid turn, 2 on bad input, 130 on
     Ctrl-C (the answers so far are kept).
     """
+    from ..agents import make_agent
+    from ..grill import AgentFailed, Interview, TerminalAnswerer, accept_all
+    from ..state import open_store
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     path = Path(feature)

@@ -7,18 +7,11 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from ..advice import ahead_notice, merged_ahead
-from ..config import CONFIG_NAME, Config
 from ..errors import AndonError, PacketError
-from ..packet import check_packets
-from ..report import board, packet_detail, show_packet, status_rows, usage_of_rows
-from ..report.board import worker_rows
-from ..runner import base_drift, drift_notice, open_store
-from ..store import URL_ENV, StoreProtocol, connect, no_such_packet
-from ..workspace import Repo
 from . import common
 from .common import (
     config_or_fail,
@@ -28,6 +21,11 @@ from .common import (
     open_repo,
     repo_or_fail,
 )
+
+if TYPE_CHECKING:
+    from ..config import Config
+    from ..store import StoreProtocol
+    from ..workspace import Repo
 
 
 @click.command()
@@ -60,6 +58,10 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     input, 3 when the integration branch fails its own suite before anything ran, 130 when
     Ctrl-C stopped a pool (--workers N) once its running attempts had finished.
     """
+    from ..advice import ahead_notice, merged_ahead
+    from ..config import CONFIG_NAME
+    from ..report import board
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     runner = make_runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command,
@@ -106,6 +108,10 @@ def _reader(ctx: click.Context, store_url: str | None, require_commit: bool = Tr
     given: another machine's view of a shared store), its andon.toml (None when there is
     none), and the store. Exits 2 with the store's own message (its URL without the
     password) when the store cannot be opened."""
+    from ..config import CONFIG_NAME
+    from ..state import open_store
+    from ..store import URL_ENV, connect
+
     url = store_url or os.environ.get(URL_ENV) or None
     if store_url:
         os.environ[URL_ENV] = store_url  # open_store reads it
@@ -139,6 +145,11 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     blocked packet that stops the line, or null, and ``merged_ahead``: the commits the
     integration branch holds that the base branch lacks, or null). With --store URL (or
     $ANDON_STORE_URL) outside a clone, the store's packets alone."""
+    from ..advice import ahead_notice, base_drift, drift_notice, merged_ahead
+    from ..packet import check_packets
+    from ..report import board, status_rows, usage_of_rows
+    from ..report.board import worker_rows
+
     repo, config, store = _reader(ctx, store_url)
     if repo is not None and config is None:  # a repository without andon.toml: say so
         config = config_or_fail(repo)
@@ -178,6 +189,10 @@ def _store_only_board(store: StoreProtocol, as_json: bool) -> None:
     """The board of a store read from outside any clone: its packets as the runners
     recorded them (packets written but never run are not in it; the integration branch
     shown is andon's default name, the configured one being in the project's andon.toml)."""
+    from ..config import Config
+    from ..report import board, status_rows, usage_of_rows
+    from ..report.board import worker_rows
+
     config = Config.model_validate({})
     if as_json:
         rows = status_rows(store)
@@ -204,6 +219,9 @@ def show(ctx: click.Context, packet_id: str, as_json: bool, with_context: bool,
     --store URL (or $ANDON_STORE_URL) from any machine: the store's rows, and the evidence
     files this machine can reach (a shared --evidence folder); the others are named as not
     reachable from here."""
+    from ..report import packet_detail, show_packet
+    from ..store import no_such_packet
+
     repo, _, store = _reader(ctx, store_url)
     detail = packet_detail(store, repo, packet_id)
     if detail is None:

@@ -8,12 +8,7 @@ import sys
 
 import click
 
-from ..agents import make_agent
 from ..errors import AndonError
-from ..packet import check_packets
-from ..plan import drafts
-from ..plan.session import check_all, from_packet, run_plan
-from ..runner import open_store
 from . import common
 from .common import config_or_fail, fail, repo_or_fail, who
 
@@ -48,6 +43,8 @@ def plan(ctx: click.Context, paths: tuple[str, ...], agent_spec: str | None,
     Exits 0 when the drafts pass every check (or the accept/reject was done), 1 when
     problems remain (shown; nothing accepted), 2 on bad input.
     """
+    from ..state import open_store
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     person = by or os.environ.get("USER") or who()
@@ -71,6 +68,9 @@ def plan(ctx: click.Context, paths: tuple[str, ...], agent_spec: str | None,
 
 
 def _plan(repo, config, store, paths, agent_spec, command, rounds) -> None:
+    from ..agents import make_agent
+    from ..plan.session import run_plan
+
     spec = agent_spec or config.agent.default
     agent = make_agent(spec, command or config.agent.command, config)
     outcome = run_plan(repo, config, store, agent, paths, rounds,
@@ -92,6 +92,8 @@ def _plan(repo, config, store, paths, agent_spec, command, rounds) -> None:
 
 
 def _drafts(repo, config) -> dict:
+    from ..packet import check_packets
+
     found, _ = check_packets(repo.root / config.andon.packets_dir, repo.root)
     return {p.id: p for p in found if p.status == "draft"}
 
@@ -99,6 +101,10 @@ def _drafts(repo, config) -> dict:
 def _accept(repo, config, store, ids: str | None, every: bool, person: str,
             force: bool) -> None:
     from ..baseline import integration_head
+    from ..packet import check_packets
+    from ..plan import drafts
+    from ..plan.session import check_all, from_packet
+
     current = _drafts(repo, config)
     wanted = sorted(current) if every else [i.strip() for i in (ids or "").split(",")
                                             if i.strip()]
@@ -130,6 +136,8 @@ def _accept(repo, config, store, ids: str | None, every: bool, person: str,
 
 
 def _reject(repo, config, store, pid: str, why: str, person: str) -> None:
+    from ..plan import drafts
+
     current = _drafts(repo, config)
     if pid not in current:
         fail(f"not a draft: {pid}; drafts: {', '.join(sorted(current)) or 'none'}")

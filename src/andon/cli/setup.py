@@ -7,25 +7,12 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from .. import detect
-from ..agents import Agent
-from ..config import (
-    CONFIG_NAME,
-    DEFAULT_TOML,
-    PACKETS_CONFTEST,
-    Andon,
-    load_config,
-    packets_dir_despite_errors,
-)
-from ..contain.interpreter import python_of
 from ..errors import AndonError, ConfigError, Problem, UsageError
-from ..gates import clash
-from ..gates.hermetic import committed_hidden, committed_hidden_problem
-from ..packet import check_packets, planted_test_files, solution_problems, tests_problem
-from ..runner import EXIT_USAGE, Runner, open_store
+from ..exits import EXIT_USAGE
 from ..workspace import Repo
 from . import common
 from .common import (
@@ -33,6 +20,9 @@ from .common import (
     open_repo,
     repo_or_fail,
 )
+
+if TYPE_CHECKING:
+    from ..agents import Agent
 
 
 @click.command()
@@ -44,6 +34,10 @@ def init(ctx: click.Context, force: bool) -> None:
     The store (.andon/) is kept out of git through .git/info/exclude, so nothing andon
     writes ever shows in `git status`.
     """
+    from .. import detect
+    from ..config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST
+    from ..state import open_store
+
     repo = repo_or_fail(ctx, require_commit=False)  # `git init && andon init` works
     path = repo.root / CONFIG_NAME
     if path.exists() and not force:
@@ -85,6 +79,9 @@ def _setup_cannot_start(repo: Repo) -> str | None:
     """A warning when the ``[test] setup`` just written runs ``python -m MOD`` and the test
     interpreter cannot import MOD: every run would stop at preflight (found on iniconfig's
     project venv, issue 9). None when it can, or when that cannot be asked."""
+    from ..config import CONFIG_NAME, load_config
+    from ..contain.interpreter import python_of
+
     try:
         config = load_config(repo.root)
     except AndonError:
@@ -116,6 +113,9 @@ def check(ctx: click.Context, as_json: bool) -> None:
     andon.toml do not stop the packets from being checked. Exits 2 if anything is wrong.
     Reads only; the store is not touched.
     """
+    from ..config import CONFIG_NAME, Andon, load_config, packets_dir_despite_errors
+    from ..packet import check_packets, solution_problems
+
     def report(problems: list[Problem], packets: list, places: list[str]) -> None:
         if as_json:  # always one JSON document, whatever went wrong
             common.out.print_json(json.dumps({
@@ -179,6 +179,9 @@ def check(ctx: click.Context, as_json: bool) -> None:
 def _clash_problems(repo: Repo, config, packets) -> list[Problem]:
     """Planted (or hidden) test files that can never be collected with the suite at HEAD
     (gates/clash.py): the red gate would block them before any agent ran."""
+    from ..gates import clash
+    from ..packet import planted_test_files
+
     head = repo.rev_parse("HEAD")
     if head is None:
         return []
@@ -199,6 +202,10 @@ def _stale_problems(repo: Repo, config, packets, found: list[Problem]) -> list[P
     stale. The same test as the runner's (git only; the store is not opened). Also a tier
     andon.toml lacks, and (for a packet with no other problem in ``found``: its fields
     decide it) a packet without tests or an opt-in."""
+    from ..gates.hermetic import committed_hidden, committed_hidden_problem
+    from ..packet import tests_problem
+    from ..runner import Runner
+
     # no store: only the runner's git test for stale specs is used
     runner = Runner(repo, config, None, _no_agent)  # type: ignore[arg-type]
     problems = []

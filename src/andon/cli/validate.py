@@ -5,19 +5,18 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import TYPE_CHECKING
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
-from ..baseline import integration_head
 from ..errors import AndonError, PacketError
-from ..gates.base import GateResult
-from ..packet import load_packets
-from ..runner import EXIT_PREFLIGHT
-from ..validate import Report, Validation, Validator
+from ..exits import EXIT_PREFLIGHT
 from . import common
 from .common import config_or_fail, fail, repo_or_fail
+
+if TYPE_CHECKING:
+    from ..gates.base import GateResult
+    from ..validate import Report, Validation
 
 EXIT_INVALID = 1
 
@@ -42,6 +41,9 @@ def validate(ctx: click.Context, ids: tuple[str, ...], as_json: bool, runs: int,
     Exits 0 if every packet is valid, 1 if any is invalid, 2 on bad input, 3 when the base
     fails its own suite (nothing validated).
     """
+    from ..baseline import integration_head
+    from ..packet import load_packets
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     try:
@@ -76,6 +78,10 @@ def validate(ctx: click.Context, ids: tuple[str, ...], as_json: bool, runs: int,
 
 
 def _run(repo, config, packets, head: str, ids: list[str], runs: int, keep: bool) -> Report:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from ..validate import Validator
+
     # progress and gate lines on stderr: stdout stays one table or one JSON document
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=common.err, transient=True) as progress:
@@ -107,6 +113,8 @@ def _document(report: Report) -> dict:
 
 
 def _table(report: Report) -> None:
+    from rich.table import Table
+
     table = Table(title=f"validate: base {report.base_sha[:10]}, planted tests red "
                         f"{report.red_runs}x", title_justify="left")
     for name in ("packet", "verdict", "gate", "evidence"):

@@ -8,9 +8,6 @@ import sys
 
 import click
 
-from ..config import STATE_DIR
-from ..runner import open_store
-from ..store import chain, store_url
 from . import common
 from .common import config_or_fail, fail, repo_or_fail
 
@@ -33,6 +30,10 @@ def verify(ctx: click.Context, as_json: bool, expect: str | None, no_files: bool
     Exits 0 and prints the head hash (keep it: `--expect` checks it later), 1 with each
     problem, the first broken link first, 2 when there is no store.
     """
+    from ..config import STATE_DIR
+    from ..state import open_store
+    from ..store import chain, store_url
+
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     db = repo.root / STATE_DIR / "andon.db"

@@ -9,10 +9,7 @@ from pathlib import Path
 
 import click
 
-from .. import pool_leases
-from .. import remote as remote_mod
 from ..errors import AndonError
-from ..store import URL_ENV
 from . import common
 from .common import config_or_fail, fail, make_runner
 
@@ -53,6 +50,10 @@ def worker(store_url: str, remote_url: str, clone_dir: str | None, evidence_dir:
     branch).
 
     Exits as `andon run` does (0 drained, 1 halted by a blocked packet, 2 bad input)."""
+    from .. import pool_leases
+    from .. import remote as remote_mod
+    from ..store import URL_ENV
+
     os.environ[URL_ENV] = store_url  # open_store, and the forked workers, read it
     if machine is not None:
         os.environ[pool_leases.MACHINE_ENV] = machine

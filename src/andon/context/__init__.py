@@ -11,26 +11,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from andon.context import aider, api, claude, codex, gemini, swe
 from andon.context.model import Conversation, TranscriptError
 from andon.context.read import FORMATS, detect
 from andon.errors import Problem
 
-_PARSERS: dict[str, Callable[[Path], Conversation]] = {
-    "claude-code": claude.session,
-    "claude-stream-json": claude.stream_json,
-    "codex-rollout": codex.rollout,
-    "codex-exec-json": codex.exec_json,
-    "gemini-session": lambda p: gemini.session(p),
-    "gemini-stream-json": gemini.stream_json,
-    "aider": aider.history,
-    "swe-agent": lambda p: swe.swe_agent(p),
-    "mini-swe-agent": lambda p: swe.mini_swe_agent(p),
-    "openai-chat": lambda p: api.openai_chat(p, None),
-    "openai-responses": lambda p: api.openai_responses(p, None),
-    "anthropic-messages": lambda p: api.anthropic_messages(p, None),
-}
-assert set(_PARSERS) == set(FORMATS)
+
+def _parsers() -> dict[str, Callable[[Path], Conversation]]:
+    """Each format of ``FORMATS`` → its parser. Imported when a transcript is read, not with
+    the package: `andon context --help` lists FORMATS without loading every parser."""
+    from andon.context import aider, api, claude, codex, gemini, swe
+
+    return {
+        "claude-code": claude.session,
+        "claude-stream-json": claude.stream_json,
+        "codex-rollout": codex.rollout,
+        "codex-exec-json": codex.exec_json,
+        "gemini-session": lambda p: gemini.session(p),
+        "gemini-stream-json": gemini.stream_json,
+        "aider": aider.history,
+        "swe-agent": lambda p: swe.swe_agent(p),
+        "mini-swe-agent": lambda p: swe.mini_swe_agent(p),
+        "openai-chat": lambda p: api.openai_chat(p, None),
+        "openai-responses": lambda p: api.openai_responses(p, None),
+        "anthropic-messages": lambda p: api.anthropic_messages(p, None),
+    }
 
 
 def load(path: Path, format: str | None = None) -> Conversation:
@@ -45,12 +49,12 @@ def load(path: Path, format: str | None = None) -> Conversation:
     path = Path(path)
     if not path.is_file():
         raise TranscriptError([Problem(path, None, "expected a transcript file, got nothing")])
-    if format is not None and format not in _PARSERS:
+    if format is not None and format not in FORMATS:
         raise TranscriptError([Problem(path, None, f"unknown format {format!r}: expected one "
                                        f"of {', '.join(FORMATS)}")])
     fmt = format or detect(path)
     try:
-        conv = _PARSERS[fmt](path)
+        conv = _parsers()[fmt](path)
     except (AttributeError, TypeError, KeyError) as e:
         # a document of another shape than the forced or detected format
         raise TranscriptError([Problem(path, None, f"not a {fmt} transcript: {e}")]) from e

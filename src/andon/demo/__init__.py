@@ -23,7 +23,8 @@ from .. import sandbox
 from ..agents import ScriptedAgent
 from ..config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from ..report import board
-from ..runner import Runner, open_store
+from ..runner import Runner
+from ..state import open_store
 from ..workspace import Repo
 from .agents import BEHAVIOURS, evaluating_reviewer
 from .project import FILES, PACKETS

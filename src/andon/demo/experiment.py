@@ -29,7 +29,7 @@ from ..config import CONFIG_NAME, load_config
 from ..experiments.execute import current_run
 from ..experiments.experiment import Experiment
 from ..experiments.spec import Condition, load_spec
-from ..runner import open_store
+from ..state import open_store
 from ..usage import Usage
 from ..workspace import Repo
 from . import GIT_ENV, build_project

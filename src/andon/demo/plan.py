@@ -28,7 +28,8 @@ from ..packet import check_packets
 from ..plan import drafts
 from ..plan.session import run_plan
 from ..report import board
-from ..runner import Runner, open_store
+from ..runner import Runner
+from ..state import open_store
 from ..workspace import Repo
 from . import GIT_ENV, build_project
 from .agents import evaluating_reviewer

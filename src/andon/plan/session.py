@@ -18,7 +18,7 @@ from ..baseline import integration_head
 from ..config import Config
 from ..errors import UsageError
 from ..packet import Packet, check_packets
-from ..runner import state_dir
+from ..state import state_dir
 from ..store import StoreProtocol, now
 from ..workspace import Repo
 from . import checks, drafts, stage

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..report import packet_detail, usage_of, usage_of_rows, usage_text
 from ..report.board import worker_rows
-from ..runner import state_dir
+from ..state import state_dir
 from ..store import Store
 from ..workspace import Repo
 from . import diffview, stages

@@ -1,0 +1,34 @@
+"""Where andon keeps a repository's state: ``.andon/`` in its checkout (``STATE_DIR``), and
+the store opened from there (or from ``$ANDON_STORE_URL`` / ``[store] url``).
+
+Apart from the runner, so that the commands that only read the store (``status``, ``show``,
+``verify``) open it without loading what carries out attempts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .config import STATE_DIR, Config
+from .store import StoreProtocol, connect, store_url
+from .workspace import Repo
+
+
+def state_dir(repo: Repo) -> Path:
+    """``<checkout>/.andon``: the SQLite store, evidence and the agents' worktrees' records."""
+    return repo.root / STATE_DIR
+
+
+def open_store(repo: Repo, config: Config | None = None) -> StoreProtocol:
+    """The store of this repository: ``$ANDON_STORE_URL``, else ``[store] url`` of
+    ``config``, else ``.andon/andon.db`` (SQLite), kept out of git via ``.git/info/exclude``
+    so that nothing andon writes shows up in ``git status``."""
+    d = state_dir(repo)
+    d.mkdir(exist_ok=True)
+    exclude = repo.git_dir / "info" / "exclude"
+    exclude.parent.mkdir(exist_ok=True)
+    lines = exclude.read_text().splitlines() if exclude.exists() else []
+    if f"/{STATE_DIR}/" not in lines:
+        with open(exclude, "a") as f:
+            f.write(("\n" if lines and lines[-1] else "") + f"/{STATE_DIR}/\n")
+    return connect(d / "andon.db", store_url(config.store.url if config else None))
