@@ -35,6 +35,7 @@ pytestmark = pytest.mark.skipif(
     not (CHROMIUM.exists() and DRIVER.exists()) and os.environ.get("CI") != "true",
     reason="Debian's chromium and chromium-driver are needed (scripts/test installs them)")
 webdriver = pytest.importorskip("selenium.webdriver")
+from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
@@ -235,7 +236,8 @@ def test_the_board_updates_without_a_reload(own_copy, browser):
         browser.get(running.login)
         browser.execute_script("window.__same_page = 1")
         decisions.reject(Repo(own_copy), load_config(own_copy), "B06", "a test", "not yet")
-        WebDriverWait(browser, 30).until(
+        # the live update replaces the row: one found just before it is stale, so look again
+        WebDriverWait(browser, 30, ignored_exceptions=(StaleElementReferenceException,)).until(
             lambda d: "needs_work" in d.find_element(By.ID, "row-B06").text)
         assert browser.execute_script("return window.__same_page") == 1
     finally:
