@@ -9,6 +9,7 @@ modules a real `python -m andon` process holds after each command are listed, no
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -38,7 +39,7 @@ READING = ("pydantic", "andon.config.model", "andon.packet.model", "andon.store"
 def modules_after(root: Path, *args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
     proc = subprocess.run([sys.executable, "-c", LIST_MODULES, "-C", str(root), *args],
                           capture_output=True, text=True, check=False,
-                          env={**__import__("os").environ, **GIT_ENV, "COLUMNS": "200"})
+                          env={**os.environ, **GIT_ENV, "COLUMNS": "200"})
     *_, listed = proc.stderr.rsplit("\n", 1)
     return proc, set(json.loads(listed))
 

@@ -15,7 +15,7 @@ from .workspace import Repo
 
 
 def state_dir(repo: Repo) -> Path:
-    """``<checkout>/.andon``: the SQLite store, evidence and the agents' worktrees' records."""
+    """``<checkout>/.andon``: the SQLite store, the runner's lock, evidence, plan evidence."""
     return repo.root / STATE_DIR
 
 
