@@ -25,6 +25,11 @@ suite process has exited (it polls): that lag is inside the suites' ``duration_s
 ``--profile`` profiles one more packet with cProfile and prints the top entries by cumulative
 time to stderr. Exits 0 (a measurement); says clearly when the aim (< 1 s) is missed.
 
+The generated repository is in the system temp dir (a user's checkout is on their disk);
+andon's trees go where ``[andon] temp_dir`` puts them (``--temp-dir``, default "auto" as in
+andon.toml; ``andon.tempdir``), as ``andon run`` does, and the line above the table says
+where and why, with the cost of creating a file there.
+
 ``--small-too`` first measures the 335-file repository in the same run (same load), for the
 ratio of the large repository's overhead to the small one's.
 
@@ -35,6 +40,7 @@ Run: ``.venv/bin/python benchmarks/overhead.py [--packets 5] [--modules 300] [--
 from __future__ import annotations
 
 import argparse
+import atexit
 import cProfile
 import io
 import json
@@ -51,9 +57,10 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from andon import reaper
+from andon import reaper, tempdir
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
+from andon.contain import envprint
 from andon.runner import Runner
 from andon.runners import pytest as testrun
 from andon.state import open_store
@@ -61,6 +68,9 @@ from andon.workspace import Repo
 
 AIM_S = 1.0
 SMALL_FIGURE_S = 0.62  # overhead per packet, 335 files, issue 18 (before its changes)
+# the system temp dir before tempdir.use() moves andon's trees: the generated repositories
+# stand for a user's checkout, which is on their disk
+SYSTEM_TMP = tempfile.gettempdir()
 PACKAGES = 10
 GIT_ENV = {"GIT_AUTHOR_NAME": "Benchmark", "GIT_AUTHOR_EMAIL": "bench@example.com",
            "GIT_COMMITTER_NAME": "Benchmark", "GIT_COMMITTER_EMAIL": "bench@example.com"}
@@ -144,19 +154,19 @@ def git(root: Path, *args: str) -> None:
                    env={**os.environ, **GIT_ENV})
 
 
-def generate(root: Path, modules: int, packets: int, suite_imports: int | None = None
-             ) -> dict[str, tuple[str, str, int]]:
+def generate(root: Path, modules: int, packets: int, suite_imports: int | None = None,
+             python: str = sys.executable) -> dict[str, tuple[str, str, int]]:
     """Write and commit the project; return packet id -> (package, module, n). Each
     package's test file imports its first ``suite_imports`` modules (None: all of them), so
-    a large repository can have a quick suite."""
+    a large repository can have a quick suite. ``python``: the tests' interpreter."""
     per = max(1, modules // PACKAGES)
     files: dict[str, str] = {
         ".gitignore": "__pycache__/\n*.pyc\n",
         "README.md": "# genproj\n\nGenerated for andon's overhead benchmark.\n",
         "pyproject.toml": '[project]\nname = "genproj"\nversion = "0"\n',
         "src/genproj/__init__.py": "",
-        "andon.toml": f'[andon]\nworktree_root = "{root.parent / "worktrees"}"\n\n'
-                      f'[test]\ncommand = ["{sys.executable}", "-m", "pytest"]\n'
+        # worktrees where andon puts them by default: in its temp dir (--temp-dir)
+        "andon.toml": f'[test]\ncommand = ["{python}", "-m", "pytest"]\n'
                       # one run at a time: overhead = wall - the suites' summed durations only
                       # holds when runs do not overlap, and lane processes (jobs > 1) would
                       # escape this process's timers
@@ -203,6 +213,7 @@ class Meter:
         self.suite_calls: list[tuple[str, float, float]] = []  # name, duration_s, call wall
         self.lags: list[float] = []
         self.deletions: list[float] = []  # seconds per tree deleted by andon.reaper's thread
+        self.walks: list[float] = []  # seconds per fingerprint of the tests' environment
         self._patches: list[tuple[object, str, object]] = []
 
     def install(self) -> None:
@@ -217,6 +228,8 @@ class Meter:
                 words = [x for x in args if not x.startswith("-")]
                 sub = " ".join(words[:2]) if words[:1] == ["worktree"] else \
                     (words[0] if words else "?")
+                if sub == "clone":  # the worktree's and the gates' clones apart
+                    sub += " --shared" if "--shared" in args else " --no-local"
                 meter.git[sub].append(time.perf_counter() - t0)
 
         import andon.gates.base as gbase
@@ -239,6 +252,16 @@ class Meter:
                 meter.deletions.append(time.perf_counter() - t0)  # list.append: thread-safe
 
         self._patch(reaper, "delete_tree", delete_tree)
+        orig_fingerprint = envprint.fingerprint
+
+        def fingerprint(where):
+            t0 = time.perf_counter()
+            try:
+                return orig_fingerprint(where)
+            finally:
+                meter.walks.append(time.perf_counter() - t0)
+
+        self._patch(envprint, "fingerprint", fingerprint)
         self._patch(gbase, "run_suite", run_suite)
         if hasattr(os, "pidfd_open"):
             orig_wait = testrun.wait_unreaped
@@ -269,10 +292,11 @@ class Meter:
         setattr(owner, name, new)
 
     def snapshot(self) -> tuple:
-        return ({k: list(v) for k, v in self.git.items()}, len(self.suite_calls), len(self.lags))
+        return ({k: list(v) for k, v in self.git.items()}, len(self.suite_calls), len(self.lags),
+                len(self.walks))
 
     def since(self, snap: tuple) -> dict:
-        git0, n_suite, n_lag = snap
+        git0, n_suite, n_lag, n_walk = snap
         git = {k: v[len(git0.get(k, [])):] for k, v in self.git.items()}
         git = {k: v for k, v in git.items() if v}
         calls = self.suite_calls[n_suite:]
@@ -280,7 +304,8 @@ class Meter:
                 "git_n": sum(len(v) for v in git.values()),
                 "suite_calls": calls,
                 "suite_wrap_s": sum(wall - d for _, d, wall in calls),
-                "lag_s": sum(self.lags[n_lag:])}
+                "lag_s": sum(self.lags[n_lag:]),
+                "walk_s": sum(self.walks[n_walk:]), "walk_n": len(self.walks) - n_walk}
 
 
 # -- the measurement ------------------------------------------------------------------------
@@ -304,9 +329,11 @@ def instant_reviewer() -> ScriptedAgent:
     return ScriptedAgent(behaviour)
 
 
-def measure(root: Path, plan: dict, meter: Meter, profile: str | None) -> dict:
+def measure(root: Path, plan: dict, meter: Meter, profile: str | None,
+            temp_dir: str = "auto") -> dict:
     repo = Repo(root)
     config = load_config(root)
+    trees = tempdir.use(repo, temp_dir)  # as `andon run` does before its runner exists
     store = open_store(repo)
     agent, reviewer = instant_agent(plan), instant_reviewer()
     runner = Runner(repo, config, store,
@@ -349,7 +376,7 @@ def measure(root: Path, plan: dict, meter: Meter, profile: str | None) -> dict:
         row["attempts"] = len(atts)
     store.close()
     return {"rows": rows, "run_total": run_total, "outside": outside, "report": report,
-            "profiler": profiler}
+            "profiler": profiler, "trees": trees}
 
 
 def create_cost_us(where: Path, n: int = 2000) -> float:
@@ -366,19 +393,32 @@ def create_cost_us(where: Path, n: int = 2000) -> float:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def small_overhead(meter: Meter, packets: int) -> tuple[float, int]:
+def small_overhead(meter: Meter, packets: int, temp_dir: str, python: str
+                   ) -> tuple[float, int]:
     """Mean overhead per packet (s) on the 335-file repository, and its file count."""
-    tmp = Path(tempfile.mkdtemp(prefix="andon-overhead-small-"))
+    tmp = Path(tempfile.mkdtemp(prefix="andon-overhead-small-", dir=SYSTEM_TMP))
     try:
         root = tmp / "genproj"
         root.mkdir()
-        plan = generate(root, 300, packets)
+        plan = generate(root, 300, packets, python=python)
         n_files = len(subprocess.run(["git", "ls-files"], cwd=root, capture_output=True,
                                      text=True, check=True).stdout.splitlines())
-        rows = measure(root, plan, meter, None)["rows"]
+        rows = measure(root, plan, meter, None, temp_dir)["rows"]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return statistics.fmean(r["total"] - r["suites"] for r in rows), n_files
+
+
+def test_python(choice: str) -> tuple[str, Path | None]:
+    """The tests' interpreter for ``--test-python`` and the folder to delete afterwards."""
+    if choice == "andon":
+        return sys.executable, None
+    if choice != "lean":
+        return choice, None
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from project_python import build_project_python
+    where = Path(tempfile.mkdtemp(prefix="overhead-python-", dir=SYSTEM_TMP))
+    return str(build_project_python(where / "venv")), where
 
 
 def main() -> int:
@@ -395,32 +435,45 @@ def main() -> int:
                     help="overhead per packet on the 335-file repository (--modules 300), "
                          f"for the ratio printed at the end (default {SMALL_FIGURE_S}: "
                          "issue 18's figure; measure it under the same load for a fair ratio)")
+    ap.add_argument("--temp-dir", default="auto", metavar="auto|system|PATH",
+                    help="[andon] temp_dir for the runs: where andon puts its trees (default "
+                         "auto, as in andon.toml; system: the system temp dir)")
+    ap.add_argument("--test-python", default="lean", metavar="lean|andon|PATH",
+                    help="the tests' interpreter: lean (default: a venv with pytest only, "
+                         "built here as the test suite builds its projects'), andon (this "
+                         "interpreter, andon's own .venv with its test extras) or a path")
     ap.add_argument("--small-too", action="store_true",
                     help="first measure the 335-file repository (--modules 300, same packets) "
                          "in this run, under the same load, and take the ratio to that")
     args = ap.parse_args()
 
+    python, venv_dir = test_python(args.test_python)
+    if venv_dir is not None:
+        atexit.register(shutil.rmtree, venv_dir, True)
+    env_entries = len(envprint.fingerprint(envprint.layout(python, ())))
     meter = Meter()
     meter.install()
     small_line = ""
     if args.small_too:
-        small, small_files = small_overhead(meter, args.packets)
+        small, small_files = small_overhead(meter, args.packets, args.temp_dir, python)
         args.small_figure = small
         small_line = (f"measured first in this run: {small_files} files, overhead "
                       f"{small:.2f} s per packet (mean of {args.packets})")
-    tmp = Path(tempfile.mkdtemp(prefix="andon-overhead-"))
+    tmp = Path(tempfile.mkdtemp(prefix="andon-overhead-", dir=SYSTEM_TMP))
     root = tmp / "genproj"
     root.mkdir()
     n_packets = args.packets + (1 if args.profile else 0)
-    plan = generate(root, args.modules, n_packets, args.suite_imports)
+    plan = generate(root, args.modules, n_packets, args.suite_imports, python)
     n_files = len(subprocess.run(["git", "ls-files"], cwd=root, capture_output=True,
                                  text=True, check=True).stdout.splitlines())
     load_before = os.getloadavg()[0]
     profiled = sorted(plan)[-1] if args.profile else None
     create_before = create_cost_us(tmp)
     try:
-        res = measure(root, plan, meter, profiled)
+        res = measure(root, plan, meter, profiled, args.temp_dir)
         create_after = create_cost_us(tmp)
+        trees = res["trees"]
+        trees_cost = create_cost_us(trees.path)
     finally:
         if not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -436,6 +489,8 @@ def main() -> int:
           f"{create_after:.0f} us after (2,000 files; 20-40 us on a quiet disk here, "
           f"several hundred in this machine's slow spells: each packet writes its worktree, "
           f"its gate clone and its review export, about {3 * n_files:,} files)")
+    print(f"andon's trees went to {trees.path} ({trees.why}; --temp-dir {args.temp_dir}): "
+          f"{trees_cost:.0f} us per empty file there after the run")
     head = (f"{'packet':<7}{'state':<7}{'total s':>9}{'suites s':>10}{'overhead s':>12}"
             f"{'git s':>8}{'git calls':>10}{'around suites s':>17}{'agent s':>9}  suite runs")
     print(head)
@@ -452,6 +507,8 @@ def main() -> int:
     wrap_s = mean([r["meter"]["suite_wrap_s"] for r in timed])
     agent_s = mean([r["agent"] for r in timed])
     lag_s = mean([r["meter"]["lag_s"] for r in timed])
+    walk_s = mean([r["meter"]["walk_s"] for r in timed])
+    walk_n = mean([r["meter"]["walk_n"] for r in timed])
     print(f"{'mean':<14}{mean([r['total'] for r in timed]):>9.2f}{suites:>10.2f}{over:>12.2f}"
           f"{git_s:>8.2f}{mean([r['meter']['git_n'] for r in timed]):>10.0f}{wrap_s:>17.2f}"
           f"{agent_s:>9.3f}")
@@ -483,8 +540,10 @@ def main() -> int:
         print(f"  git {sub:<16} {sum(ts) / n:6.3f} s  ({calls:.0f} calls)")
     print(f"  around each suite run (temp HOME, JUnit parse)  {wrap_s:6.3f} s")
     print(f"  agent                                           {agent_s:6.3f} s")
+    print(f"  the tests' environment, fingerprinted           {walk_s:6.3f} s  ({walk_n:.0f} "
+          f"walks of {env_entries:,} entries: {python}; contain/envprint.py)")
     print(f"  the rest (store, packets, prompt, Python)       "
-          f"{over - git_s - wrap_s - agent_s:6.3f} s")
+          f"{over - git_s - wrap_s - agent_s - walk_s:6.3f} s")
     if meter.deletions:
         print(f"  (not in the overhead: deleting the trees andon was done with took "
               f"{sum(meter.deletions) / max(1, len(rows)):.3f} s per packet in the "

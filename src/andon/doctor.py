@@ -34,6 +34,7 @@ from .agents.external import clean_env, tail_text
 from .agents.process import run_process
 from .config import Config
 from .contain import netless
+from .tempdir import Choice
 from .usage import PRICES_LIBRARY, library_version
 
 VERSION_TIMEOUT_S = 10.0
@@ -210,14 +211,33 @@ def _version(path: str, env: dict[str, str], timeout_s: float) -> tuple[str | No
     return first[:200] or "(printed nothing)", None
 
 
-def report_json(checks: list[AgentCheck], git: GitCheck) -> dict:
+def report_json(checks: list[AgentCheck], git: GitCheck, trees: Choice | None = None) -> dict:
     cut, why = netless.available()
     return {"git": asdict(git), "agents": [asdict(c) for c in checks],
             "price_library": {"name": PRICES_LIBRARY, "version": library_version()},
-            "network_namespaces": {"available": cut, "reason": why}}
+            "network_namespaces": {"available": cut, "reason": why},
+            "temp_dir": {"path": str(trees.path), "why": trees.why} if trees else None}
 
 
-def render(out: Console, checks: list[AgentCheck], git: GitCheck) -> None:
+def trees_choice(root: Path, config: Config | None) -> Choice | str:
+    """Where ``andon run`` in ``root`` would make its trees (andon/tempdir.py), or why that
+    cannot be said (a bad ``[andon] temp_dir``)."""
+    from .errors import AndonError, UsageError
+    from .tempdir import choose, tree_bytes
+    from .workspace import Repo
+    setting = config.andon.temp_dir if config else "auto"
+    try:
+        tree = tree_bytes(Repo(root, require_commit=False)) if setting == "auto" else 0
+    except (AndonError, OSError):  # no repository, or a git doctor reports as broken
+        tree = 0
+    try:
+        return choose(setting, tree, config.run.workers if config else 1)
+    except UsageError as exc:
+        return str(exc)
+
+
+def render(out: Console, checks: list[AgentCheck], git: GitCheck,
+           trees: Choice | str | None = None) -> None:
     out.print("[bold]andon doctor[/] — git and the agent CLIs andon can start (looked up on "
               "PATH)")
     if git.problem:
@@ -263,6 +283,12 @@ def render(out: Console, checks: list[AgentCheck], git: GitCheck) -> None:
         out.print(f"network namespaces: not available here ({why}) — test runs keep the "
                   'network and their evidence says so; [agent] network = "off" is refused',
                   soft_wrap=True, markup=False)
+    if isinstance(trees, Choice):
+        out.print(f"temp dir: {trees.path} ({trees.why}) — worktrees, gate clones, review "
+                  "exports and the test runs' HOME and TMPDIR ([andon] temp_dir)",
+                  soft_wrap=True, markup=False)
+    elif trees:
+        out.print(f"temp dir: {trees}", soft_wrap=True, markup=False)
     render_sandbox(out)
 
 

@@ -60,6 +60,17 @@ def config_or_fail(repo: Repo) -> Config:
         raise
 
 
+def trees_in_temp(repo: Repo, config: Config, workers: int = 1) -> None:
+    """Put the trees this command makes where ``[andon] temp_dir`` says (andon/tempdir.py):
+    called before anything makes one (the worktree root's default is read from it)."""
+    from ..tempdir import use
+
+    try:
+        use(repo, config.andon.temp_dir, workers)
+    except UsageError as exc:
+        fail(str(exc))
+
+
 def check_command_path(repo: Repo, command: str | None, what: str) -> None:
     """A command runs in the attempt's worktree: a relative script that exists here but is
     not committed on the integration head will not be there. Say so before anything runs."""

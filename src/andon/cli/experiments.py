@@ -103,6 +103,7 @@ def experiment_run(ctx: click.Context, path: str, allow_invalid: bool,
     from ..errors import AndonError
     from ..experiments.experiment import Experiment
     repo, config, store, spec = _store_and_spec(ctx, path)
+    common.trees_in_temp(repo, config, spec.concurrency)
     exp = Experiment(repo, config, store, spec,
                      say=lambda s: common.err.print(s, markup=False, soft_wrap=True))
     # no refresh thread: runs are forked processes, and a fork copies only the forking

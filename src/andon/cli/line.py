@@ -64,6 +64,7 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
 
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
+    common.trees_in_temp(repo, config, workers or config.run.workers)
     runner = make_runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command,
                          keep_worktrees)
     runner.workers = workers or runner.workers

@@ -241,7 +241,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     credential variables are set (values are never shown); whether the git on PATH is recent
     enough (2.38). Exits 0: it only reports."""
     from ..config import load_config
-    from ..doctor import check_agents, check_git, render, report_json
+    from ..doctor import check_agents, check_git, render, report_json, trees_choice
     config = None
     try:
         config = load_config(Path(ctx.obj["repo"]))
@@ -250,10 +250,12 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
             common.err.print(f"note: {exc}; reporting without its [agents] settings",
                              markup=False, soft_wrap=True)
     checks, git = check_agents(config), check_git()
+    trees = trees_choice(Path(ctx.obj["repo"]), config)
     if as_json:
-        common.out.print_json(json.dumps(report_json(checks, git)))
+        common.out.print_json(json.dumps(report_json(
+            checks, git, trees if not isinstance(trees, str) else None)))
     else:
-        render(common.out, checks, git)
+        render(common.out, checks, git, trees)
 
 
 @click.command()

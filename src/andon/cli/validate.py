@@ -56,6 +56,7 @@ def validate(ctx: click.Context, ids: tuple[str, ...], as_json: bool, runs: int,
     unknown = [i for i in ids if i not in known]
     if unknown:
         fail(f"unknown packet id(s): {', '.join(unknown)}; known: {', '.join(known) or 'none'}")
+    common.trees_in_temp(repo, config)
     try:
         # where `andon run` would start an attempt: the integration head (or the base branch)
         head = integration_head(repo, config)

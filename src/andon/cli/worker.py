@@ -11,7 +11,7 @@ import click
 
 from ..errors import AndonError
 from . import common
-from .common import config_or_fail, fail, make_runner
+from .common import config_or_fail, fail, make_runner, trees_in_temp
 
 
 @click.command()
@@ -72,6 +72,7 @@ def worker(store_url: str, remote_url: str, clone_dir: str | None, evidence_dir:
     if branch != "andon/integration":  # the configured branch is the one to share
         repo = remote_mod.clone(remote_url, where.resolve(), branch)
     repo.remote = remote_mod.Remote(remote_url, branch, store_url)  # type: ignore[attr-defined]
+    trees_in_temp(repo, config, workers)
     runner = make_runner(repo, config, agent_spec, command, reviewer_spec, reviewer_command)
     runner.workers = workers
     if evidence_dir:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from .. import sandbox
+from .. import sandbox, tempdir
 from ..agents import ScriptedAgent
 from ..config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from ..report import board
@@ -110,6 +110,7 @@ def run_demo(out: Console, where: Path | None = None, agent: str | None = None,
     if agent != "claude-code":
         out.print(f"[bold]andon demo[/] — building an example project in {root}")
         build_project(root)
+        tempdir.use(Repo(root), load_config(root).andon.temp_dir)
         runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True))
         return _run(out, root, runner, approve)
     from . import real_cli
@@ -122,6 +123,7 @@ def run_demo(out: Console, where: Path | None = None, agent: str | None = None,
     out.print(f"[bold]andon demo[/] — building an example project in {root}; its packets go "
               f"through the real Claude Code ({claude}) against a scripted model server")
     build_project(root, worktrees)
+    tempdir.use(Repo(root), load_config(root).andon.temp_dir)
     server = real_cli.start(root, worktrees)
     try:
         config = load_config(root)
