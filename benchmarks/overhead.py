@@ -66,7 +66,9 @@ from andon.runners import pytest as testrun
 from andon.state import open_store
 from andon.workspace import Repo
 
-AIM_S = 1.0
+AIM_S = 1.0  # per packet, on the few-hundred-file repository
+LARGE_AIM_S = 1.5  # per packet at 6,000 files and more (issue 18)
+LARGE_FILES = 6000
 SMALL_FIGURE_S = 0.62  # overhead per packet, 335 files, issue 18 (before its changes)
 # the system temp dir before tempdir.use() moves andon's trees: the generated repositories
 # stand for a user's checkout, which is on their disk
@@ -569,14 +571,15 @@ def main() -> int:
     print(f"\noverhead (median {median:.2f} s, range "
           f"{min(r['total'] - r['suites'] for r in timed):.2f}-"
           f"{max(r['total'] - r['suites'] for r in timed):.2f} s)")
-    print(f"overhead: {over:.2f} s per packet excluding suites (target < {AIM_S:g} s); "
-          f"suites {suites:.2f} s per packet")
+    aim = LARGE_AIM_S if n_files >= LARGE_FILES else AIM_S
+    print(f"overhead: {over:.2f} s per packet excluding suites (target < {aim:g} s at "
+          f"{n_files:,} files); suites {suites:.2f} s per packet")
     if small_line:
         print(small_line)
     print(f"ratio to the 335-file figure ({args.small_figure:.2f} s per packet): "
           f"{over / args.small_figure:.1f}x for {n_files} files")
-    if over >= AIM_S:
-        print(f"AIM MISSED: harness overhead {over:.2f} s per packet is not under {AIM_S:g} s")
+    if over >= aim:
+        print(f"AIM MISSED: harness overhead {over:.2f} s per packet is not under {aim:g} s")
     return 0
 
 

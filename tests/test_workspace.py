@@ -295,6 +295,78 @@ def test_snapshot_captures_untracked_modified_deleted_but_not_ignored(attempt):
     assert user_state(path) == before
 
 
+def _set_times_back(path: Path, like: os.stat_result) -> None:
+    os.utime(path, ns=(like.st_atime_ns, like.st_mtime_ns))
+
+
+def _past_the_second_of(path: Path) -> None:
+    """Return once a file changed now gets a ctime in a later second than ``path``'s: git
+    compares ctimes to the second where it is built without nanoseconds, and a rewrite in
+    the same tick as the index's record is the documented limit (worktrees.index_of)."""
+    probe = path.parent / ".probe"
+    while True:
+        probe.write_bytes(b"")
+        if probe.stat().st_ctime_ns // 10**9 > path.stat().st_ctime_ns // 10**9:
+            probe.unlink()
+            return
+
+
+def test_the_reused_index_misses_no_change_an_agent_dresses_as_none(attempt):
+    """The snapshot and the strays check start from the harness's own index of the worktree
+    (worktrees.index_of: git's record of the clone, taken before any agent ran), so that only
+    files whose stat changed are hashed. An agent that rewrites a file to the same size and
+    puts its mtime back, or adds a file and sets its folder's time back (what an untracked
+    cache would trust), or deletes one, is still seen, and the index never leaves the worktree
+    root for the worktree itself."""
+    from andon.gates.joint import strays
+    from andon.worktrees import index_of
+    repo, path, _, wt, planted = attempt
+    sh(path, "config", "core.untrackedCache", "true")  # the user's: git reads it for both
+    assert index_of(wt).is_file() and index_of(wt).parent == wt.parent
+    app, src = wt / "src/app.py", (wt / "src").stat()
+    old = app.stat()
+    _past_the_second_of(app)
+    write(app, app.read_text().replace("1", "9"))  # same size
+    _set_times_back(app, old)
+    write(wt / "src/new.py", "x = 1\n")
+    _set_times_back(wt / "src", src)
+    (wt / "README.md").unlink()
+    snap = repo.snapshot(wt, planted, "snapshot")
+    assert changed(repo, planted, snap) == {("M", "src/app.py"), ("A", "src/new.py"),
+                                           ("D", "README.md")}
+    assert repo.file_bytes(snap, "src/app.py") == b"print(9)\nprint(2)\n"
+    assert strays(repo, wt, snap) == []  # the worktree now holds exactly the snapshot
+    # the same again after the snapshot: the code under test rewrites a file in place
+    old = app.stat()
+    _past_the_second_of(app)
+    write(app, app.read_text().replace("9", "7"))
+    _set_times_back(app, old)
+    src = (wt / "src").stat()
+    write(wt / "src/later.py", "y = 2\n")
+    _set_times_back(wt / "src", src)
+    assert strays(repo, wt, snap) == ["src/app.py", "src/later.py"]
+    again = repo.snapshot(wt, snap, "again")
+    assert repo.file_bytes(again, "src/app.py") == b"print(7)\nprint(2)\n"
+    assert changed(repo, snap, again) == {("M", "src/app.py"), ("A", "src/later.py")}
+
+
+def test_an_index_of_another_tree_is_read_afresh_and_goes_with_the_worktree(attempt):
+    """The index is only a hint: one whose entries are not the parent's tree (stale, or
+    written by someone else) is replaced by the parent's before the snapshot reads the
+    worktree, so nothing of another tree reaches the commit."""
+    from andon.worktrees import index_of
+    repo, path, _, wt, planted = attempt
+    other = wt.parent / "other-index"
+    env = {**os.environ, "GIT_INDEX_FILE": str(other)}
+    subprocess.run(["git", "read-tree", "main~1"], cwd=path, env=env, check=True)
+    shutil.copy2(other, index_of(wt))
+    write(wt / "feature.py", "x = 1\n")
+    snap = repo.snapshot(wt, planted, "snapshot")
+    assert changed(repo, planted, snap) == {("A", "feature.py")}
+    repo.remove_worktree(wt)
+    assert not index_of(wt).exists()
+
+
 def test_snapshot_includes_the_agents_own_commits_with_plant_as_parent(attempt):
     repo, path, before, wt, planted = attempt
     write(wt / "feature.py", "x = 1\n")

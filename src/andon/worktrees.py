@@ -13,6 +13,7 @@ or holds the main work tree) and SnapshotError (defined here).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import os
@@ -88,7 +89,38 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
     shutil.rmtree(path / ".git" / "logs", ignore_errors=True)
     submodules.populate(repo, path, repo.resolve(start))
+    # git's own record of the checkout it just made, before any agent runs: the stat data
+    # that lets the snapshot hash only what changed (copy2 keeps its mtime, by which git
+    # tells racily clean entries)
+    with contextlib.suppress(OSError):
+        shutil.copy2(path / ".git" / "index", index_of(path))
     return path
+
+
+def index_of(worktree: Path) -> Path:
+    """The harness's index of ``worktree``: beside it in the worktree root (which the agent
+    sandbox hides), never inside it. Its entries must equal the tree of the commit a caller
+    compares with (checked every time: :func:`index_at`); only its stat data is reused, so
+    that ``git add`` and ``update-index --refresh`` hash only the files whose stat changed
+    (issue 18: at 6,000 files every snapshot hashed all of them). The limit: a file rewritten
+    to the same size with its mtime put back, within the same ctime tick (the same second,
+    for a git built without nanosecond times) as the index's last record of it, is taken as
+    unchanged. The snapshot then keeps the parent's bytes for it (what is judged is still
+    what is merged), and the strays check calls the worktree clean, so the suite runs in a
+    fresh clone of the candidate."""
+    return worktree.parent / f".{worktree.name}.index"
+
+
+def index_at(repo: Git, env: Mapping[str, str], worktree: Path, rev: str) -> None:
+    """Make ``env``'s GIT_INDEX_FILE hold exactly ``rev``'s tree: kept when it already does
+    (``diff-index --cached``: entries, modes and blob ids; stat data is only a hint git
+    checks against the files, with ctime and inode), else read afresh from ``rev``."""
+    index = Path(env["GIT_INDEX_FILE"])
+    if index.is_file() and repo._run(
+            ("diff-index", "--cached", "--quiet", "--no-renames", rev, "--"), worktree, None,
+            False, env).returncode == 0:
+        return
+    repo._run(("read-tree", rev), worktree, None, True, env)
 
 def _identity(repo: Git) -> dict[str, str]:
     """The user's name and email as git reads them (the last value wins), else a stand-in
@@ -114,6 +146,7 @@ def remove_worktree(repo: Git, path: Path) -> None:
     if path in list_worktrees(repo):  # a linked worktree from an older andon
         repo.git("worktree", "remove", "--force", "--force", str(path), check=False)
     reaper.discard(path, aside=True)  # the path is free now, the files go in the background
+    index_of(path).unlink(missing_ok=True)
     repo.git("worktree", "prune")
 
 def list_worktrees(repo: Git) -> list[Path]:
@@ -161,7 +194,8 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
     respected; files tracked in ``parent`` kept even if .gitignore matches them) as a new
     commit whose only parent is ``parent``, whatever the agent did to the worktree's HEAD,
     branch, index, config or ``.git`` itself: the files are read into this repository's
-    object store through a temporary index, and git never runs in the agent's repository
+    object store through the harness's index of the worktree (:func:`index_of`, made to hold
+    ``parent``'s tree first) or a temporary one, and git never runs in the agent's repository
     (its config could name commands to run). Always a new commit, even if the tree equals
     the parent's. SnapshotError if ``worktree`` is gone, a symbolic link, inside the main
     work tree, or holds something git refuses to add."""
@@ -174,11 +208,15 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
         raise SnapshotError(f"{worktree} is inside the main work tree, not a worktree")
     parent = repo.resolve(parent)
     with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"),
+        own = index_of(worktree)
+        env = {"GIT_INDEX_FILE": str(own if own.is_file() else Path(tmp) / "index"),
                "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(repo.git_dir)}
-        repo._run(("read-tree", parent), worktree, None, True, env)
+        index_at(repo, env, worktree, parent)
         # the user's sparse-checkout rules are about their checkout, not the agent's
+        # no untracked cache or file-system monitor: both trust what folder times or a
+        # daemon say instead of looking, and the agent can set a folder's time back
         proc = repo._run(("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
+                          "-c", "core.untrackedCache=false", "-c", "core.fsmonitor=false",
                           "add", "--all", "--", "."), worktree, None, False, env)
         if proc.returncode != 0:
             err = proc.stderr.decode(errors="replace").strip()

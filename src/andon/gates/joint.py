@@ -30,6 +30,7 @@ from pathlib import Path
 from .. import treewalk
 from ..runners.pytest import SuiteRun
 from ..workspace import Repo
+from ..worktrees import index_at, index_of
 from .base import GateContext, fresh_clone
 from .lanes import Planned, clean, deal, jobs, run_lanes
 
@@ -38,9 +39,11 @@ SUITE = "suite"
 
 # Settings that would hide a difference from git: a mode change (core.fileMode=false, which
 # `git config` run in the worktree writes to the shared config), a case-only name, a symbolic
-# link checked out as a file.
+# link checked out as a file, an untracked file in a folder whose time was set back (the
+# untracked cache), a daemon's word for what changed (fsmonitor).
 _STRICT = ("-c", "core.sparseCheckout=false", "-c", "index.sparse=false",
-           "-c", "core.fileMode=true", "-c", "core.ignoreCase=false", "-c", "core.symlinks=true")
+           "-c", "core.fileMode=true", "-c", "core.ignoreCase=false", "-c", "core.symlinks=true",
+           "-c", "core.untrackedCache=false", "-c", "core.fsmonitor=false")
 # Attributes under which a checkout writes other bytes than the blob's (git's clean filter
 # hides those from diff-files, so a file the agent wrote and the clone's file can differ).
 _CONVERTING = ("ident", "filter", "working-tree-encoding", "eol", "crlf")
@@ -59,20 +62,23 @@ def strays(repo: Repo, worktree: Path, sha: str, limit: int = 20) -> list[str]:
     are not the blob's. At most ``limit`` paths; empty = the worktree holds exactly ``sha``'s
     tree, byte for byte.
 
-    Like ``Repo.snapshot``, git reads the worktree through a temporary index and this
-    repository's git dir: git never runs in the agent's repository (its config could name
-    commands). Costs one stat and, for a tracked file whose stat git cannot trust (all of
-    them: the index is new), one hash per file; when git finds nothing, one walk of the tree
-    for ``.git`` names. GitError when git cannot read the tree."""
+    Like ``Repo.snapshot``, git reads the worktree through the harness's index of it (the
+    one the snapshot left, holding ``sha``'s tree: its stat data spares the hashing of every
+    file) or a temporary one, and this repository's git dir: git never runs in the agent's
+    repository (its config could name commands). Costs one stat per file and one hash per
+    tracked file whose stat git cannot trust (all of them with a new index); when git finds
+    nothing, one walk of the tree for ``.git`` names. GitError when git cannot read the
+    tree."""
     with tempfile.TemporaryDirectory() as tmp:
-        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_WORK_TREE": str(worktree),
-               "GIT_DIR": str(repo.git_dir)}
+        own = index_of(worktree)
+        env = {"GIT_INDEX_FILE": str(own if own.is_file() else Path(tmp) / "index"),
+               "GIT_WORK_TREE": str(worktree), "GIT_DIR": str(repo.git_dir)}
 
         def git(*args: str, check: bool = True, input: bytes | None = None) -> list[str]:
             proc = repo._run((*_STRICT, *args), worktree, input, check, env)
             return [p for p in proc.stdout.decode(errors="replace").split("\0") if p]
 
-        git("read-tree", sha)
+        index_at(repo, env, worktree, sha)
         entries = git("ls-files", "-s", "-z")
         linked = [e.split("\t", 1)[1] for e in entries if e.startswith("120000 ")]
         links = [e.split("\t", 1)[1] for e in entries if e.startswith("160000 ")]
