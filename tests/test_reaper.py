@@ -192,7 +192,8 @@ def test_remove_worktree_frees_the_path_for_a_new_worktree_at_once(tmp_path, hel
     assert not (again / "notes.txt").exists()
     go.set()
     assert reaper.drain() == []
-    assert sorted(p.name for p in (tmp_path / "wts").iterdir()) == ["P1-1"]
+    # the new worktree and the harness's index of it (worktrees.index_of), nothing else
+    assert sorted(p.name for p in (tmp_path / "wts").iterdir()) == [".P1-1.index", "P1-1"]
 
 
 def test_andon_run_leaves_no_trash_beside_its_worktrees(tmp_path):

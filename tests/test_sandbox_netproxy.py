@@ -253,3 +253,28 @@ def test_a_stage_reaches_its_allowed_host_and_nothing_else(site, servers):  # no
     refused, passed = p.network
     assert f"127.0.0.1:{b.port}" in refused and "example.com:80" in refused
     assert passed == f"network: through andon's proxy to 127.0.0.1:{a.port} ×1"
+
+
+def test_a_deep_temp_dir_still_gives_the_proxy_a_socket_it_can_bind(tmp_path, monkeypatch):
+    """A Unix socket's path holds at most 107 bytes (unix(7)). Under a deep $TMPDIR (andon's
+    own suite on the tmpfs: 128 bytes) binding the proxy's socket raised `OSError: AF_UNIX
+    path too long` and every sandboxed agent stage of the run was a harness error. The
+    folder then goes to a short temp dir, and the proxy answers."""
+    import tempfile
+
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    deep.mkdir(parents=True)
+    monkeypatch.setenv("TMPDIR", str(deep))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    assert len(os.fsencode(Path(tempfile.mkdtemp(dir=deep)) / SOCKET_NAME)) > 107
+    server = Server("allowed")
+    try:
+        with proxy_allowing(server) as proxy:
+            path = proxy.folder / SOCKET_NAME
+            assert len(os.fsencode(path)) <= 107 and not path.is_relative_to(deep)
+            got = ask(proxy, f"GET http://127.0.0.1:{server.port}/ HTTP/1.1\r\nHost: x\r\n\r\n"
+                      .encode())
+            assert got.startswith(b"HTTP/1.") and got.endswith(b"allowed"), got
+        assert not proxy.folder.exists()
+    finally:
+        server.close()

@@ -298,19 +298,19 @@ def test_the_rlimit_launcher_sets_the_limits_before_the_agent_starts(tmp_path, m
 
 @needs_fs
 def test_an_agent_cli_found_through_a_linked_folder_starts_inside_the_sandbox(tmp_path):
-    """The CLI's folder on PATH is a link below /tmp (a clone's `.tools` linked to a shared
-    install): the link does not exist in the stage's private /tmp, so andon starts the CLI by
-    the folder's real path, which its installation binds (before: `bwrap: execvp ...: No such
-    file or directory`, exit 1, no edit)."""
+    """The CLI's folder on PATH is a link below /tmp or /dev/shm (a clone's `.tools` linked
+    to a shared install): the link does not exist in the stage's private tmpfs, so andon
+    starts the CLI by the folder's real path, which its installation binds (before: `bwrap:
+    execvp ...: No such file or directory`, exit 1, no edit)."""
     import dataclasses
 
     from andon.agents import GeminiAgent
-    from andon.sandbox.plan import Plan
+    from andon.sandbox.plan import PRIVATE_TMP, Plan
 
     import fakes
     from agent_ctx import MUL_EDIT, make, stage_ctx
-
-    assert str(tmp_path).startswith("/tmp/"), "the case: a link the private /tmp hides"
+    assert any(str(tmp_path).startswith(d + "/") for d in PRIVATE_TMP), \
+        "the case: a link a private tmpfs of the stage (/tmp, /dev/shm) hides"
     real = tmp_path / "shared" / "bin"
     fakes.install(real, "gemini", {"append": MUL_EDIT})
     linked = tmp_path / "clone-tools"

@@ -41,16 +41,20 @@ def shm():
     subprocess.run(["rm", "-rf", str(d)], check=False)
 
 
-def _on_disk(tmp_path: Path) -> Path:
-    if tempdir.filesystem_type(tmp_path) == "tmpfs":
-        pytest.skip("the suite's temp folders are on a tmpfs here: no disk to move away from")
-    return tmp_path
+@pytest.fixture
+def disk():
+    """A fresh folder in the system temp dir, standing for it when it is on disk (the
+    suite's own temp folders are on the tmpfs where andon would put its trees)."""
+    d = Path(tempfile.mkdtemp(dir=SYSTEM))
+    if tempdir.filesystem_type(d) == "tmpfs":
+        pytest.skip(f"{SYSTEM} is a tmpfs here: no disk to move away from")
+    yield d
+    subprocess.run(["rm", "-rf", str(d)], check=False)
 
 
 @needs_tmpfs
 def test_auto_moves_the_trees_to_a_private_tmpfs_folder_when_the_temp_dir_is_on_disk(
-        tmp_path, shm):
-    disk = _on_disk(tmp_path)
+        disk, shm):
     c = tempdir.choose("auto", 10 << 20, 2, shm=shm, system=disk, tmpdir_set=False)
     assert c.path == shm / f"tmp-{os.getuid()}"
     assert c.why == f"tmpfs: {disk} is on disk"
@@ -61,9 +65,7 @@ def test_auto_moves_the_trees_to_a_private_tmpfs_folder_when_the_temp_dir_is_on_
 
 
 @needs_tmpfs
-def test_auto_keeps_the_temp_dir_the_environment_chose_or_one_already_in_memory(tmp_path,
-                                                                                shm):
-    disk = _on_disk(tmp_path)
+def test_auto_keeps_the_temp_dir_the_environment_chose_or_one_already_in_memory(disk, shm):
     assert tempdir.choose("auto", 0, shm=shm, system=disk, tmpdir_set=True) == \
         tempdir.Choice(disk, "$TMPDIR")
     in_memory = tempdir.choose("auto", 0, shm=shm, system=shm, tmpdir_set=False)
@@ -72,8 +74,7 @@ def test_auto_keeps_the_temp_dir_the_environment_chose_or_one_already_in_memory(
 
 
 @needs_tmpfs
-def test_auto_stays_on_disk_when_the_tmpfs_has_too_little_room(tmp_path, shm):
-    disk = _on_disk(tmp_path)
+def test_auto_stays_on_disk_when_the_tmpfs_has_too_little_room(disk, shm):
     free = tempdir.free_bytes(shm)
     # four trees per worker and a floor of 1 GiB must fit: a tree of a quarter of the free
     # space, with two workers, does not
@@ -83,22 +84,19 @@ def test_auto_stays_on_disk_when_the_tmpfs_has_too_little_room(tmp_path, shm):
     assert not (shm / f"tmp-{os.getuid()}").exists()
 
 
-def test_auto_stays_on_disk_without_a_tmpfs(tmp_path):
-    disk = _on_disk(tmp_path / "system")
-    disk.mkdir()
-    not_tmpfs = tmp_path / "shm"
+def test_auto_stays_on_disk_without_a_tmpfs(disk):
+    not_tmpfs = disk / "shm"
     not_tmpfs.mkdir()
-    for shm in (not_tmpfs, tmp_path / "missing"):
+    for shm in (not_tmpfs, disk / "missing"):
         c = tempdir.choose("auto", 0, shm=shm, system=disk, tmpdir_set=False)
         assert c == tempdir.Choice(disk, f"{disk}: no tmpfs at {shm}")
 
 
 @needs_tmpfs
 @pytest.mark.parametrize("planted", ["open to others", "a symbolic link", "a file"])
-def test_a_private_folder_someone_else_could_reach_is_never_used(tmp_path, shm, planted):
+def test_a_private_folder_someone_else_could_reach_is_never_used(disk, shm, planted):
     """Whoever made ``tmp-<uid>`` first on the shared tmpfs could read or swap the trees in
     it: andon uses the folder only when it is a directory of this user's, mode 0700."""
-    disk = _on_disk(tmp_path)
     folder = shm / f"tmp-{os.getuid()}"
     if planted == "open to others":
         folder.mkdir(mode=0o755)

@@ -127,6 +127,26 @@ def loopback_mirrors(entries: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+# sockaddr_un.sun_path holds 108 bytes on Linux, the terminating NUL included (unix(7))
+SUN_PATH_MAX = 107
+
+
+def socket_folder() -> Path:
+    """A new private folder (``mkdtemp``) whose ``SOCKET_NAME`` path fits a Unix socket
+    address: in the temp dir, else, when that path is too long (a deep ``$TMPDIR``), in
+    ``/tmp``, ``/dev/shm`` or ``/var/tmp``. OSError when none of them gives one."""
+    for base in (None, "/tmp", "/dev/shm", "/var/tmp"):
+        try:
+            folder = Path(tempfile.mkdtemp(prefix="andon-net-", dir=base))
+        except OSError:
+            continue
+        if len(os.fsencode(folder / SOCKET_NAME)) <= SUN_PATH_MAX:
+            return folder
+        folder.rmdir()
+    raise OSError(f"no temp folder gives a Unix socket path of at most {SUN_PATH_MAX} bytes "
+                  f"for the agent's network proxy (the temp dir: {tempfile.gettempdir()})")
+
+
 class NetProxy:
     """One stage's proxy. ``NetProxy(allow)`` makes a private folder holding the socket
     (:attr:`folder`, bound into the sandbox) and serves it in a daemon thread; :meth:`close`
@@ -146,7 +166,7 @@ class NetProxy:
         self.passed: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()  # closed by close(): no copier outlives it
-        self.folder = Path(tempfile.mkdtemp(prefix="andon-net-"))
+        self.folder = socket_folder()
         proxy = self
 
         class Handler(socketserver.BaseRequestHandler):
