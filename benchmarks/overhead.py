@@ -26,9 +26,10 @@ suite process has exited (it polls): that lag is inside the suites' ``duration_s
 time to stderr. Exits 0 (a measurement); says clearly when the aim (< 1 s) is missed.
 
 The generated repository is in the system temp dir (a user's checkout is on their disk);
-andon's trees go where ``[andon] temp_dir`` puts them (``--temp-dir``, default "auto" as in
-andon.toml; ``andon.tempdir``), as ``andon run`` does, and the line above the table says
-where and why, with the cost of creating a file there.
+the trees only the harness reads (gate clones, test runs' HOME and TMPDIR) go where
+``[andon] temp_dir`` puts them (``--temp-dir``, default "auto" as in andon.toml;
+``andon.tempdir``), as ``andon run`` does, and the line above the table says where and why,
+with the cost of creating a file there.
 
 ``--small-too`` first measures the 335-file repository in the same run (same load), for the
 ratio of the large repository's overhead to the small one's.
@@ -491,7 +492,9 @@ def main() -> int:
           f"{create_after:.0f} us after (2,000 files; 20-40 us on a quiet disk here, "
           f"several hundred in this machine's slow spells: each packet writes its worktree, "
           f"its gate clone and its review export, about {3 * n_files:,} files)")
-    print(f"andon's trees went to {trees.path} ({trees.why}; --temp-dir {args.temp_dir}): "
+    print(f"the gate clones and test runs' scratch went to {trees.path} ({trees.why}; "
+          f"--temp-dir {args.temp_dir}; worktrees and review exports stay in the system temp "
+          f"dir): "
           f"{trees_cost:.0f} us per empty file there after the run")
     head = (f"{'packet':<7}{'state':<7}{'total s':>9}{'suites s':>10}{'overhead s':>12}"
             f"{'git s':>8}{'git calls':>10}{'around suites s':>17}{'agent s':>9}  suite runs")

@@ -47,25 +47,15 @@ def pytest_configure(config):
     os.environ.setdefault(SYSTEM_TMP_ENV, tempfile.gettempdir())
     # pytest's own tmp_path folders stay where pytest puts them (and so outlive this run
     # when a test fails): its base is read from here before TMPDIR, and lazily, after this.
-    # Where andon itself would put its trees ([andon] temp_dir = "auto"): on this machine's
-    # disk a file took up to 1,200 us to create in slow spells, on /dev/shm 20-40 us, and the
-    # e2e gate and review tests took 134-156 s there against 192-195 s on the disk.
-    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", str(_suite_temp_root()))
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", os.environ[SYSTEM_TMP_ENV])
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     # a neutral name: tests check that a harness test run shows code under test no "andon"
-    d = Path(tempfile.mkdtemp(prefix=f"suite-{worker}-",
-                              dir=os.environ["PYTEST_DEBUG_TEMPROOT"]))
+    d = Path(tempfile.mkdtemp(prefix=f"suite-{worker}-"))
     _private_tmp.append(d)
     os.environ["TMPDIR"] = str(d)
     tempfile.tempdir = None  # gettempdir() caches its answer: read TMPDIR again
     # made once, by the controller (or the only process), before the workers start: they
     # inherit the variable; the folder goes with the controller's private one at the end
-
-
-def _suite_temp_root() -> Path:
-    """andon's own choice (andon/tempdir.py) for a tree-less repository and every worker."""
-    from andon.tempdir import choose
-    return choose("auto", 0, pytest_xdist_auto_num_workers(None)).path
 
 
 def pytest_xdist_auto_num_workers(config):

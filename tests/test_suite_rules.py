@@ -60,6 +60,7 @@ def suite(tmp_path: Path) -> Path:
     root = tmp_path / "suite"
     (root / "tests" / "deep").mkdir(parents=True)
     shutil.copy(CONFTEST, root / "tests" / "conftest.py")
+    shutil.copy(CONFTEST.parent / "project_python.py", root / "tests")  # conftest imports it
     (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    e2e: end to end\n")
     (root / "tests" / "test_mixed.py").write_text(MODULE)
     (root / "tests" / "deep" / "test_e2e_named.py").write_text("def test_any():\n    pass\n")

@@ -36,7 +36,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import reaper
+from . import reaper, tempdir
 from .config import STATE_DIR, Config
 from .contain.interpreter import python_of
 from .contain.procgroup import before_child, end_child, wait_unreaped
@@ -155,7 +155,7 @@ def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str) -> SetupRun
 def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
          cached: Path | None) -> SetupRun:
     before = _untracked(cwd)
-    scratch = Path(tempfile.mkdtemp())
+    scratch = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     argv = _argv(config, scratch / "out")
     log_path = Path(evidence_dir) / f"{name}.setup.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -284,8 +284,8 @@ def render(out: Console, checks: list[AgentCheck], git: GitCheck,
                   'network and their evidence says so; [agent] network = "off" is refused',
                   soft_wrap=True, markup=False)
     if isinstance(trees, Choice):
-        out.print(f"temp dir: {trees.path} ({trees.why}) — worktrees, gate clones, review "
-                  "exports and the test runs' HOME and TMPDIR ([andon] temp_dir)",
+        out.print(f"temp dir: {trees.path} ({trees.why}) — the gates' clones and the test "
+                  "runs' HOME and TMPDIR ([andon] temp_dir)",
                   soft_wrap=True, markup=False)
     elif trees:
         out.print(f"temp dir: {trees}", soft_wrap=True, markup=False)

@@ -2,7 +2,7 @@
 
 An attempt writes the project's files out up to three times — its worktree, the clone its
 suite and hermetic runs share, its review export — and every test run gets a fresh HOME and
-TMPDIR beside them. On a disk each file created is a journal update. On the virtual machines
+TMPDIR. On a disk each file created is a journal update. On the virtual machines
 this project is tested on, an empty file took 20-40 µs to create on the disk in quiet spells
 and 250-1,200 µs in slow spells lasting minutes (after bursts of deletions: the root
 filesystem is mounted with ``discard``), while a tmpfs (``/dev/shm``) stayed at 20-40 µs
@@ -19,10 +19,12 @@ those machines andon's trees were in memory already.
 - ``"system"``: the system temp dir as Python finds it (``$TMPDIR``, else ``/tmp``, …).
 - an absolute path: that folder (made if missing).
 
-:func:`use` puts the choice into ``tempfile.tempdir`` for the rest of the process (every tree
-and folder andon makes comes from ``tempfile``; the worktree root's default is in it), once, at
-the start of a command that makes trees. The environment is left as it is: agents and their
-tools keep the ``TMPDIR`` they were given.
+:func:`use` keeps the choice for the rest of the process, once, at the start of a command
+that makes trees, and :func:`harness_dir` hands it to the trees only the harness and the code
+under test read: the gates' clones and each test run's HOME and TMPDIR. What an agent works
+in — its worktree, a review export, a stage's prompt folder — stays in the system temp dir:
+agent CLIs that sandbox themselves with bubblewrap (Codex) mount a fresh ``/dev``, in which a
+worktree below ``/dev/shm`` does not exist ("Failed to write file", every patch refused).
 """
 
 from __future__ import annotations
@@ -33,9 +35,12 @@ import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import UsageError
-from .workspace import Repo
+
+if TYPE_CHECKING:
+    from .workspace import Repo
 
 SHM = Path("/dev/shm")
 TMPFS_MAGIC = "tmpfs"
@@ -199,9 +204,21 @@ def _system_temp() -> str:
         tempfile.tempdir = saved
 
 
+_harness: Path | None = None  # set by use(): where harness-only trees go in this process
+
+
 def use(repo: Repo, setting: str, workers: int = 1) -> Choice:
-    """:func:`choose` for ``repo``'s checked-out commit, then make it the temp dir of every
-    ``tempfile`` call in this process. Returns the choice. UsageError as choose."""
+    """:func:`choose` for ``repo``'s checked-out commit, kept for the rest of the process
+    (forked workers inherit it) as the folder of the trees only the harness reads
+    (:func:`harness_dir`). Returns the choice. UsageError as choose."""
+    global _harness
     choice = choose(setting, tree_bytes(repo) if setting == "auto" else 0, workers)
-    tempfile.tempdir = str(choice.path)
+    _harness = choice.path
     return choice
+
+
+def harness_dir() -> str | None:
+    """The ``dir`` for ``tempfile.mkdtemp`` of a tree only the harness and the code under
+    test read (a gate clone, a test run's HOME and TMPDIR, a set-up's scratch): what
+    :func:`use` chose, else None (the system temp dir)."""
+    return str(_harness) if _harness is not None else None

@@ -32,7 +32,7 @@ integration_branch = "andon/integration"
 # base_branch = "main"        # where the integration branch starts; default: current branch
 keep_worktrees = false
 agent_history = "full"        # or "shallow"; the worktree never holds other branches or tags
-temp_dir = "auto"             # andon's trees: a tmpfs when the temp dir is on disk; or "system"
+temp_dir = "auto"             # gate clones: a tmpfs when the temp dir is on disk; or "system"
 
 [test]
 # The harness adds its own flags (JUnit XML report, no addopts, no cache) to this command.

@@ -41,14 +41,13 @@ class Andon(_Strict):
                           "default: the branch checked out when `andon run` starts")
     keep_worktrees: bool = False
     worktree_root: str | None = Field(
-        None, description="directory for attempt worktrees; default: a folder in the temp "
-                          "dir (temp_dir), outside the repository so its conftest.py files "
-                          "never load")
+        None, description="directory for attempt worktrees; default: a folder in the system "
+                          "temp dir, outside the repository so its conftest.py files never load")
     temp_dir: str = Field(
-        "auto", description='where andon makes the trees it throws away (gate clones, review '
-                            'exports, test runs\' HOME and TMPDIR, and by default worktrees): '
-                            '"auto" (a tmpfs when the system temp dir is on disk and /dev/shm '
-                            'has room; andon/tempdir.py), "system", or an absolute path')
+        "auto", description='where the trees only the harness reads go (gate clones, test '
+                            'runs\' HOME and TMPDIR): "auto" (a tmpfs when the system temp dir '
+                            'is on disk and /dev/shm has room; andon/tempdir.py), "system", or '
+                            'an absolute path')
     agent_history: Literal["full", "shallow"] = Field(
         "full", description='what git history the worktree holds: "full" (every ancestor of '
                             'the base) or "shallow" (the base commit only, for huge repos); '

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .. import clone_setup, origin, reaper
+from .. import clone_setup, origin, reaper, tempdir
 from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..packet import Packet
@@ -231,7 +231,7 @@ def fresh_clone(repo: Repo, sha: str, label: str) -> Iterator[Path]:
     the agent left behind (ignored files, caches) exists in it. Deleted afterwards, in the
     background (:mod:`andon.reaper`)."""
     # a neutral name: the code under test runs in the clone and sees its path
-    tmp = Path(tempfile.mkdtemp())
+    tmp = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     try:
         yield repo.clone_at(sha, tmp / "repo")
     finally:

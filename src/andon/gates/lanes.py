@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from .. import forked
+from .. import forked, tempdir
 from ..config import Config
 from ..runners.pytest import SuiteRun
 from .base import GateContext, fresh_clone, run_project_suite
@@ -105,7 +105,8 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
             if stop is not None and stop(r):
                 break
         return out
-    work = Path(tempfile.mkdtemp())  # outside every clone; named neutrally like the clones
+    # outside every clone; named neutrally like the clones
+    work = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     children: list[forked.Child] = []
     try:
         for i, (cwd, plan) in enumerate(lanes):

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import reaper
+from .. import reaper, tempdir
 from ..contain import netless
 from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..runners.pytest import _tail, harness_env
@@ -55,7 +55,8 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
         wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
     evidence_dir.mkdir(parents=True, exist_ok=True)
     log_path = evidence_dir / f"{name}.log"
-    home = Path(tempfile.mkdtemp())  # neutral: the code under test sees HOME
+    # neutral: the code under test sees HOME
+    home = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     started = time.monotonic()
     try:
         env = harness_env(home, extra=extra_env)

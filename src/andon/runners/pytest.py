@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from .. import reaper
+from .. import reaper, tempdir
 from ..contain import canary as canary_mod
 from ..contain import netless
 from ..contain.channel import Channel, Record
@@ -259,7 +259,7 @@ def run_suite(
     junit_path.unlink(missing_ok=True)  # a stale report must never be read as this run's
     # Neutral names: nothing the test process can see (HOME, TMPDIR, its report's path, its
     # output file) names andon; the report and log are moved to the evidence afterwards.
-    scratch = Path(tempfile.mkdtemp())
+    scratch = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     run_junit, run_log = scratch / "report.xml", scratch / "output.log"
 
     command = list(command)
