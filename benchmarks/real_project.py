@@ -297,12 +297,28 @@ def print_run(title: str, r: dict) -> None:
                           f"  ({s['stage']} stage)")
     runs = pre + [x for a in r["detail"]["attempts"] for g in a["gates"]
                   for x in g["evidence"].get("runs", [])]
-    suites = sum(x["duration_s"] for x in runs)
+    summed, busy = sum(x["duration_s"] for x in runs), busy_seconds(runs)
     setups = sum(x["setup"]["duration_s"] for x in runs if (x.get("setup") or {}).get(
         "cached") is False)
-    print(f"  the project's suite runs took {suites:.2f} s (summed: runs at the same time "
-          f"overlap) and its set-ups {setups:.2f} s of the {r['wall']:.2f} s; everything else "
-          f"(andon's own work, CLI start-up, agent) {r['wall'] - suites - setups:.2f} s")
+    print(f"  the project's suite runs took {busy:.2f} s of the {r['wall']:.2f} s (at least one "
+          f"running; {summed:.2f} s summed over runs, some at the same time) and its set-ups "
+          f"{setups:.2f} s; everything else (andon's own work, CLI start-up, agent) "
+          f"{r['wall'] - busy - setups:.2f} s")
+
+
+def busy_seconds(runs: list[dict]) -> float:
+    """Seconds during which at least one of ``runs`` (suite-run evidence: ``started_at``, ISO
+    8601, and ``duration_s``) was running: the union of their intervals, so that runs made at
+    the same time ([test] jobs) count once. A run without ``started_at`` (an andon from before
+    it was recorded) is added whole."""
+    spans = sorted((start, start + x["duration_s"]) for x in runs if x.get("started_at")
+                   for start in [datetime.fromisoformat(x["started_at"]).timestamp()])
+    total = sum(x["duration_s"] for x in runs if not x.get("started_at"))
+    end = float("-inf")
+    for lo, hi in spans:
+        total += max(0.0, hi - max(lo, end))
+        end = max(end, hi)
+    return total
 
 
 def bench(p: Project, tmp: Path) -> list[str]:

@@ -8,6 +8,7 @@ import select
 import sys
 import textwrap
 import xml.etree.ElementTree as ET
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -109,6 +110,18 @@ def test_suite_run_helpers_and_evidence(tmp_path):
     assert r.log_path.read_text().count("PASSED") == 3
     assert "short test summary info" in r.output_tail
     assert len(r.output_tail.splitlines()) <= 60
+
+
+def test_evidence_says_when_the_run_started_so_overlapping_runs_can_be_told_apart(tmp_path):
+    """started_at: UTC wall clock (ISO 8601) when the suite process was started; with
+    duration_s it places the run in time, so concurrent runs (``[test] jobs``) are not summed
+    as if they had run one after another."""
+    before = datetime.now(UTC)
+    r = run(tmp_path, {"tests/test_a.py": "def test_a(): pass\n"})
+    after = datetime.now(UTC)
+    started = datetime.fromisoformat(r.to_evidence()["started_at"])
+    assert started.utcoffset() == timedelta(0)
+    assert before <= started <= after - timedelta(seconds=r.duration_s) + timedelta(seconds=0.01)
 
 
 def test_argv_carries_the_harness_flags_and_junit_is_outside_cwd(tmp_path):

@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
@@ -101,6 +102,9 @@ class SuiteRun:
     integrity: Integrity | None = None
     setup: dict | None = None  # the [test] setup of this clone, when it ran before (clone_setup)
     profile: str = "normal"  # "plain": PLAIN_PROFILE was added (see run_suite)
+    # UTC wall clock when the suite process started, ISO 8601 (ms): with duration_s it places
+    # the run in time, so runs made at the same time ([test] jobs) can be told apart
+    started_at: str | None = None
 
     @property
     def forged(self) -> list[str]:
@@ -137,6 +141,7 @@ class SuiteRun:
             "integrity": self.integrity.to_evidence() if self.integrity else None,
             "setup": self.setup,
             "profile": self.profile,
+            "started_at": self.started_at,
         }
 
 
@@ -307,6 +312,7 @@ def run_suite(
             cut, why = netless.available()
             state = "cut" if cut else f"not cut: {why}"
             wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
+        started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         started = time.monotonic()
         known = before_child()  # code under test may leave helpers in sessions of their own
         with run_log.open("wb") as log:
@@ -365,4 +371,5 @@ def run_suite(
         timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
         output_tail=_tail(log_path), results=results, report_problem=problem, seed=random_seed,
         network=state, wrapper=wrapper, integrity=integrity, profile=profile,
+        started_at=started_at,
     )  # fmt: skip
