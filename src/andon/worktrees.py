@@ -236,8 +236,28 @@ def export(repo: Git, rev: str, dest: Path, keep: Callable[[str], bool] = lambda
     data = repo._run(("archive", "--format=tar", rev), None, None, True).stdout
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = [m for m in tar.getmembers() if m.isdir() or keep(m.name)]
-        tar.extractall(dest, members=members, filter="data")
+        _extract(tar, dest, members)
     return manifest(dest)
+
+def _extract(tar: tarfile.TarFile, dest: Path, members: list[tarfile.TarInfo]) -> None:
+    """Extract ``members`` into ``dest`` under PEP 706's ``data`` filter: nothing written
+    outside ``dest``, no link leading out of it, no device or hard link. Pythons before
+    3.11.4 (Debian 12's python3 is 3.11.2) have no filters: the same refusals are made here.
+    Raises tarfile.TarError naming the member."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, members=members, filter="data")
+        return
+    root = os.path.realpath(dest)
+
+    def inside(path: str) -> bool:
+        return os.path.commonpath([root, os.path.realpath(path)]) == root
+    for m in members:
+        path = os.path.join(root, m.name)
+        if not (m.isreg() or m.isdir() or m.issym()) or not inside(path) or (
+                m.issym() and (os.path.isabs(m.linkname)
+                               or not inside(os.path.join(os.path.dirname(path), m.linkname)))):
+            raise tarfile.TarError(f"{m.name!r} would be written or lead outside {dest}")
+    tar.extractall(dest, members=members)
 
 def clone_at(repo: Git, rev: str, dest: Path) -> Path:
     """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
