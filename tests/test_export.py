@@ -6,21 +6,30 @@ keyword argument 'filter'". Each test runs with the filter and, as on such a Pyt
 
 from __future__ import annotations
 
+import io
 import os
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 
+from andon import worktrees
 from andon.workspace import Repo
+
+from helpers import git
 
 
 @pytest.fixture(params=["filter", "no-filter"])
 def python(request, monkeypatch):
-    """``no-filter``: this Python as one before 3.11.4 (no ``tarfile.data_filter``)."""
+    """``no-filter``: this Python as one before 3.11.4: no ``tarfile.data_filter``, and an
+    ``extractall`` without the ``filter`` keyword (a call passing it fails as it does there)."""
     if request.param == "no-filter":
         monkeypatch.delattr(tarfile, "data_filter", raising=False)
+        extractall = tarfile.TarFile.extractall
+
+        def without_filter(self, path=".", members=None, *, numeric_owner=False):
+            return extractall(self, path, members, numeric_owner=numeric_owner)
+        monkeypatch.setattr(tarfile.TarFile, "extractall", without_filter)
     elif not hasattr(tarfile, "data_filter"):
         pytest.skip("this Python has no extraction filters")
     return request.param
@@ -31,8 +40,7 @@ def repository(tmp_path: Path, files: dict[str, str | None], links: dict[str, st
     symbolic links ``links`` (name: target)."""
     work = tmp_path / "repo"
     work.mkdir()
-    git = ["git", "-c", "user.name=u", "-c", "user.email=u@example.com", "-C", str(work)]
-    subprocess.run([*git, "init", "-q"], check=True)
+    git(work, "init", "-q")
     for name, text in files.items():
         path = work / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -41,8 +49,8 @@ def repository(tmp_path: Path, files: dict[str, str | None], links: dict[str, st
             path.chmod(0o755)
     for name, target in links.items():
         os.symlink(target, work / name)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "commit", "-q", "-m", "one"], check=True)
+    git(work, "add", "-A")
+    git(work, "commit", "-q", "-m", "one")
     return Repo(work)
 
 
@@ -69,3 +77,25 @@ def test_a_link_leading_out_of_the_export_is_refused_on_every_python(tmp_path, p
         repo.export("HEAD", tmp_path / "out")
 
     assert not (tmp_path / "out" / "pkg" / "escape").is_symlink()
+
+
+@pytest.mark.parametrize("name, kind", [("../evil.py", tarfile.REGTYPE),
+                                        ("pkg/../../evil.py", tarfile.REGTYPE),
+                                        ("pkg/pipe", tarfile.FIFOTYPE)])
+def test_an_archive_git_would_never_write_is_refused_on_every_python(tmp_path, python, name,
+                                                                     kind):
+    """What no git tree can hold (a path out of the destination, a FIFO), written by hand:
+    the export reads an archive, and the archive's checks must not rest on git's."""
+    data = io.BytesIO()
+    with tarfile.open(fileobj=data, mode="w") as tar:
+        member = tarfile.TarInfo(name)
+        member.type, member.size = kind, 0
+        tar.addfile(member, io.BytesIO(b""))
+    dest = tmp_path / "deep" / "out"
+    dest.mkdir(parents=True)
+    data.seek(0)
+
+    with tarfile.open(fileobj=data) as tar, pytest.raises(tarfile.TarError):
+        worktrees._extract(tar, dest, tar.getmembers())
+
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["deep", "out"]

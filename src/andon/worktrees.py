@@ -241,21 +241,20 @@ def export(repo: Git, rev: str, dest: Path, keep: Callable[[str], bool] = lambda
 
 def _extract(tar: tarfile.TarFile, dest: Path, members: list[tarfile.TarInfo]) -> None:
     """Extract ``members`` into ``dest`` under PEP 706's ``data`` filter: nothing written
-    outside ``dest``, no link leading out of it, no device or hard link. Pythons before
-    3.11.4 (Debian 12's python3 is 3.11.2) have no filters: the same refusals are made here.
+    outside ``dest``, no absolute link nor one leading out of it, no device. Pythons before
+    3.11.4 (Debian 12's python3 is 3.11.2) have no filters: the same refusals are made here
+    (and hard links, which ``git archive`` never writes, are refused too).
     Raises tarfile.TarError naming the member."""
     if hasattr(tarfile, "data_filter"):
         tar.extractall(dest, members=members, filter="data")
         return
-    root = os.path.realpath(dest)
-
-    def inside(path: str) -> bool:
-        return os.path.commonpath([root, os.path.realpath(path)]) == root
+    root = dest.resolve()
     for m in members:
-        path = os.path.join(root, m.name)
-        if not (m.isreg() or m.isdir() or m.issym()) or not inside(path) or (
-                m.issym() and (os.path.isabs(m.linkname)
-                               or not inside(os.path.join(os.path.dirname(path), m.linkname)))):
+        path = root / m.name
+        kind_ok = m.isreg() or m.isdir() or m.issym()
+        link_ok = not m.issym() or (not os.path.isabs(m.linkname) and (
+            path.parent / m.linkname).resolve().is_relative_to(root))
+        if not (kind_ok and link_ok and path.resolve().is_relative_to(root)):
             raise tarfile.TarError(f"{m.name!r} would be written or lead outside {dest}")
     tar.extractall(dest, members=members)
 
