@@ -56,6 +56,8 @@ the class is one too, so ``except ValueError`` keeps working.
 
 from __future__ import annotations
 
+import re
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +73,23 @@ class Problem:
     def __str__(self) -> str:
         where = f"{self.path}:{self.line}" if self.line else f"{self.path}"
         return f"{where}: {self.message}"
+
+
+_TOML_AT = re.compile(r"\s*\(at (?:line (\d+), column (\d+)|end of document)\)$")
+
+
+def toml_problem(path: Path, text: str, exc: tomllib.TOMLDecodeError, what: str,
+                 offset: int = 0) -> Problem:
+    """The Problem for the syntax error ``exc`` that ``tomllib.loads(text)`` raised: the line
+    (1-based, plus ``offset``, the lines of ``path`` before ``text``) and ``what: reason,
+    column N``. tomllib says "(at end of document)" when what is missing (a closing bracket,
+    a value) shows only there: that is the last line, not the first."""
+    message = str(exc)
+    at = _TOML_AT.search(message)
+    reason = message[:at.start()] if at else message
+    if at and at.group(1):
+        return Problem(path, int(at.group(1)) + offset, f"{what}: {reason}, column {at.group(2)}")
+    return Problem(path, max(len(text.splitlines()), 1) + offset, f"{what}: {reason}")
 
 
 class AndonError(Exception):

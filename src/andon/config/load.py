@@ -18,7 +18,7 @@ from typing import Any, NoReturn, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from ..errors import ConfigError, Problem
+from ..errors import ConfigError, Problem, toml_problem
 from ..store.postgres import redact
 from ..suggest import closest, hint
 from .model import CONFIG_NAME, Andon, Config
@@ -113,8 +113,7 @@ def _read(path: Path) -> tuple[str, dict[str, Any]]:
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        m = re.search(r"at line (\d+)", str(exc))
-        _raise([Problem(path, int(m.group(1)) if m else 1, f"invalid TOML: {exc}")])
+        _raise([toml_problem(path, text, exc, "invalid TOML")])
         raise  # unreachable
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from ..errors import ConfigError, InvalidValue, Problem
+from ..errors import ConfigError, InvalidValue, Problem, toml_problem
 from ..suggest import closest
 
 NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"
@@ -99,9 +99,7 @@ def load_spec(path: str | Path) -> Spec:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the experiment file: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
-        line = re.search(r"line (\d+)", str(exc))
-        raise ConfigError(f"{path}:{line.group(1) if line else 1}: not valid TOML: {exc}") \
-            from None
+        raise ConfigError(str(toml_problem(path, text, exc, "not valid TOML"))) from None
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from andon.errors import PacketError, Problem
+from andon.errors import PacketError, Problem, toml_problem
 from andon.suggest import closest
 
 from .files import _content_sha, _freeze, _tree_files
@@ -84,12 +84,8 @@ def _parse(path: Path, packets_dir: Path) -> _Source:
     try:
         data = tomllib.loads("\n".join(front) + "\n")
     except tomllib.TOMLDecodeError as exc:
-        message = str(exc)
-        found = re.search(r"\(at line (\d+), column (\d+)\)", message)
-        line = int(found.group(1)) + 1 if found else end  # "at end of document": last line
-        reason = re.sub(r"\s*\(at .*\)$", "", message)
-        column = f", column {found.group(2)}" if found else ""
-        problem = Problem(path, line, f"invalid TOML in front matter: {reason}{column}")
+        # the front matter starts on the file's line 2, after the opening '+++'
+        problem = toml_problem(path, "\n".join(front), exc, "invalid TOML in front matter", 1)
         return _Source(path, None, [problem])
     lines = _key_lines(front)
     requires = data.get("requires")
