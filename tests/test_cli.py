@@ -424,6 +424,29 @@ def test_status_board_counts_skipped_gates_apart_and_explains_unknown_cost(merge
     assert legend and "reported no usage" in " ".join(" ".join(lines).split()), r.stdout
 
 
+@pytest.mark.parametrize("columns", [50, 60, 71])
+def test_a_narrow_terminal_keeps_every_column_of_the_board_readable(merged, columns):
+    """Below 72 columns the result column was squeezed to a few letters (at 50 it and
+    `tries` vanished): tries, gates and agents now share one cell, every header is whole and
+    the result says `merged <sha>` on one line."""
+    root, _ = merged
+    r = andon(root, "status", env={"COLUMNS": str(columns)})
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert all(len(ln) <= columns for ln in lines), r.stdout
+    header = next(ln for ln in lines if "packet" in ln)
+    assert header.split("┃")[1:-1] and [c.strip() for c in header.split("┃")[1:-1]] == [
+        "packet", "state", "attempts", "result"], header
+    head = git(root, "rev-parse", "andon/integration").strip()[:10]
+    row = next(ln for ln in lines if " P1 " in ln)
+    assert "done" in row, r.stdout
+    body = [ln.split("│")[1:-1] for ln in lines if ln.count("│") == 5]
+    attempts, result = ([c[i].strip() for c in body] for i in (2, 3))
+    assert " ".join(filter(None, result)) == f"merged {head}", r.stdout
+    assert attempts[:2] == ["1 try", "6 ✓ 3 –"] and attempts[3] == "cost ? · <1 s", r.stdout
+    assert re.fullmatch(r"1 suite \d+ s", attempts[2]), r.stdout  # not "1 suites"
+
+
 def test_status_board_has_no_legend_when_no_cost_is_unknown(tmp_path):
     """The legend line appears only when a `?` does: no agent has run, no legend."""
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})

@@ -145,7 +145,8 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     agent time it used (--json: per packet and for all packets, plus ``halted_by``: the
     blocked packet that stops the line, or null, and ``merged_ahead``: the commits the
     integration branch holds that the base branch lacks, or null). With --store URL (or
-    $ANDON_STORE_URL) outside a clone, the store's packets alone."""
+    $ANDON_STORE_URL) outside a clone, the store's packets alone. In a terminal narrower
+    than 72 columns, tries, gates and agents share one column."""
     from ..advice import ahead_notice, base_drift, drift_notice, merged_ahead
     from ..packet import check_packets
     from ..report import board, status_rows, usage_of_rows

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
@@ -82,28 +84,24 @@ def last_preflight(store: StoreProtocol) -> dict[str, Any] | None:
     return found[-1]["data"] if found else None
 
 
+# Below this width the fixed columns (packet, state, tries, gates, agents: about 57 columns)
+# leave the result a few letters; then tries, gates and agents share one cell.
+NARROW = 72
+
+
 def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str]] = (),
-          complete: bool = False) -> Table:
-    """The status board, narrow enough for an 80-column terminal: per packet its state,
-    counted tries, the last attempt's gates (all passed, or the first that did not), agent
-    cost and time and the sandbox level its last agent stage got, and the result (merged sha
-    or the reason; for a removed packet, that its file is gone). ``on_disk``, ``complete``:
-    see :func:`status_rows`."""
-    table = Table(title=f"andon board — integration branch {config.andon.integration_branch}",
-                  title_justify="left")
-    table.add_column("packet", no_wrap=True)
-    table.add_column("state", no_wrap=True)
-    table.add_column("tries", justify="right")
-    table.add_column("gates", no_wrap=True)
-    table.add_column("agents", no_wrap=True)
-    table.add_column("result", overflow="fold", ratio=1)
+          complete: bool = False) -> Board:
+    """The status board: per packet its state, counted tries, the last attempt's gates (all
+    passed, or the first that did not), agent cost and time and the sandbox level its last
+    agent stage got, and the result (merged sha or the reason; for a removed packet, that its
+    file is gone). A rich renderable: at 80 columns and more one column each; narrower than
+    ``NARROW`` columns, tries, gates and agents share one, so that the result stays readable.
+    ``on_disk``, ``complete``: see :func:`status_rows`."""
     rows = status_rows(store, on_disk, complete)
     workers = worker_rows(store)
     held = {w["packet"]: w["worker"] for w in workers if w["packet"]}
-    if workers:  # a pool is at work (andon run --workers N): who holds what
-        table.add_column("worker", no_wrap=True)
     caption = "all packets: " + usage_text(usage_of_rows(rows))
-    if workers:
+    if workers:  # a pool is at work (andon run --workers N): who holds what
         caption = "workers: " + " · ".join(
             f"{w['worker']} {w['packet']} {w['state']}" if w["packet"]
             else f"{w['worker']} idle" for w in workers) + "\n" + caption
@@ -119,37 +117,88 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
     if any(r["usage"]["runs"] and r["usage"]["cost_usd"] is None for r in rows):
         caption += ("\ncost ? = the agent reported no usage (no tokens, no cost); "
                     "see `andon show`")
-    # plain text, never markup: it holds test ids and summaries (`test_path[/tmp]`), and
-    # andon's own `[test]`
-    table.caption = Text(caption)
-    table.caption_justify = "left"
-    for r in rows:
-        last = r["last_attempt"]
-        if r["state"] == "done" and last:
-            result = f"merged {last['merge_sha'][:10]}"
-        elif r["removed"]:  # its last reason is history: nothing acts on it any more
-            result = "packet file removed: not run again (its history stays in the store)"
-        elif last and last["reason"]:
-            # the cause first: the fingerprint is in `andon show`, and at 80 columns the
-            # preamble alone filled the clipped cell
-            result = clip(_SAME_FAILURE.sub(r"same failure twice: ",
-                                            last["reason"].splitlines()[0]), 160)
-        elif r.get("not_run"):
-            result = "not run yet"
+    return Board(f"andon board — integration branch {config.andon.integration_branch}",
+                 [_row(r, held.get(r["id"], "")) for r in rows], caption, bool(workers))
+
+
+@dataclass(frozen=True)
+class _Row:
+    packet: str
+    state: str  # markup: the state in its colour
+    tries: str
+    gates: str
+    agents: str
+    result: str  # markup-escaped
+    worker: str
+
+
+@dataclass(frozen=True)
+class Board:
+    """The board's rows, laid out when printed, for the width the console gives."""
+
+    title: str
+    rows: list[_Row]
+    caption: str  # plain text, never markup: it holds test ids and summaries
+    workers: bool
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.table(options.max_width)
+
+    def table(self, width: int) -> Table:
+        """The table for a terminal ``width`` columns wide."""
+        narrow = width < NARROW
+        table = Table(title=self.title, title_justify="left", caption=Text(self.caption),
+                      caption_justify="left")
+        table.add_column("packet", no_wrap=True)
+        table.add_column("state", no_wrap=True)
+        if narrow:
+            table.add_column("attempts", no_wrap=True)
         else:
-            result = ""
-        style = STYLE.get(r["state"], "white")
-        gates_cell = _gates_cell((last or {}).get("gates", {}))
-        if last and last["test_runs"]["full_suite_runs"]:
-            t = last["test_runs"]  # verification time: full-suite runs of the last attempt
-            gates_cell += f"\n{t['full_suite_runs']} suites {t['full_suite_s']:.0f} s"
-        agents_cell = _usage_cell(r["usage"])
-        if r.get("sandbox"):  # the level the last attempt's agent actually ran at
-            agents_cell += f"\nsandbox {r['sandbox']}"
-        cells = [r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
-                 agents_cell, escape(result)]
-        table.add_row(*cells, *([held.get(r["id"], "")] if workers else []))
-    return table
+            table.add_column("tries", justify="right")
+            table.add_column("gates", no_wrap=True)
+            table.add_column("agents", no_wrap=True)
+        table.add_column("result", overflow="fold", ratio=1)
+        if self.workers:
+            table.add_column("worker", no_wrap=True)
+        for r in self.rows:
+            middle = ([_tries(r.tries), r.gates, r.agents] if narrow
+                      else [r.tries, r.gates, r.agents])
+            cells = [r.packet, r.state,
+                     *(["\n".join(c for c in middle if c)] if narrow else middle), r.result]
+            table.add_row(*cells, *([r.worker] if self.workers else []))
+        return table
+
+
+def _tries(n: str) -> str:
+    return f"{n} {'try' if n == '1' else 'tries'}"
+
+
+def _row(r: dict[str, Any], worker: str) -> _Row:
+    last = r["last_attempt"]
+    if r["state"] == "done" and last:
+        result = f"merged {last['merge_sha'][:10]}"
+    elif r["removed"]:  # its last reason is history: nothing acts on it any more
+        result = "packet file removed: not run again (its history stays in the store)"
+    elif last and last["reason"]:
+        # the cause first: the fingerprint is in `andon show`, and at 80 columns the
+        # preamble alone filled the clipped cell
+        result = clip(_SAME_FAILURE.sub(r"same failure twice: ",
+                                        last["reason"].splitlines()[0]), 160)
+    elif r.get("not_run"):
+        result = "not run yet"
+    else:
+        result = ""
+    gates_cell = _gates_cell((last or {}).get("gates", {}))
+    if last and last["test_runs"]["full_suite_runs"]:
+        t = last["test_runs"]  # verification time: full-suite runs of the last attempt
+        n = t["full_suite_runs"]
+        gates_cell += f"\n{n} suite{'' if n == 1 else 's'} {t['full_suite_s']:.0f} s"
+    agents_cell = _usage_cell(r["usage"])
+    if r.get("sandbox"):  # the level the last attempt's agent actually ran at
+        agents_cell += f"\nsandbox {r['sandbox']}"
+    style = STYLE.get(r["state"], "white")
+    return _Row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
+                agents_cell, escape(result), worker)
 
 
 def clip(text: str, limit: int) -> str:
