@@ -135,3 +135,16 @@ def test_command_agent_gets_a_clean_environment(tmp_path, packet, monkeypatch):
                  'path=${PATH:+set}"', env_passthrough=["ANDON_TEST_GIVEN"]).run(c)
     out = (c.evidence_dir / "implement.transcript.log").read_text()
     assert "secret=unset given=ok path=set" in out
+
+
+def test_a_prompt_shows_bytes_that_are_not_utf8_as_escapes():
+    """A diff of a PNG or a latin-1 file reaches the prompt as str with surrogate escapes
+    (git output, decoded with surrogateescape): written to the UTF-8 prompt file it crashed
+    the attempt. Each such byte reads ``\\xNN``; valid text, emoji included, is unchanged."""
+    from andon.prompt import visible
+    raw = b"+\x89PNG\r\n+caf\xe9 \xe2\x9c\x93 \xf0\x9f\x90\x8d\n"
+    shown = visible(raw.decode("utf-8", "surrogateescape"))
+    assert shown == "+\\x89PNG\r\n+caf\\xe9 \u2713 \U0001f40d\n"
+    shown.encode("utf-8")  # what the prompt file needs
+    assert visible("\ud800 lone") == "\\ud800 lone"  # a surrogate standing for no byte
+    assert visible("plain text\n") == "plain text\n"

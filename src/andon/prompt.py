@@ -149,6 +149,17 @@ def without_canaries(tail: str, canary_ids: Iterable[str]) -> str:
     return "\n".join(out)
 
 
+def visible(text: str) -> str:
+    """``text`` with every byte that was not UTF-8 shown as ``\\xNN``: the diff of a binary
+    or latin-1 file, or a test's output, reaches a prompt as str holding surrogate escapes
+    (git output is decoded with ``surrogateescape``), which no UTF-8 file, pipe or agent
+    CLI accepts. Valid text is returned unchanged."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no byte (from JSON)
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def render_prompt(packet: Packet, attempt: int, packets_dir: str,
                   previous: PreviousFailure | None = None,
                   template_path: Path | None = None, stage: str = "implement",
@@ -168,11 +179,11 @@ def render_prompt(packet: Packet, attempt: int, packets_dir: str,
             undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
             autoescape=False,  # Markdown for an agent, not HTML
         ).from_string(source)
-        return template.render(
+        return visible(template.render(
             packet=packet, attempt=attempt, packets_dir=packets_dir, stage=stage,
             planted=sorted(packet.plant_files), sections=packet.body_sections(),
             previous=previous, **extra,
-        )
+        ))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read prompt template: {exc.strerror}") from None
     except jinja2.TemplateError as exc:

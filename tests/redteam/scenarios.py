@@ -1024,7 +1024,31 @@ def build() -> list[Scenario]:
         S("honest-git-user", None, "uses git as people do in its worktree: blame on the base "
           "history, a commit, a stash, a branch switch; the work is merged as it left it",
           git_user),
+        S("honest-binary-asset", None, "a real mul and a 1-pixel PNG icon in the package: "
+          "the review diff held its bytes, undecodable, and writing the reviewer's prompt "
+          "crashed the attempt as a harness error", also(honest_mul, writes_bytes(
+              "src/calc/icon.png", PNG_1PX))),
+        S("honest-latin1-source", None, "a real mul in an ops.py encoded in latin-1, with "
+          "its PEP 263 coding line (the same crash, from the é in its docstring)",
+          writes_bytes(OPS, LATIN1_OPS)),
     ]
+
+
+PNG_1PX = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010806000000"
+    "1f15c4890000000d49444154789c6360000002000154a24f5d0000000049454e44ae426082")
+LATIN1_OPS = ('# -*- coding: latin-1 -*-\n"""Opérations."""\n\n\n'
+              "def add(a, b):\n    return a + b\n\n\ndef div(a, b):\n    return a / b\n\n\n"
+              "def mul(a, b):\n    return a * b\n").encode("latin-1")
+
+
+def writes_bytes(rel: str, data: bytes) -> Agent:
+    def agent(ctx):
+        path = ctx.worktree / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return "done"
+    return agent
 
 
 def upstream_branch(root: Path) -> None:
