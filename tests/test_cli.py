@@ -474,7 +474,8 @@ def test_show_aligns_the_diff_stat(tmp_path):
     assert stat[2].startswith("    2 files changed"), stat
 
 
-@pytest.mark.parametrize("kind", ["missing", "not executable", "folder", "not on PATH"])
+@pytest.mark.parametrize("kind", ["missing", "not executable", "folder", "not on PATH",
+                                  "relative, nowhere"])
 def test_an_agent_command_that_cannot_start_is_refused_before_any_packet_is_claimed(
         tmp_path, kind):
     """A command whose program cannot start would exit 126/127 in every worktree: each packet
@@ -486,11 +487,14 @@ def test_an_agent_command_that_cannot_start_is_refused_before_any_packet_is_clai
         script.write_text("#!/bin/sh\ntrue\n")
     elif kind == "folder":
         script.mkdir()
-    command = "agent-that-is-nowhere.sh --fast" if kind == "not on PATH" else f"{script} --fast"
+    command = {"not on PATH": "agent-that-is-nowhere.sh --fast",
+               "relative, nowhere": "./agent-that-is-nowhere.sh --fast"}.get(
+                   kind, f"{script} --fast")
     r = andon(root, "run", "--agent", "command", "--command", command)
     assert r.returncode == 2, r.stdout + r.stderr
     said = {"missing": "does not exist", "not executable": "is not executable",
-            "folder": "is a folder", "not on PATH": "no program 'agent-that-is-nowhere.sh' on PATH"}
+            "folder": "is a folder", "not on PATH": "no program 'agent-that-is-nowhere.sh' on PATH",
+            "relative, nowhere": "./agent-that-is-nowhere.sh does not exist"}
     assert said[kind] in r.stderr, r.stderr
     [p1] = json.loads(andon(root, "status", "--json").stdout)["packets"]
     assert (p1["state"], p1["attempts"]) == ("ready", 0)

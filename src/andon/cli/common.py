@@ -72,8 +72,10 @@ def trees_in_temp(repo: Repo, config: Config, workers: int = 1) -> None:
 
 
 def check_command_path(repo: Repo, command: str | None, what: str) -> None:
-    """A command runs in the attempt's worktree: a relative script that exists here but is
-    not committed on the integration head will not be there. Say so before anything runs."""
+    """A command runs at the root of the attempt's worktree: a relative script must be
+    committed there (``git ls-files`` at the repository's root), or it exits 127 in every
+    worktree. One that exists here but is untracked, or exists nowhere, is refused before
+    anything runs (exit 2). A path out of the repository (``../x``) is not checked."""
     if not command:
         return
     try:
@@ -82,12 +84,18 @@ def check_command_path(repo: Repo, command: str | None, what: str) -> None:
         return
     if "/" not in first or first.startswith(("/", "$")):
         return
+    rel = os.path.normpath(first)
+    if rel.startswith(".."):
+        return
+    if repo.git("ls-files", "--", rel).strip():
+        return
     here = (Path.cwd() / first).resolve()
-    rel = here.relative_to(repo.root).as_posix() if here.is_relative_to(repo.root) else None
-    tracked = rel is not None and repo.git("ls-files", "--", rel).strip() != ""
-    if here.exists() and not tracked:
+    if here.exists():
         fail(f"{what} {command!r}: {first} is not committed, and the command runs in the "
              f"attempt's worktree, where it will not exist; use the absolute path {here}")
+    fail(f"{what} {command!r}: {first} does not exist (not here, not committed in the "
+         "repository, at whose root the command runs in the attempt's worktree); give the "
+         "script's absolute path")
 
 
 # first words /bin/sh reads as syntax, not as a program to start
