@@ -4,7 +4,9 @@
 
 - the hook's ``patched`` and ``forged-event`` lines (the runner changed since it was armed);
 - a test the JUnit report says passed whose phases the channel saw fail or error, or never saw
-  at all; and a planted or canary test whose function's code came from another file;
+  at all; and a planted or canary test whose function's code came from another file — unless
+  the planted file itself decorates that function (``@mock.patch``, a ``functools.wraps``
+  helper) and the wrapper's ``__wrapped__`` chain ends in code from the planted file;
 - a canary test with the wrong outcome, or missing.
 
 A channel that was used and lost is forged too. ``event`` lines (gc, ctypes, settrace …) are kept
@@ -13,8 +15,10 @@ in the evidence only: honest projects use them.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from .canary import Canaries
@@ -59,12 +63,41 @@ def _phase_outcomes(rec: Record) -> tuple[dict[str, set[str]], dict[str, tuple[s
     return seen, files
 
 
+# the chain of files a test function's code came from, outermost first (andon_verdict.py)
+CHAIN_SEP = "\x1f"
+
+
+def decorated(root: Path, files: Sequence[str]) -> dict[str, set[str]]:
+    """Per repo-relative file of ``files`` under ``root``, the names of the functions it
+    decorates with anything but a pytest mark or fixture (those return the function itself):
+    the tests whose called function may rightly be a wrapper. Read before the run, so code
+    the run executes cannot add a decorator; a file that is missing or does not parse has
+    none."""
+    found: dict[str, set[str]] = {}
+    for rel in files:
+        try:
+            tree = ast.parse((root / rel).read_bytes())
+        except (OSError, SyntaxError, ValueError):
+            continue
+        found[rel] = {
+            node.name for node in ast.walk(tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and any(not ast.unparse(d).startswith(("pytest.mark.", "mark.", "pytest.fixture"))
+                    for d in node.decorator_list)}
+    return found
+
+
+def _from(code_file: str, node_file: str) -> bool:
+    return code_file == node_file or code_file.endswith("/" + node_file)
+
+
 def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | None,
-          own_files: Sequence[str] = ()) -> Integrity:
+          own_files: Sequence[str] = (),
+          wrapped: dict[str, set[str]] | None = None) -> Integrity:
     """The integrity of one run. ``results``: the JUnit results by id (canaries still in);
     ``rec``: the channel's record, None when the channel was not used (``why_not`` says why);
     ``own_files``: repo-relative test files whose test functions must be defined in them
-    (planted, hidden)."""
+    (planted, hidden); ``wrapped``: :func:`decorated` of those files, read before the run."""
     integ = Integrity("used" if rec is not None else f"not used ({why_not})")
     if canaries is not None:
         for tid, want in canaries.expected.items():
@@ -97,9 +130,15 @@ def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | 
             integ.mismatches.append(f"{tid} passed in the report but the runner saw it "
                                     f"{'/'.join(bad)}")
     own = set(own_files) | ({canaries.path} if canaries else set())
-    for tid, (node_file, cf) in sorted(code_files.items()):
-        if node_file in own and not cf.endswith("/" + node_file) and cf != node_file:
-            integ.mismatches.append(f"{tid}: its test function was replaced by code from {cf}")
+    for tid, (node_file, chain) in sorted(code_files.items()):
+        files = chain.split(CHAIN_SEP)
+        if node_file not in own or _from(files[0], node_file):
+            continue
+        name = tid.rsplit("::", 1)[-1].split("[", 1)[0]
+        if _from(files[-1], node_file) and name in (wrapped or {}).get(node_file, ()):
+            continue  # the planted file's own decorator: its wrapper calls the planted code
+        integ.mismatches.append(f"{tid}: its test function was replaced by code from "
+                                f"{files[0]}")
     # a canary's mismatch is already a canary finding; its random id must not enter findings
     integ.forged += [m for m in integ.mismatches
                      if not (canaries and m.split(" ", 1)[0].rstrip(":") in canaries.expected)]

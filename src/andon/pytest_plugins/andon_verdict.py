@@ -66,9 +66,17 @@ def _outcome(item, call, _junit_id=_junit_id, _audit=_audit, _skipped=_SKIPPED,
         # a canary that must fail: its report needs no source (pytest's long traceback reads
         # and parses the module and scans sys.modules on the first failure of a run)
         item.repr_failure = _cheap(exc)
-    code = getattr(getattr(item, "obj", None), "__code__", None)
+    # the files of the function pytest calls and of each function it wraps (``__wrapped__``,
+    # set by functools.wraps: a decorator's wrapper, e.g. mock.patch's), outermost first
+    files, obj = [], getattr(item, "obj", None)
+    for _ in range(8):
+        code = getattr(obj, "__code__", None)
+        if code is None:
+            break
+        files.append(code.co_filename)
+        obj = getattr(obj, "__wrapped__", None)
     _audit("andon.outcome", _junit_id(item.nodeid), call.when, outcome, node_file,
-           code.co_filename if code is not None else "")
+           "\x1f".join(files))
 
 
 try:  # a new-style wrapper (pluggy >= 1.1): no Result object and one generator per call

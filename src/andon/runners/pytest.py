@@ -29,7 +29,7 @@ from ..contain import netless
 from ..contain.channel import Channel, Record
 from ..contain.channel import plan as plan_start
 from ..contain.procgroup import before_child, end_child, wait_unreaped
-from ..contain.verdict import Integrity
+from ..contain.verdict import Integrity, decorated
 from ..contain.verdict import judge as judge_integrity
 from ..errors import InvalidArgument
 
@@ -292,6 +292,7 @@ def run_suite(
         args += ["-p", "andon_shuffle", f"--andon-shuffle-seed={random_seed}", "-p", "no:randomly"]
         paths.append(PLUGIN_DIR)
     canary = canary_mod.plant(cwd, list(canaries)) if canaries is not None else None
+    wrapped = decorated(cwd, list(own_files))  # before the run: nothing it runs can add one
     selected = list(select)
     if canary is not None and selected:
         selected.append(canary.path)
@@ -360,7 +361,8 @@ def run_suite(
             problem = str(exc)
     integrity = None
     if problem is None:
-        integrity = judge_integrity(results, record, why_not, canary, list(own_files))
+        integrity = judge_integrity(results, record, why_not, canary, list(own_files),
+                                     wrapped)
         if canary is not None:
             results = {i: r for i, r in results.items() if i not in canary.expected
                        and r.file != canary.path}
