@@ -18,6 +18,8 @@ from andon.errors import InvalidArgument, InvalidValue, StoreUnavailable
 from andon.store import connect, dialect, store_url
 from andon.store.postgres import _retrying, redact
 
+from helpers import make_project
+
 
 def test_redact_hides_the_password_only():
     assert redact("postgresql://u:pw@h:5/db?sslmode=require") == \
@@ -232,3 +234,31 @@ def test_missing_postgresql_fails_under_ci_and_skips_elsewhere(monkeypatch):
     monkeypatch.delenv("CI")
     with pytest.raises(pytest.skip.Exception, match="PostgreSQL is not installed"):
         pgcluster.cluster_or_skip()
+
+
+@pytest.mark.parametrize("how", [["status", "--store", "URL"], ["status"],
+                                 ["worker", "--store", "URL", "--remote", "REMOTE", "--agent",
+                                  "command", "--command", "true"]])
+def test_a_postgresql_url_without_the_postgres_extra_is_one_line_and_exit_2(tmp_path, how):
+    """Without psycopg, `status --store postgresql://…` (or $ANDON_STORE_URL, or `worker`)
+    printed a 38-line traceback and exited 1, which means "line halted". It names the extra
+    to install, exits 2 and prints no traceback (newcomer pass)."""
+    fake = tmp_path / "site"
+    fake.mkdir()
+    (fake / "psycopg.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'psycopg'\", name='psycopg')\n")
+    url = "postgresql://andon@127.0.0.1:1/andon"
+    remote = tmp_path / "remote.git"
+    make_project(tmp_path / "proj", {})
+    subprocess.run(["git", "clone", "-q", "--bare", str(tmp_path / "proj"), str(remote)],
+                   check=True)
+    args = [{"URL": url, "REMOTE": str(remote)}.get(a, a) for a in how]
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(fake), "HOME": str(tmp_path)}
+    if "--store" not in args:
+        env["ANDON_STORE_URL"] = url
+    r = subprocess.run([sys.executable, "-m", "andon", *args], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert "pip install 'andon[postgres]'" in r.stderr, r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1, r.stderr

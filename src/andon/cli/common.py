@@ -208,7 +208,11 @@ def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str 
     for built, what in ((agent, "--command"), (reviewer, "--reviewer-command")):
         if isinstance(built, CommandAgent):
             check_command_starts(built.command, what)
-    return Runner(repo, config, open_store(repo, config),
+    try:
+        store = open_store(repo, config)
+    except AndonError as exc:  # unreachable, refused, newer schema, no psycopg: exit 2
+        fail(str(exc))
+    return Runner(repo, config, store,
                   lambda p, stage: reviewer if stage.startswith("review") else agent,
                   echo=lambda s: out.print(s, soft_wrap=True, markup=False),
                   keep_worktrees=keep_worktrees)

@@ -42,7 +42,8 @@ def connect(default_path: Path, url: str | None = None, *, retry_s: float = 60.0
     ``sqlite:///absolute/path.db``.
 
     Raises:
-        InvalidValue: a URL of another scheme.
+        InvalidValue: a URL of another scheme, or a PostgreSQL one without psycopg installed
+            (the postgres extra).
         StoreUnavailable: PostgreSQL unreachable, or its login refused.
         StoreError: the store was written by a newer andon.
     """

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import InvalidValue, StoreError, StoreUnavailable
 from . import dialect
 from .claims import Claims
 from .sqlite import MIGRATIONS, Store, now
@@ -92,7 +92,11 @@ class _Connection:
     """sqlite3-like access to one PostgreSQL connection, reconnecting after an outage."""
 
     def __init__(self, url: str, retry_s: float, on_outage: Callable[[str], None]):
-        import psycopg  # the optional dependency: only needed when PostgreSQL is used
+        try:
+            import psycopg  # the optional dependency: only needed when PostgreSQL is used
+        except ImportError as exc:
+            raise InvalidValue(f"a PostgreSQL store needs the postgres extra: pip install "
+                               f"'andon[postgres]' ({exc})") from None
 
         self._psycopg = psycopg
         self.url, self.safe_url = url, redact(url)
