@@ -803,3 +803,21 @@ def test_in_process_cli_prints_what_the_real_process_prints(tmp_path, args):
     assert (fast.returncode, fast.stdout, fast.stderr) == (real.returncode, real.stdout,
                                                            real.stderr)
     assert real.stdout or real.stderr
+
+
+@pytest.mark.parametrize("args", [("status",), ("doctor",), ("show", "P1")])
+def test_output_to_a_closed_pipe_exits_141_not_1(merged, args):
+    """`andon status | head -1` exited 1, which scripts under `set -o pipefail` read as "line
+    halted". A reader that went away is 141 (128 + SIGPIPE), with no traceback. The pipe's
+    read end is closed before andon starts, so its first write fails."""
+    root, _ = merged
+    r_fd, w_fd = os.pipe()
+    os.close(r_fd)
+    try:
+        p = subprocess.run([sys.executable, "-m", "andon", *args], cwd=root, stdout=w_fd,
+                           stderr=subprocess.PIPE, text=True, timeout=120,
+                           env={**os.environ, **GIT_ENV})
+    finally:
+        os.close(w_fd)
+    assert p.returncode == 141, p.stderr
+    assert "Traceback" not in p.stderr, p.stderr

@@ -10,3 +10,6 @@ EXIT_USAGE = 2  # the request cannot be carried out as given (a UsageError)
 EXIT_PREFLIGHT = 3  # the integration branch fails its own suite: nothing was attempted
 # `andon run` stopped by Ctrl-C after its running attempts finished (the shell's 128 + 2)
 EXIT_INTERRUPTED = 130
+# the reader of the output went away (`andon status | head -1`): 128 + SIGPIPE, as for a
+# program the signal ended; never 1, which means "line halted"
+EXIT_BROKEN_PIPE = 141

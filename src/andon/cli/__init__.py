@@ -2,7 +2,8 @@
 
 Exit statuses (stable, for scripts): 0 success; 1 the line is halted (a blocked packet);
 2 bad input (invalid packets or config, unknown packet id, another runner active);
-3 preflight failed (the integration head does not pass its own suite).
+3 preflight failed (the integration head does not pass its own suite); 141 the reader of the
+output went away (`andon status | head -1`: 128 + SIGPIPE, as a program the signal ended).
 
 One module per group of verbs: ``setup`` (init, check, doctor, demo), ``line`` (run, status,
 show), ``decide`` (approve, reject, unblock), ``experiments`` (compare, experiment
@@ -14,10 +15,13 @@ own body, so that ``andon --help`` and ``andon status`` load no runner, gates or
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .. import __version__
 from . import decide, experiments, line, setup, worker
+from .common import broken_pipe
 from .context import context
 from .grill import grill
 from .plan import plan
@@ -26,7 +30,15 @@ from .validate import validate
 from .verify import verify
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:  # a plain write (rich's own: common.out.on_broken_pipe)
+            broken_pipe()
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-C", "--repo", default=".", show_default=True, metavar="PATH",
               help="The git repository to work on.")
 @click.version_option(__version__, prog_name="andon")

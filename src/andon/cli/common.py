@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ..errors import AndonError, UsageError
-from ..exits import EXIT_USAGE
+from ..exits import EXIT_BROKEN_PIPE, EXIT_USAGE
 from ..workspace import Repo
 
 if TYPE_CHECKING:
@@ -29,7 +29,19 @@ if TYPE_CHECKING:
 NOT_THE_PACKET = {"verifier": "reviewer", "environment": "environment",
                   "harness": "cause in the evidence"}
 
-out = Console(highlight=False)
+def broken_pipe() -> NoReturn:
+    """Exit EXIT_BROKEN_PIPE: the reader of standard output went away. What is still buffered
+    goes to /dev/null, so it cannot fail again at exit."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    sys.exit(EXIT_BROKEN_PIPE)
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:  # rich's own would exit 1: "line halted"
+        broken_pipe()
+
+
+out = _Console(highlight=False)
 err = Console(stderr=True, highlight=False)
 
 
