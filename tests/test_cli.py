@@ -538,6 +538,8 @@ def test_a_blocked_packet_whose_file_was_removed_is_shown_as_removed(tmp_path):
     board = andon(root, "status", env={"COLUMNS": "80"}).stdout
     [p1] = [ln for ln in board.splitlines() if "P1" in ln]
     assert "removed" in p1 and "same failure" not in p1, board
+    # the state column itself says it (the result column is cut at 80 columns)
+    assert p1.split("│")[2].strip() == "removed", board
 
 
 def test_status_says_the_line_is_halted_and_by_which_packet(tmp_path):

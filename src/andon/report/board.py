@@ -196,8 +196,10 @@ def _row(r: dict[str, Any], worker: str) -> _Row:
     agents_cell = _usage_cell(r["usage"])
     if r.get("sandbox"):  # the level the last attempt's agent actually ran at
         agents_cell += f"\nsandbox {r['sandbox']}"
-    style = STYLE.get(r["state"], "white")
-    return _Row(r["id"], f"[{style}]{r['state']}[/]", str(r["attempts"]), gates_cell,
+    # a removed packet's last state is history: the state column says what it is now
+    state = "removed" if r["removed"] else r["state"]
+    style = "dim" if r["removed"] else STYLE.get(r["state"], "white")
+    return _Row(r["id"], f"[{style}]{state}[/]", str(r["attempts"]), gates_cell,
                 agents_cell, escape(result), worker)
 
 
