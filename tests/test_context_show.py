@@ -47,3 +47,15 @@ def test_show_context_after_a_real_run(tmp_path):
     doc = json.loads(andon(root, "show", "P1", "--context", "--json").stdout)
     [st] = [s for s in doc["attempts"][0]["stages"] if s.get("context")]
     assert Path(st["context"]["page"]).is_file()
+
+
+@pytest.mark.parametrize("kind, said", [("missing", "no such file"),
+                                        ("folder", "is a folder, not a transcript file")])
+def test_andon_context_on_a_path_that_is_not_a_file_says_what_it_is(tmp_path, kind, said):
+    """It said "expected a transcript file, got nothing" for a path that does not exist."""
+    path = tmp_path / "t.jsonl"
+    if kind == "folder":
+        path.mkdir()
+    r = andon(tmp_path, "context", str(path))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{path}: {said}" in r.stderr, r.stderr

@@ -48,7 +48,8 @@ def load(path: Path, format: str | None = None) -> Conversation:
     """
     path = Path(path)
     if not path.is_file():
-        raise TranscriptError([Problem(path, None, "expected a transcript file, got nothing")])
+        what = "is a folder, not a transcript file" if path.is_dir() else "no such file"
+        raise TranscriptError([Problem(path, None, what)])
     if format is not None and format not in FORMATS:
         raise TranscriptError([Problem(path, None, f"unknown format {format!r}: expected one "
                                        f"of {', '.join(FORMATS)}")])
