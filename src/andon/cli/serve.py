@@ -40,7 +40,7 @@ def run_dashboard(root: Path, port: int, open_browser: bool, runs: list[Path]) -
     from ..web.server import bind, serve_forever, urls
     db = root / ".andon" / "andon.db"
     if not db.is_file():
-        fail(f"no store at {db}: run `andon run` (or `andon demo`) first")
+        fail(f"no store at {db}: run `andon init` (then `andon run`) or `andon demo` first")
     for r in runs:
         if not r.is_file():
             fail(f"--runs {r}: no such file")

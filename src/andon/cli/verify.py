@@ -28,7 +28,8 @@ def verify(ctx: click.Context, as_json: bool, expect: str | None, no_files: bool
     file an event names (logs, JUnit XML, transcripts) still has the content hash recorded.
 
     Exits 0 and prints the head hash (keep it: `--expect` checks it later), 1 with each
-    problem, the first broken link first, 2 when there is no store.
+    problem, the first broken link first, 2 when there is no store (before `andon init`). An
+    empty store (after init, before any run) verifies: exit 0, head "none".
     """
     from ..config import STATE_DIR
     from ..state import open_store
@@ -38,7 +39,7 @@ def verify(ctx: click.Context, as_json: bool, expect: str | None, no_files: bool
     config = config_or_fail(repo)
     db = repo.root / STATE_DIR / "andon.db"
     if store_url(config.store.url) is None and not db.is_file():
-        fail(f"no store yet ({STATE_DIR}/andon.db): `andon run` makes it")
+        fail(f"no store yet ({STATE_DIR}/andon.db): `andon init` or `andon run` makes it")
     store = open_store(repo, config)
     v = chain.verify(store.chain_rows(), expect=expect, check_files=not no_files)
     if as_json:
