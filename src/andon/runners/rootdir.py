@@ -15,12 +15,15 @@ returns the flags that make every run use exactly that: ``--rootdir=<cwd>``, ``-
 the clone is ever loaded). Flags the project's command already sets are left to it.
 
 ``ini_values(path)`` reads the few pytest settings other checks need (``testpaths``,
-``python_files``), from the same file.
+``python_files``), from the same file; ``kept_addopts(path)`` the options of its ``addopts``
+that widen a run (doctests, ``-W``, strict markers), which ``pinned_args`` adds, since every
+run passes ``-o addopts=``.
 """
 
 from __future__ import annotations
 
 import configparser
+import shlex
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
@@ -118,9 +121,21 @@ def _given(args: list[str], *names: str) -> bool:
     return False
 
 
+def _given_value(args: list[str], *names: str) -> str | None:
+    """The value of the first of the options ``names`` in ``args`` (``--x v`` or ``--x=v``)."""
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                return args[i + 1]
+            if a.startswith(n + "="):
+                return a[len(n) + 1:]
+    return None
+
+
 def pinned_args(cwd: Path, args: Sequence[str] = ()) -> list[str]:
     """``--rootdir``, ``-c`` and ``--confcutdir`` for a pytest run in ``cwd`` (see
-    the module docstring); an option already in ``args`` (the project's pytest arguments)
+    the module docstring), then the widening options of the config file's addopts
+    (:func:`kept_addopts`); an option already in ``args`` (the project's pytest arguments)
     is not repeated."""
     cwd = Path(cwd).absolute()
     args = list(args)
@@ -134,30 +149,70 @@ def pinned_args(cwd: Path, args: Sequence[str] = ()) -> list[str]:
     if not _given(args, "--confcutdir"):
         cut = config.parent if config and config.parent.is_relative_to(cwd) else cwd
         out.append(f"--confcutdir={cut}")
-    return out
+    named = _given_value(args, "-c", "--config-file", "--inifile")
+    source = config if named is None else (cwd / named if named != NO_CONFIG else None)
+    # a flag the command gives already is not repeated (valued options may repeat)
+    return out + [w for w in kept_addopts(source) if not (w in _KEPT_FLAGS and w in args)]
 
 
-def ini_values(path: Path | None) -> dict[str, list[str]]:
-    """``testpaths`` and ``python_files`` from the pytest config file ``path`` (None: no
-    file), as lists of words; a key the file does not set is absent."""
-    if path is None:
-        return {}
-    raw: dict = {}
+def _raw_ini(path: Path) -> dict:
+    """The pytest settings of the config file ``path``, as the file holds them."""
     if path.suffix == ".toml":
         doc = _toml(path) or {}
         tool = doc.get("tool", {}).get("pytest", {}) if path.name == "pyproject.toml" \
             else {"ini_options": doc.get("pytest", {})}
         raw = tool.get("ini_options", tool) if isinstance(tool, dict) else {}
-    else:
-        parser = _ini(path)
-        section = "tool:pytest" if path.name == "setup.cfg" else "pytest"
-        if parser is not None and parser.has_section(section):
-            raw = dict(parser.items(section))
-    out = {}
-    for key in ("testpaths", "python_files"):
-        v = raw.get(key)
-        if isinstance(v, str):
-            out[key] = v.split()
-        elif isinstance(v, list):
-            out[key] = [str(x) for x in v]
+        return raw if isinstance(raw, dict) else {}
+    parser = _ini(path)
+    section = "tool:pytest" if path.name == "setup.cfg" else "pytest"
+    if parser is not None and parser.has_section(section):
+        return dict(parser.items(section))
+    return {}
+
+
+def _words(v: object) -> list[str] | None:
+    if isinstance(v, str):
+        try:
+            return shlex.split(v)
+        except ValueError:
+            return v.split()
+    if isinstance(v, list):
+        return [str(x) for x in v]
+    return None
+
+
+def ini_values(path: Path | None) -> dict[str, list[str]]:
+    """``testpaths`` and ``python_files`` from the pytest config file ``path`` (None: no
+    file), as lists of words; a key the file does not set is absent."""
+    raw = _raw_ini(path) if path is not None else {}
+    return {key: words for key in ("testpaths", "python_files")
+            if (words := _words(raw.get(key))) is not None}
+
+
+# addopts options that only add tests or make them stricter: kept where ``-o addopts=`` drops
+# the rest (``-k``, ``-m``, ``-x``, ``--deselect``, paths, ``-p`` narrow or change the runner)
+_KEPT_FLAGS = {"--doctest-modules", "--doctest-continue-on-failure", "--strict-markers",
+               "--strict-config"}
+_KEPT_VALUED = {"--doctest-glob", "-W", "--pythonwarnings"}
+
+
+def kept_addopts(path: Path | None) -> list[str]:
+    """The options of the config file's ``addopts`` that widen a run: doctests
+    (``--doctest-modules``, ``--doctest-glob``, ``--doctest-continue-on-failure``), warnings
+    as errors (``-W``) and ``--strict-markers`` / ``--strict-config``, in their order, each
+    with its value. Every harness run passes ``-o addopts=`` (an addopts ``-k`` would narrow
+    what the gates see); without these, a change that breaks only a doctest was merged."""
+    words = _words(_raw_ini(path).get("addopts")) if path is not None else None
+    out: list[str] = []
+    it = iter(words or [])
+    for w in it:
+        name = w.split("=", 1)[0]
+        if w in _KEPT_FLAGS or (name in _KEPT_VALUED and "=" in w):
+            out.append(w)
+        elif w in _KEPT_VALUED:
+            value = next(it, None)
+            if value is not None:
+                out += [w, value]
+        elif w.startswith("-W") and len(w) > 2:
+            out.append(w)
     return out
