@@ -190,9 +190,15 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
         run.problem = (f"[test] setup timed out after {config.test.setup_timeout_s:g} s; "
                        f"raise [test] setup_timeout_s in andon.toml (log: {log_path})")
     elif status != 0:
+        output = log_path.read_text(errors="replace")
         run.problem = (f"[test] setup {' '.join(config.test.setup)} failed (exit status "
-                       f"{status}): {_first_error(log_path.read_text(errors='replace'))}")
-        if _fetches_backend(config.test.setup):
+                       f"{status}): {_first_error(output)}")
+        if "top-level packages discovered in a flat-layout" in output:
+            run.problem += (f" ({config.andon.packets_dir}/ holds .py files, so setuptools' "
+                            "automatic discovery counts it as a package: name your packages "
+                            "in pyproject.toml, [tool.setuptools.packages.find] include = "
+                            "[\"yourpackage*\"])")
+        elif _fetches_backend(config.test.setup):
             run.problem += (f" (this build fetches the build backend from the package index; "
                             f"to build offline install the backend for {argv[0]} and run "
                             "`andon init --force`)")

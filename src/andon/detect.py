@@ -163,6 +163,47 @@ def plugins_of(python: Path | str) -> list[str]:
     return [n for n in names if n not in _SKIP_PLUGINS]
 
 
+# folders setuptools' automatic discovery never takes for packages (setuptools.discovery
+# FlatLayoutPackageFinder's defaults, the common ones)
+_NOT_PACKAGES = {"tests", "test", "docs", "doc", "examples", "example", "scripts", "tools",
+                 "benchmarks", "benchmark", "build", "dist", "venv", "env", "bin", "ci"}
+_NAMES_PACKAGES = re.compile(r"\b(packages|py_modules)\s*=")
+
+
+def discovery_note(root: Path, packets_dir: str = "packets") -> str | None:
+    """A note when setuptools finds the project's packages by itself in a flat layout: the
+    packets folder holds .py files (planted tests, conftest.py), so the discovery counts it as
+    one more top-level package and every build — the user's ``pip install .`` and a ``[test]
+    setup`` that builds — fails ("Multiple top-level packages discovered in a flat-layout",
+    seen on zipp). None when the project names its packages, uses a src layout, or another
+    build backend."""
+    doc = _pyproject(root)
+    system = doc.get("build-system")
+    backend = str(system.get("build-backend", "setuptools.build_meta")
+                  if isinstance(system, dict) else "setuptools.build_meta")
+    if not backend.startswith("setuptools") or (root / "src").is_dir():
+        return None
+    if not doc and not (root / "setup.py").is_file():
+        return None  # not a package that builds
+    tool = (doc.get("tool") or {}).get("setuptools") or {}
+    if isinstance(tool, dict) and ("packages" in tool or "py-modules" in tool):
+        return None
+    for name in ("setup.py", "setup.cfg"):
+        try:
+            if _NAMES_PACKAGES.search((root / name).read_text(encoding="utf-8")):
+                return None
+        except (OSError, UnicodeDecodeError):
+            pass
+    ours = sorted(p.name for p in root.iterdir() if p.is_dir() and (p / "__init__.py").is_file()
+                  and p.name not in _NOT_PACKAGES and p.name != packets_dir)
+    include = ", ".join(f'"{n}*"' for n in ours) or '"yourpackage*"'
+    return (f"note: setuptools finds this project's packages by itself (a flat layout that "
+            f"names none), and {packets_dir}/ holds .py files: it counts as one more package, "
+            "so `pip install .` and a [test] setup that builds fail with \"Multiple top-level "
+            "packages discovered in a flat-layout\". Name your packages in pyproject.toml:\n"
+            f"  [tool.setuptools.packages.find]\n  include = [{include}]")
+
+
 def detect(root: Path) -> list[Detected]:
     """Everything ``andon init`` writes beyond the defaults for the project at ``root``."""
     root = Path(root)

@@ -68,6 +68,8 @@ def init(ctx: click.Context, force: bool) -> None:
                          "index when a clone is set up (pip's global configuration applies; "
                          "~/.config/pip does not: set-up runs with a fresh HOME)",
                          markup=False, soft_wrap=True)
+    if note := detect.discovery_note(repo.root):
+        common.out.print(note, markup=False, soft_wrap=True)
     common.out.print("next: write a packet, then `andon check` and `andon run`")
 
 
