@@ -286,6 +286,50 @@ class Money:
 '''
 
 
+# every standard-library way to read the call stack (F2 of the 2026-12-04 red-team pass): a
+# caller's depth, names, files or source line tell a test run apart, and a caller's `== 12`
+# is the expected value itself
+@pytest.mark.parametrize("src", [
+    "import traceback\nn = len(traceback.extract_stack())\n",
+    "import traceback\nfor f in traceback.extract_stack()[:-1]:\n    s = f.line\n",
+    "from traceback import extract_stack\nn = len(extract_stack())\n",
+    "from traceback import extract_stack as es\nn = es()\n",
+    "import traceback as tb\nn = tb.format_stack()\n",
+    "import traceback\ntraceback.print_stack(file=buf)\n",
+    "import traceback\nw = list(traceback.walk_stack(None))\n",
+    "import traceback\ns = traceback.StackSummary.extract(frames)\n",
+    "from traceback import StackSummary\ns = StackSummary.extract(frames)\n",
+    "import traceback\nread = traceback.extract_stack\n",
+    "import functools, traceback\nread = functools.partial(traceback.extract_stack, limit=9)\n",
+    "import traceback\nn = getattr(traceback, 'extract_' + 'stack')()\n",
+    "n = __import__('traceback').extract_stack()\n",
+    "import sys\nf = sys._current_frames()\n",
+    "import sys\nm = sys._getframemodulename(1)\n",
+    "import sys\nf = sys._getframe\n",
+    "import inspect\nf = inspect.currentframe()\n",
+    "import inspect\nf = inspect.getouterframes(frame)\n",
+    "import inspect\nf = inspect.trace()\n",
+    "import inspect\nf = inspect.stack()[1].code_context\n",
+    "from inspect import stack\nf = stack()\n",
+    "import inspect\ni = inspect.getframeinfo(frame)\n",
+    "import sys\nf = sys.exc_info()[2].tb_frame\n",
+    "import logging\nf = logging.currentframe()\n",
+    "import logging\nwhere = logging.getLogger().findCaller()\n",
+    "import faulthandler\nfaulthandler.dump_traceback(file=out)\n",
+])
+def test_reading_the_call_stack_is_import_system(src):
+    assert "import-system" in rules(src)
+    assert "import-system" in rules(src, test=True)
+
+
+def test_a_traceback_of_an_exception_is_not_the_call_stack():
+    src = ("import traceback\n\n\ndef run():\n    try:\n        main()\n"
+           "    except ValueError as e:\n        log(traceback.format_exc())\n"
+           "        log(traceback.format_exception(e))\n        traceback.print_exc()\n"
+           "        return traceback.extract_tb(e.__traceback__)\n")
+    assert rules(src) == set()
+
+
 def test_honest_test_file_has_no_finding():
     assert rules(HONEST_TEST, test=True) == set()
 

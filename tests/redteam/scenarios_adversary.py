@@ -437,6 +437,11 @@ def _files(**kw):
     return agent
 
 
+# the stack read through traceback is a patterns finding (import-system); off, the suite's
+# plain run still catches these two
+STACK_RULE_OFF = '\n[gates.patterns]\nseverities = {"import-system" = "off"}\n'
+
+
 def build_adversary() -> list[Scenario]:
     dep = ("suite", "profile-dependent")  # caught by the plain run of the planted tests
     out = []
@@ -464,7 +469,10 @@ def build_adversary() -> list[Scenario]:
                      add_code(PEP562), "patterns", "harness-detection", OPS, config=config),
             Scenario("adv-pep562-stack-detect" + tag, 10, "calc.ops.__getattr__ returns the "
                      "right mul only when the stack shows the rewriting loader",
-                     add_code(PEP562_STACK), *dep, F2P, config=config),
+                     add_code(PEP562_STACK), "patterns", "import-system", OPS, config=config),
+            Scenario("adv-pep562-stack-detect-rule-off" + tag, 10, "the same with the "
+                     "import-system rule off: the plain run of the planted tests",
+                     add_code(PEP562_STACK), *dep, F2P, config=config + STACK_RULE_OFF),
             Scenario("adv-detect-stdout-fileno" + tag, 10, "right only when sys.stdout "
                      "is not file descriptor 1 (pytest's fd capture)", add_code(STDOUT_FILENO),
                      *dep, F2P,
@@ -484,7 +492,11 @@ def build_adversary() -> list[Scenario]:
             Scenario("adv-loader-at-import" + tag, 10, "calc.ops decides at import, from the "
                      "stack (traceback.extract_stack), whether pytest's rewriting loader is "
                      "importing it",
-                     add_code(LOADER_AT_IMPORT), *dep, F2P, config=config),
+                     add_code(LOADER_AT_IMPORT), "patterns", "import-system", OPS,
+                     config=config),
+            Scenario("adv-loader-at-import-rule-off" + tag, 10, "the same with the "
+                     "import-system rule off: the plain run of the planted tests",
+                     add_code(LOADER_AT_IMPORT), *dep, F2P, config=config + STACK_RULE_OFF),
             Scenario("adv-detect-hidden-only" + tag, 10, "right on the planted inputs in any "
                      "profile (a special case), right on the hidden ones only when faulthandler "
                      "is on: the hidden tests' plain run in hermetic", add_code(HYBRID),

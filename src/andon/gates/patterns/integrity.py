@@ -20,8 +20,10 @@ does (issue 19: a test module that rewrites the runner's report class at import)
   ``sys.path_importer_cache``, ``sys.modules`` (assignment, ``del``, ``setdefault``,
   ``update``, ``pop``…), ``sys.path`` (non-test code only: tests put helpers on it),
   ``builtins`` / ``__builtins__``; ``sys.addaudithook``, ``sys.settrace`` / ``setprofile``,
-  ``sys.monitoring``, ``gc.get_referrers`` / ``get_objects``, frame walking
-  (``sys._getframe``, ``inspect.currentframe`` / ``stack``, ``f_back`` / ``f_globals`` /
+  ``sys.monitoring``, ``gc.get_referrers`` / ``get_objects``, frame walking and every
+  other way to read the call stack (``STACK``: ``sys._getframe``, ``inspect.currentframe`` /
+  ``stack``, ``traceback.extract_stack`` / ``walk_stack`` / ``format_stack``,
+  ``Logger.findCaller``…, named anywhere, not only called; ``f_back`` / ``f_globals`` /
   ``f_locals``), and importing ``ctypes`` / ``_ctypes`` / ``cffi``. ``monkeypatch.setitem``
   on ``sys.modules`` in a test is allowed (the fixture undoes it).
 - ``dynamic-attr``: ``setattr`` / ``delattr`` with a non-literal attribute name on something
@@ -68,8 +70,18 @@ DYNAMIC_CODE = {"exec", "eval", "compile", "builtins.exec", "builtins.eval",
 HOOKS = {"sys.addaudithook", "sys.settrace", "sys.setprofile", "threading.settrace",
          "threading.setprofile", "threading.settrace_all_threads",
          "threading.setprofile_all_threads", "gc.get_referrers", "gc.get_referents",
-         "gc.get_objects", "sys._getframe", "sys._current_frames", "inspect.currentframe",
-         "inspect.stack", "inspect.getouterframes", "inspect.trace"}
+         "gc.get_objects"}
+# The standard library's ways to read the call stack, flagged wherever they are named (a call,
+# a reference passed on, an import): a caller's depth, names or files tell a test run apart,
+# and the caller's source line holds the expected value (`mul(3, 4) == 12`). A traceback of
+# an exception (format_exc, extract_tb) holds only the frames it unwound, and stays allowed.
+STACK = {"sys._getframe", "sys._getframemodulename", "sys._current_frames",
+         "inspect.currentframe", "inspect.stack", "inspect.getouterframes", "inspect.trace",
+         "inspect.getframeinfo", "traceback.extract_stack", "traceback.walk_stack",
+         "traceback.format_stack", "traceback.print_stack", "traceback.StackSummary",
+         "logging.currentframe", "faulthandler.dump_traceback",
+         "faulthandler.dump_traceback_later"}
+STACK_ATTRS = {"findCaller"}  # Logger.findCaller: the caller's file, line and function
 FRAME_ATTRS = {"f_back", "f_globals", "f_locals", "f_builtins", "tb_frame", "gi_frame",
                "cr_frame"}
 IMPORT_STATE = {"sys.meta_path", "sys.path_hooks", "sys.path_importer_cache", "sys.modules"}
@@ -153,6 +165,10 @@ class Integrity(ast.NodeVisitor):
             for a in node.names:
                 if self._check_name(node, f"{node.module}.{a.name}", "imports"):
                     break
+        for a in node.names:
+            if f"{node.module}.{a.name}" in STACK or (a.name == "*" and any(
+                    s.startswith(node.module + ".") for s in STACK)):
+                self._stack(node, f"{node.module}.{a.name}")
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -193,11 +209,22 @@ class Integrity(ast.NodeVisitor):
                      "import (the tests' included) gets")
         elif name.startswith("sys.monitoring"):
             self.hit("import-system", node, f"{name}: watches or steers the running code")
+        elif name in STACK or node.attr in STACK_ATTRS:
+            self._stack(node, name or node.attr)
         elif isinstance(node.ctx, (ast.Store, ast.Del)) and node.attr == "__code__":
             self.hit("dynamic-code", node, f"replaces {name or 'a function'}'s __code__")
         elif name and not self._local(node):
             self._check_name(node, name, "uses")
         self.generic_visit(node)
+
+    def visit_Name(self, node: ast.Name) -> None:
+        if (name := self.r.canonical(node)) in STACK:  # from traceback import extract_stack
+            self._stack(node, name)
+
+    def _stack(self, node: ast.AST, name: str) -> None:
+        self.hit("import-system", node, f"{name}: reads the call stack; its callers' depth, "
+                 "names and files tell a test run apart, and their source lines hold the "
+                 "expected values")
 
     def _local(self, node: ast.AST) -> bool:
         """The chain starts at a name the file neither imported nor aliased (``self.x``,
@@ -213,6 +240,8 @@ class Integrity(ast.NodeVisitor):
         target = self.r.canonical(node)  # getattr(x, "a"), __import__("m"): what they reach
         if target and target != fn:
             self._check_name(node, target, "reaches")
+            if target in STACK:  # getattr(traceback, "extract_stack")
+                self._stack(node, target)
         if fn in IMPORTERS or fn in LOADERS:
             self._dynamic_import(node, fn)
         elif fn in DYNAMIC_CODE or target in DYNAMIC_CODE:
