@@ -2,12 +2,16 @@
 
 Which lines are added comes from git (``git diff -U0`` from the plant commit to the
 candidate), never from the agent. Every changed ``.py`` file that is not planted and not under
-the packets folder is parsed at the candidate; an AST node counts when its first line is an
-added line. Test files (``[stages] test_paths``) the agent added or changed are scanned too,
-with the rules that make sense there (a test may ``monkeypatch``, ``pytest.skip`` and read
-test paths; it may not reach the runner's internals or the import system).
+the packets folder is decoded as Python decodes it (its BOM or coding cookie, ``source``) and
+parsed at the candidate; an AST node counts when its first line is an added line (every line,
+in an encoding where git's lines are not the decoded ones). A file that cannot be decoded or
+parsed is a finding (``syntax-error``), never a pass. Test files (``[stages] test_paths``)
+the agent added or changed are scanned too, with the rules that make sense there (a test may
+``monkeypatch``, ``pytest.skip`` and read test paths; it may not reach the runner's internals
+or the import system).
 
-Modules: ``production`` (the first rules: skip-call, monkeypatch, copied-literal, …),
+Modules: ``source`` (source-encoding, syntax-error), ``production`` (the first rules:
+skip-call, monkeypatch, copied-literal, …),
 ``integrity`` (runner-internals, dynamic-import, dynamic-code, import-system, dynamic-attr),
 ``detection`` (harness-detection), ``literals`` (the values the packet's tests keep),
 ``resolve`` (import aliases and strings folded from literal pieces). docs/gates.md lists
@@ -36,16 +40,18 @@ from .integrity import Integrity
 from .literals import data_file_literals, planted_literals
 from .production import Hit, Scanner, pragma_hits
 from .resolve import Resolver
+from .source import python_source, unparsed
 
-__all__ = ["DEFAULT_SEVERITY", "NAME", "Hit", "added_lines", "planted_literals", "run", "scan_file",
-           "skip_reason"]
+__all__ = ["DEFAULT_SEVERITY", "NAME", "Hit", "added_lines", "planted_literals", "python_source",
+           "run", "scan_file", "skip_reason"]
 
 DEFAULT_SEVERITY = {
     "test-detection": "block", "skip-call": "block", "os-exit": "block", "monkeypatch": "block",
     "mock-patch": "block", "constant-eq": "block", "broad-except": "block", "test-path": "block",
     "pragma": "block", "copied-literal": "block", "runner-internals": "block",
     "dynamic-import": "block", "dynamic-code": "block", "import-system": "block",
-    "harness-detection": "block", "dynamic-attr": "block",
+    "harness-detection": "block", "dynamic-attr": "block", "source-encoding": "block",
+    "syntax-error": "block",
 }
 HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.MULTILINE)
 
@@ -68,12 +74,14 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
     test the agent wrote (only the rules that hold in tests); ``own``: the project's own
     top-level module names (``andon`` is not an internal when it is the project);
     ``visible``: the ``copied`` values a message may repeat (None: all; the rest come only
-    from hidden tests)."""
+    from hidden tests). ``text`` is decoded already (:func:`python_source`); one that does not
+    parse is a ``syntax-error`` hit and nothing else."""
     hits = [] if is_test else pragma_hits(path, text, added)
     try:
         tree = ast.parse(text)
-    except SyntaxError:
-        return hits
+    except (SyntaxError, ValueError) as e:  # ValueError: a null byte, on Python 3.11
+        line = getattr(e, "lineno", None) or 1
+        return [*hits, unparsed(path, line, f"does not parse ({getattr(e, 'msg', e)})")]
     r = Resolver(tree)
     hits += Scanner(path, added, set(test_strings), list(test_globs), set(copied), r,
                     is_test, visible).scan(tree)
@@ -144,9 +152,13 @@ def run(ctx: GateContext) -> GateResult:
         data = ctx.repo.file_bytes(head, p)
         if data is None:
             continue
-        text = data.decode("utf-8", errors="replace")
+        decoded, source_hits = python_source(p, data) if p.endswith(".py") else (None, [])
+        hits += source_hits
+        text = decoded if decoded is not None else data.decode("utf-8", errors="replace")
         added = added_lines(ctx.repo.diff(base, head, [p], unified=0))
         lines = text.splitlines()
+        if any(h.rule == "source-encoding" for h in source_hits):
+            added = set(range(1, len(lines) + 2))  # git's lines are not the decoded ones
         for rule in settings.rules if not is_test else []:
             if path_matches(p, rule.paths):
                 rx = re.compile(rule.regex)
@@ -154,6 +166,7 @@ def run(ctx: GateContext) -> GateResult:
                          for i in sorted(added) if i <= len(lines) and rx.search(lines[i - 1])]
         if p.endswith(".py"):
             scanned.append(p)
+        if decoded is not None:
             hits += scan_file(p, text, added, is_test=is_test, test_strings=test_strings,
                               test_globs=test_globs, copied=copied, own=own,
                               visible=visible)
