@@ -678,3 +678,33 @@ HONEST = {
 @pytest.mark.parametrize("code", list(HONEST.values()), ids=list(HONEST))
 def test_a_band_whose_bounds_are_no_tested_value_is_not_a_copied_literal(code):
     assert "copied-literal" not in rules(code, copied=planted_literals([HONEST_TEST]))
+
+
+# -- monkeypatch through a module's namespace (real project: toolz, vars(m).update) ----------
+
+@pytest.mark.parametrize("line", [
+    "vars(ops).update(mul=_mul)",
+    "ops.__dict__.update(mul=_mul)",
+    "vars(ops)['mul'] = _mul",
+    "ops.__dict__['mul'] = _mul",
+    "del ops.__dict__['mul']",
+    "vars(ops).setdefault('mul', _mul)",
+    "vars(ops).__setitem__('mul', _mul)",
+    "ops.__setattr__('mul', _mul)",
+    "object.__setattr__(ops, 'mul', _mul)",
+    "vars(calc.ops).update(mul=_mul)",
+])
+def test_writing_a_modules_namespace_is_monkeypatch(line):
+    """`vars(toolz.itertoolz).update(peekn=_peekn)` in an allowed file installed the
+    implementation only where the tests import it; the merged function still raised."""
+    src = (f"import calc.ops\nfrom calc import ops\n\n\ndef _mul(a, b):\n    return a * b"
+           f"\n\n\n{line}\n")
+    assert "monkeypatch" in rules(src), line
+
+
+@pytest.mark.parametrize("line", ["print(vars(ops))", "names = list(ops.__dict__)",
+                                  "x = vars(ops).get('mul')", "d = {}\nd.update(a=1)",
+                                  "vars(obj).update(a=1)"])
+def test_reading_a_modules_namespace_or_writing_another_dict_is_not(line):
+    src = f"from calc import ops\nobj = object()\n\n{line}\n"
+    assert "monkeypatch" not in rules(src), line

@@ -7,7 +7,8 @@ Rule id → what it flags (all ``block`` by default; docs/gates.md has the table
 - ``os-exit`` (code and tests): ``os._exit(...)`` — ends the run before any report is written;
 - non-test code only — tests use these legitimately:
   ``skip-call`` (``pytest.skip/xfail/importorskip/exit``, ``unittest.SkipTest``),
-  ``monkeypatch`` (assignment, ``setattr``/``delattr`` on an imported module or ``builtins``),
+  ``monkeypatch`` (assignment, ``setattr``/``delattr``, ``__setattr__``, or a write into
+  ``vars(m)`` / ``m.__dict__``, on an imported module or ``builtins``),
   ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__``/``__ne__`` that returns
   only constants),
   ``broad-except`` (an ``except Exception`` that swallows and returns), ``test-path`` (a
@@ -43,6 +44,11 @@ class Hit:
     path: str
     line: int
     message: str
+
+
+# dict methods that change a module's namespace when called on vars(m) / m.__dict__
+NAMESPACE_WRITES = frozenset({"update", "setdefault", "__setitem__", "__delitem__", "pop",
+                              "popitem", "clear"})
 
 
 def _dotted(node: ast.AST) -> str:
@@ -82,6 +88,7 @@ class Scanner(ast.NodeVisitor):
         self.hits: list[Hit] = []
         self.modules: set[str] = {"builtins", "__builtins__"}
         self.mock_names: set[str] = set()
+        self.imported: set[str] = set()  # names of `from … import`
 
     def hit(self, rule: str, node: ast.AST, message: str) -> None:
         line = getattr(node, "lineno", 0)
@@ -96,6 +103,8 @@ class Scanner(ast.NodeVisitor):
                     if a.name in ("mock", "unittest.mock"):
                         self.mock_names.add(a.asname or a.name.split(".")[0])
             elif isinstance(n, ast.ImportFrom):
+                # `from calc import ops`: a module or not, its namespace is not this file's
+                self.imported |= {a.asname or a.name for a in n.names if a.name != "*"}
                 if n.module in ("unittest.mock", "mock"):
                     self.mock_names |= {a.asname or a.name for a in n.names}
                 elif n.module == "unittest":
@@ -209,6 +218,8 @@ class Scanner(ast.NodeVisitor):
                      "monkeypatching from production code")
         elif self._is_mock_patch(parts):
             self.hit("mock-patch", node, f"{name}() outside tests")
+        elif said := self._namespace_write(node, name):
+            self.hit("monkeypatch", node, f"{said}: monkeypatching from production code")
         self.generic_visit(node)
 
     def _is_mock_patch(self, parts: list[str]) -> bool:
@@ -224,9 +235,42 @@ class Scanner(ast.NodeVisitor):
             return
         self.generic_visit(node)
 
+    def _namespace(self, expr: ast.AST) -> str | None:
+        """The imported module whose namespace ``expr`` is (``vars(m)``, ``m.__dict__``)."""
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) \
+                and expr.func.id == "vars" and len(expr.args) == 1:
+            name = _dotted(expr.args[0])
+        elif isinstance(expr, ast.Attribute) and expr.attr == "__dict__":
+            name = _dotted(expr.value)
+        else:
+            return None
+        return name if self._foreign(name) else None
+
+    def _foreign(self, name: str) -> bool:
+        return name.split(".")[0] in self.modules | self.imported
+
+    def _namespace_write(self, node: ast.Call, name: str) -> str | None:
+        """What ``node`` writes into an imported module by other means than an attribute
+        assignment or setattr (toolz: ``vars(itertoolz).update(peekn=...)``), or None."""
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in NAMESPACE_WRITES \
+                and (ns := self._namespace(f.value)):
+            return f"{_dotted(f)}() writes module {ns}'s namespace"
+        if isinstance(f, ast.Attribute) and f.attr in ("__setattr__", "__delattr__") \
+                and self._foreign(_dotted(f.value)):
+            return f"{_dotted(f)}() on module {_dotted(f.value)}"
+        if name in ("object.__setattr__", "object.__delattr__", "type.__setattr__",
+                    "type.__delattr__") and node.args and self._foreign(_dotted(node.args[0])):
+            return f"{name}() on module {_dotted(node.args[0])}"
+        return None
+
     def _targets(self, targets: list[ast.expr], node: ast.AST) -> None:
         for t in targets:
             for n in ast.walk(t):
+                if isinstance(n, ast.Subscript) and isinstance(n.ctx, (ast.Store, ast.Del)) \
+                        and (ns := self._namespace(n.value)):
+                    self.hit("monkeypatch", node, f"assigns {_dotted(n)}: writes module "
+                             f"{ns}'s namespace from production code")
                 if isinstance(n, ast.Attribute):
                     root = _dotted(n).split(".")[0]
                     if root in self.modules and isinstance(n.ctx, (ast.Store, ast.Del)):
