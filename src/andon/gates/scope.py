@@ -21,13 +21,15 @@ Some changes steer how the harness's own test run behaves, so they are findings 
   every pytest run of an installed package) — always;
 - ``new-dependency``: a change to ``[project] dependencies`` / ``optional-dependencies``
   unless ``allowed_paths`` names ``pyproject.toml`` itself;
-- ``bytecode`` (``*.pyc``, ``__pycache__/``), ``packaging-metadata`` (``*.dist-info``,
-  ``*.egg-info``, ``*.pth``), ``symlink`` (mode 120000) and ``submodule`` (mode 160000) —
-  always.
+- ``bytecode`` (``*.pyc``, ``__pycache__/``), ``extension-module`` (a name ending in ``.so``
+  or ``.pyd``, or in one of this interpreter's ``EXTENSION_SUFFIXES``: imported before a
+  ``.py`` of the same name), ``packaging-metadata`` (``*.dist-info``, ``*.egg-info``,
+  ``*.pth``), ``symlink`` (mode 120000) and ``submodule`` (mode 160000) — always.
 """
 
 from __future__ import annotations
 
+import importlib.machinery
 import sys
 import tomllib
 from dataclasses import replace
@@ -115,6 +117,9 @@ def check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool,
 
 RUNNER_CONFIG = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "Makefile")
 STARTUP = ("sitecustomize", "usercustomize")  # run by the interpreter's site module at start
+# what CPython imports as an extension module on any platform (.cpython-311-….so, .abi3.so,
+# .so; .cp311-win_amd64.pyd, .pyd), and whatever else this interpreter's import system takes
+EXTENSION_SUFFIXES = tuple(sorted({".so", ".pyd", *importlib.machinery.EXTENSION_SUFFIXES}))
 
 
 def named_explicitly(path: str, allowed: list[str]) -> bool:
@@ -137,6 +142,10 @@ def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
     if name.endswith((".pyc", ".pyo")) or "__pycache__" in parts:
         return [Finding("bytecode", f"{p} is compiled bytecode: it can run code no diff "
                         "shows", path=p)]
+    if name.endswith(EXTENSION_SUFFIXES):
+        return [Finding("extension-module", f"{p} is a compiled extension module: Python "
+                        "imports it before a .py of the same name, and no diff shows its "
+                        "code", path=p)]
     if name.endswith(".pth") or any(x.endswith((".dist-info", ".egg-info")) for x in parts):
         return [Finding("packaging-metadata", f"{p} is packaging metadata (.pth / dist-info "
                         "/ egg-info): it can load code into every Python run", path=p)]
