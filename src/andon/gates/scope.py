@@ -21,6 +21,10 @@ Some changes steer how the harness's own test run behaves, so they are findings 
   every pytest run of an installed package) — always;
 - ``new-dependency``: a change to ``[project] dependencies`` / ``optional-dependencies``
   unless ``allowed_paths`` names ``pyproject.toml`` itself;
+- ``git-attributes``: any change to a ``.gitattributes`` file — a conversion
+  (``working-tree-encoding``, ``filter``, ``ident``, ``eol``…), or a macro that sets one,
+  makes every checkout differ from the blob the gates and the reviewer read — unless
+  ``allowed_paths`` names the file itself;
 - ``bytecode`` (``*.pyc``, ``__pycache__/``), ``extension-module`` (a name ending in ``.so``
   or ``.pyd``, or in one of this interpreter's ``EXTENSION_SUFFIXES``: imported before a
   ``.py`` of the same name), ``packaging-metadata`` (``*.dist-info``, ``*.egg-info``,
@@ -146,6 +150,11 @@ def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
         return [Finding("extension-module", f"{p} is a compiled extension module: Python "
                         "imports it before a .py of the same name, and no diff shows its "
                         "code", path=p)]
+    if name == ".gitattributes" and not named_explicitly(p, allowed):
+        return [Finding("git-attributes", f"{p} sets git attributes: a conversion "
+                        "(working-tree-encoding, filter, ident, eol…) makes every checkout "
+                        "differ from what the gates and the reviewer read; off limits unless "
+                        "allowed_paths names it", path=p)]
     if name.endswith(".pth") or any(x.endswith((".dist-info", ".egg-info")) for x in parts):
         return [Finding("packaging-metadata", f"{p} is packaging metadata (.pth / dist-info "
                         "/ egg-info): it can load code into every Python run", path=p)]
