@@ -1,9 +1,12 @@
 """Scope table (scenarios_scope.py): code no diff shows and test packages that run first are
-``scope`` findings; their honest neighbours are merged."""
+``scope`` findings; their honest neighbours are merged. Below the table, which
+``__init__.py`` counts as running nothing."""
 
 from __future__ import annotations
 
 import pytest
+
+from andon.gates.scope import only_docstring
 
 from scenarios import play, verdict
 from scenarios_scope import SO, build_scope, can_build
@@ -20,3 +23,14 @@ def test_scope_scenario(scenario, tmp_path):
     assert ok, f"{scenario.name} ({scenario.doc}): {why} gates={outcome.gates}"
     if scenario.honest:
         assert outcome.state == "done"
+
+
+@pytest.mark.parametrize("text, inert", [
+    (b"", True), (b"\n# a comment\n", True), (b'"""Tests of calc."""\n', True),
+    (b'"""doc"""\nimport os\n', False), (b"from calc import ops\n", False),
+    (b"x = (\n", False),  # does not parse: judged as code
+    (b"# coding: utf-7\n+AGk-mport os\n", False),  # read as Python reads it: `import os`
+    (b"\0", False),
+])
+def test_an_init_module_is_inert_only_when_nothing_in_it_runs(text, inert):
+    assert only_docstring(text) is inert

@@ -13,6 +13,10 @@ Some changes steer how the harness's own test run behaves, so they are findings 
   package; they run at interpreter start-up, before the runner), or a change to the parsed
   ``[tool.pytest…]`` table of ``pyproject.toml`` — unless ``allowed_paths`` names the file
   itself (``"tests/conftest.py"`` or ``"**/conftest.py"``, not ``"tests/**"``);
+- ``runner-config`` too: an ``__init__.py`` of a test package (:func:`in_test_package`) with
+  anything that runs (more than comments and a docstring): pytest imports it before every
+  test module below it, planted and hidden ones, and it may patch the code or rewrite the
+  test files on disk — unless ``allowed_paths`` names it; an empty one stays allowed;
 - ``shadowing-module``: an added ``.py`` file or package that would be importable as a
   top-level module named like a standard-library module, the runner's, andon's, an
   installed distribution's or one of the project's own (see shadowing.py) — unless
@@ -33,6 +37,7 @@ Some changes steer how the harness's own test run behaves, so they are findings 
 
 from __future__ import annotations
 
+import ast
 import importlib.machinery
 import sys
 import tomllib
@@ -133,6 +138,38 @@ def named_explicitly(path: str, allowed: list[str]) -> bool:
     return any(pat.rsplit("/", 1)[-1] == name and path_matches(path, [pat]) for pat in allowed)
 
 
+def only_docstring(data: bytes | None) -> bool:
+    """``data`` is Python in which nothing runs: empty, comments, a docstring. False for None
+    and for what does not parse (decoded by its coding line, as Python reads it)."""
+    if data is None:
+        return False
+    try:
+        body = ast.parse(data).body
+    except (SyntaxError, ValueError):
+        return False
+    return not body or (len(body) == 1 and isinstance(body[0], ast.Expr)
+                        and isinstance(body[0].value, ast.Constant)
+                        and isinstance(body[0].value.value, str))
+
+
+def in_test_package(ctx: GateContext, rev: str, folder: str) -> bool:
+    """``folder`` (repo-relative, "" for the top) is a test package in ``rev``: a test module
+    (a planted or hidden file, a ``test_*.py`` or ``*_test.py``) lies in it or below, and its
+    ``__init__.py`` is a test path (``[stages] test_paths``) or sits beside a test module.
+    A package above the tests that is not a test path (``src/calc/`` over ``src/calc/tests/``)
+    is code, which the patterns gate reads with every code rule."""
+    prefix = f"{folder}/" if folder else ""
+    listing = ctx.repo.git("ls-tree", "-r", "--name-only", "-z", rev, "--",
+                           prefix or ".").split("\0")
+    known = {*ctx.packet.plant_files, *ctx.packet.hidden_files}
+    tests = [t for t in {*listing, *known} if t.startswith(prefix) and t.endswith(".py")
+             and (t in known or t.rsplit("/", 1)[-1].startswith("test_")
+                  or t.endswith("_test.py"))]
+    beside = any("/" not in t[len(prefix):] for t in tests)
+    return bool(tests) and (beside or path_matches(f"{prefix}__init__.py",
+                                                   ctx.config.stages.test_paths))
+
+
 def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
     """Findings for a change that can steer the harness (see the module docstring)."""
     p, name = c.path, c.path.rsplit("/", 1)[-1]
@@ -155,6 +192,12 @@ def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
                         "(working-tree-encoding, filter, ident, eol…) makes every checkout "
                         "differ from what the gates and the reviewer read; off limits unless "
                         "allowed_paths names it", path=p)]
+    if (name == "__init__.py" and c.status in ("A", "M") and not named_explicitly(p, allowed)
+            and not only_docstring(ctx.repo.file_bytes(head, p))
+            and in_test_package(ctx, head, p.rpartition("/")[0])):
+        return [Finding("runner-config", f"{p} runs when pytest imports its test package, "
+                        "before every test module in it (planted and hidden ones too); off "
+                        "limits unless empty (or a docstring) or allowed_paths names it", path=p)]
     if name.endswith(".pth") or any(x.endswith((".dist-info", ".egg-info")) for x in parts):
         return [Finding("packaging-metadata", f"{p} is packaging metadata (.pth / dist-info "
                         "/ egg-info): it can load code into every Python run", path=p)]
