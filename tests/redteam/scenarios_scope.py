@@ -15,7 +15,18 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from scenarios import MUL_CODE, OPS, WRONG_MUL, Scenario, add_code, also, honest_mul, write, writes
+from scenarios import (
+    MUL_CODE,
+    OPS,
+    SPECIAL_DISGUISED,
+    WRONG_MUL,
+    Scenario,
+    add_code,
+    also,
+    honest_mul,
+    write,
+    writes,
+)
 
 S = Scenario
 
@@ -134,9 +145,19 @@ for p in pathlib.Path(__file__).parent.glob("test_*.py"):
     if t != s:
         p.write_text(t)
 '''
+# only the test files it did not see in its worktree: the hidden ones, in hermetic's clone
+REWRITE_UNSEEN_INIT = REWRITE_INIT.replace(
+    '    s = p.read_text()\n',
+    '    if p.name in ("test_mul_p1.py", "test_ops.py"):\n        continue\n'
+    '    s = p.read_text()\n')
 DOC_INIT = '"""Tests of calc."""\n# nothing runs here\n'
 NAMED_INIT = 'import os\n\nDATA = os.path.join(os.path.dirname(__file__), "data")\n'
 INIT = "tests/__init__.py"
+
+
+def _names_rewritten(o) -> None:
+    assert any("tests/test_mul_p1.py changed on disk" in f["message"] for f in o.findings), \
+        o.findings
 
 
 def test_package_cases() -> list[Scenario]:
@@ -157,6 +178,17 @@ def test_package_cases() -> list[Scenario]:
           also(add_code(WRONG_MUL), writes("tests/unit/__init__.py", PATCH_INIT),
                writes("tests/unit/test_more.py", EXTRA_TEST)),
           "scope", "runner-config", "tests/unit/__init__.py", packet=TESTS_ALLOWED),
+        S("tests-init-rewrites-asserts-named", 4, "the same rewriter in a tests/__init__.py "
+          "the packet names (scope trusts it): the planted file changed on disk during the "
+          "run, so the report is not the planted tests' own",
+          also(add_code(WRONG_MUL), writes(INIT, REWRITE_INIT)), "suite", "forged-report",
+          None, packet={"allowed_paths": ["src/calc/**", INIT]}, hidden=True,
+          check=_names_rewritten),
+        S("tests-init-rewrites-hidden-named", 4, "a named tests/__init__.py that rewrites only "
+          "the test files it never saw (the hidden one, in hermetic's clone), beside a special "
+          "case of the planted inputs",
+          also(add_code(SPECIAL_DISGUISED), writes(INIT, REWRITE_UNSEEN_INIT)), "hermetic",
+          "forged-report", None, packet={"allowed_paths": ["src/calc/**", INIT]}, hidden=True),
         S("honest-empty-tests-init", None, "an empty tests/__init__.py and a new test module",
           also(honest_mul, writes(INIT, ""), writes("tests/test_mul_extra.py", EXTRA_TEST)),
           packet=TESTS_ALLOWED, hidden=True),

@@ -21,6 +21,7 @@ from typing import Any, Literal, Protocol
 from .. import clone_setup, origin, reaper, tempdir
 from ..config import Config
 from ..contain.channel import plan as plan_start
+from ..contain.verdict import Integrity
 from ..packet import Packet
 from ..runners.pytest import SuiteRun, run_suite
 from ..runners.rootdir import pinned_args
@@ -188,7 +189,10 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
-    trusted code, no canaries); see ``run_suite``."""
+    trusted code, no canaries); see ``run_suite``. In such a run, an ``own_files`` file whose
+    bytes under ``cwd`` differ after the run from before it is a forged reason
+    (``SuiteRun.forged``)."""
+    before = _file_bytes(cwd, own_files) if canaries is not None else {}  # before any setup
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
     # The same rootdir and config file in every run, whatever is selected (runners/rootdir.py):
@@ -222,7 +226,25 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
         own_files=own_files, profile=profile,  # type: ignore[arg-type]
     )
     run.setup = setup.to_evidence() if setup is not None else None
+    # a planted or hidden test file rewritten while it ran (by a package __init__, the code
+    # under test): the tests that ran were not the ones the packet wrote, whatever passed
+    changed = [f"{p} changed on disk during the run (a planted or hidden test file)"
+               for p, data in before.items() if _file_bytes(cwd, [p])[p] != data]
+    if changed:
+        run.integrity = run.integrity or Integrity("not used (no report)")
+        run.integrity.forged += changed
     return run
+
+
+def _file_bytes(cwd: Path, paths: Sequence[str]) -> dict[str, bytes | None]:
+    """Repo-relative ``paths`` → their bytes under ``cwd`` (None: no such file)."""
+    found: dict[str, bytes | None] = {}
+    for p in paths:
+        try:
+            found[p] = (cwd / p).read_bytes()
+        except OSError:
+            found[p] = None
+    return found
 
 
 @contextmanager
