@@ -2,8 +2,9 @@
 (tests/redteam/scenarios.py) and issue 19's tables — forging the verdict
 (scenarios_forgery.py), the static net (scenarios_static.py), the tests' interpreter and hidden
 tests (scenarios_reach.py), a later adversary pass (scenarios_adversary.py; the harness-detection
-holes it found are closed by the plain-profile run, docs/gates.md "Plain first") — through the
-real Runner on real git projects.
+holes it found are closed by the plain-profile run, docs/gates.md "Plain first"), code no diff
+shows and test packages that run first (scenarios_scope.py) — through the real Runner on real
+git projects.
 
 Prints one row per scenario — kind, name, caught / slipped (or accepted / rejected for an honest
 agent, or skipped for a scenario that needs network namespaces where there are none), the gate
@@ -39,6 +40,7 @@ import scenarios
 import scenarios_adversary
 import scenarios_forgery
 import scenarios_reach
+import scenarios_scope
 import scenarios_static
 
 
@@ -49,8 +51,11 @@ def names() -> list[str]:
 
 
 def _plain() -> list:
+    # the built extension module needs gcc and Python.h: where there are none it is left out
+    scope = [s for s in scenarios_scope.build_scope()
+             if s.where != scenarios_scope.SO or scenarios_scope.can_build() is None]
     return [*scenarios.build(), *scenarios_forgery.build_forgery(), *scenarios_static.build(),
-            scenarios_reach.hidden_leak(), *scenarios_adversary.build_adversary()]
+            scenarios_reach.hidden_leak(), *scenarios_adversary.build_adversary(), *scope]
 
 
 def _case(name: str, tmp: Path) -> scenarios_reach.ReachCase:
