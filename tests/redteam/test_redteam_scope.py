@@ -31,6 +31,7 @@ def test_scope_scenario(scenario, tmp_path):
     (b"x = (\n", False),  # does not parse: judged as code
     (b"# coding: utf-7\n+AGk-mport os\n", False),  # read as Python reads it: `import os`
     (b"\0", False),
+    (b"x = " + b"-" * 200_000 + b"1\n", False),  # the parser's MemoryError, not a crash
 ])
 def test_an_init_module_is_inert_only_when_nothing_in_it_runs(text, inert):
     assert only_docstring(text) is inert

@@ -140,12 +140,13 @@ def named_explicitly(path: str, allowed: list[str]) -> bool:
 
 def only_docstring(data: bytes | None) -> bool:
     """``data`` is Python in which nothing runs: empty, comments, a docstring. False for None
-    and for what does not parse (decoded by its coding line, as Python reads it)."""
+    and for what does not parse or is too deep for the parser (decoded by its coding line,
+    as Python reads it)."""
     if data is None:
         return False
     try:
         body = ast.parse(data).body
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, MemoryError, RecursionError):  # the parser's stack too
         return False
     return not body or (len(body) == 1 and isinstance(body[0], ast.Expr)
                         and isinstance(body[0].value, ast.Constant)
