@@ -823,3 +823,26 @@ def test_output_to_a_closed_pipe_exits_141_not_1(merged, args):
         os.close(w_fd)
     assert p.returncode == 141, p.stderr
     assert "Traceback" not in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("case", ["broken andon.toml", "unknown packet", "no commits"])
+def test_json_asked_and_an_error_still_print_one_json_document(tmp_path, case):
+    """Under --json an error printed nothing on standard output (exit 2, the message on
+    stderr): a script's json.load crashed. It gets {"error", "exit_status"} (newcomer pass)."""
+    if case == "no commits":
+        root = tmp_path / "repo"
+        root.mkdir()
+        git(root, "init", "-q", "-b", "main")
+        args = ("status", "--json")
+    else:
+        root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+        if case == "broken andon.toml":
+            (root / "andon.toml").write_text("[andon\n")
+            args = ("status", "--json")
+        else:
+            args = ("validate", "P9", "--json")
+    r = andon(root, *args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["exit_status"] == 2 and doc["error"], doc
+    assert doc["error"].split(":")[0] in r.stderr, r.stderr

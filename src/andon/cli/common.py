@@ -4,6 +4,7 @@ with a clear message and a stable exit status (:mod:`andon.cli`)."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shlex
@@ -50,7 +51,13 @@ def open_repo(ctx: click.Context, require_commit: bool = True) -> Repo:
 
 
 def fail(message: str, status: int = EXIT_USAGE) -> NoReturn:
+    """Say ``message`` on standard error and exit ``status``. Under ``--json`` standard
+    output gets one JSON document too, ``{"error": message, "exit_status": status}``: a
+    script that parses what it asked for reads why there is nothing else."""
     err.print(f"[red]error:[/red] {escape(message)}", markup=True, soft_wrap=True)
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.params.get("as_json"):
+        print(json.dumps({"error": message, "exit_status": status}), flush=True)
     sys.exit(status)
 
 
