@@ -708,3 +708,35 @@ def test_writing_a_modules_namespace_is_monkeypatch(line):
 def test_reading_a_modules_namespace_or_writing_another_dict_is_not(line):
     src = f"from calc import ops\nobj = object()\n\n{line}\n"
     assert "monkeypatch" not in rules(src), line
+
+
+LOCAL_VARS_TEST = '''\
+from humanize import intword
+
+
+def test_intword():
+    value, want = 1_700_000, "1.7 million"
+    cases = [(2_300_000, "2.3 million")]
+    assert intword(value) == want
+    for v, w in cases:
+        assert intword(v) == w
+
+
+class TestMore:
+    def test_more(self):
+        expected: str = "4.4 billion"
+        assert intword(4_400_000_000) == expected
+'''
+
+
+def test_values_a_test_function_keeps_in_local_variables_count_with_the_data_bar():
+    """toolz keeps its data in a local variable of the test function (`alist = (...)`), which
+    was never read: a special case returning it was merged. Locals are read like module
+    tables, with the data bar (a plain word such as "Alice" still does not count alone)."""
+    got = planted_literals([LOCAL_VARS_TEST])
+    for v in ("1.7 million", "2.3 million", "4.4 billion"):
+        assert ("str", v) in got, v
+    assert {("num", 1_700_000), ("num", 2_300_000)} <= got
+    special = 'def intword(value):\n    if value == 1_700_000:\n        return "1.7 million"\n' \
+              '    return str(value)\n'
+    assert "copied-literal" in rules(special, copied=got)

@@ -6,8 +6,9 @@ trivial (``TRIVIAL_NUMBERS``: -2…2, 10, 100, 1000). Where it is collected from
 - ``assert`` statements of the planted, atdd and hidden test files — every counting value;
 - the same files' ``@pytest.mark.parametrize`` argument values and ``ids``,
   ``pytest.param(...)`` values and ``id=``, ``@pytest.fixture(params=[...])``, and
-  module- or class-level constants and tables (a name assigned a literal, or a list, tuple,
-  set or dict of literals, nested) — with the *data* bar;
+  constants and tables at any level — module, class or a test function's local variables (a
+  name assigned a literal, or a list, tuple, set or dict of literals, nested) — with the
+  *data* bar;
 - data files under the planted and hidden paths (``.json``, ``.csv``, ``.txt``, ``.toml``,
   ``.yaml``/``.yml``): their string and number tokens — with the data bar.
 
@@ -152,11 +153,11 @@ def source_literals(text: str) -> tuple[set[tuple[str, object]], set[tuple[str, 
             elif name == "fixture":
                 data |= set().union(*(_values(k.value) for k in n.keywords
                                       if k.arg in ("params", "ids")))
-        elif isinstance(n, (ast.Module, ast.ClassDef)):
-            for stmt in n.body:
-                value = stmt.value if isinstance(stmt, (ast.Assign, ast.AnnAssign)) else None
-                if value is not None and _is_literal_tree(value):
-                    data |= _values(value)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None \
+                and _is_literal_tree(n.value):
+            # a module's or class's table, or a test function's local data (toolz keeps its
+            # inputs in `alist = (...)` inside the test)
+            data |= _values(n.value)
     return asserted, data_bar(data)
 
 
