@@ -846,3 +846,16 @@ def test_json_asked_and_an_error_still_print_one_json_document(tmp_path, case):
     doc = json.loads(r.stdout)
     assert doc["exit_status"] == 2 and doc["error"], doc
     assert doc["error"].split(":")[0] in r.stderr, r.stderr
+
+
+def test_a_test_command_naming_a_path_that_does_not_exist_says_so_at_preflight(tmp_path):
+    """`[test] command` with a path that is not there: the summary said "the test command
+    collects nothing"; pytest's own words (only in the log) name the path."""
+    from helpers import fast, project_test_command
+    config = fast([*project_test_command(), "tests_nope"])
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, config=config)
+    r = andon(root, "run", "--agent", "command", "--command", "true")
+    assert r.returncode == 3, r.stdout + r.stderr
+    said = " ".join((r.stdout + r.stderr).split())
+    assert "pytest says: file or directory not found: tests_nope (check [test] command)" \
+        in said, said

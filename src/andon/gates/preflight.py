@@ -48,8 +48,24 @@ def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
                           findings, [r])
     passed = r.ids_with("passed")
     if not passed:
-        return GateResult(NAME, "fail", f"no test passed on {sha[:10]}: the test "
-                          "command collects nothing", "environment",
-                          [Finding("no-tests", "0 tests passed")], [r])
+        said = _usage_error(r.log_path) if r.exit_status == PYTEST_USAGE_ERROR else None
+        why = f"pytest says: {said} (check [test] command)" if said else \
+            "the test command collects nothing"
+        return GateResult(NAME, "fail", f"no test passed on {sha[:10]}: {why}", "environment",
+                          [Finding("no-tests", said or "0 tests passed")], [r])
     return GateResult(NAME, "pass", f"{len(passed)} tests passed on {sha[:10]}",
                       runs=[r], details={"passed_ids": sorted(passed)})
+
+
+PYTEST_USAGE_ERROR = 4  # pytest's exit status for a command line it cannot use
+
+
+def _usage_error(log: Path) -> str | None:
+    """pytest's own line for a command line it cannot use (``ERROR: file or directory not
+    found: tests_nope``), from the run's log; None when there is none."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        return None
+    return next((ln.removeprefix("ERROR: ").strip() for ln in lines
+                 if ln.startswith("ERROR: ")), None)
