@@ -49,9 +49,9 @@ def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
     passed = r.ids_with("passed")
     if not passed:
         said = _usage_error(r.log_path) if r.exit_status == PYTEST_USAGE_ERROR else None
-        why = f"pytest says: {said} (check [test] command)" if said else \
+        reason = f"pytest says: {said} (check [test] command)" if said else \
             "the test command collects nothing"
-        return GateResult(NAME, "fail", f"no test passed on {sha[:10]}: {why}", "environment",
+        return GateResult(NAME, "fail", f"no test passed on {sha[:10]}: {reason}", "environment",
                           [Finding("no-tests", said or "0 tests passed")], [r])
     return GateResult(NAME, "pass", f"{len(passed)} tests passed on {sha[:10]}",
                       runs=[r], details={"passed_ids": sorted(passed)})
