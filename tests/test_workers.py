@@ -346,3 +346,27 @@ def test_a_worker_killed_alone_costs_only_its_attempt(tmp_path):
     again.workers = 2
     assert sorted(again.run().merged) == ["P1", "P3"]
     assert sorted(p for _, p in squashes(root)) == ids
+
+
+def test_the_packet_that_halted_the_line_is_the_one_status_names(tmp_path):
+    """B blocks first and halts the line; A, still running, blocks after it. `andon run`
+    said B, while `andon status` said A (the first blocked packet in id order): both name the
+    packet blocked first."""
+    packets = {"A": mod_packet("A", max_attempts=1), "B": mod_packet("B", max_attempts=1)}
+    root = make_project(tmp_path / "repo", packets)
+    says = Messages("the line halts")
+    started = multiprocessing.Barrier(2, timeout=WAIT)
+
+    def agent(ctx: StageContext) -> str:
+        started.wait()
+        if ctx.packet.id == "A":
+            assert says.seen["the line halts"].wait(WAIT), "the pool never said the line halts"
+        write(ctx, f"src/calc/mod_{ctx.packet.id.lower()}.py", "VALUE = 0\n")  # wrong
+        return "done"
+    runner = runner_for(root, agent, echo=says)
+    runner.workers = 2
+    report = runner.run()
+    assert report.exit_status == EXIT_HALTED and report.halted_by == "B"
+    assert {runner.store.packet(p)["state"] for p in "AB"} == {"blocked"}
+    status = json.loads(andon(root, "status", "--json").stdout)
+    assert status["halted_by"] == "B", status

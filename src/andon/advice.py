@@ -3,10 +3,22 @@ store and the repository, never used to decide anything."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from .agents.base import last_line
 from .config import Config
 from .store import StoreProtocol
 from .workspace import Repo
+
+
+def halting_packet(packets: list[dict], ids: Collection[str]) -> dict | None:
+    """The blocked packet that stops the line, of the store's ``packets`` rows still among
+    the packet files ``ids`` (a blocked packet whose folder was deleted no longer can): the
+    one blocked first (``updated_at``, then id). `andon run` names it when it halts and
+    `andon status` as ``halted_by``: with workers, two packets can be blocked by the time
+    the line stops, and store order named another than the run did."""
+    blocked = [p for p in packets if p["state"] == "blocked" and p["id"] in ids]
+    return min(blocked, key=lambda p: (p["updated_at"] or "", p["id"]), default=None)
 
 
 def halt_message(store: StoreProtocol, row: dict, only: list[str] | None = None) -> str:

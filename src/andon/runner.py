@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO
 
 from . import fault_injection, lifecycle, outcome, reaper, recovery, retry, submodules, workers
-from .advice import base_drift, drift_notice, halt_message
+from .advice import base_drift, drift_notice, halt_message, halting_packet
 from .agents import Agent
 from .attempt import Attempt
 from .baseline import Baseline
@@ -248,10 +248,8 @@ class Runner:
         return f"{p.spec_path} changed since {p.spec_commit[:10]}:\n{diff}" if diff else None
 
     def _halted(self) -> dict | None:
-        """The blocked packet that stops the line; a blocked packet whose folder was deleted
-        no longer can (there is nothing left to unblock)."""
-        return next((p for p in self.store.packets()
-                     if p["state"] == "blocked" and p["id"] in self.packets), None)
+        """The blocked packet that stops the line (advice.halting_packet)."""
+        return halting_packet(self.store.packets(), self.packets)
 
     def _next(self, only: list[str] | None) -> Packet | None:
         states = {p["id"]: p["state"] for p in self.store.packets()}

@@ -147,7 +147,7 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     integration branch holds that the base branch lacks, or null). With --store URL (or
     $ANDON_STORE_URL) outside a clone, the store's packets alone. In a terminal narrower
     than 72 columns, tries, gates and agents share one column."""
-    from ..advice import ahead_notice, base_drift, drift_notice, merged_ahead
+    from ..advice import ahead_notice, base_drift, drift_notice, halting_packet, merged_ahead
     from ..packet import check_packets
     from ..report import board, status_rows, usage_of_rows
     from ..report.board import worker_rows
@@ -162,10 +162,9 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     # packets written since the last run (or before the first) are ready, not absent
     found, problems = check_packets(repo.root / config.andon.packets_dir, repo.root)
     on_disk = sorted((p.id, p.slug) for p in found)
-    # as `andon run` decides (runner._halted): a blocked packet still in packets/
-    ids = {pid for pid, _ in on_disk}
-    halted = next((p["id"] for p in store.packets() if p["state"] == "blocked" and p["id"] in ids),
-                  None)
+    # as `andon run` decides: the first blocked packet still in packets/
+    row = halting_packet(store.packets(), {pid for pid, _ in on_disk})
+    halted = row["id"] if row else None
     if as_json:
         rows = status_rows(store, on_disk, complete=not problems)
         common.out.print_json(json.dumps({"integration_branch": config.andon.integration_branch,
