@@ -230,3 +230,26 @@ def test_kill_9_mid_run_loses_no_finished_run_and_repeats_none(tmp_path):
     assert status_doc["done"] == 4 and status_doc["left"] == 0
     exported = andon(root, "experiment", "export", str(path))
     assert exported.stdout.count("\n") == 5 and exported.stdout.startswith("task,condition")
+
+
+def test_a_condition_names_a_reviewer_command_of_its_own(tmp_path):
+    """A condition could not give its review stages a script of their own: a `command`
+    reviewer ran the agent's `command` (newcomer pass: the README says to name another
+    reviewer for a review that means something)."""
+    from andon.agents import CommandAgent
+    from andon.config import Config
+    from andon.experiments.execute import build_agent
+    from andon.experiments.spec import Condition
+    config = Config.model_validate({})
+    cond = Condition(name="A", agent="command", command="./agent.sh",
+                     reviewer_command="./review.sh")
+    agent = build_agent(None, cond, config)  # type: ignore[arg-type]
+    reviewer = build_agent(None, cond, config, reviewer=True)  # type: ignore[arg-type]
+    assert isinstance(agent, CommandAgent) and agent.command == "./agent.sh"
+    assert isinstance(reviewer, CommandAgent) and reviewer.command == "./review.sh"
+    path = tmp_path / "exp.toml"
+    path.write_text('[[conditions]]\nname = "A"\nagent = "command"\ncommand = "x"\n'
+                    'reviewer = "codex"\nreviewer_command = "y"\n')
+    with pytest.raises(ConfigError, match=r"exp\.toml:1: .*reviewer_command is the command "
+                                          r"of a `command` reviewer"):
+        load_spec(path)

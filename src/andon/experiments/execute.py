@@ -120,6 +120,8 @@ def build_agent(spec: Spec, cond: Condition, config: Config, reviewer: bool = Fa
     condition's ``env`` is given to it. Raises InvalidValue (adapter unknown or unusable)."""
     which = (cond.reviewer or cond.agent) if reviewer else cond.agent
     command = cond.command
+    if reviewer and cond.reviewer_command:  # a command reviewer of its own
+        which, command = cond.reviewer or "command", cond.reviewer_command
     if command and cond.env and which.partition(":")[0] == "command":
         import shlex
         command = "".join(f"export {k}={shlex.quote(v)}; " for k, v in cond.env.items()) \

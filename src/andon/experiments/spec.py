@@ -13,7 +13,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from ..errors import ConfigError, InvalidValue, Problem, toml_problem
 from ..suggest import closest
@@ -35,6 +42,9 @@ class Condition(_Strict):
     agent: str
     command: str | None = None
     reviewer: str | None = None
+    # the review stages' command (a `command` reviewer of its own, as --reviewer-command):
+    # without it a command reviewer runs `command`, the agent's own script
+    reviewer_command: str | None = None
     model: str | None = None
     prompt_template: str | None = None
     prompt_dir: str | None = None
@@ -44,6 +54,14 @@ class Condition(_Strict):
     retries: int = Field(0, ge=0, le=5)
     # scripted conditions (the demo): the seeded chance that the agent does the work
     success_rate: float | None = Field(None, ge=0, le=1)
+
+    @model_validator(mode="after")
+    def _reviewer_command_is_a_command_reviewers(self) -> Condition:
+        if self.reviewer_command and self.reviewer \
+                and self.reviewer.partition(":")[0] != "command":
+            raise ValueError(f"reviewer_command is the command of a `command` reviewer; "
+                             f"this condition's reviewer is {self.reviewer!r}")
+        return self
 
 
 class Budget(_Strict):
