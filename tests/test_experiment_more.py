@@ -253,3 +253,12 @@ def test_a_condition_names_a_reviewer_command_of_its_own(tmp_path):
     with pytest.raises(ConfigError, match=r"exp\.toml:1: .*reviewer_command is the command "
                                           r"of a `command` reviewer"):
         load_spec(path)
+
+
+def test_a_packets_entry_that_matches_nothing_names_its_line(tmp_path):
+    """It named the file and the entry, not the line (newcomer pass)."""
+    root = project(tmp_path / "proj", n=1)
+    path = spec_file(root, {"A": "good"}, name="nomatch", extra='packets = ["Z*"]')
+    with pytest.raises(UsageError, match=r"nomatch\.toml:4: packets entry 'Z\*' matches no "
+                                         r"packet; known: P1"):
+        run_experiment(root, path)

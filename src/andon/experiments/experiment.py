@@ -46,7 +46,7 @@ from ..validate import Validator
 from ..workspace import Repo
 from .execute import RunInputs, RunKey, execute, harness_error
 from .pool import run_pool
-from .spec import Condition, Spec
+from .spec import Condition, Spec, line_of
 
 
 def select_packets(spec: Spec, repo: Repo, config: Config) -> tuple[list[Packet],
@@ -66,8 +66,9 @@ def select_packets(spec: Spec, repo: Repo, config: Config) -> tuple[list[Packet]
         else:
             found = [p for pid, p in every.items() if fnmatch.fnmatchcase(pid, entry)]
         if not found:
-            raise UsageError(f"{spec.source}: packets entry {entry!r} matches no packet; "
-                             f"known: {', '.join(every) or 'none'}")
+            line = line_of(spec.source, ["packets"])
+            raise UsageError(f"{spec.source}{f':{line}' if line else ''}: packets entry "
+                             f"{entry!r} matches no packet; known: {', '.join(every) or 'none'}")
         chosen.update({p.id: p for p in found})
     return list(chosen.values()), every
 

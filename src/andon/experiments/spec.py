@@ -144,6 +144,15 @@ def _what(err: Any) -> str:
     return f"{where}: {err['msg']}{got}"
 
 
+def line_of(path: Path, loc: list[Any]) -> int | None:
+    """The 1-based line of ``loc`` in the experiment file ``path`` (see ``_line``); None when
+    the file cannot be read."""
+    try:
+        return _line(path.read_text(encoding="utf-8"), loc)
+    except OSError:
+        return None
+
+
 def _line(text: str, loc: list[Any]) -> int:
     """Best-effort 1-based line of ``loc`` (``conditions``, index, key) in the TOML text."""
     lines = text.splitlines()
