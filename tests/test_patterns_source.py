@@ -86,3 +86,16 @@ def test_a_file_that_cannot_be_parsed_is_a_finding_not_a_silent_pass(is_test):
     hits = scan_file("src/m.py", src, {1, 2, 3}, is_test=is_test)
     assert [(h.rule, h.line) for h in hits] == [("syntax-error", 3)]
     assert "no rule checked" in hits[0].message
+
+
+@pytest.mark.parametrize("src", [
+    "x = 1" + " + 1" * 600 + "\n",        # CPython compiles it; the gate's visitors overflowed
+    "x = " + "-" * 100_000 + "1\n",       # the parser's own MemoryError
+    "x = " + "not " * 100_000 + "1\n",
+])
+def test_a_file_nested_too_deeply_is_a_finding_not_a_crash_of_the_gate(src):
+    """A RecursionError or MemoryError escaped the gate: the attempt ended as a harness error
+    (andon's fault, as far as the board said), the agent's file unread."""
+    hits = scan_file("src/calc/m.py", src, {1})
+    assert [h.rule for h in hits] == ["syntax-error"], hits
+    assert "nested too deeply" in hits[0].message

@@ -82,13 +82,23 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
     except (SyntaxError, ValueError) as e:  # ValueError: a null byte, on Python 3.11
         line = getattr(e, "lineno", None) or 1
         return [*hits, unparsed(path, line, f"does not parse ({getattr(e, 'msg', e)})")]
-    r = Resolver(tree)
-    hits += Scanner(path, added, set(test_strings), list(test_globs), set(copied), r,
-                    is_test, visible).scan(tree)
-    for scanner in (Integrity(path, added, r, is_test=is_test, own=set(own)),
-                    Detection(path, added, r, is_test=is_test)):
-        scanner.visit(tree)
-        hits += scanner.hits
+    except (MemoryError, RecursionError):  # the parser's own limits
+        return [*hits, unparsed(path, 1, "is nested too deeply to parse")]
+    # The visitors recurse once or more per level of nesting: `1 + 1 + …` of 500 terms, which
+    # CPython compiles (its limit is near 3,000), passed Python's limit and ended the
+    # attempt as a harness error. A higher limit made the gate take minutes (the resolver
+    # folds every subtree): such a file is a finding, not read.
+    try:
+        r = Resolver(tree)
+        hits += Scanner(path, added, set(test_strings), list(test_globs), set(copied), r,
+                        is_test, visible).scan(tree)
+        for scanner in (Integrity(path, added, r, is_test=is_test, own=set(own)),
+                        Detection(path, added, r, is_test=is_test)):
+            scanner.visit(tree)
+            hits += scanner.hits
+    except RecursionError:
+        return [*hits, unparsed(path, 1, "is nested too deeply for the gate to read (an "
+                                "expression of hundreds of levels): not checked")]
     return hits
 
 
