@@ -86,10 +86,11 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
     if hint is None and run.timed_out:
         hint = ("the agent produced nothing before `[agents.{a}] timeout_s` (or `[agent] "
                 "timeout_s`): is its model API answering? raise the timeout if it is slow")
-    setting = "`[agent] command`" if a == "command" else f"`[agents.{a}]`"
-    advice = ((hint or "").format(a=a) or
-              f"fix the agent's set-up: {setting} in andon.toml (permission_args, "
-              "env_passthrough, extra_args) and its credentials")
+    fallback = ("fix the agent's command: `--command` (or `[agent] command` in andon.toml) "
+                "and what it runs" if a == "command" else
+                f"fix the agent's set-up: `[agents.{a}]` in andon.toml (permission_args, "
+                "env_passthrough, extra_args) and its credentials")
+    advice = (hint or "").format(a=a) or fallback
     advice += " — not the packet; `andon doctor` checks the agent CLIs (see docs/agents/)"
     return GateResult(NAME, "fail", summary, "environment",
                       [Finding("agent-could-not-work", message or how)],
