@@ -106,3 +106,15 @@ def test_a_cheat_that_exits_non_zero_to_dodge_no_change_gains_nothing(tmp_path):
     andon(root2, "run", "--agent", "command", "--command", "echo done")
     a, = json.loads(andon(root2, "show", "P1", "--json").stdout)["attempts"]
     assert a["failure_layer"] == "code" and "changed nothing" in a["reason"]
+
+
+def test_a_command_agent_that_could_not_work_is_pointed_at_its_command(tmp_path):
+    """It said "`[agent] command` in andon.toml (permission_args, env_passthrough,
+    extra_args) and its credentials" to a person who gave --command (newcomer pass)."""
+    run = run_(tmp_path, exit_status=3, claim="Segmentation fault")
+    run.agent = "command"
+    r = could_not_work(run, "implement", changed=False)
+    assert r is not None
+    assert r.details["advice"].startswith("fix the agent's command: `--command` (or "
+                                          "`[agent] command` in andon.toml)")
+    assert "permission_args" not in r.details["advice"]
