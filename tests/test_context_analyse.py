@@ -196,7 +196,8 @@ def test_andon_toml_context_rules(tmp_path):
         '[[context.rules]]\npattern = "(unclosed"\ncomponent = "x"\n')
     r = andon(tmp_path, f, "--json")
     assert r.returncode == 2 and "andon.toml" in r.stderr and "regex" in r.stderr
-    assert r.stdout == ""
+    doc = json.loads(r.stdout)  # no report: the error, as --json promises one document
+    assert set(doc) == {"error", "exit_status"} and "regex" in doc["error"], doc
 
 
 def test_turns_near_the_window_are_flagged(tmp_path):
