@@ -124,6 +124,7 @@ def _copied(ctx: GateContext, base: str, head: str
 
 
 NAME = "patterns"
+_LONE_CR = re.compile(rb"\r(?!\n)")
 
 
 def skip_reason(ctx: GateContext) -> str | None:
@@ -167,8 +168,11 @@ def run(ctx: GateContext) -> GateResult:
         text = decoded if decoded is not None else data.decode("utf-8", errors="replace")
         added = added_lines(ctx.repo.diff(base, head, [p], unified=0))
         lines = text.splitlines()
-        if any(h.rule == "source-encoding" for h in source_hits):
-            added = set(range(1, len(lines) + 2))  # git's lines are not the decoded ones
+        # git's lines are not the decoded ones (a codec), nor Python's where a lone CR ends
+        # a line for Python and not for git: 60 of them put the code after them outside
+        # every line git called added, and no rule saw it
+        if any(h.rule == "source-encoding" for h in source_hits) or _LONE_CR.search(data):
+            added = set(range(1, max(len(lines), text.count("\n")) + 2))
         for rule in settings.rules if not is_test else []:
             if path_matches(p, rule.paths):
                 rx = re.compile(rule.regex)

@@ -64,7 +64,9 @@ def python_source(path: str, data: bytes) -> tuple[str | None, list[Hit]]:
         return data.decode(encoding), hits
     except UnicodeDecodeError as e:
         return None, [*hits, _unread(path, data[:e.start].count(b"\n") + 1, str(e))]
-    except LookupError as e:  # a codec that is not a text encoding (rot13, zlib)
+    except (LookupError, UnicodeError, ValueError, TypeError) as e:
+        # a codec that is not a text encoding (rot13, zlib), or that fails in its own way
+        # (punycode raises a plain UnicodeError)
         return None, [*hits, _unread(path, 1, str(e))]
 
 
