@@ -35,13 +35,14 @@ def square(x):
 def test_the_options_that_widen_a_run_are_kept_and_the_rest_dropped(tmp_path, name, text):
     opts = ("-x -q --doctest-modules -k 'not slow' --doctest-glob=*.rst --maxfail 2 "
             "--strict-markers -p no:warnings tests/unit --deselect tests/t.py::x "
-            "-W error::DeprecationWarning --doctest-continue-on-failure -m fast --strict-config")
+            "-W error::DeprecationWarning --doctest-continue-on-failure -m fast --strict-config "
+            "--import-mode=importlib")
     words = json.dumps(opts.replace("'not slow'", "not_slow").split())
     path = tmp_path / name
     path.write_text(text.format(opts=opts, list=words))
     want = ["--doctest-modules", "--doctest-glob=*.rst", "--strict-markers",
             "-W", "error::DeprecationWarning", "--doctest-continue-on-failure",
-            "--strict-config"]
+            "--strict-config", "--import-mode=importlib"]
     assert kept_addopts(path) == want
 
 
@@ -73,6 +74,19 @@ def test_a_change_that_breaks_only_a_doctest_is_not_merged(tmp_path):
 
 def test_an_honest_change_beside_a_doctest_is_merged(tmp_path):
     root = _project(tmp_path)
+    agent = "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> src/calc/ops.py"
+    r = andon(root, "run", "--agent", "command", "--command", agent)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_a_project_that_imports_its_tests_with_importlib_is_not_refused(tmp_path):
+    """Two tests/*/test_util.py without __init__.py pass under the project's own
+    `--import-mode=importlib`; with addopts dropped they clashed under prepend and preflight
+    refused the project (red-team adv2 F8)."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, files={
+        "pytest.ini": "[pytest]\naddopts = --import-mode=importlib\ntestpaths = tests\n",
+        "tests/a/test_util.py": "def test_util():\n    assert True\n",
+        "tests/b/test_util.py": "def test_util():\n    assert True\n"})
     agent = "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> src/calc/ops.py"
     r = andon(root, "run", "--agent", "command", "--command", agent)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -135,7 +135,7 @@ def test_forced_format_that_does_not_fit_is_a_clear_error(tmp_path):
         load(T / "codex-exec-json/exec-0.46-command.jsonl", "swe-agent")
     with pytest.raises(TranscriptError, match="unknown format 'nope'"):
         load(T / "codex-exec-json/exec-0.46-command.jsonl", "nope")
-    with pytest.raises(TranscriptError, match="missing.jsonl: no such file"):
+    with pytest.raises(TranscriptError, match=r"missing\.jsonl: no such file"):
         load(tmp_path / "missing.jsonl")
 
 

@@ -193,15 +193,19 @@ def ini_values(path: Path | None) -> dict[str, list[str]]:
 # the rest (``-k``, ``-m``, ``-x``, ``--deselect``, paths, ``-p`` narrow or change the runner)
 _KEPT_FLAGS = {"--doctest-modules", "--doctest-continue-on-failure", "--strict-markers",
                "--strict-config"}
-_KEPT_VALUED = {"--doctest-glob", "-W", "--pythonwarnings"}
+# --import-mode: how test modules are imported (importlib: two tests/*/test_util.py without
+# __init__.py are fine; under the default prepend they clash, and preflight refused a
+# project whose own pytest passed)
+_KEPT_VALUED = {"--doctest-glob", "-W", "--pythonwarnings", "--import-mode"}
 
 
 def kept_addopts(path: Path | None) -> list[str]:
-    """The options of the config file's ``addopts`` that widen a run: doctests
-    (``--doctest-modules``, ``--doctest-glob``, ``--doctest-continue-on-failure``), warnings
-    as errors (``-W``) and ``--strict-markers`` / ``--strict-config``, in their order, each
-    with its value. Every harness run passes ``-o addopts=`` (an addopts ``-k`` would narrow
-    what the gates see); without these, a change that breaks only a doctest was merged."""
+    """The options of the config file's ``addopts`` that widen a run or say how it imports:
+    doctests (``--doctest-modules``, ``--doctest-glob``, ``--doctest-continue-on-failure``),
+    warnings as errors (``-W``), ``--strict-markers`` / ``--strict-config`` and
+    ``--import-mode``, in their order, each with its value. Every harness run passes
+    ``-o addopts=`` (an addopts ``-k`` would narrow what the gates see); without these, a
+    change that breaks only a doctest was merged."""
     words = _words(_raw_ini(path).get("addopts")) if path is not None else None
     out: list[str] = []
     it = iter(words or [])
