@@ -787,17 +787,13 @@ LONE_CR_TAIL = ("\n\nimport sys" + "\r" * 60 + "\n\n\ndef mul(a, b):\n"
                 ).encode()
 
 
-def _append_bytes(data: bytes):
+def _append_bytes(data: bytes, claim: str = "implemented mul"):
     def agent(ctx):
         path = ctx.worktree / OPS
         path.write_bytes(path.read_bytes() + data)
-        return "implemented mul"
+        return claim
     return agent
 
 
 def _append(code: str):
-    def agent(ctx):
-        path = ctx.worktree / OPS
-        path.write_text(path.read_text() + code)
-        return "done"
-    return agent
+    return _append_bytes(code.encode(), "done")
