@@ -59,8 +59,8 @@ class Condition(_Strict):
     def _reviewer_command_is_a_command_reviewers(self) -> Condition:
         if self.reviewer_command and self.reviewer \
                 and self.reviewer.partition(":")[0] != "command":
-            raise ValueError(f"reviewer_command is the command of a `command` reviewer; "
-                             f"this condition's reviewer is {self.reviewer!r}")
+            raise InvalidValue(f"reviewer_command is the command of a `command` reviewer; "
+                               f"this condition's reviewer is {self.reviewer!r}")
         return self
 
 
