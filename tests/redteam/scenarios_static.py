@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 
-from helpers import fast
+from helpers import MUL_CODE, fast
 from scenarios import FAST, OPS, Scenario, also, honest_mul, writes
 
 TESTS_ALLOWED = {"allowed_paths": ["src/calc/**", "tests/**"]}
@@ -745,6 +745,9 @@ def build() -> list[Scenario]:
           "pass: they are written the same way", _append(STACK_READ_ASSERT), "patterns",
           "import-system", OPS, hidden=True),
         # honest
+        S("honest-lone-cr", None, "a real mul after a comment ended by a lone CR (an old "
+          "Mac line end): the whole file is scanned, and nothing in it is a finding",
+          _append_bytes(b"\n# converted from an old Mac file\r" + MUL_CODE.encode())),
         S("honest-tests-with-fixtures", None, "adds tests using monkeypatch, pytest.raises, "
           "parametrize, fixture params, tmp_path and importlib.import_module('calc.ops')",
           also(honest_mul, writes("tests/test_mul_more.py", HONEST_TESTS)),
