@@ -6,7 +6,9 @@
 - a test the JUnit report says passed whose phases the channel saw fail or error, or never saw
   at all; and a planted or canary test whose function's code came from another file — unless
   the planted file itself decorates that function (``@mock.patch``, a ``functools.wraps``
-  helper) and the wrapper's ``__wrapped__`` chain ends in code from the planted file;
+  helper) and the wrapper's ``__wrapped__`` chain ends in code from the planted file. Such a
+  wrapper's files are kept in ``Integrity.wrappers``: the caller rejects one the agent changed
+  (gates/base.py), which this module cannot tell;
 - a canary test with the wrong outcome, or missing.
 
 A channel that was used and lost is forged too. ``event`` lines (gc, ctypes, settrace …) are kept
@@ -37,6 +39,10 @@ class Integrity:
     mismatches: list[str] = field(default_factory=list)  # junit passed, channel did not
     lines: int = 0
     notes: list[str] = field(default_factory=list)
+    # junit id → files of the wrapper a planted test was called through (``judge`` accepted
+    # it; whether the agent wrote those files is for the caller, who knows the planted tree).
+    # Not evidence: the store would hash these absolute paths as evidence files (store/chain)
+    wrappers: dict[str, list[str]] = field(default_factory=dict)
 
     def to_evidence(self) -> dict[str, Any]:
         return {"channel": self.channel, "forged": list(self.forged),
@@ -136,7 +142,11 @@ def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | 
             continue
         name = tid.rsplit("::", 1)[-1].split("[", 1)[0]
         if _from(files[-1], node_file) and name in (wrapped or {}).get(node_file, ()):
-            continue  # the planted file's own decorator: its wrapper calls the planted code
+            # the planted file's own decorator: its wrapper calls the planted code, if the
+            # wrapper's own files are not the agent's (see ``Integrity.wrappers``)
+            if outer := [f for f in files[:-1] if not _from(f, node_file)]:
+                integ.wrappers[tid] = outer
+            continue
         integ.mismatches.append(f"{tid}: its test function was replaced by code from "
                                 f"{files[0]}")
     # a canary's mismatch is already a canary finding; its random id must not enter findings

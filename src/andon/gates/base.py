@@ -123,9 +123,30 @@ class GateContext:
             return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
                                      profile=profile)
         planted = self.planted_tests()
-        return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
-                                 canaries=planted, own_files=[*planted, *own_files],
-                                 profile=profile)
+        run = run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
+                                canaries=planted, own_files=[*planted, *own_files],
+                                profile=profile)
+        self.check_wrappers(run, cwd)
+        return run
+
+    def check_wrappers(self, run: SuiteRun, cwd: Path) -> None:
+        """Add a forged reason to ``run`` (of agent code in ``cwd``) for each planted test
+        called through a wrapper whose file under ``cwd`` differs from the planted tree
+        (``atdd_sha`` or ``plant_sha``): a decorator helper the packet lets the agent edit can
+        return without calling the test. Strict: any change to that file counts, as a new
+        line in it can rebind what the wrapper calls. Files outside ``cwd`` (the standard
+        library, site-packages) are the scope gate's (``outside-worktree``)."""
+        if run.integrity is None:
+            return
+        trusted = self.atdd_sha or self.plant_sha
+        for tid, files in sorted(run.integrity.wrappers.items()):
+            for rel in sorted({r for f in files if (r := _inside(cwd, f)) is not None}):
+                if self.repo.file_bytes(trusted, rel) != _file_bytes(cwd, [rel])[rel]:
+                    run.integrity.forged.append(
+                        f"{tid}: its test function is called through a wrapper in {rel}, "
+                        "which this attempt changed (a planted test must be called by code "
+                        "the agent did not write)")
+                    break
 
 
 class Gate(Protocol):
@@ -234,6 +255,14 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
         run.integrity = run.integrity or Integrity("not used (no report)")
         run.integrity.forged += changed
     return run
+
+
+def _inside(cwd: Path, file: str) -> str | None:
+    """``file`` (absolute, a code object's ``co_filename``) relative to ``cwd``, or None."""
+    try:
+        return Path(file).resolve().relative_to(cwd.resolve()).as_posix()
+    except (OSError, ValueError):
+        return None
 
 
 def _file_bytes(cwd: Path, paths: Sequence[str]) -> dict[str, bytes | None]:

@@ -101,6 +101,8 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
         for p in plan:
             r = run_project_suite(ctx.config, cwd, ctx.evidence_dir, p.name,
                                   **_kwargs(ctx, p, agent_code))
+            if agent_code:
+                ctx.check_wrappers(r, cwd)
             out[r.name] = r
             if stop is not None and stop(r):
                 break
@@ -123,7 +125,10 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
             if "error" in ended or not result.exists():
                 why = ended.get("traceback") or ended.get("error", "no result")
                 raise RuntimeError(f"test lane {i + 1} failed: {why[-2000:]}")
-            out.update({r.name: r for r in pickle.loads(result.read_bytes())})
+            for r in pickle.loads(result.read_bytes()):
+                if agent_code:
+                    ctx.check_wrappers(r, lanes[i][0])
+                out[r.name] = r
         return out
     finally:
         for child in children:
