@@ -22,6 +22,7 @@ from .. import clone_setup, origin, reaper, tempdir
 from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..contain.verdict import Integrity
+from ..contain.watch import Watch
 from ..packet import Packet
 from ..runners.pytest import SuiteRun, run_suite
 from ..runners.rootdir import pinned_args
@@ -211,8 +212,25 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
     trusted code, no canaries); see ``run_suite``. In such a run, an ``own_files`` file whose
-    bytes under ``cwd`` differ after the run from before it is a forged reason
-    (``SuiteRun.forged``)."""
+    bytes under ``cwd`` differ after the run from before it, or which was written, replaced or
+    opened for writing while it ran (set-up included: :class:`~andon.contain.watch.Watch`), is
+    a forged reason (``SuiteRun.forged``)."""
+    with Watch(cwd, list(own_files) if canaries is not None else []) as watch:
+        run = _run_project_suite(config, cwd, evidence_dir, name, select, seed, canaries,
+                                 own_files, profile)
+        written = watch.changes()
+    if watch.problem and run.integrity is not None:
+        run.integrity.notes.append(f"planted files not watched: {watch.problem}")
+    if written:  # rewritten while it ran, perhaps put back before it ended
+        run.integrity = run.integrity or Integrity("not used (no report)")
+        run.integrity.forged += [w for w in written if w not in run.integrity.forged]
+    return run
+
+
+def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
+                       select: list[str] | None, seed: int | None,
+                       canaries: list[str] | None, own_files: Sequence[str],
+                       profile: str) -> SuiteRun:
     before = _file_bytes(cwd, own_files) if canaries is not None else {}  # before any setup
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
