@@ -149,8 +149,14 @@ class Repo:
             full.pop(name, None)
         # GIT_OPTIONAL_LOCKS=0 stops read-only commands from refreshing the user's index.
         full.update(IDENTITY, GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
+        # Attributes from outside the tree (the user's core.attributesFile, by default
+        # $XDG_CONFIG_HOME/git/attributes, and the system's), which an agent without the
+        # sandbox can write, are never read: a conversion there would make every checkout
+        # differ from the blob the gates read. The tree's own .gitattributes are scope's.
+        full.update(GIT_ATTR_NOSYSTEM="1")
         full.update(env or {})
-        argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args]
+        argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
+                "-c", "core.attributesFile=/dev/null", *args]
         where = cwd if cwd is not None else getattr(self, "root", None)
         proc = subprocess.run(argv, cwd=where, input=input, capture_output=True, env=full)
         if check and proc.returncode != 0:

@@ -15,7 +15,8 @@ CASES = build_scope()
 
 
 @pytest.mark.parametrize("scenario", CASES, ids=[s.name for s in CASES])
-def test_scope_scenario(scenario, tmp_path):
+def test_scope_scenario(scenario, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # the user's git attributes
     if scenario.where == SO and can_build():
         pytest.skip(f"cannot build an extension module here: {can_build()}")
     outcome = play(scenario, tmp_path / "repo")
