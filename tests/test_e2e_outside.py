@@ -9,12 +9,14 @@ starts only if they are as they were when the run began.
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 
 import pytest
 
 from andon.agents import Agent
+from andon.contain.guard import GLOBAL_CONFIG
 from andon.errors import UsageError
 from andon.exits import EXIT_HALTED
 from andon.sandbox import probe
@@ -96,6 +98,17 @@ def rewrites_the_review_template(root: Path):
     return agent
 
 
+def writes_the_global_git_config(root: Path):
+    """A smudge command for a filter the tree may name (git LFS's): every checkout andon makes
+    would run it. Written where git reads the user's config ($XDG_CONFIG_HOME/git/config)."""
+    def agent(ctx):
+        conf = Path(os.environ["XDG_CONFIG_HOME"]) / "git" / "config"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text('[filter "lfs"]\n\tsmudge = sh -c \'cat; echo PWNED >&2\'\n')
+        return honest_mul(ctx)
+    return agent
+
+
 def plants_a_hook(root: Path):
     def agent(ctx):
         hook = root / ".git/hooks/post-commit"
@@ -109,9 +122,11 @@ def plants_a_hook(root: Path):
     (weakens_planted_test, PLANTED, "modified"),
     (plants_a_hook, ".git/hooks/post-commit", "added"),
     (blinds_the_diff, ".git/info/attributes", "added"),
-    (rewrites_the_review_template, "prompts/review.md.j2", "modified")])
+    (rewrites_the_review_template, "prompts/review.md.j2", "modified"),
+    (writes_the_global_git_config, GLOBAL_CONFIG, "modified")])
 def test_a_write_into_the_users_checkout_blocks_the_packet_and_is_named(tmp_path, make_agent,
-                                                                       path, how):
+                                                                       path, how, monkeypatch):
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))  # the user's git config
     root = project(tmp_path)
     (root / "prompts").mkdir()
     (root / "prompts/review.md.j2").write_text("Review {{ packet.id }}.\n")
@@ -378,3 +393,20 @@ def test_a_person_looking_at_the_attempt_branch_does_not_break_the_attempt(tmp_p
     report = runner_for(root, agent).run(only=["P1"])
     assert report.merged == ["P1"], report.message
     assert git(root, "status", "--porcelain") == ""
+
+
+def test_a_name_or_colour_in_the_global_git_config_is_the_users_business(tmp_path,
+                                                                        monkeypatch):
+    """Only the sections that change what andon's git does are watched in the user's global
+    config: an agent (or the person) setting a name or colours there blocks nothing."""
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    root = project(tmp_path)
+
+    def agent(ctx):
+        conf = tmp_path / "xdg" / "git" / "config"
+        conf.parent.mkdir(parents=True, exist_ok=True)
+        conf.write_text("[user]\n\tname = Someone\n[color]\n\tui = always\n")
+        return honest_mul(ctx)
+
+    report = runner_for(root, agent).run(only=["P1"])
+    assert report.merged == ["P1"], report.message

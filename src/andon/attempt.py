@@ -288,8 +288,8 @@ class Attempt:
     def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:
         """End the attempt if the stage's agent reached into the user's repository: watched
         files changed (``outside-worktree``) or refs moved (``tamper``; already put back)."""
-        findings = [Finding("outside-worktree", f"{p} was {how} in your checkout while the "
-                            f"{stage} agent ran", path=p) for p, how in changed]
+        findings = [Finding("outside-worktree", f"{p} was {how} outside the worktree while "
+                            f"the {stage} agent ran", path=p) for p, how in changed]
         findings += [Finding("tamper", f"ref {m} was moved, deleted or made by the {stage} "
                              "agent (put back)", path=m) for m in moved]
         what = ([f"changed {len(changed)} file(s) outside its worktree, in your checkout: "

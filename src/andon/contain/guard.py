@@ -28,7 +28,8 @@ def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
     andon reads, obeys or runs from the checkout: ``config_file``, each
     ``<packets_dir>/<name>/packet.md`` with its ``plant/`` and ``hidden/`` trees and every
     flat ``<packets_dir>/<name>.md`` (a new packet too: it would be work the agent queued for
-    itself), ``.git/config``, ``.git/hooks/``,
+    itself), ``.git/config`` and the user's global git config (:data:`GLOBAL_CONFIG`, their
+    risky sections only), ``.git/hooks/``,
     ``.git/info/`` (attributes there can hide lines from a diff) and ``extra`` files or
     folders (prompt templates, agent scripts kept in the checkout). Other files in a packet
     folder (an editor's swap file, notes) are not watched: andon never reads them. Anything
@@ -44,7 +45,9 @@ def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
                     if p.name.lower() != "readme.md")
     for p in extra:
         (dirs if p.is_dir() else files).append(p)
-    out: dict[str, str] = {".git/config": _git_config_marker(repo.git_dir / "config")}
+    out: dict[str, str] = {".git/config": _git_config_marker(repo.git_dir / "config"),
+                           GLOBAL_CONFIG: "\0".join(_git_config_marker(f, includes=True)
+                                                     for f in user_config_files())}
     for f in files:
         marker = file_marker(f)
         if marker is not None:
@@ -63,15 +66,36 @@ _RISKY_CONFIG = (b"core.", b"filter.", b"include.", b"includeif.", b"extensions.
                  b"diff.", b"merge.", b"uploadpack.", b"transfer.", b"protocol.", b"pack.")
 
 
-def _git_config_marker(path: Path) -> str:
-    """A hash of the repository's git config entries in :data:`_RISKY_CONFIG`; the raw
-    bytes' marker if git cannot read the file."""
-    proc = subprocess.run(["git", "config", "--file", str(path), "--list", "-z"],
+# The user's own git config (~/.gitconfig, $XDG_CONFIG_HOME/git/config and what they include):
+# andon's git reads it too, so a filter's smudge command written there by an agent without the
+# sandbox would run in every checkout the harness makes
+GLOBAL_CONFIG = "git config --global"
+
+
+def user_config_files() -> list[Path]:
+    """The files git reads as the user's global config: ``$GIT_CONFIG_GLOBAL`` when set, else
+    ``$XDG_CONFIG_HOME/git/config`` (default ``~/.config/git/config``) and ``~/.gitconfig``
+    (git-config(1), FILES). Listed whether they exist or not."""
+    if os.environ.get("GIT_CONFIG_GLOBAL"):
+        return [Path(os.environ["GIT_CONFIG_GLOBAL"])]
+    home = Path(os.path.expanduser("~"))
+    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
+    return [xdg / "git" / "config", home / ".gitconfig"]
+
+
+def _git_config_marker(path: Path, includes: bool = False) -> str:
+    """A hash of the git config entries in :data:`_RISKY_CONFIG` of the file at ``path``
+    (``includes``: with the files it includes); "" if there is no such file or no such entry,
+    the raw bytes' marker if git cannot read it."""
+    if not path.exists():
+        return ""
+    proc = subprocess.run(["git", "config", "--file", str(path),
+                           "--includes" if includes else "--no-includes", "--list", "-z"],
                           capture_output=True)
     if proc.returncode != 0:
         return file_marker(path) or ""
     kept = [e for e in proc.stdout.split(b"\0") if e.lower().startswith(_RISKY_CONFIG)]
-    return hashlib.sha256(b"\0".join(kept)).hexdigest()
+    return hashlib.sha256(b"\0".join(kept)).hexdigest() if kept else ""
 
 
 def packet_files(packet_path: Path, is_dir: bool, root: Path) -> str:
