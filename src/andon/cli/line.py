@@ -148,9 +148,8 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     $ANDON_STORE_URL) outside a clone, the store's packets alone. In a terminal narrower
     than 72 columns, tries, gates and agents share one column."""
     from ..advice import ahead_notice, base_drift, drift_notice, halting_packet, merged_ahead
-    from ..packet import check_packets
     from ..report import board, status_rows, usage_of_rows
-    from ..report.board import worker_rows
+    from ..report.board import packet_files, worker_rows
 
     repo, config, store = _reader(ctx, store_url)
     if repo is not None and config is None:  # a repository without andon.toml: say so
@@ -160,8 +159,7 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
         return
     drift = base_drift(repo, config)
     # packets written since the last run (or before the first) are ready, not absent
-    found, problems = check_packets(repo.root / config.andon.packets_dir, repo.root)
-    on_disk = sorted((p.id, p.slug) for p in found)
+    on_disk, problems = packet_files(repo.root, config.andon.packets_dir)
     # as `andon run` decides: the first blocked packet still in packets/
     row = halting_packet(store.packets(), {pid for pid, _ in on_disk})
     halted = row["id"] if row else None

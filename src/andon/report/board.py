@@ -6,8 +6,9 @@ Reads the store only; never recomputes a verdict.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
@@ -16,6 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..config import Config
+from ..errors import Problem
+from ..packet import check_packets
 from ..store import StoreProtocol
 from .figures import GATE_MARK, STYLE, run_accounting, usage_of, usage_of_rows, usage_text
 
@@ -23,6 +26,36 @@ GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 # outcome.py's reason for a block on a repeated fingerprint
 _SAME_FAILURE = re.compile(r"^same failure as attempt \d+ \(fingerprint \w+\): no new "
                            r"evidence — ")
+# what the result says of a packet taken off the queue, and of a file no run has reached
+REMOVED_RESULT = "packet file removed: not run again (its history stays in the store)"
+NOT_RUN_RESULT = "not run yet"
+
+
+def packet_files(repo_root: Path, packets_dir: str) -> tuple[list[tuple[str, str]],
+                                                             list[Problem]]:
+    """The packet files under ``repo_root / packets_dir`` as the board reads them: (id, slug)
+    of each that parsed, by id, and every problem :func:`~andon.packet.check_packets` found.
+    They are :func:`status_rows`'s ``on_disk``, and ``complete`` is "no problem"."""
+    found, problems = check_packets(repo_root / packets_dir, repo_root)
+    return sorted((p.id, p.slug) for p in found), problems
+
+
+def queue_marks(store_ids: Iterable[str], on_disk: Sequence[tuple[str, str]],
+                complete: bool) -> tuple[set[str], list[tuple[str, str]]]:
+    """(the ids of the store's packets taken off the queue, the (id, slug) of packet files
+    the store has not seen): a packet of the store is removed when every packet file was
+    read (``complete``) and none is its; a file whose id the store lacks was written since
+    the last run (or before the first) and is ready, not run yet. The one rule behind
+    ``andon status`` and the dashboard's board."""
+    seen = set(store_ids)
+    listed = {pid for pid, _ in on_disk}
+    removed = seen - listed if complete else set()
+    return removed, [(pid, slug) for pid, slug in on_disk if pid not in seen]
+
+
+def shown_state(state: str, removed: bool) -> str:
+    """The state a board shows: a removed packet's last state is history, so ``removed``."""
+    return "removed" if removed else state
 
 
 def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = (),
@@ -35,15 +68,16 @@ def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = (),
     packet file was read without a problem, so a packet of the store missing from
     ``on_disk`` was taken off the queue by a person (``removed`` true; `andon run` no
     longer reads it). Otherwise ``removed`` is false for every row."""
-    listed = {pid for pid, _ in on_disk}
+    packets = store.packets()
+    removed, not_run = queue_marks([p["id"] for p in packets], on_disk, complete)
     rows = []
-    for p in store.packets():
+    for p in packets:
         attempts = store.attempts(p["id"])
         last = attempts[-1] if attempts else None
         runs = {a["id"]: store.stage_runs(a["id"]) for a in attempts}
         rows.append({
             "id": p["id"], "slug": p["slug"], "state": p["state"],
-            "removed": complete and p["id"] not in listed,
+            "removed": p["id"] in removed,
             "attempts": len([a for a in attempts if a["counted"]]),
             "interrupted": len([a for a in attempts if not a["counted"]]),
             "usage": usage_of([s for a in attempts for s in runs[a["id"]]]),
@@ -56,11 +90,10 @@ def status_rows(store: StoreProtocol, on_disk: Sequence[tuple[str, str]] = (),
                 "test_runs": run_accounting(store.gate_results(last["id"])),
             },
         })
-    seen = {r["id"] for r in rows}
     rows += [{"id": pid, "slug": slug, "state": "ready", "removed": False, "attempts": 0,
               "interrupted": 0,
               "usage": usage_of([]), "sandbox": None, "last_attempt": None, "not_run": True}
-             for pid, slug in on_disk if pid not in seen]
+             for pid, slug in not_run]
     return rows
 
 
@@ -178,14 +211,14 @@ def _row(r: dict[str, Any], worker: str) -> _Row:
     if r["state"] == "done" and last:
         result = f"merged {last['merge_sha'][:10]}"
     elif r["removed"]:  # its last reason is history: nothing acts on it any more
-        result = "packet file removed: not run again (its history stays in the store)"
+        result = REMOVED_RESULT
     elif last and last["reason"]:
         # the cause first: the fingerprint is in `andon show`, and at 80 columns the
         # preamble alone filled the clipped cell
         result = clip(_SAME_FAILURE.sub(r"same failure twice: ",
                                         last["reason"].splitlines()[0]), 160)
     elif r.get("not_run"):
-        result = "not run yet"
+        result = NOT_RUN_RESULT
     else:
         result = ""
     gates_cell = _gates_cell((last or {}).get("gates", {}))
@@ -196,8 +229,7 @@ def _row(r: dict[str, Any], worker: str) -> _Row:
     agents_cell = _usage_cell(r["usage"])
     if r.get("sandbox"):  # the level the last attempt's agent actually ran at
         agents_cell += f"\nsandbox {r['sandbox']}"
-    # a removed packet's last state is history: the state column says what it is now
-    state = "removed" if r["removed"] else r["state"]
+    state = shown_state(r["state"], r["removed"])  # the state column says what it is now
     style = "dim" if r["removed"] else STYLE.get(r["state"], "white")
     return _Row(r["id"], f"[{style}]{state}[/]", str(r["attempts"]), gates_cell,
                 agents_cell, escape(result), worker)

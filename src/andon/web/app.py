@@ -123,16 +123,23 @@ def create_app(settings: Settings) -> Starlette:
             s.close()
 
     rows_cache = RowsCache()
+    packet_files = views.PacketFiles(settings.repo_root)
+
+    def rows_mark(s) -> tuple[str, views.OnDisk]:
+        # the store's mark and the packet files': a file removed or added moves the board
+        # (removed, not run yet) as much as a new event does
+        files = packet_files.read()
+        return '"' + s.change_mark() + "-" + files.mark + '"', files
 
     def rows_html(s) -> tuple[str, Markup]:
         # the mark is read before the rows, so a change between the two is fetched at the
         # next poll, never missed; rows rendered for one mark serve every request until the
-        # store moves (each open page polls every 2 s)
-        mark = '"' + s.change_mark() + '"'
+        # store or the packets folder moves (each open page polls every 2 s)
+        mark, files = rows_mark(s)
         html = rows_cache.get(mark)
         if html is None:
             html = Markup(env.get_template("board_rows.html").render(
-                b=views.board(s), csrf=csrf))
+                b=views.board(s, files.packets, files.complete), csrf=csrf))
             rows_cache.put(mark, html)
         return mark, html
 
@@ -144,7 +151,7 @@ def create_app(settings: Settings) -> Starlette:
     def board_rows(request: Request) -> Response:
         # when the store has nothing new since the page's mark, answer without the rows
         def fragment(s):
-            mark = '"' + s.change_mark() + '"'
+            mark, _ = rows_mark(s)
             if request.headers.get("if-none-match") == mark:
                 return Response(status_code=304, headers={"ETag": mark})
             mark, rows = rows_html(s)
