@@ -118,3 +118,81 @@ def test_a_command_agent_that_could_not_work_is_pointed_at_its_command(tmp_path)
     assert r.details["advice"].startswith("fix the agent's command: `--command` (or "
                                           "`[agent] command` in andon.toml)")
     assert "permission_args" not in r.details["advice"]
+
+
+# A command agent's output is its own script's: a traceback's line numbers, file names and
+# source lines, a timeout of its own, are no evidence that a model API was involved.
+API_WORDS = ("could not be reached", "model API failed", "rate limiting", "model API is",
+             "model API answering")
+CRASHES = [
+    ({"exit_status": 3}, "exited 3", "printed nothing"),
+    ({"claim": 'Traceback (most recent call last):\n  File "/usr/lib/python3.11/subprocess.py",'
+               ' line 571, in run\n    raise CalledProcessError(retcode, process.args,\n'
+               "subprocess.CalledProcessError: Command 'false' returned non-zero exit status 1."
+               "\n"},
+     "exited 1", "subprocess.CalledProcessError: Command 'false' returned"),
+    ({"exit_status": 2, "claim": 'Traceback (most recent call last):\n  File "agent.py", line 9,'
+                                 ' in <module>\n    run(timeout=30, network=cfg, '
+                                 'retry_on=ConnectionError)\n'
+                                 "subprocess.TimeoutExpired: Command 'make' timed out after 30 "
+                                 "seconds\n"},
+     "exited 2", "timed out after 30 seconds"),
+    ({"exit_status": 4, "claim": "loading config/network.toml\nerror 503 lines skipped\n"},
+     "exited 4", "error 503 lines skipped"),
+]
+
+
+@pytest.mark.parametrize("kw,status,tail", CRASHES)
+def test_a_command_that_crashed_on_its_own_is_not_called_a_model_api_failure(tmp_path, kw,
+                                                                             status, tail):
+    run = run_(tmp_path, **kw)
+    run.agent = "command"
+    r = could_not_work(run, "implement", changed=False)
+    assert r is not None and r.layer == "environment"
+    advice = r.details["advice"]
+    assert not [w for w in API_WORDS if w in advice], advice
+    assert advice.startswith("fix the agent's command: `--command` (or `[agent] command`")
+    assert status in advice and tail in advice, advice
+    assert "model API" not in r.summary and tail in r.summary, r.summary
+    assert "producing output" not in r.summary, r.summary  # it did print, or said nothing
+
+
+@pytest.mark.parametrize("said,setting", [
+    ("urllib.error.URLError: <urlopen error [Errno 111] Connection refused>",
+     "could not be reached"),
+    ("httpx.ConnectError: [Errno -2] Name or service not known", "could not be reached"),
+    ("curl: (6) Could not resolve host: api.example.com", "could not be reached"),
+    ("urllib.error.HTTPError: HTTP Error 429: Too Many Requests", "rate limiting"),
+    ("anthropic.InternalServerError: Error code: 529 - overloaded_error", "rate limiting"),
+    ("API Error: 503 Service Unavailable", "model API failed"),
+    ("Invalid API key", "API key"),
+])
+def test_a_command_whose_output_shows_a_network_or_api_failure_is_told_so(tmp_path, said,
+                                                                          setting):
+    run = run_(tmp_path, claim=f"Traceback (most recent call last):\n  File \"a.py\", line 1, "
+                               f"in <module>\n    main()\n{said}\n")
+    run.agent = "command"
+    r = could_not_work(run, "implement", changed=False)
+    assert r is not None and setting in r.details["advice"], r.details["advice"]
+
+
+def test_a_command_killed_at_the_timeout_is_not_told_about_a_model_api(tmp_path):
+    run = run_(tmp_path, exit_status=None, timed_out=True, claim="step 1 of 9\n")
+    run.agent = "command"
+    r = could_not_work(run, "implement", changed=False)
+    assert r is not None and not [w for w in API_WORDS if w in r.details["advice"]]
+    assert "timeout_s" in r.details["advice"] and "step 1 of 9" in r.details["advice"]
+
+
+def test_a_crashed_command_script_is_advised_with_its_exit_status_and_output(tmp_path):
+    """`andon run --command` whose script raised at line 521 (no network anywhere) was told
+    "the model API failed: … retry later": the line number read as an HTTP 5xx."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=3)})
+    cmd = """python3 -c 'exec("\\n" * 520 + "raise RuntimeError(\\"boom\\")")'"""
+    r = andon(root, "run", "--agent", "command", "--command", cmd)
+    assert r.returncode == 1, r.stdout + r.stderr
+    todo = next(ln for ln in (r.stdout + r.stderr).splitlines() if ln.startswith("what to do:"))
+    assert not [w for w in API_WORDS if w in todo], todo
+    assert "exited 1" in todo and "RuntimeError: boom" in todo, todo
+    gate = json.loads(andon(root, "show", "P1", "--json").stdout)["attempts"][0]["gates"][-1]
+    assert gate["gate"] == "agent" and gate["evidence"]["exit_status"] == 1

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ..agents.base import AgentRun
+from ..agents.base import AgentRun, last_line
 from .base import Finding, GateResult
 
 NAME = "agent"
@@ -50,6 +50,30 @@ _ADVICE = (
     (r"\b5\d\d\b|api error|internal server error|high demand|temporary errors",
      "the model API failed: look at the agent's message above, retry later, then unblock"),
 )
+
+# The same advice for the ``command`` adapter, chosen only on evidence: a command's output is
+# its own script's, where "line 521", "timeout=30", "network.toml" or "timed out" are a
+# crash's words, not a model API's. An HTTP status counts after the word that says it is one,
+# a network failure by the error's own name; read with the traceback frames left out.
+_STATUS = r"(?:HTTP(?: Error)?|status(?: code)?|API Error|Error code)\W{0,3}"
+_COMMAND_ADVICE = (
+    (r"root/sudo|root privileges", _ADVICE[0][1]),
+    (_STATUS + r"401\b|api[ _-]?key|authenticat|unauthori[sz]ed|not logged in|credential",
+     _ADVICE[1][1]),
+    (_STATUS + r"429\b|too many requests|rate[ _-]?limit|RateLimitError|overloaded|"
+     r"insufficient_quota|quota exceeded", _ADVICE[2][1]),
+    (r"ECONNREFUSED|ECONNRESET|ENOTFOUND|ETIMEDOUT|EAI_AGAIN|EHOSTUNREACH|ENETUNREACH|"
+     r"connection (refused|reset|error|timed out)|name or service not known|"
+     r"temporary failure in name resolution|nodename nor servname|could not resolve host|"
+     r"network is unreachable|no route to host|getaddrinfo|fetch failed|"
+     r"failed to establish a new connection|max retries exceeded|HTTPS?ConnectionPool|"
+     r"URLError|Connect(ion)?Error|ConnectTimeout|APIConnectionError|APITimeoutError",
+     _ADVICE[3][1]),
+    (_STATUS + r"5\d\d\b|internal server error|bad gateway|service unavailable|"
+     r"gateway timeout|InternalServerError|high demand", _ADVICE[4][1]),
+)
+# a JavaScript stack's frame line: ``    at f (x.js:1:2)``
+_JS_FRAME = re.compile(r"^\s+at \S")
 
 
 def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | None:
@@ -80,17 +104,20 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
     how = ("was killed at the timeout" if run.timed_out else
            f"exited {run.exit_status}" + (" but its model API failed" if run.provider_error
                                            else ""))
-    summary = (f"the {stage} agent ({a}) could not work: it {how} without changing a file "
-               f"or producing output — " + (message or "it printed no message"))
-    hint = next((h for p, h in _ADVICE if re.search(p, message, re.IGNORECASE)), None)
-    if hint is None and run.timed_out:
-        hint = ("the agent produced nothing before `[agents.{a}] timeout_s` (or `[agent] "
-                "timeout_s`): is its model API answering? raise the timeout if it is slow")
-    fallback = ("fix the agent's command: `--command` (or `[agent] command` in andon.toml) "
-                "and what it runs" if a == "command" else
-                f"fix the agent's set-up: `[agents.{a}]` in andon.toml (permission_args, "
-                "env_passthrough, extra_args) and its credentials")
-    advice = (hint or "").format(a=a) or fallback
+    if a == "command":
+        advice = _command_advice(run)
+        summary = (f"the {stage} agent ({a}) could not work: it {how} without changing a file "
+                   f"— " + (f"its output ends: {message}" if message else "it printed nothing"))
+    else:
+        summary = (f"the {stage} agent ({a}) could not work: it {how} without changing a file "
+                   f"or producing output — " + (message or "it printed no message"))
+        hint = next((h for p, h in _ADVICE if re.search(p, message, re.IGNORECASE)), None)
+        if hint is None and run.timed_out:
+            hint = ("the agent produced nothing before `[agents.{a}] timeout_s` (or `[agent] "
+                    "timeout_s`): is its model API answering? raise the timeout if it is slow")
+        advice = (hint or "").format(a=a) or (
+            f"fix the agent's set-up: `[agents.{a}]` in andon.toml (permission_args, "
+            "env_passthrough, extra_args) and its credentials")
     advice += " — not the packet; `andon doctor` checks the agent CLIs (see docs/agents/)"
     return GateResult(NAME, "fail", summary, "environment",
                       [Finding("agent-could-not-work", message or how)],
@@ -99,10 +126,53 @@ def could_not_work(run: AgentRun, stage: str, changed: bool) -> GateResult | Non
                                "provider_error": run.provider_error})
 
 
+def _command_advice(run: AgentRun) -> str:
+    """The advice for a ``command`` agent that could not work: the model API's words (as
+    for the CLIs) only where its output shows a network or API failure (``_COMMAND_ADVICE``,
+    traceback frames left out), else what was seen — the exit status, or the timeout, and
+    the last line it printed."""
+    said = _without_frames(_said(run))
+    hint = next((h for p, h in _COMMAND_ADVICE if re.search(p, said, re.IGNORECASE)), None)
+    if hint is not None:
+        return hint.format(a=run.agent)
+    tail = last_line(said, 200)
+    ending = f"its output ending: {tail}" if tail else "having printed nothing"
+    if run.timed_out:
+        return (f"the agent's command was killed at `[agent] timeout_s`, {ending}: raise the "
+                "timeout if the work is slow, else fix what it waits on (`--command`, or "
+                "`[agent] command` in andon.toml)")
+    return ("fix the agent's command: `--command` (or `[agent] command` in andon.toml) and "
+            f"what it runs: it exited {run.exit_status}, {ending} (nothing in it points to "
+            "the network or a model API)")
+
+
+def _without_frames(text: str) -> str:
+    """``text`` without the frames of its stack traces: in a Python traceback every indented
+    line (``  File "x.py", line 521, in f``, the source line, its carets) up to the
+    exception's own line; in a JavaScript stack the ``    at …`` lines."""
+    kept, in_traceback = [], False
+    for ln in text.splitlines():
+        if ln.startswith("Traceback (most recent call last)"):
+            in_traceback = True
+            continue
+        if in_traceback and ln[:1].isspace():
+            continue
+        in_traceback = False
+        if not _JS_FRAME.match(ln):
+            kept.append(ln)
+    return "\n".join(kept)
+
+
 def agent_message(run: AgentRun) -> str:
     """What the agent said about why it stopped: its claim (the CLI's result text, or the
     tail of its stderr when it printed no result), else the tail of ``<stage>.stderr.log``
     next to the transcript; the last ``MESSAGE_CHARS`` characters, whitespace folded."""
+    text = " ".join(_said(run).split())
+    return text[-MESSAGE_CHARS:]
+
+
+def _said(run: AgentRun) -> str:
+    """The agent's claim, else its ``<stage>.stderr.log``, lines kept; '' for neither."""
     text = (run.claim or "").strip()
     if not text:
         stderr = Path(str(run.transcript_path).replace(".transcript.log", ".stderr.log"))
@@ -110,5 +180,4 @@ def agent_message(run: AgentRun) -> str:
             text = stderr.read_text(encoding="utf-8", errors="replace").strip()
         except OSError:
             text = ""
-    text = " ".join(text.split())
-    return text[-MESSAGE_CHARS:]
+    return text
