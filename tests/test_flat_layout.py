@@ -107,3 +107,66 @@ def test_a_set_up_that_fails_so_names_the_packets_folder_and_the_fix(tmp_path):
     said = " ".join((r.stdout + r.stderr).split())
     assert "packets/ holds .py files, so setuptools' automatic discovery counts it as a " \
            "package" in said, said
+
+
+# [test] pythonpath: `andon init` wrote ["src"] whatever the layout. A flat layout needs the
+# repository root itself first on sys.path: a test run by a pytest script (not `python -m
+# pytest`, which adds the working directory) puts there only the test file's first folder
+# without an __init__.py (pytest's "prepend" import mode: tests/), and the package at the root
+# is then not importable — or, worse, an installed copy is imported in its place.
+@pytest.mark.parametrize("layout,files,want", [
+    ("flat package", {"calc/__init__.py": "", "calc/ops.py": "X = 1\n"}, ["."]),
+    ("flat module", {"calc.py": "X = 1\n", "setup.py": "", "conftest.py": ""}, ["."]),
+    ("src layout", {"src/calc/__init__.py": "", "src/calc/ops.py": "X = 1\n"}, ["src"]),
+    ("no code yet", {"README.md": "# x\n", "tests/test_x.py": ""}, ["src"]),
+])
+def test_andon_init_writes_the_pythonpath_of_the_layout(tmp_path, layout, files, want):
+    from andon.config import load_config
+
+    root = tmp_path / "repo"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    r = andon(root, "init")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert load_config(root).test.pythonpath == want
+    said = " ".join(r.stdout.split())
+    assert ("wrote [test] pythonpath = [\".\"]" in said) == (want == ["."]), said
+
+
+FLAT_OPS = "def add(a, b):\n    return a + b\n"
+FLAT_TESTS = "from calc.ops import add\n\n\ndef test_add():\n    assert add(2, 3) == 5\n"
+FLAT_MUL = "from calc.ops import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+
+
+def test_a_flat_layout_with_the_file_andon_init_wrote_is_checked_run_and_merged(tmp_path):
+    """A flat project (calc/ at the root, tests/ without __init__.py) whose tests run by the
+    pytest script: with what `andon init` wrote, `andon check` passes and an honest agent is
+    merged (with ["src"] every run stopped at preflight: `import calc` failed)."""
+    root = tmp_path / "repo"
+    for rel, text in {"calc/__init__.py": "", "calc/ops.py": FLAT_OPS,
+                      "tests/test_ops.py": FLAT_TESTS, ".gitignore": "__pycache__/\n"}.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text)
+    git(root, "init", "-q", "-b", "main")
+    assert andon(root, "init").returncode == 0
+    toml = root / "andon.toml"
+    script = Path(sys.executable).parent / "pytest"  # andon's own pytest, as a script
+    text = toml.read_text().replace('command = ["python", "-m", "pytest"]',
+                                    f"command = [{json.dumps(str(script))}]")
+    toml.write_text(text.replace("red_runs = 3", "red_runs = 1")
+                    .replace("hermetic_runs = 3", "hermetic_runs = 1")
+                    .replace("hermetic_random_order = true", "hermetic_random_order = false"))
+    p1 = root / "packets" / "P1"
+    (p1 / "plant" / "tests").mkdir(parents=True)
+    (p1 / "packet.md").write_text(mul_packet("P1", allowed_paths=["calc/**"])[0])
+    (p1 / "plant" / "tests" / "test_mul.py").write_text(FLAT_MUL)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "flat project")
+    r = andon(root, "check")
+    assert r.returncode == 0, r.stdout + r.stderr
+    honest = "printf '\\n\\ndef mul(a, b):\\n    return a * b\\n' >> calc/ops.py"
+    r = andon(root, "run", "--agent", "command", "--command", honest)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "def mul" in git(root, "show", "andon/integration:calc/ops.py")

@@ -18,6 +18,8 @@ sources are the project's own declarations:
 - ``.venv/`` or ``venv/`` with ``bin/python``: ``command`` runs pytest on that interpreter.
 - pytest plugins registered (entry point group ``pytest11``) in that interpreter: ``plugins``
   names their modules, since andon turns plugin autoloading off.
+- a flat layout (a package or module at the repository root, no ``src/``): ``pythonpath`` is
+  ``["."]``, the root first on ``sys.path`` (the default ``["src"]`` names no folder there).
 """
 
 from __future__ import annotations
@@ -204,10 +206,38 @@ def discovery_note(root: Path, packets_dir: str = "packets") -> str | None:
             f"  [tool.setuptools.packages.find]\n  include = [{include}]")
 
 
+# top-level .py files that are a project's tooling, not its code
+_NOT_MODULES = {"setup", "conftest", "noxfile", "fabfile", "tasks"}
+
+
+def pythonpath_of(root: Path, packets_dir: str = "packets") -> Detected | None:
+    """``[test] pythonpath`` for a flat layout — the project's packages (folders with an
+    ``__init__.py``) or modules at the repository root and no ``src/`` — ``["."]``: the root
+    goes first on ``sys.path`` in every harness run, as the tests need it. ``python -m pytest``
+    adds the working directory by itself, a pytest script does not (pytest's "prepend" import
+    mode puts there the test file's first folder without an ``__init__.py``, e.g. ``tests/``),
+    and either way an installed copy of the project must not come first. None for a src
+    layout, or where no code of the project's can be seen yet: the default ``["src"]``."""
+    if (root / "src").is_dir():
+        return None
+    names = sorted(p.name + "/" for p in root.iterdir() if p.is_dir()
+                   and (p / "__init__.py").is_file() and p.name.isidentifier()
+                   and p.name not in _NOT_PACKAGES and p.name != packets_dir)
+    names += sorted(p.name for p in root.glob("*.py")
+                    if p.stem.isidentifier() and p.stem not in _NOT_MODULES)
+    if not names:
+        return None
+    return Detected("pythonpath", ["."], f"a flat layout ({', '.join(names[:3])}"
+                    f"{' …' if len(names) > 3 else ''} at the repository root, no src/): the "
+                    "root goes first on sys.path")
+
+
 def detect(root: Path) -> list[Detected]:
     """Everything ``andon init`` writes beyond the defaults for the project at ``root``."""
     root = Path(root)
     found = []
+    if layout := pythonpath_of(root):
+        found.append(layout)
     python = venv_python(root)
     if python is not None:
         found.append(Detected("command", [str(python.absolute()), "-m", "pytest"],
