@@ -562,3 +562,61 @@ def test_a_swap_for_a_wrapper_that_claims_the_planted_function_is_forged(tmp_pat
     r = run(tmp_path, {"tests/test_aaa.py": swap})
     assert any("test_mul::test_mul: its test function was replaced" in f for f in r.forged), \
         r.forged
+
+
+# a planted module imported by agent code before pytest collects it, and its test swapped then:
+# no snapshot of the module at its import (it is "early"), so the code and its globals are read
+EARLY_SWAPS = {
+    "copied code, other globals": '''
+    import types
+
+    import test_mul
+
+    _fn = test_mul.test_mul
+    _names = {**vars(test_mul), "mul": lambda a, b: a * b}
+    test_mul.test_mul = types.FunctionType(_fn.__code__, _names, _fn.__name__)
+
+
+    def test_a():
+        pass
+    ''',
+    "no code of its own": '''
+    import test_mul
+
+
+    class _Done:
+        def __init__(self, fn):
+            self.__wrapped__ = fn
+
+        def __call__(self):
+            return None
+
+
+    test_mul.test_mul = _Done(test_mul.test_mul)
+
+
+    def test_a():
+        pass
+    ''',
+}
+
+
+@pytest.mark.parametrize("how", sorted(EARLY_SWAPS))
+def test_a_planted_test_swapped_before_pytest_collects_its_module_is_forged(tmp_path, how):
+    r = run(tmp_path, {"tests/test_aaa.py": EARLY_SWAPS[how]})
+    got = r.results["tests.test_mul::test_mul"]
+    assert got.outcome == "passed", got.message  # the swap "worked"
+    assert any(f.startswith("tests.test_mul::test_mul: ") for f in r.forged), r.forged
+
+
+def test_a_test_inherited_from_a_helper_class_is_the_planted_test(tmp_path):
+    """The planted class's test method is the helper's: what the module bound at import, so
+    not forged; the result is the planted file's (pytest's JUnit ``file`` is the helper's)."""
+    helper = ("class Contract:\n    op = None\n\n    def test_cases(self):\n"
+              "        assert type(self).op(2, 2) == 4\n")
+    planted = ("from calc import mul\n\nfrom _contract import Contract\n\n\n"
+               "class TestMul(Contract):\n    op = staticmethod(mul)\n")
+    r = run(tmp_path, {"tests/_contract.py": helper, MUL: planted})
+    assert r.forged == [], r.forged
+    got = r.results["tests.test_mul.TestMul::test_cases"]
+    assert (got.outcome, got.file) == ("passed", MUL)

@@ -6,11 +6,12 @@ pytest subprocesses (see scenarios_forgery.py)."""
 from __future__ import annotations
 
 import pytest
+from scenarios_collect import build_collect
 
 from scenarios import play, verdict
 from scenarios_forgery import PERSON, build_forgery
 
-CASES = build_forgery()
+CASES = build_forgery() + build_collect()
 
 
 def test_the_table_has_cheats_of_each_kind_and_honest_controls():

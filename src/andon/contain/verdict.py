@@ -4,11 +4,14 @@
 
 - the hook's ``patched`` and ``forged-event`` lines (the runner changed since it was armed);
 - a test the JUnit report says passed whose phases the channel saw fail or error, or never saw
-  at all; and a planted or canary test whose function's code came from another file — unless
-  the planted file itself decorates that function (``@mock.patch``, a ``functools.wraps``
-  helper) and the wrapper's ``__wrapped__`` chain ends in code from the planted file. Such a
-  wrapper's files are kept in ``Integrity.wrappers``: the caller rejects one the agent changed
-  (gates/base.py), which this module cannot tell;
+  at all; and a planted or canary test that pytest did not call as its module bound it at
+  import (an object put in the module's namespace later, or one that is not a function). What
+  the module bound may come from another file (``@mock.patch``, a ``functools.wraps`` helper, a
+  method inherited from a helper class, ``test_x = check(...)``): those files are kept in
+  ``Integrity.wrappers``, and the caller rejects one the agent changed (gates/base.py), which
+  this module cannot tell. Where the plugin could not compare (no snapshot of the module), the
+  function's code must come from the planted file, or the planted file must decorate it
+  (:func:`decorated`) with a ``__wrapped__`` chain ending there;
 - a canary test with the wrong outcome, or missing.
 
 A channel that was used and lost is forged too. ``event`` lines (gc, ctypes, settrace …) are kept
@@ -64,13 +67,15 @@ def _phase_outcomes(rec: Record) -> tuple[dict[str, set[str]], dict[str, tuple[s
             continue
         tid, when, outcome, node_file, code_file = f
         seen.setdefault(tid, set()).add(outcome)
-        if when == "call" and code_file:
+        if when == "call":
             files[tid] = (node_file, code_file)
     return seen, files
 
 
-# the chain of files a test function's code came from, outermost first (andon_verdict.py)
-CHAIN_SEP = "\x1f"
+# an outcome line's code field (andon_verdict.py): "<same|replaced|early|other>" STATUS_SEP the
+# test's own file (absolute) STATUS_SEP the files its function's code came from, outermost
+# first, CHAIN_SEP between them
+STATUS_SEP, CHAIN_SEP = "\x1e", "\x1f"
 
 
 def decorated(root: Path, files: Sequence[str]) -> dict[str, set[str]]:
@@ -91,10 +96,6 @@ def decorated(root: Path, files: Sequence[str]) -> dict[str, set[str]]:
             and any(not ast.unparse(d).startswith(("pytest.mark.", "mark.", "pytest.fixture"))
                     for d in node.decorator_list)}
     return found
-
-
-def _from(code_file: str, node_file: str) -> bool:
-    return code_file == node_file or code_file.endswith("/" + node_file)
 
 
 def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | None,
@@ -136,19 +137,35 @@ def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | 
             integ.mismatches.append(f"{tid} passed in the report but the runner saw it "
                                     f"{'/'.join(bad)}")
     own = set(own_files) | ({canaries.path} if canaries else set())
-    for tid, (node_file, chain) in sorted(code_files.items()):
-        files = chain.split(CHAIN_SEP)
-        if node_file not in own or _from(files[0], node_file):
+    for tid, (node_file, line) in sorted(code_files.items()):
+        if node_file not in own:
             continue
-        name = tid.rsplit("::", 1)[-1].split("[", 1)[0]
-        if _from(files[-1], node_file) and name in (wrapped or {}).get(node_file, ()):
-            # the planted file's own decorator: its wrapper calls the planted code, if the
-            # wrapper's own files are not the agent's (see ``Integrity.wrappers``)
-            if outer := [f for f in files[:-1] if not _from(f, node_file)]:
+        status, own_path, chain = [*line.split(STATUS_SEP), "", ""][:3]
+        if status == "other":
+            continue  # not a test function (a doctest)
+        # own_path: the test's own file as the runner imported it
+        files = chain.split(CHAIN_SEP) if chain else []
+        if status == "replaced":
+            integ.mismatches.append(f"{tid}: its test function was replaced after its module "
+                                    "was imported" + (f" (by code from {files[0]})" if files
+                                                      else " (by an object that is not a "
+                                                      "function)"))
+        elif not files:
+            integ.mismatches.append(f"{tid}: what pytest called is not a function")
+        elif status == "same":
+            # what the module bound at import: its own function, a decorator's wrapper, an
+            # inherited method. Code from another file must not be the agent's
+            # (``Integrity.wrappers``, checked by the caller against the planted tree)
+            if outer := [f for f in files if f != own_path]:
                 integ.wrappers[tid] = outer
-            continue
-        integ.mismatches.append(f"{tid}: its test function was replaced by code from "
-                                f"{files[0]}")
+        elif files[0] != own_path:
+            name = tid.rsplit("::", 1)[-1].split("[", 1)[0]
+            if files[-1] == own_path and name in (wrapped or {}).get(node_file, ()):
+                if outer := [f for f in files[:-1] if f != own_path]:
+                    integ.wrappers[tid] = outer
+                continue  # the planted file's own decorator
+            integ.mismatches.append(f"{tid}: its test function was replaced by code from "
+                                    f"{files[0]}")
     # a canary's mismatch is already a canary finding; its random id must not enter findings
     integ.forged += [m for m in integ.mismatches
                      if not (canaries and m.split(" ", 1)[0].rstrip(":") in canaries.expected)]

@@ -22,7 +22,7 @@ records such a problem in ``SuiteRun.report_problem`` instead.
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -114,3 +114,27 @@ def parse_junit(path: Path) -> dict[str, TestResult]:
         if old is None or _SEVERITY[new.outcome] > _SEVERITY[old.outcome]:
             results[new.id] = new
     return results
+
+
+def module_files(results: dict[str, TestResult], root: Path) -> dict[str, TestResult]:
+    """``results`` with each ``file`` the test module the test was collected from. pytest's
+    ``file`` attribute is where the test function's code is, and for a method a planted class
+    inherits from a helper class, a ``test_x = check(...)`` factory's function or a decorator's
+    wrapper that is a helper's file; the id's classname (pytest's node id, dotted) names the
+    module. Where the two disagree, the longest dotted prefix of the classname that is a
+    ``.py`` file under ``root`` wins; none found: the attribute is kept."""
+    out = {}
+    for tid, r in results.items():
+        classname = tid.split("::", 1)[0]
+        dotted = r.file[:-3].replace("/", ".") if r.file and r.file.endswith(".py") else None
+        if dotted and classname and classname != dotted \
+                and not classname.startswith(dotted + "."):
+            parts = classname.split(".")
+            for k in range(len(parts), 0, -1):
+                candidate = "/".join(parts[:k]) + ".py"
+                if (root / candidate).is_file():
+                    r = replace(r, file=candidate)
+                    break
+        out[tid] = r
+    return out
+

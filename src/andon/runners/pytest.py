@@ -34,7 +34,7 @@ from ..contain.verdict import judge as judge_integrity
 from ..errors import InvalidArgument
 
 # the JUnit side, also importable from here: callers import the whole runner from this module
-from .junit import OUTCOMES, JUnitError, Outcome, TestResult, parse_junit
+from .junit import OUTCOMES, JUnitError, Outcome, TestResult, module_files, parse_junit
 
 PLUGIN_DIR = Path(__file__).parent.parent / "pytest_plugins"
 TAIL_LINES = 60
@@ -356,7 +356,7 @@ def run_suite(
             problem += "; the network namespace could not be made (see the log)"
     else:
         try:
-            results, problem = parse_junit(junit_path), None
+            results, problem = module_files(parse_junit(junit_path), cwd), None
         except JUnitError as exc:
             problem = str(exc)
     integrity = None
