@@ -132,6 +132,41 @@ def test_a_line_naming_a_hidden_test_anywhere_is_withheld():
     assert prev.details.split("\n")[:2] == [WITHHELD, "tests.t::test_b failed"]
 
 
+
+def test_a_visible_test_sharing_a_hidden_tests_name_is_shown_and_gives_nothing_away():
+    """A planted (visible) test and a base test may share a function name with a hidden test.
+    Withholding their lines told the agent that a hidden test of that name exists, and hid
+    the visible failure it has to fix: names the agent can see are not secrets, and a test
+    id qualified by a visible file is about that file; the hidden file's own id still is."""
+    from andon.prompt import WITHHELD, hidden_names
+    planted = {PLANTED: b"def test_mul_other_inputs():\n    assert mul(1, 2) == 2\n"}
+    names = hidden_names({HIDDEN: HIDDEN_TEST.encode()}, planted)
+    assert "test_mul_other_inputs" not in names and HIDDEN in names
+    evidence = {"findings": [
+        {"kind": "fail-to-pass", "message": "tests.test_mul_p1::test_mul_other_inputs failed: "
+         "assert 3 == 2", "path": PLANTED, "test_id": "tests.test_mul_p1::test_mul_other_inputs"},
+        {"kind": "regression", "message": "tests.test_old::test_old_inputs failed",
+         "path": "tests/test_old.py", "test_id": "tests.test_old::test_old_inputs"}],
+        "runs": [{"output_tail": "____ test_mul_other_inputs ____\n"
+                  "FAILED tests/test_mul_p1.py::test_mul_other_inputs - assert 3 == 2\n"
+                  "FAILED tests/test_old.py::test_old_inputs - assert 0\n"
+                  "imported by test_old_inputs\n"
+                  "FAILED tests/test_mul_hidden.py::test_x - assert 0\n"
+                  "FAILED test_mul_hidden.py::test_old_inputs - assert 0"}]}
+    hidden_text = HIDDEN_TEST + "\n\ndef test_old_inputs():\n    pass\n"
+    prev = redacted_failure(1, "suite", "code", "2 failing tests", evidence, [HIDDEN],
+                            hidden_names({HIDDEN: hidden_text.encode()}, planted))
+    shown = prev.details.split("\n")
+    assert "tests.test_mul_p1::test_mul_other_inputs failed: assert 3 == 2" in shown
+    assert "tests.test_old::test_old_inputs failed" in shown
+    assert "____ test_mul_other_inputs ____" in shown
+    assert "FAILED tests/test_mul_p1.py::test_mul_other_inputs - assert 3 == 2" in shown
+    assert "FAILED tests/test_old.py::test_old_inputs - assert 0" in shown
+    # a bare mention of a name only the hidden file defines, and the hidden file's ids (the
+    # last relative to a rootdir below the repository)
+    assert shown.count(WITHHELD) == 3 and "test_mul_hidden" not in prev.details
+
+
 # the tail of a real worktree suite run whose agent deleted tests/test_add.py (newcomer pass)
 CANARY_TAIL = """\
 F..FF.....                                                               [100%]

@@ -53,19 +53,32 @@ WITHHELD = "(withheld: it names a hidden test)"
 HIDDEN_GATES = ("hermetic",)   # the gates whose test runs include the packet's hidden files
 
 
-def hidden_names(hidden: Mapping[str, bytes]) -> set[str]:
-    """Every word that would give a hidden test away: its repo-relative path, file name,
-    module stem and dotted module, and the ``test_*`` functions and ``Test*`` classes it
-    defines (``hidden`` maps path → content, as :meth:`Packet.hidden_blobs` gives)."""
+def _test_words(path: str, data: bytes) -> set[str]:
+    """The file name, module stem, and ``test_*`` functions and ``Test*`` classes of one
+    test file (``path`` repo-relative)."""
+    name = path.rsplit("/", 1)[-1]
+    text = data.decode("utf-8", errors="replace")
+    return ({name, name.rsplit(".", 1)[0]}
+            | set(re.findall(r"^\s*(?:async\s+)?def\s+(test\w*)", text, re.MULTILINE))
+            | set(re.findall(r"^\s*class\s+(Test\w*)", text, re.MULTILINE)))
+
+
+def hidden_names(hidden: Mapping[str, bytes], visible: Mapping[str, bytes] | None = None
+                 ) -> set[str]:
+    """Every word that would give a hidden test away: its repo-relative path and dotted
+    module, and its file name, module stem and ``test_*`` / ``Test*`` names unless a
+    ``visible`` file (the planted tests: the agent reads them) has the same word: withholding
+    a line about a visible test of the same name told the agent a hidden one exists. Both
+    map path → content, as :meth:`Packet.hidden_blobs` gives."""
+    seen = set().union(*(_test_words(p, d) for p, d in (visible or {}).items()))
     out: set[str] = set()
     for path, data in hidden.items():
-        name = path.rsplit("/", 1)[-1]
-        stem = name.rsplit(".", 1)[0]
-        out |= {path, name, stem, path.rsplit(".", 1)[0].replace("/", ".")}
-        text = data.decode("utf-8", errors="replace")
-        out |= set(re.findall(r"^\s*(?:async\s+)?def\s+(test\w*)", text, re.MULTILINE))
-        out |= set(re.findall(r"^\s*class\s+(Test\w*)", text, re.MULTILINE))
+        out |= {path, path.rsplit(".", 1)[0].replace("/", ".")} | (_test_words(path, data) - seen)
     return {w for w in out if len(w) > 2}
+
+
+# a test id qualified by its file or module: ``tests/t.py::test_a[1]``, ``tests.t::T::test_a``
+_QUALIFIED = re.compile(r"(?<![\w./-])([\w./-]+?)(?:\.py)?((?:::[\w\[\]-]+)+)")
 
 
 def redacted_failure(n: int, gate: str, layer: str, summary: str, evidence: dict[str, Any],
@@ -110,9 +123,16 @@ def redacted_failure(n: int, gate: str, layer: str, summary: str, evidence: dict
     pattern = re.compile("|".join(rf"(?<!\w){re.escape(w)}(?!\w)"
                                   for w in sorted(words, key=len, reverse=True)) or r"(?!)")
 
+    def about_visible(m: re.Match[str]) -> str:
+        # ids may be relative to a rootdir below the repository: a suffix of a hidden module
+        f = m[1].replace("/", ".")
+        hid = any(mod == f or mod.endswith("." + f) for mod in modules) or pattern.search(m[1])
+        return m[0] if hid else ""
+
     def scrub(text: str) -> str:
-        return "\n".join(WITHHELD if pattern.search(line) else line
-                         for line in text.split("\n"))
+        # an id qualified by a visible file names that file's test, whatever its last part
+        return "\n".join(WITHHELD if pattern.search(_QUALIFIED.sub(about_visible, line))
+                         else line for line in text.split("\n"))
     return PreviousFailure(n, gate, layer, scrub(reason), scrub("\n".join(lines)))
 
 

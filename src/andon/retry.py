@@ -53,6 +53,8 @@ def previous_failure(store: StoreProtocol, packet_id: str, packet: Packet | None
             return None
         # what the next agent reads: nothing that names a hidden test (prompt.py)
         blobs = {k: v[0] for k, v in packet.hidden_blobs().items()} if packet else {}
+        planted = {k: v[0] for k, v in packet.plant_blobs().items()} if packet else {}
         return redacted_failure(x["n"], g["gate"], g["failure_layer"] or "?",
-                                g["summary"], g["evidence"], blobs, hidden_names(blobs))
+                                g["summary"], g["evidence"], blobs,
+                                hidden_names(blobs, planted))
     return None
