@@ -472,3 +472,47 @@ def test_what_the_code_under_test_nests_too_deep_for_python_in_home_and_tmp_goes
     home, tmp = (tmp_path / "proj/tests/where.txt").read_text().split()
     assert reaper.drain() == []
     assert not os.path.exists(home) and not os.path.exists(tmp)
+
+
+DOCTESTS = '''
+    def double(x):
+        """Double a number. A docstring of prose long enough that the failing example and
+        what it printed come after the first few hundred characters of the report, which is
+        where pytest's message (and andon's 500-character cut) would lose them. More prose,
+        and more prose, and more prose, and more prose, and more prose, and more prose here.
+
+        >>> double(2)
+        4
+        >>> double(3)
+        6
+        """
+        return x * 2 + (x == 3)
+
+
+    def inverse(x):
+        """Prose again, long enough to push the example out of the first few hundred
+        characters of the report: more prose, and more prose, and more prose, and more
+        prose, and more prose, and more prose, and more prose, and more prose, and more.
+
+        >>> inverse(1)
+        1
+        >>> inverse(0)
+        0
+        """
+        return 1 // x
+'''
+
+
+def test_a_failed_doctest_says_which_example_and_what_it_got(tmp_path):
+    """A doctest's report is its numbered docstring, then Expected/Got (or the exception): the
+    message and its one-line brief, which the retry prompt shows, lead with the failing
+    example and what it printed, not with prose the agent wrote itself."""
+    project = make_project(tmp_path / "proj", {"calc.py": DOCTESTS})
+    r = run_suite([*PYTEST, "--doctest-modules"], project, tmp_path / "evidence", "suite")
+    got = r.results["calc::calc.double"]
+    assert got.outcome == "failed"
+    assert got.brief.startswith(">>> double(3) | Expected: | 6 | Got: | 7"), got.brief
+    exc = r.results["calc::calc.inverse"]
+    assert exc.brief.startswith(">>> inverse(0) | UNEXPECTED EXCEPTION: ZeroDivisionError("), \
+        exc.brief
+    assert "calc.py:" in got.message and "prose" not in got.brief

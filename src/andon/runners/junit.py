@@ -21,6 +21,7 @@ records such a problem in ``SuiteRun.report_problem`` instead.
 
 from __future__ import annotations
 
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -63,8 +64,31 @@ class TestResult:
         return one if len(one) <= 200 else one[:199] + "…"
 
 
+# pytest's doctest report: the docstring's lines numbered "NNN ", then "Expected:/Got:" or
+# "UNEXPECTED EXCEPTION: <repr>" (and its traceback), then "<path>:<line>: DocTestFailure"
+_NUMBERED = re.compile(r"^\d{3,} ")
+_DOCTEST_END = re.compile(r"^(\S.*:\d+): (DocTestFailure|UnexpectedException)$")
+
+
+def _doctest_message(text: str) -> str:
+    """A doctest failure led by what the agent needs: the failing example, what was expected
+    and what it got (or the exception), and where; "" when ``text`` is not a doctest report.
+    The docstring's prose came first and filled the message and its brief."""
+    lines = text.splitlines()
+    end = next((i for i in range(len(lines) - 1, -1, -1) if _DOCTEST_END.match(lines[i])), None)
+    if end is None:
+        return ""
+    examples = [ln[4:].strip() for ln in lines[:end] if _NUMBERED.match(ln) and ">>>" in ln]
+    start = next((i for i, ln in enumerate(lines[:end]) if not _NUMBERED.match(ln)), end)
+    body = [ln.rstrip() for ln in lines[start:end] if ln.strip()]
+    if lines[end].endswith("UnexpectedException"):
+        body = body[:1]  # the exception's repr; its traceback runs through doctest's own code
+    where = _DOCTEST_END.match(lines[end])[1]  # type: ignore[index]
+    return "\n".join([*examples[-1:], *body, where])
+
+
 def _message(child: ET.Element) -> str:
-    msg = child.get("message") or ""
+    msg = _doctest_message(child.text or "") or child.get("message") or ""
     # A collection error's message is only "collection failure"; the exception is in the text,
     # on the lines pytest starts with "E ".
     if not msg or msg == "collection failure":
