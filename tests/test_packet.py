@@ -301,6 +301,13 @@ def test_requires_unknown_id(tmp_path: Path) -> None:
     assert problem.message == "requires names unknown packet id 'B01'; did you mean 'B02'?"
 
 
+def test_requires_unknown_id_never_suggests_the_packet_itself(tmp_path: Path) -> None:
+    # C01 requiring a misspelt C03 was told "did you mean 'C01'?", i.e. itself
+    _, problems = check(tmp_path, {"A.md": packet_text('requires = ["C02"]', packet_id="C01")})
+    [problem] = problems
+    assert problem.message == "requires names unknown packet id 'C02'"
+
+
 def test_requires_a_broken_packet_is_not_called_unknown(tmp_path: Path) -> None:
     _, problems = check(
         tmp_path,

@@ -207,7 +207,8 @@ def _check_all(packets_dir: Path, repo_root: Path) -> tuple[list[_Source], list[
             if dep == pid:
                 msg = f"packet {pid!r} requires itself"
             elif dep not in by_id:
-                near = closest(dep, by_id)
+                # never the packet itself: requiring it is an error of its own (above)
+                near = closest(dep, [k for k in by_id if k != pid])
                 msg = f"requires names unknown packet id {dep!r}"
                 msg += f"; did you mean {near!r}?" if near else ""
                 msg += _unreadable_note(unreadable, packets_dir)
