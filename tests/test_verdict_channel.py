@@ -299,21 +299,16 @@ def test_a_test_module_registered_as_a_plugin_is_still_forged(tmp_path):
 
 def test_a_plugin_that_is_a_class_of_pytest_is_not_forged(tmp_path):
     # pytest registers some plugins as classes (legacypath's LegacyTmpdirPlugin): the class's own
-    # module decides, as for an instance (an older pytest did so after arming: judged forged)
+    # module decides, as for an instance (an older pytest did so after arming: judged forged).
+    # A class only claiming pytest's module is not pytest's: tests/test_verdict_env_plugins.py
     conftest = '''
     import pytest
-
-
-    class Late:
-        pass
-
-
-    Late.__module__ = "_pytest.legacypath"
+    from _pytest.tmpdir import TempPathFactory
 
 
     @pytest.hookimpl(trylast=True)
     def pytest_configure(config):
-        config.pluginmanager.register(Late, "late-class")
+        config.pluginmanager.register(TempPathFactory, "late-class")
     '''
     r = run(tmp_path, {"conftest.py": conftest})
     assert r.integrity.channel == "used" and r.forged == [], r.forged

@@ -95,6 +95,26 @@ def _pluggy_version(pluggy):
     return "?"
 
 
+def _site_dirs():
+    """Where installed distributions live (site-packages of this interpreter or its venv),
+    read before any project folder is on ``sys.path``: a plugin an installed distribution
+    registers late is the environment's (plugins.py); envprint.py fingerprints these folders
+    around every agent stage."""
+    import site
+    import sysconfig
+
+    dirs = list(site.getsitepackages()) if hasattr(site, "getsitepackages") else []
+    paths = sysconfig.get_paths()
+    dirs += [paths.get("purelib") or "", paths.get("platlib") or ""]
+    found = []
+    for d in dirs:
+        if isinstance(d, str) and d:
+            for v in (os.path.abspath(d), os.path.realpath(d)):
+                if v not in found:
+                    found.append(v)
+    return found
+
+
 def _main(argv):
     fds, mode = argv[0].split(":"), argv[1]
     wfd, rfd = int(fds[0]), int(fds[1])
@@ -120,9 +140,10 @@ def _main(argv):
     here = os.path.dirname(os.path.abspath(__file__))
     # the hook's body lives beside this file; loaded by path, never entered in sys.modules
     hook_module = _load(importlib.util, "_andon_hook", os.path.join(here, "hook.py"))
+    plugins = _load(importlib.util, "_andon_plugins", os.path.join(here, "plugins.py"))
     hook_module.install(wfd, nonce, blake2b, WATCH, FUNC_ATTRS, PREFIXES, CRITICAL,
-                        EVERY_TEST, HOOKS)
-    del nonce, chunks, hook_module
+                        EVERY_TEST, HOOKS, plugins.make(_site_dirs(), os.getcwd()))
+    del nonce, chunks, hook_module, plugins
 
     import pluggy
     import pytest

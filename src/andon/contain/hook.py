@@ -28,8 +28,11 @@ import sys
 import types
 
 
-def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks):
-    """Add the hook; it writes authenticated lines to ``wfd`` (see boot.py for the format)."""
+def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks,
+            plugins):
+    """Add the hook; it writes authenticated lines to ``wfd`` (see boot.py for the format).
+    ``plugins``: what plugins.make returned (which late changes are the environment's)."""
+    _arm_plugins, _late_ok, _describe, _registry_ok, _kept = plugins
     state: dict = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
              "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {}}
     miss = object()
@@ -148,50 +151,6 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                 # the hooks a test's report goes through: checked after each test
                 "every_hooks": [x for x in hooks_now if x[0] in per_test]}
 
-    def _late_ok(plugin, _type=type, _str=str, _sw=str.startswith, _ew=str.endswith,
-                 _mdict=types.ModuleType.__dict__["__dict__"].__get__,
-                 _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType,
-                 _modules=sys.modules, _root=os.path.join(os.getcwd(), ""),  # noqa: B008 - bound once, at arming: code under test cannot swap them
-                 _rfind=str.rfind, _isinst=isinstance):
-        """A plugin registered after arming is fine when it is a conftest module (the scope gate
-        owns conftest changes), an object of a class a conftest module defines, an object of one
-        of pytest's own classes, or a module a conftest names in ``pytest_plugins``: one of
-        pytest's own (``_pytest.pytester``) or a module of the project's tree that is not a test
-        module (its changes go through scope and patterns like any other file)."""
-        if _type(plugin) is not _Mod:
-            # a plugin may be a class itself (pytest registers LegacyTmpdirPlugin so)
-            cls = plugin if _isinst(plugin, type) else _type(plugin)
-            cm = _tdict(cls).get("__module__")
-            if _type(cm) is not _str:
-                return False
-            if _sw(cm, ("_pytest.", "pluggy.")):
-                return True
-            plugin = dict.get(_modules, cm)
-            if _type(plugin) is not _Mod:
-                return False
-            f = _mdict(plugin).get("__file__")
-            return _type(f) is _str and (_ew(f, "/conftest.py") or f == "conftest.py")
-        name = _mdict(plugin).get("__name__")
-        if _type(name) is _str and _sw(name, "_pytest."):
-            return True
-        f = _mdict(plugin).get("__file__")
-        if _type(f) is not _str:
-            return False
-        base = f[_rfind(f, "/") + 1:]
-        return (_ew(f, "/conftest.py") or f == "conftest.py") or (
-            _sw(f, _root) and _ew(f, ".py") and not _sw(base, "test_")
-            and not _ew(base, "_test.py"))
-
-    def _describe(plugin, _type=type, _str=str, _mdict=types.ModuleType.__dict__["__dict__"]
-                  .__get__, _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType):
-        if _type(plugin) is _Mod:
-            f = _mdict(plugin).get("__file__")
-            return "module " + (f if _type(f) is _str else "?")
-        t = _type(plugin)
-        cm, qn = _tdict(t).get("__module__"), type.__dict__["__qualname__"].__get__(t)
-        return "object of " + (cm if _type(cm) is _str else "?") + "." + (
-            qn if _type(qn) is _str else "?")
-
     def _expected(qual, key, now, _st=state, _type=type, _oga=object.__getattribute__,
                   _dict=dict):
         """pytest's own debugging plugin, at configure: ``pytestPDB._pluginmanager`` becomes
@@ -211,7 +170,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     def _compare(full, _st=state, _type=type, _str=str, _Mod=types.ModuleType,
                  _tdict=type.__dict__["__dict__"].__get__, _oga=object.__getattribute__,
                  _miss=miss, _len=len, _say=_say, _late_ok=_late_ok, _describe=_describe,
-                 _expected=_expected,
+                 _expected=_expected, _registry_ok=_registry_ok,
                  _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_,
                  _pget=types.MappingProxyType.get):
         """Report what changed since the snapshot: everything when ``full``, else the
@@ -235,7 +194,8 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                 for k in list(dict.keys(d)):
                     if _type(k) is not _str:
                         found.append((name + ": a key that is not a string was added", crit))
-                    elif k not in copy and _type(dict.get(d, k)) is not _Mod:
+                    elif k not in copy and _type(dict.get(d, k)) is not _Mod and not (
+                            k == "__warningregistry__" and _registry_ok(dict.get(d, k))):
                         found.append((name + "." + k + " added", crit))
         for qual, cls, copy, crit in snap["classes"] if full else ():
             d = _tdict(cls)
@@ -314,7 +274,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
              _modules=sys.modules, _watch=frozenset(watch), _fattrs=frozenset(func_attrs),
              _prefixes=tuple(prefixes), _critical=frozenset(critical), _hooks=tuple(hooks),
              _miss=miss, _BaseExc=BaseException, _say=_say, _attr_event=_attr_event,
-             _snapshot=_snapshot, _compare=_compare):
+             _snapshot=_snapshot, _compare=_compare, _arm_plugins=_arm_plugins):
         if _type(event) is not _str:
             return
         try:
@@ -337,6 +297,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                     _say("forged-event", ("andon.arm raised again",))
                 elif _len(args) == 1:
                     _st["snap"] = _snapshot(args[0])
+                    _arm_plugins(_st["snap"]["funcs"])
                     _st["armed"] = True
                     _say("armed", ())
             elif event == "andon.boot":
@@ -388,5 +349,5 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     state["hook"] = fast
     state["guard"] = guard
     guard.update(id(f) for f in (fast, hook, state, guard, _say, _attr_event, _snapshot,
-                                 _compare, _late_ok, _describe, _expected))
+                                 _compare, _expected, *plugins[:4], *_kept))
     sys.addaudithook(fast)
