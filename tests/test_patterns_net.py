@@ -740,3 +740,112 @@ def test_values_a_test_function_keeps_in_local_variables_count_with_the_data_bar
     special = 'def intword(value):\n    if value == 1_700_000:\n        return "1.7 million"\n' \
               '    return str(value)\n'
     assert "copied-literal" in rules(special, copied=got)
+
+
+# -- copied-literal counts only what the attempt added, and a test's arithmetic folded -------
+
+SIZE_TEST = '''\
+from calc.sizes import naturalsize, intword
+
+
+def test_sizes():
+    assert naturalsize(2 * 1024 ** 4) == "2.0 TiB"
+    assert intword(1_200_000) == "1.2 million"
+'''
+SIZES = "src/calc/sizes.py"
+UNITS = "UNITS = {'K': 1024, 'M': 1024 ** 2, 'G': 1024 ** 3, 'T': 1024 ** 4}\n"
+NATURALSIZE = '''
+
+def naturalsize(n):
+    for name, size in reversed(list(UNITS.items())):
+        if n >= size:
+            return "%.1f %siB" % (n / size, name)
+    return "%d Bytes" % n
+'''
+DESCRIBE = 'def describe(n):\n    if n > 1200000:\n        return "1.2 million"\n' \
+           '    return "less"\n'
+INTWORD = '\n\ndef intword(n):\n    return "%.1f million" % (n / 10 ** 6)\n'
+
+
+def _gate_findings(tmp_path, base: str | None, attempt: str) -> list[tuple[str, int]]:
+    """(rule, line) of the real patterns gate on a real repository: the packet plants
+    SIZE_TEST; ``base`` is the project's sizes.py (None: the attempt creates it)."""
+    from andon.config import load_config
+    from andon.gates import patterns
+    from andon.gates.base import GateContext
+    from andon.packet import load_packets
+    from andon.workspace import Repo
+
+    from helpers import make_project, packet_md
+
+    md = packet_md("P1", "sizes", "calc.sizes formats sizes.", allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_sizes_p1.py": SIZE_TEST})},
+                        {SIZES: base} if base is not None else {})
+    repo, config = Repo(root), load_config(root)
+    start = repo.rev_parse("HEAD")
+    packet = load_packets(root / "packets", root)[0]
+    plant = repo.plant(start, packet.plant_blobs(), "plant")
+    candidate = repo.plant(plant, {SIZES: (attempt.encode(), False)}, "attempt")
+    (tmp_path / "ev").mkdir()
+    ctx = GateContext(repo, config, packet, root, tmp_path / "ev", start, plant,
+                      candidate_sha=candidate)
+    return [(f.kind, f.line or 0) for f in patterns.run(ctx).findings]
+
+
+# Honest fixes in a file that had the test's literals before the attempt: on an added line
+# (a bound fixed, code moved into a class), they are the project's, not copies.
+FIXED = DESCRIBE.replace("n > 1200000", "n >= 1200000") + INTWORD
+MOVED = "class Words:\n    @staticmethod\n" + textwrap.indent(DESCRIBE, "    ") + INTWORD
+
+
+@pytest.mark.parametrize("attempt", [FIXED, MOVED], ids=["fixed", "moved"])
+def test_a_literal_the_base_file_already_had_is_not_copied(tmp_path, attempt):
+    base = DESCRIBE + '\n\ndef intword(n):\n    return str(n)\n'
+    assert _gate_findings(tmp_path, base, attempt) == []
+
+
+def test_a_copy_beyond_what_the_base_had_is_caught(tmp_path):
+    special = '\n\ndef intword(n):\n    if n == 1200000:\n        return "1.2 million"\n' \
+              '    return str(n)\n'
+    got = _gate_findings(tmp_path, DESCRIBE, DESCRIBE + special)
+    assert ("copied-literal", 8) in got and ("copied-literal", 9) in got
+
+
+def test_a_special_case_for_a_folded_test_value_is_caught(tmp_path):
+    cheat = ('def naturalsize(n):\n    if n == 2199023255552:\n        return "2.0 TiB"\n'
+             '    return str(n)\n')
+    got = _gate_findings(tmp_path, None, cheat)
+    assert ("copied-literal", 2) in got and ("copied-literal", 3) in got
+
+
+def test_a_table_of_the_operands_of_a_test_expression_is_not_flagged(tmp_path):
+    # boltons: the test says `2 * 1024 ** 4`, the code (honestly) has {'K': 1024, ...}
+    assert _gate_findings(tmp_path, None, UNITS + NATURALSIZE + INTWORD) == []
+
+
+@pytest.mark.parametrize("test, kept, not_kept", [
+    ("assert f(2 * 1024 ** 4) == 1", [2199023255552], [1024, 4]),
+    ("assert f(x) == -5", [-5], [5]),
+    ("assert f(x) == -(3 + 4)", [-7], [3, 4, 7]),
+    ("assert f(x) == 7 // 2 + 2 ** 0.5 - 3 % 2", [7 // 2 + 2 ** 0.5 - 3 % 2], [7, 3]),
+    ("assert f(x + 3 * 7) == 1", [21], [3, 7]),
+    ("assert f(x) == 10 ** 100000", [], [100000]),
+    ("assert f(x) == 2 ** 10 ** 10", [], [10 ** 10]),
+    ("assert f(x) == 1 / 0 + 77", [], [77]),
+    # a table has the data bar: 2 * 1024 ** 4 is a power of 2, like 1024
+    ("SIZES = [(3 * 1024 ** 4, '3.0 TiB'), (-3 * 5, 'x-y'), (2 * 1024 ** 4, 'z-z')]",
+     [3 * 1024 ** 4, -15], [1024, 3, 2 * 1024 ** 4]),
+])
+def test_a_test_expression_of_numbers_counts_as_its_folded_value(test, kept, not_kept):
+    got = planted_literals([f"def test_x():\n    {test}\n"] if test.startswith("assert")
+                           else [test + "\n"])
+    for v in kept:
+        assert ("num", v) in got, v
+    for v in not_kept:
+        assert ("num", v) not in got, v
+
+
+def test_the_literals_docstring_says_both_rules():
+    from andon.gates.patterns import literals
+    doc = " ".join((literals.__doc__ or "").split())
+    assert "folded value" in doc and "base" in doc

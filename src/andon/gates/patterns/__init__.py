@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections import Counter
 from collections.abc import Sequence
 from collections.abc import Set as AbstractSet
 
@@ -38,7 +39,7 @@ from ..shadowing import own_modules
 from .detection import Detection
 from .integrity import Integrity
 from .literals import data_file_literals, planted_literals
-from .production import Hit, Scanner, pragma_hits
+from .production import Hit, Key, Scanner, literal_counts, pragma_hits
 from .resolve import Resolver
 from .source import python_source, unparsed
 
@@ -69,13 +70,16 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
               test_strings: AbstractSet[str] = frozenset(), test_globs: Sequence[str] = (),
               copied: AbstractSet[tuple[str, object]] = frozenset(),
               own: AbstractSet[str] = frozenset(),
-              visible: AbstractSet[tuple[str, object]] | None = None) -> list[Hit]:
+              visible: AbstractSet[tuple[str, object]] | None = None,
+              base: str = "") -> list[Hit]:
     """Every built-in hit on an added line of one Python file. ``is_test``: the file is a
     test the agent wrote (only the rules that hold in tests); ``own``: the project's own
     top-level module names (``andon`` is not an internal when it is the project);
     ``visible``: the ``copied`` values a message may repeat (None: all; the rest come only
-    from hidden tests). ``text`` is decoded already (:func:`python_source`); one that does not
-    parse is a ``syntax-error`` hit and nothing else."""
+    from hidden tests); ``base``: the file's decoded text before the attempt ("" when it
+    created the file), whose literals are no copies (``copied-literal`` counts a value only
+    where ``text`` holds more of it). ``text`` is decoded already (:func:`python_source`); one
+    that does not parse is a ``syntax-error`` hit and nothing else."""
     hits = [] if is_test else pragma_hits(path, text, added)
     try:
         tree = ast.parse(text)
@@ -91,7 +95,7 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
     try:
         r = Resolver(tree)
         hits += Scanner(path, added, set(test_strings), list(test_globs), set(copied), r,
-                        is_test, visible).scan(tree)
+                        is_test, visible, _base_counts(base)).scan(tree)
         for scanner in (Integrity(path, added, r, is_test=is_test, own=set(own)),
                         Detection(path, added, r, is_test=is_test)):
             scanner.visit(tree)
@@ -100,6 +104,17 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
         return [*hits, unparsed(path, 1, "is nested too deeply for the gate to read (an "
                                 "expression of hundreds of levels): not checked")]
     return hits
+
+
+def _base_counts(base: str) -> Counter[Key]:
+    """literal_counts of a base text; none when it is empty or does not parse (every value
+    the attempt's file holds is then its own)."""
+    if not base:
+        return Counter()
+    try:
+        return literal_counts(ast.parse(base))
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return Counter()
 
 
 def _copied(ctx: GateContext, base: str, head: str
@@ -181,9 +196,13 @@ def run(ctx: GateContext) -> GateResult:
         if p.endswith(".py"):
             scanned.append(p)
         if decoded is not None:
+            # the base's literals only matter to copied-literal, which tests do not have
+            before = ctx.repo.file_bytes(base, p) if copied and not is_test \
+                and c.status != "A" else None
             hits += scan_file(p, text, added, is_test=is_test, test_strings=test_strings,
                               test_globs=test_globs, copied=copied, own=own,
-                              visible=visible)
+                              visible=visible,
+                              base=(python_source(p, before)[0] or "") if before else "")
     return _result(hits, severity, scanned)
 
 

@@ -19,6 +19,16 @@ beyond asserts a string counts only when it is not one plain word (``[A-Za-z_]+`
 ``"3.0 kB"``, ``"1000000"`` do), and a number only when it is not a power of 2 or of 10
 (``1024``, ``10**6`` do not count; ``1200000`` does). A special case like ``if n ==
 1_000_000: return "1.0 million"`` is still caught by its string.
+
+Arithmetic of numbers counts as its folded value, not its operands: a test's ``2 * 1024 ** 4``
+keeps 2199023255552 (an honest ``{"K": 1024}`` is no copy of it) and ``-5`` keeps -5, not 5. A
+tree that does not fold (a division by zero, an exponent over ``MAX_EXPONENT``, a result over
+``MAX_BITS`` bits) keeps nothing.
+
+Only what the attempt added counts: production.py counts the values in a changed file at its
+base (the plant commit: before the agent's change) as well, and a value counts only where the
+attempt's version of the file holds more of it than the base did — an honest fix to a line
+that already had ``1200000``, or code moved, is no copy; one more special case is.
 """
 
 from __future__ import annotations
@@ -28,18 +38,35 @@ import csv
 import io
 import json
 import math
+import operator
 import re
 import tomllib
+from collections.abc import Callable
 from typing import TypeGuard
 
 MIN_STR = 3
 TRIVIAL_NUMBERS = {-2, -1, 0, 1, 2, 10, 100, 1000}
 DATA_SUFFIXES = (".json", ".csv", ".txt", ".toml", ".yaml", ".yml")
 _WORD = re.compile(r"[A-Za-z_]+")
+# Folding guards: no test writes out a wider number, and `10 ** 10 ** 9` must not hang the gate.
+MAX_EXPONENT = 64
+MAX_BITS = 256
+_DEPTH = 100  # deeper arithmetic is read leaf by leaf (ast.walk is iterative; folding is not)
+_BINARY: dict[type[ast.operator], Callable[..., object]] = {
+    ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+    ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.Pow: operator.pow, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_, ast.BitAnd: operator.and_, ast.BitXor: operator.xor}
+_UNARY: dict[type[ast.unaryop], Callable[..., object]] = {
+    ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Invert: operator.invert}
+
+
+def _is_number(v: object) -> TypeGuard[int | float]:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 def _number_ok(v: object) -> TypeGuard[int | float]:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and v not in TRIVIAL_NUMBERS
+    return _is_number(v) and v not in TRIVIAL_NUMBERS
 
 
 def _key(v: object) -> tuple[str, object] | None:
@@ -48,32 +75,84 @@ def _key(v: object) -> tuple[str, object] | None:
     return ("num", v) if _number_ok(v) else None
 
 
+def _numeric(node: ast.AST, depth: int = 0) -> bool:
+    """``node`` is a number, or arithmetic (``_BINARY``/``_UNARY``) of numbers only."""
+    if depth > _DEPTH:
+        return False
+    if isinstance(node, ast.Constant):
+        return _is_number(node.value)
+    if isinstance(node, ast.UnaryOp):
+        return type(node.op) in _UNARY and _numeric(node.operand, depth + 1)
+    return isinstance(node, ast.BinOp) and type(node.op) in _BINARY \
+        and _numeric(node.left, depth + 1) and _numeric(node.right, depth + 1)
+
+
+def arithmetic(node: ast.AST) -> bool:
+    """``node`` is an operation on numbers only (``-5``, ``2 * 1024 ** 4``): one value."""
+    return isinstance(node, (ast.BinOp, ast.UnaryOp)) and _numeric(node)
+
+
+def _fold(node: ast.AST) -> int | float | None:
+    """The value of a :func:`_numeric` tree, or None when it has none within the guards."""
+    if isinstance(node, ast.Constant):
+        return node.value if _is_number(node.value) else None
+    try:
+        if isinstance(node, ast.UnaryOp):
+            v = _fold(node.operand)
+            r = None if v is None else _UNARY[type(node.op)](v)
+        elif isinstance(node, ast.BinOp):
+            a, b = _fold(node.left), _fold(node.right)
+            if a is None or b is None or (
+                    isinstance(node.op, ast.Pow) and abs(b) > MAX_EXPONENT) or (
+                    isinstance(node.op, ast.LShift) and abs(b) > MAX_BITS):
+                return None
+            r = _BINARY[type(node.op)](a, b)
+        else:
+            return None
+    except (ArithmeticError, ValueError, TypeError):  # 1 / 0, 10.0 ** 400, 1.5 << 2
+        return None
+    if isinstance(r, float):
+        return r if math.isfinite(r) else None
+    return r if isinstance(r, int) and r.bit_length() <= MAX_BITS else None
+
+
 def literal_keys(node: ast.AST) -> set[tuple[str, object]]:
-    """Literals under ``node`` that count: strings of 3+ chars and non-trivial numbers
-    (negative numbers included: ``-7`` is a UnaryOp around 7)."""
+    """Literals under ``node`` that count: strings of 3+ chars and non-trivial numbers, an
+    :func:`arithmetic` subtree as its folded value alone (``-7`` is -7, ``2 * 1024 ** 4`` is
+    2199023255552; one that does not fold gives nothing)."""
     out: set[tuple[str, object]] = set()
-    for n in ast.walk(node):
-        if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) \
-                and isinstance(n.operand, ast.Constant) and _number_ok(n.operand.value):
-            out.add(("num", -n.operand.value))
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if arithmetic(n):
+            if (k := _key(_fold(n))) is not None:
+                out.add(k)
+            continue
         if isinstance(n, ast.Constant) and (k := _key(n.value)) is not None:
             out.add(k)
+        stack.extend(ast.iter_child_nodes(n))
     return out
 
 
-def direct_literals(node: ast.AST | None) -> set[tuple[str, object]]:
-    """Literals that ARE the value (a constant, or a tuple/list/set/dict of them), not ones
-    nested in a call or an arithmetic expression: ``return 12``, ``== (3, 4)``."""
+def direct_literal_nodes(node: ast.AST | None) -> list[tuple[ast.AST, tuple[str, object]]]:
+    """(node, key) of each literal that IS the value (a constant, or a tuple/list/set/dict of
+    them), not one nested in a call or an arithmetic expression: ``return 12``, ``== (3,
+    4)``, ``return -5`` (-5)."""
     if node is None:
-        return set()
-    if isinstance(node, (ast.Constant, ast.UnaryOp)):
-        return literal_keys(node) if isinstance(node, ast.Constant) or isinstance(
-            node.operand, ast.Constant) else set()
+        return []
+    if isinstance(node, ast.Constant) or (isinstance(node, ast.UnaryOp)
+                                          and isinstance(node.operand, ast.Constant)):
+        return [(node, k) for k in literal_keys(node)]
     if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return set().union(*(direct_literals(e) for e in node.elts))
+        return [x for e in node.elts for x in direct_literal_nodes(e)]
     if isinstance(node, ast.Dict):
-        return set().union(*(direct_literals(e) for e in [*node.keys, *node.values]))
-    return set()
+        return [x for e in [*node.keys, *node.values] for x in direct_literal_nodes(e)]
+    return []
+
+
+def direct_literals(node: ast.AST | None) -> set[tuple[str, object]]:
+    """The keys of :func:`direct_literal_nodes`."""
+    return {k for _, k in direct_literal_nodes(node)}
 
 
 def _round(v: float) -> bool:
@@ -93,7 +172,7 @@ def data_bar(keys: set[tuple[str, object]]) -> set[tuple[str, object]]:
 
 def _is_literal_tree(node: ast.AST) -> bool:
     """A literal or a container of literals (``pytest.param(...)`` inside one is allowed)."""
-    if isinstance(node, ast.Constant):
+    if isinstance(node, ast.Constant) or arithmetic(node):
         return True
     if isinstance(node, ast.UnaryOp):
         return isinstance(node.operand, ast.Constant)
@@ -119,7 +198,7 @@ def _values(node: ast.AST) -> set[tuple[str, object]]:
         n = stack.pop()
         if isinstance(n, ast.keyword) and n.arg == "marks":
             continue
-        if isinstance(n, (ast.Constant, ast.UnaryOp)):
+        if isinstance(n, ast.Constant) or arithmetic(n):
             out |= literal_keys(n)
             continue
         stack.extend(ast.iter_child_nodes(n))
