@@ -35,3 +35,17 @@ def test_a_real_failing_test_is_still_reported_as_failing(tmp_path):
                                  "    assert 1 == 2\n"})
     assert pf.findings[0].kind == "baseline-failure"
     assert "test(s) fail on the integration head" in pf.summary
+
+
+def test_a_base_run_the_verdict_channel_reads_as_forged_stops_preflight_naming_it(tmp_path):
+    # the project's own, trusted code does something the channel reads as forging (here a
+    # test module registering a plugin): every attempt would be judged forged for it, so the
+    # line stops before any agent runs, naming each finding (was: a pass)
+    registers = ("class P:\n    def pytest_runtest_logreport(self, report):\n        pass\n\n\n"
+                 "def test_reg(request):\n    request.config.pluginmanager.register(P(), "
+                 "'mine')\n")
+    pf = preflight_of(tmp_path, {"tests/test_reg.py": registers})
+    assert (pf.status, pf.layer) == ("fail", "environment")
+    assert {f.kind for f in pf.findings} == {"channel-on-base"}
+    assert any("plugin registered: mine" in f.message for f in pf.findings)
+    assert "every attempt" in pf.summary and "plugin registered: mine" in pf.summary

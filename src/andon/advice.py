@@ -71,9 +71,15 @@ def advice(store: StoreProtocol, last: dict | None) -> str:
     if missing:
         return _not_found(missing[-1])
     if last["failure_layer"] == "permission":  # scope: the packet was not what failed
-        if any(f["kind"] == "tamper" for g in gates for f in g["evidence"].get("findings", [])):
+        kinds = {f["kind"] for g in gates for f in g["evidence"].get("findings", [])}
+        if "tamper" in kinds:
             return ("the agent changed a planted test or andon's files (a tamper finding, "
                     "listed above): the packet is not the cause; use another agent")
+        if "forged-report" in kinds:
+            return ("the test report of the agent's code was forged (forged-report, listed "
+                    "above: what changed in the runner, or canaries with the wrong outcome): "
+                    "the packet is not the cause; use another agent. If the project's own code "
+                    "does this, preflight stops on the base with channel-on-base instead")
         return ("the agent changed paths the packet does not allow (listed above): if that "
                 "change was needed, widen the packet's allowed_paths or forbidden_paths; "
                 "else use another agent")

@@ -62,3 +62,7 @@ def test_the_same_forgery_twice_blocks_and_show_names_it(tmp_path):
     text = buf.getvalue()
     assert "forged-report: tests.test_mul_p1::test_mul" in text
     assert "verdict channel used" in text
+    # what to do names the forgery, not "widen the packet's allowed_paths"
+    from andon.advice import halt_message
+    said = halt_message(store, store.packet("P1"))
+    assert "report of the agent's code was forged" in said and "allowed_paths" not in said

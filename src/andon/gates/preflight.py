@@ -1,7 +1,9 @@
 """``preflight`` gate: before anything runs, the full suite passes on the integration head.
 
-Run in a fresh clone of that commit. If any test fails or errors, or no report is written, the
-run stops with layer ``environment`` and nothing changes. The ids that passed are the
+Run in a fresh clone of that commit. If any test fails or errors, or no report is written, or
+the verdict channel reads the run as forged (the project's own code does something andon takes
+for forging: every attempt would be judged forged for it), the run stops with layer
+``environment`` and nothing changes. The ids that passed are the
 PASS_TO_PASS baseline for attempts based on that tree; results are cached by tree sha.
 """
 
@@ -46,6 +48,15 @@ def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
         return GateResult(NAME, "fail", f"{len(bad)} test(s) fail on the integration "
                           f"head {sha[:10]} before any agent ran: {bad[0].id}", "environment",
                           findings, [r])
+    if r.forged:
+        # trusted code: what the channel finds here is a misreading of the project, and it
+        # would be found in every attempt's run too, blamed on the agent
+        findings = [Finding("channel-on-base", w) for w in r.forged]
+        return GateResult(NAME, "fail", f"the verdict channel reads the suite's own run on "
+                          f"{sha[:10]} as forged ({r.forged[0]}): every attempt would be judged "
+                          "forged for it. The project's code does something andon takes for "
+                          "a forged report; the run's evidence shows what (please report it)",
+                          "environment", findings, [r])
     passed = r.ids_with("passed")
     if not passed:
         said = _usage_error(r.log_path) if r.exit_status == PYTEST_USAGE_ERROR else None
