@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from andon.gates.scope import only_docstring
+from andon.gates.scope import RUNNER_CONFIG, only_docstring
+from andon.runners.rootdir import CONFIG_NAMES
 
 from scenarios import play, verdict
 from scenarios_scope import SO, build_scope, can_build
@@ -36,3 +37,11 @@ def test_scope_scenario(scenario, tmp_path, monkeypatch):
 ])
 def test_an_init_module_is_inert_only_when_nothing_in_it_runs(text, inert):
     assert only_docstring(text) is inert
+
+
+def test_every_pytest_config_file_is_runner_config_but_pyproject():
+    """One list of pytest's config names: a name pytest reads is one scope flags by name;
+    pyproject.toml is judged by its [tool.pytest…] table alone."""
+    assert {".pytest.ini", "pytest.toml", ".pytest.toml"} <= set(CONFIG_NAMES)
+    assert set(CONFIG_NAMES) - {"pyproject.toml"} <= set(RUNNER_CONFIG)
+    assert "pyproject.toml" not in RUNNER_CONFIG

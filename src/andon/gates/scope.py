@@ -8,10 +8,12 @@ is a **tamper** finding whatever the tests say. Outside those, a path must match
 Some changes steer how the harness's own test run behaves, so they are findings even inside
 ``allowed_paths``:
 
-- ``runner-config``: a ``conftest.py`` anywhere, ``pytest.ini``, ``tox.ini``, ``setup.cfg``,
-  ``noxfile.py``, ``Makefile``, ``sitecustomize.py`` / ``usercustomize.py`` (or such a
-  package; they run at interpreter start-up, before the runner), or a change to the parsed
-  ``[tool.pytest…]`` table of ``pyproject.toml`` — unless ``allowed_paths`` names the file
+- ``runner-config``: a ``conftest.py`` anywhere, a file pytest reads its configuration from
+  (``pytest.ini``, ``.pytest.ini``, ``pytest.toml``, ``.pytest.toml``, ``tox.ini``,
+  ``setup.cfg``: ``CONFIG_NAMES`` of runners/rootdir.py), ``noxfile.py``, ``Makefile``,
+  ``sitecustomize.py`` / ``usercustomize.py`` (or such a package; they run at interpreter
+  start-up, before the runner), or a change to the parsed ``[tool.pytest…]`` table of
+  ``pyproject.toml`` — unless ``allowed_paths`` names the file
   itself (``"tests/conftest.py"`` or ``"**/conftest.py"``, not ``"tests/**"``);
 - ``runner-config`` too: an ``__init__.py`` of a test package (:func:`in_test_package`) with
   anything that runs (more than comments and a docstring): pytest imports it before every
@@ -47,6 +49,7 @@ from typing import Any
 from ..config import CONFIG_NAME
 from ..contain.interpreter import python_of
 from ..packet import path_matches
+from ..runners.rootdir import CONFIG_NAMES
 from .base import Finding, GateContext, GateResult
 from .shadowing import installed_names, own_modules, shadowed, top_level
 
@@ -124,7 +127,10 @@ def check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool,
                       details=details)
 
 
-RUNNER_CONFIG = ("conftest.py", "pytest.ini", "tox.ini", "setup.cfg", "noxfile.py", "Makefile")
+# every file pytest reads its configuration from (pyproject.toml only by its [tool.pytest…]
+# table: _pyproject), and the files that say how the tests are run
+RUNNER_CONFIG = (*(n for n in CONFIG_NAMES if n != "pyproject.toml"), "conftest.py",
+                 "noxfile.py", "Makefile")
 STARTUP = ("sitecustomize", "usercustomize")  # run by the interpreter's site module at start
 # what CPython imports as an extension module on any platform (.cpython-311-….so, .abi3.so,
 # .so; .cp311-win_amd64.pyd, .pyd), and whatever else this interpreter's import system takes

@@ -30,8 +30,10 @@ from pathlib import Path
 
 # The names pytest looks for in each directory, in its order of precedence (pytest 9; the
 # .toml names are new in 9 and harmless for older versions, which never see such a file).
-_NAMES = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini", "pyproject.toml",
-          "tox.ini", "setup.cfg")
+# The scope gate flags each by name (pyproject.toml by its [tool.pytest…] table): a name
+# added here is one an agent cannot add or edit unnoticed.
+DEDICATED = ("pytest.toml", ".pytest.toml", "pytest.ini", ".pytest.ini")  # config even empty
+CONFIG_NAMES = (*DEDICATED, "pyproject.toml", "tox.ini", "setup.cfg")
 NO_CONFIG = "/dev/null"
 # options whose value is the next word: that word is not a path
 _VALUED = {"-k", "-m", "-p", "-o", "-W", "-c", "--config-file", "--rootdir", "--confcutdir",
@@ -56,10 +58,10 @@ def _ini(path: Path) -> configparser.RawConfigParser | None:
 
 
 def _holds_config(path: Path) -> bool:
-    """Does pytest take ``path`` (one of ``_NAMES``) as its config file?"""
+    """Does pytest take ``path`` (one of ``CONFIG_NAMES``) as its config file?"""
     name = path.name
-    if name in ("pytest.ini", ".pytest.ini", "pytest.toml", ".pytest.toml"):
-        return True  # dedicated files count even when empty
+    if name in DEDICATED:
+        return True
     if name == "pyproject.toml":
         tool = ((_toml(path) or {}).get("tool") or {})
         return isinstance(tool, dict) and "pytest" in tool
@@ -99,7 +101,7 @@ def locate(cwd: Path, args: Sequence[str] = ()) -> Path | None:
     start = common if common.is_relative_to(cwd) else cwd
     first_pyproject = None
     for base in (start, *start.parents):
-        for name in _NAMES:
+        for name in CONFIG_NAMES:
             p = base / name
             if p.is_file():
                 if name == "pyproject.toml" and first_pyproject is None:
