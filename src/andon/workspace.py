@@ -32,12 +32,12 @@ ZERO_SHA = "0" * 40
 # a full SHA-1 as git prints it (andon works on SHA-1 repositories: ZERO_SHA)
 _FULL_SHA = re.compile("[0-9a-f]{40}")
 # `git cat-file --batch` found an object: its id, type and size in bytes
-_BATCH_HEADER = re.compile(rb"([0-9a-f]{40}|[0-9a-f]{64}) ([a-z]+) ([0-9]+)")
+BATCH_HEADER = re.compile(rb"([0-9a-f]{40}|[0-9a-f]{64}) ([a-z]+) ([0-9]+)")
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
             "GIT_COMMITTER_NAME": "andon", "GIT_COMMITTER_EMAIL": "andon@localhost"}
 # Variables that would point git at some other repository or index than the one we name
 # (e.g. when andon is itself started from inside a git hook).
-_LOCATING_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
+LOCATING_VARS = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_OBJECT_DIRECTORY",
                   "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE",
                   "GIT_PREFIX")
 _TRAILER_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9-]*$")
@@ -145,7 +145,7 @@ class Repo:
     def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
              check: bool, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
         full = os.environ.copy()
-        for name in _LOCATING_VARS:
+        for name in LOCATING_VARS:
             full.pop(name, None)
         # GIT_OPTIONAL_LOCKS=0 stops read-only commands from refreshing the user's index.
         full.update(IDENTITY, GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
@@ -347,7 +347,7 @@ class Repo:
         # Answer: "<id> <type> <size>\n<bytes>\n", or the name and " missing".
         out = self._run(("cat-file", "--batch", "-z"), None, spec + b"\0", True).stdout
         header, _, rest = out.partition(b"\n")
-        found = _BATCH_HEADER.fullmatch(header)  # never an echoed name: "<id>:" starts it
+        found = BATCH_HEADER.fullmatch(header)  # never an echoed name: "<id>:" starts it
         if found is None or found[2] != b"blob":
             return None
         return rest[:int(found[3])]
@@ -364,7 +364,7 @@ class Repo:
             names = b"".join(os.fsencode(f"{sha}:{p}") + b"\0" for p in asked)
             out = self._run(("cat-file", "--batch-check", "-z"), None, names, True).stdout
             for p, line in zip(asked, out.split(b"\n"), strict=False):
-                hit = _BATCH_HEADER.fullmatch(line)
+                hit = BATCH_HEADER.fullmatch(line)
                 if hit is not None and hit[2] == b"blob":
                     found.add(p)
         return found

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import pytest
 
+from andon.gates.native import HEAD_BYTES, heads, native_format
 from andon.gates.scope import RUNNER_CONFIG, only_docstring
 from andon.runners.rootdir import CONFIG_NAMES
+from andon.workspace import Repo
 
-from scenarios import play, verdict
+from scenarios import git, play, verdict
 from scenarios_scope import SO, build_scope, can_build
 
 CASES = build_scope()
@@ -45,3 +47,34 @@ def test_every_pytest_config_file_is_runner_config_but_pyproject():
     assert {".pytest.ini", "pytest.toml", ".pytest.toml"} <= set(CONFIG_NAMES)
     assert set(CONFIG_NAMES) - {"pyproject.toml"} <= set(RUNNER_CONFIG)
     assert "pyproject.toml" not in RUNNER_CONFIG
+
+
+@pytest.mark.parametrize("head, want", [
+    (b"\x7fELF\x02\x01\x01\0", "ELF"),
+    (b"MZ\x90\x00\x03\x00", "PE"),
+    (b"\xfe\xed\xfa\xce\0\0", "Mach-O"), (b"\xce\xfa\xed\xfe\0\0", "Mach-O"),
+    (b"\xfe\xed\xfa\xcf\0\0", "Mach-O"), (b"\xcf\xfa\xed\xfe\0\0", "Mach-O"),
+    (b"\xca\xfe\xba\xbe\0\0\0\x02", "Mach-O universal binary or Java class"),
+    (b"\xca\xfe\xba\xbf\0\0\0\x02", "Mach-O universal binary"),
+    (b"MZ\tMozambique\n", None),  # text: a PE header holds NUL bytes
+    (b"\x89PNG\r\n\x1a\n\0\0", None), (b"", None), (b"\x7fEL", None),
+    (b"import ctypes\n", None),
+])
+def test_compiled_code_is_known_by_its_first_bytes(head, want):
+    found = native_format(head)
+    assert found is None if want is None else (found or "").startswith(want), found
+
+
+def test_heads_reads_the_first_bytes_of_each_blob_in_one_pass(tmp_path):
+    """After a blob larger than the pipe, the next answer is still the next file's."""
+    root = tmp_path / "r"
+    root.mkdir()
+    git(root, "init", "-q")
+    big = b"\x7fELF" + b"x" * (3 << 20)
+    names = {"big.bin": big, "odd\nname": b"MZ\0\0", "small.txt": b"hi\n", "empty": b""}
+    for name, data in names.items():
+        (root / name).write_bytes(data)
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "x")
+    got = heads(Repo(root), "HEAD", list(names))
+    assert got == {name: data[:HEAD_BYTES] for name, data in names.items()}

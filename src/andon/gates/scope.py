@@ -33,8 +33,10 @@ Some changes steer how the harness's own test run behaves, so they are findings 
   ``allowed_paths`` names the file itself;
 - ``bytecode`` (``*.pyc``, ``__pycache__/``), ``extension-module`` (a name ending in ``.so``
   or ``.pyd``, or in one of this interpreter's ``EXTENSION_SUFFIXES``: imported before a
-  ``.py`` of the same name), ``packaging-metadata`` (``*.dist-info``, ``*.egg-info``,
-  ``*.pth``), ``symlink`` (mode 120000) and ``submodule`` (mode 160000) — always.
+  ``.py`` of the same name), ``native-code`` (a changed file whose first bytes are an ELF,
+  PE or Mach-O file, or a Java class, under any name: native.py), ``packaging-metadata``
+  (``*.dist-info``, ``*.egg-info``, ``*.pth``), ``symlink`` (mode 120000) and ``submodule``
+  (mode 160000) — always.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ from ..contain.interpreter import python_of
 from ..packet import path_matches
 from ..runners.rootdir import CONFIG_NAMES
 from .base import Finding, GateContext, GateResult
+from .native import heads, native_format
 from .shadowing import installed_names, own_modules, shadowed, top_level
 
 NAME = "scope"
@@ -79,11 +82,14 @@ def check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool,
     packets_dir = ctx.config.andon.packets_dir.strip("/")
     test_paths = ctx.config.stages.test_paths
     changes = ctx.repo.changes(base, head)
+    files = [c.path for c in changes if c.status != "D" and c.new_mode in FILE_MODES]
+    compiled = {p: f for p, h in heads(ctx.repo, head, files).items()
+                if (f := native_format(h)) is not None}
     findings: list[Finding] = []
     for c in changes:
         p = c.path
         is_test = path_matches(p, test_paths)
-        special = _special(ctx, c, base, head)
+        special = _special(ctx, c, base, head, compiled.get(p))
         n = len(findings)
         if p in packet.plant_files:
             findings.append(Finding("tamper", f"planted file {p} was changed ({_verb(c.status)})",
@@ -135,6 +141,7 @@ STARTUP = ("sitecustomize", "usercustomize")  # run by the interpreter's site mo
 # what CPython imports as an extension module on any platform (.cpython-311-….so, .abi3.so,
 # .so; .cp311-win_amd64.pyd, .pyd), and whatever else this interpreter's import system takes
 EXTENSION_SUFFIXES = tuple(sorted({".so", ".pyd", *importlib.machinery.EXTENSION_SUFFIXES}))
+FILE_MODES = ("100644", "100755")  # a regular file's blob, whose first bytes native.py reads
 
 
 def named_explicitly(path: str, allowed: list[str]) -> bool:
@@ -177,8 +184,10 @@ def in_test_package(ctx: GateContext, rev: str, folder: str) -> bool:
                                                    ctx.config.stages.test_paths))
 
 
-def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
-    """Findings for a change that can steer the harness (see the module docstring)."""
+def _special(ctx: GateContext, c: Any, base: str, head: str,
+             compiled: str | None) -> list[Finding]:
+    """Findings for a change that can steer the harness (see the module docstring);
+    ``compiled``: the compiled-code format the changed file's bytes start, if any."""
     p, name = c.path, c.path.rsplit("/", 1)[-1]
     parts = p.split("/")
     allowed = ctx.packet.allowed_paths
@@ -193,6 +202,10 @@ def _special(ctx: GateContext, c: Any, base: str, head: str) -> list[Finding]:
     if name.endswith(EXTENSION_SUFFIXES):
         return [Finding("extension-module", f"{p} is a compiled extension module: Python "
                         "imports it before a .py of the same name, and no diff shows its "
+                        "code", path=p)]
+    if compiled is not None:
+        return [Finding("native-code", f"{p} is compiled code ({compiled}): ctypes loads it "
+                        "and a subprocess runs it whatever its name, and no diff shows its "
                         "code", path=p)]
     if name == ".gitattributes" and not named_explicitly(p, allowed):
         return [Finding("git-attributes", f"{p} sets git attributes: a conversion "
