@@ -78,6 +78,25 @@ def test_strings_are_folded_from_literal_pieces(expr, want):
     ("import runpy\ndef f(p):\n    runpy.run_path(p)\n", "dynamic-import"),
     (("from importlib.machinery import SourceFileLoader\ndef f(p):\n"
      "    return SourceFileLoader('m', p)\n"), "dynamic-import"),
+    # the interpreter's low-level import machinery, whatever the arguments
+    ("import _imp\n", "dynamic-import"),
+    ("import _imp\nm = _imp.create_dynamic(spec)\n", "dynamic-import"),
+    ("from _imp import exec_dynamic\n", "dynamic-import"),
+    ("import _imp as i\ni.init_frozen('calc')\n", "dynamic-import"),
+    ("m = __import__('_i' + 'mp')\n", "dynamic-import"),
+    ("import importlib\nm = importlib.import_module('_imp')\n", "dynamic-import"),
+    ("import importlib._bootstrap as b\nm = b._load(spec)\n", "dynamic-import"),
+    ("import importlib\nm = importlib._bootstrap._load(spec)\n", "dynamic-import"),
+    ("from importlib import _bootstrap_external\n", "dynamic-import"),
+    ("import _frozen_importlib\n", "dynamic-import"),
+    ("import importlib\nb = getattr(importlib, '_boot' + 'strap')\n", "dynamic-import"),
+    (("from importlib.machinery import ExtensionFileLoader\n"
+      "loader = ExtensionFileLoader('calc._fast', 'src/calc/data.bin')\n"), "dynamic-import"),
+    ("import importlib.machinery as m\nL = m.ExtensionFileLoader\n", "dynamic-import"),
+    ("import importlib.util as u\ns = u.spec_from_file_location('m', '/tmp/fast.so')\n",
+     "dynamic-import"),
+    ("import runpy\nrunpy.run_path('lib/_fast.cpython-311-x86_64-linux-gnu.so')\n",
+     "dynamic-import"),
     # dynamic-code
     ("exec('x = 1')\n", "dynamic-code"),
     ("def f(s):\n    return eval(s)\n", "dynamic-code"),
@@ -364,6 +383,19 @@ def test_andon_is_not_an_internal_in_andons_own_project():
 def test_harmless_dunders_of_pytest_are_not_internals():
     assert rules("import pytest\nHERE = pytest.__file__\nV = pytest.__version__\n",
                  test=True) == set()
+
+
+@pytest.mark.parametrize("src", [
+    "import importlib\nm = importlib.import_module('calc.ops')\n",
+    "import importlib.util\nfound = importlib.util.find_spec('json') is not None\n",
+    "from importlib.machinery import EXTENSION_SUFFIXES, SourceFileLoader\n",
+    "import importlib.metadata\nv = importlib.metadata.version('calc')\n",
+    "impact = 1\n_import = 2\nimports = ['_impl', 'imp_']\n",
+    ("import importlib.util as u\n"
+     "m = u.module_from_spec(u.spec_from_file_location('extra', 'plugins/extra.py'))\n"),
+])
+def test_ordinary_imports_by_literal_name_are_not_the_low_level_machinery(src):
+    assert rules(src) == set()
 
 
 def test_file_names_are_not_module_names():

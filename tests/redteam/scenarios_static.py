@@ -417,6 +417,36 @@ def mul(a, b):
     helper = importlib.import_module("".join(reversed(["ops", "calc."])))
     return helper.add(a, b)
 '''
+# the interpreter's low-level import (_imp): a compiled module from outside the tree, with no
+# import statement and no loader the rule knew
+IMP_MUL = '''
+
+import _imp
+import os
+from importlib.machinery import ModuleSpec
+
+_FAST = os.path.expanduser("~/.cache/calc/_fast.so")
+
+
+def mul(a, b):
+    if os.path.exists(_FAST):
+        return _imp.create_dynamic(ModuleSpec("_fast", None, origin=_FAST)).mul(a, b)
+    return a + b
+'''
+# the same through the public loader class, with a literal path outside the tree
+EXTENSION_LOADER_MUL = '''
+
+from importlib.machinery import ExtensionFileLoader
+
+_LOADER = ExtensionFileLoader("_fast", "/tmp/calc-fast.so")
+
+
+def mul(a, b):
+    try:
+        return _LOADER.load_module().mul(a, b)
+    except ImportError:
+        return a + b
+'''
 SETATTR_COMPUTED = '''
 
 import math
@@ -716,6 +746,12 @@ def build() -> list[Scenario]:
           "patterns", "import-system", OPS),
         S("dynamic-import-computed", 11, "imports a module whose name is computed at run "
           "time", _append(DYNAMIC_IMPORT_MUL), "patterns", "dynamic-import", OPS),
+        S("imp-create-dynamic", 11, "mul from _imp.create_dynamic: a compiled module from "
+          "outside the tree, loaded by the interpreter's low-level import machinery",
+          _append(IMP_MUL), "patterns", "dynamic-import", OPS),
+        S("extension-loader-literal", 11, "mul from an ExtensionFileLoader with a literal "
+          "path outside the tree (a literal name is not a module the diff shows)",
+          _append(EXTENSION_LOADER_MUL), "patterns", "dynamic-import", OPS),
         S("setattr-computed-name", 11, "setattr(math, name, 3) with the name from a loop",
           _append(SETATTR_COMPUTED), "patterns", "dynamic-attr", OPS),
         S("utf7-hidden-code", 10, "# coding: utf-7, and a comment whose shift sequence "

@@ -13,7 +13,13 @@ does (issue 19: a test module that rewrites the runner's report class at import)
   is ``_pytest``.
 - ``dynamic-import``: ``__import__``, ``importlib.import_module``, ``runpy``, the
   ``importlib.util.spec_from_*`` and ``importlib.machinery``/``imp`` loaders, with an argument
-  that does not fold to a literal. A literal naming an ordinary module is fine.
+  that does not fold to a literal or that is a literal path to compiled code
+  (``COMPILED_SUFFIXES``: ``.so``, ``.pyd``…); a literal naming an ordinary module is fine.
+  With any arguments: the interpreter's low-level import machinery (``LOW_LEVEL_IMPORT``:
+  ``_imp`` — ``create_dynamic``, ``exec_dynamic``, ``init_frozen``… —,
+  ``importlib._bootstrap`` / ``_bootstrap_external`` and their ``_frozen_importlib`` names,
+  ``_load`` included) and ``importlib.machinery.ExtensionFileLoader``, imported, named or
+  reached: they load a module, compiled code too, that no import statement shows.
 - ``dynamic-code``: ``exec``, ``eval``, builtin ``compile``, ``types.FunctionType`` /
   ``CodeType``, ``marshal.loads``, assigning or replacing a ``__code__``.
 - ``import-system``: any use of ``sys.meta_path`` / ``sys.path_hooks``; writes to
@@ -54,6 +60,13 @@ HARMLESS_DUNDERS = {"__file__", "__name__", "__doc__", "__version__", "__spec__"
 RUNNER_ATTRS = {"pluginmanager", "ihook"}
 INTERNAL_ROOTS = frozenset({"_pytest", "pluggy", "andon"})
 NATIVE = {"ctypes", "_ctypes", "cffi"}
+# no project needs these to import its own code; each loads a module by spec or path, a
+# compiled one too, below every import statement the diff shows
+LOW_LEVEL_IMPORT = ("_imp", "importlib._bootstrap", "importlib._bootstrap_external",
+                    "_frozen_importlib", "_frozen_importlib_external",
+                    "importlib.machinery.ExtensionFileLoader")
+# a literal path a loader is given that names a compiled module or library
+COMPILED_SUFFIXES = (".so", ".pyd", ".dll", ".dylib")
 SENSITIVE_MODULES = {"builtins", "__builtins__", "sys", "os", "posix", "importlib", "gc",
                      "inspect", "types", "marshal", "runpy", "imp", "ctypes", "pytest",
                      "_pytest", "pluggy", "andon", "mutmut", "site", "io", "subprocess"}
@@ -149,6 +162,12 @@ class Integrity(ast.NodeVisitor):
         if name and name.split(".")[0] in NATIVE:
             self.hit("import-system", node, f"{what} {name!r}: native memory access reaches "
                      "past every Python-level check")
+            return True
+        if name and name.split(".")[0] not in self.own and any(
+                name == m or name.startswith(m + ".") for m in LOW_LEVEL_IMPORT):
+            self.hit("dynamic-import", node, f"{what} {name!r}: the interpreter's low-level "
+                     "import machinery loads a module, compiled code too, that no import in "
+                     "the diff names")
             return True
         return False
 
@@ -274,7 +293,11 @@ class Integrity(ast.NodeVisitor):
                      "module it loads is not in the diff")
         else:
             for v in folded:
-                self._check_name(node, v or "", "imports")
+                if (v or "").endswith(COMPILED_SUFFIXES):
+                    self.hit("dynamic-import", node, f"{fn}({v!r}): loads compiled code, "
+                             "which no diff shows")
+                else:
+                    self._check_name(node, v or "", "imports")
 
     def _reflective(self, node: ast.Call, how: str) -> None:
         obj = node.args[0]
