@@ -49,6 +49,8 @@ def heads(repo: Repo, rev: str, paths: Sequence[str],
     ``rev``. One ``git cat-file --batch`` process; the rest of each blob is read in chunks
     and dropped, so memory stays bounded whatever the agent committed. GitError when git
     fails or does not answer with a blob."""
+    if not paths:
+        return {}
     sha = repo.resolve(rev)
     argv = ["git", "cat-file", "--batch", "-z"]
     env = {k: v for k, v in os.environ.items() if k not in LOCATING_VARS}

@@ -13,8 +13,8 @@ Some changes steer how the harness's own test run behaves, so they are findings 
   ``setup.cfg``: ``CONFIG_NAMES`` of runners/rootdir.py), ``noxfile.py``, ``Makefile``,
   ``sitecustomize.py`` / ``usercustomize.py`` (or such a package; they run at interpreter
   start-up, before the runner), or a change to the parsed ``[tool.pytest…]`` table of
-  ``pyproject.toml`` — unless ``allowed_paths`` names the file
-  itself (``"tests/conftest.py"`` or ``"**/conftest.py"``, not ``"tests/**"``);
+  ``pyproject.toml`` — unless ``allowed_paths`` names the file itself
+  (``"tests/conftest.py"`` or ``"**/conftest.py"``, not ``"tests/**"``);
 - ``runner-config`` too: an ``__init__.py`` of a test package (:func:`in_test_package`) with
   anything that runs (more than comments and a docstring): pytest imports it before every
   test module below it, planted and hidden ones, and it may patch the code or rewrite the
@@ -82,7 +82,7 @@ def check(ctx: GateContext, gate: str, base: str, head: str, frozen_tests: bool,
     packets_dir = ctx.config.andon.packets_dir.strip("/")
     test_paths = ctx.config.stages.test_paths
     changes = ctx.repo.changes(base, head)
-    files = [c.path for c in changes if c.status != "D" and c.new_mode in FILE_MODES]
+    files = [c.path for c in changes if c.new_mode in FILE_MODES]  # not deleted, not links
     compiled = {p: f for p, h in heads(ctx.repo, head, files).items()
                 if (f := native_format(h)) is not None}
     findings: list[Finding] = []
