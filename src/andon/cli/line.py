@@ -169,7 +169,8 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
                                    "base_drift": drift, "merged_ahead": merged_ahead(repo, config),
                                    "halted_by": halted, "packets": rows,
                                    "usage": usage_of_rows(rows),
-                                   "workers": worker_rows(store)}))
+                                   "workers": worker_rows(store)}),
+                                   ensure_ascii=True)
     else:
         common.out.print(board(store, config, on_disk, complete=not problems))
         if halted is not None:
@@ -197,7 +198,8 @@ def _store_only_board(store: StoreProtocol, as_json: bool) -> None:
         rows = status_rows(store)
         common.out.print_json(json.dumps({"integration_branch": None, "base_drift": None,
                                           "packets": rows, "usage": usage_of_rows(rows),
-                                          "workers": worker_rows(store)}))
+                                          "workers": worker_rows(store)}),
+                                          ensure_ascii=True)
         return
     common.out.print(board(store, config))
     common.out.print("read from the store alone (no clone here): packets never run are "
@@ -228,7 +230,8 @@ def show(ctx: click.Context, packet_id: str, as_json: bool, with_context: bool,
     if with_context:
         _add_context(detail)
     if as_json:
-        common.out.print_json(json.dumps(detail))
+        # ASCII only: rich re-dumps without, leaving C1, bidi and zero-width characters raw
+        common.out.print_json(json.dumps(detail), ensure_ascii=True)
     else:
         show_packet(common.out, detail)
 

@@ -123,7 +123,7 @@ def check(ctx: click.Context, as_json: bool) -> None:
             common.out.print_json(json.dumps({
                 "ok": not problems, "packets": [p.id for p in packets],
                 "problems": [{"path": str(p.path), "line": p.line, "message": p.message}
-                             for p in problems]}))
+                             for p in problems]}), ensure_ascii=True)
         else:
             for p in problems:
                 common.out.print(str(p), soft_wrap=True, markup=False)  # globs like src/[ab].py
@@ -255,7 +255,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
     trees = trees_choice(Path(ctx.obj["repo"]), config)
     if as_json:
         common.out.print_json(json.dumps(report_json(
-            checks, git, trees if not isinstance(trees, str) else None)))
+            checks, git, trees if not isinstance(trees, str) else None)), ensure_ascii=True)
     else:
         render(common.out, checks, git, trees)
 

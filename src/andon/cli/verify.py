@@ -43,7 +43,7 @@ def verify(ctx: click.Context, as_json: bool, expect: str | None, no_files: bool
     store = open_store(repo, config)
     v = chain.verify(store.chain_rows(), expect=expect, check_files=not no_files)
     if as_json:
-        common.out.print_json(json.dumps(v.to_dict()))
+        common.out.print_json(json.dumps(v.to_dict()), ensure_ascii=True)
     else:
         for problem in v.problems:
             common.out.print(f"broken: {problem}", markup=False, soft_wrap=True)

@@ -12,11 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.markup import escape
 
 from ..store import StoreProtocol
 from ..workspace import Repo
 from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of, usage_text
+from .safe_text import markup_safe, visible
 
 
 def packet_detail(store: StoreProtocol, repo: Repo | None, packet_id: str
@@ -61,17 +61,22 @@ def _unreachable(attempts: list[dict[str, Any]]) -> list[str]:
 
 
 def _at(path: Any, away: set[str]) -> str:
-    """``path`` as shown, marked when it is not on this machine."""
-    return f"{path} (not reachable from here)" if path in away else str(path)
+    """``path`` as shown (:func:`visible`), marked when it is not on this machine."""
+    return f"{visible(path)} (not reachable from here)" if path in away else visible(path)
 
 
 def show_packet(out: Console, d: dict[str, Any]) -> None:
+    """Print :func:`packet_detail`'s ``d`` for people. Every text that came from an agent,
+    the code under test or the store goes through :func:`visible` (or :func:`markup_safe`
+    where markup is read): on one line unless it is a diff, a stat or a reason."""
     p = d["packet"]
     away = set(d.get("unreachable", ()))
     style = STYLE.get(p["state"], "white")
-    out.print(f"[bold]{p['id']}[/] {p['slug']} — [{style}]{p['state']}[/]")
-    out.print(f"goal: {p['definition'].get('goal', '').strip()}", markup=False)
-    out.print(f"packet file: {p['source']}", markup=False)
+    out.print(f"[bold]{markup_safe(p['id'])}[/] {markup_safe(p['slug'])} — "
+              f"[{style}]{markup_safe(p['state'])}[/]")
+    out.print(f"goal: {visible(p['definition'].get('goal', '').strip(), lines=True)}",
+              markup=False)
+    out.print(f"packet file: {visible(p['source'])}", markup=False)
     if d.get("usage", {}).get("runs"):
         out.print(f"agents used: {usage_text(d['usage'])}", markup=False)
     for a in d["attempts"]:
@@ -79,35 +84,38 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
         never = "" if a["stages"] else (" (never started: the attempt stopped before its "
                                          "first stage)")
         out.print(f"\n[bold]attempt {a['n']}[/]{counted}: {a['state']} — agent "
-                  f"{escape(a['agent'])}{never}, branch {escape(a['branch'])}")
+                  f"{markup_safe(a['agent'])}{never}, branch {markup_safe(a['branch'])}")
         if a["merge_sha"]:
             out.print(f"  merged as {a['merge_sha']}", markup=False)
         if a["test_runs"]["test_runs"]:
             out.print(f"  test runs: {accounting_text(a['test_runs'])}", markup=False)
         if a["reason"]:
-            out.print(f"  reason: {a['reason']}", markup=False, soft_wrap=True)
+            out.print(f"  reason: {visible(a['reason'], lines=True)}", markup=False,
+                      soft_wrap=True)
         for s in a["stages"]:
             claim = (s["claim"] or "").strip().splitlines()
             out.print(f"  stage {s['stage']}: exit {s['exit_status']}"
                       f"{' (timed out)' if s['timed_out'] else ''}, {s['duration_s']:.1f} s; "
                       f"transcript {_at(s['transcript_path'], away)}", markup=False, soft_wrap=True)
             if claim and not s["stage"].startswith("review"):  # a review is shown below
-                out.print(f"    agent claimed (not used): {claim[-1][:120]}", markup=False,
+                out.print(f"    agent claimed (not used): {visible(claim[-1][:120])}", markup=False,
                           soft_wrap=True)
             if s["usage"]:
                 _show_usage(out, s["usage"])
             if s.get("context_line"):  # andon show --context (andon.context.stage)
-                out.print(f"    context: {s['context_line']}", markup=False, soft_wrap=True)
+                out.print(f"    context: {visible(s['context_line'])}", markup=False,
+                          soft_wrap=True)
         for g in a["gates"]:
-            layer = escape(f" [{g['failure_layer']}]") if g["failure_layer"] else ""
-            out.print(f"  {GATE_MARK.get(g['status'], g['status'])} {g['gate']}"
-                      f"{layer}: {escape(g['summary'])}", soft_wrap=True)
+            layer = markup_safe(f" [{g['failure_layer']}]") if g["failure_layer"] else ""
+            mark = GATE_MARK.get(g["status"]) or markup_safe(g["status"])  # GATE_MARK: markup
+            out.print(f"  {mark} {markup_safe(g['gate'])}{layer}: "
+                      f"{markup_safe(g['summary'], lines=True)}", soft_wrap=True)
             for f in g["evidence"].get("findings", [])[:10]:
                 where = f["path"] or f["test_id"] or ""
                 if f.get("line") and f["path"]:
                     where = f"{where}:{f['line']}"
-                out.print(f"      {f['kind']}: " + (f"{where} — " if where else "")
-                          + f["message"][:200], markup=False, soft_wrap=True)
+                out.print(visible(f"      {f['kind']}: " + (f"{where} — " if where else "")
+                                  + f["message"][:200]), markup=False, soft_wrap=True)
             for r in g["evidence"].get("runs", []):
                 integ = r.get("integrity") or {}
                 chan = f", verdict channel {integ['channel']}" if integ.get("channel") else ""
@@ -116,20 +124,21 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                 if planted:
                     chan += f" ({planted} canary test(s) fail on purpose: docs/gates.md)"
                 log = _at(r.get("log_path"), away)
-                out.print(f"      run {r.get('name')}: exit {r.get('exit_status')}, "
+                out.print(f"      run {visible(r.get('name'))}: exit {r.get('exit_status')}, "
                           f"{r.get('duration_s', 0):.1f} s, log {log}{chan}",
                           markup=False, soft_wrap=True)
         for r in a.get("reviews", []):
             _show_review(out, r)
         for e in d.get("events", []):  # the person's decision at a human gate
             if e["kind"] == "approved" and e["attempt_id"] == a["id"]:
-                out.print(f"  approved by {(e['data'] or {}).get('by', '?')} at {e['ts']} "
+                by = visible((e["data"] or {}).get("by", "?"))
+                out.print(f"  approved by {by} at {e['ts']} "
                           "(human gate)", markup=False, soft_wrap=True)
         if a["diff_stat"]:
             out.print("  what the agent changed (plant commit → candidate):", markup=False)
             # git's stat starts every line with a space: keep it, so the columns line up
             stat = a["diff_stat"].strip("\n").splitlines()
-            out.print("\n".join("   " + ln for ln in stat), markup=False)
+            out.print(visible("\n".join("   " + ln for ln in stat), lines=True), markup=False)
         if a["evidence_dir"]:
             out.print(f"  evidence: {_at(a['evidence_dir'], away)}", markup=False,
                       soft_wrap=True)
@@ -139,9 +148,12 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                   "on a folder every machine mounts at the same path shares them)",
                   markup=False, soft_wrap=True)
     if d.get("diff"):
+        pid = markup_safe(p["id"])
         out.print(f"\n[bold]awaiting a person[/]: the change to decide on (`andon approve "
-                  f"{p['id']}` or `andon reject {p['id']} --why ...`):")
-        out.print(d["diff"], markup=False, highlight=False, soft_wrap=True)
+                  f"{pid}` or `andon reject {pid} --why ...`):")
+        # the agent wrote the diff's lines: shown, never acting
+        out.print(visible(d["diff"], lines=True), markup=False, highlight=False,
+                  soft_wrap=True)
 
 
 _PRICING = {"per_request": ", per request",   # usage.py: how a priced cost was priced
@@ -166,30 +178,31 @@ def _show_usage(out: Console, u: dict[str, Any]) -> None:
                                                else "") + _PRICING.get(u.get("pricing") or "", "")
             + ")")
     turns = f", {u['turns']} turns" if u.get("turns") is not None else ""
-    out.print(f"    usage: model {u.get('model') or '?'}, {tokens}; {cost}{turns}",
+    out.print(visible(f"    usage: model {u.get('model') or '?'}, {tokens}; {cost}{turns}"),
               markup=False, soft_wrap=True)
     for note in u.get("notes", [])[:5]:
-        out.print(f"      note: {note}", markup=False, soft_wrap=True)
+        out.print(f"      note: {visible(note)}", markup=False, soft_wrap=True)
 
 
 def _show_review(out: Console, r: dict[str, Any]) -> None:
+    # every field but the ask is the reviewer's (or the store's): each line is shown visible
+    def say(line: str) -> None:
+        out.print(visible(line), markup=False, soft_wrap=True)
+
     # the stage is "review" itself, or "review-tests" …: named once
     stage = r["stage"] if r["stage"].startswith("review") else f"review {r['stage']}"
     head = f"  {stage} (ask {r['ask']}): "
     if not r["valid"]:
-        out.print(head + "rejected: " + "; ".join(r["errors"]), markup=False, soft_wrap=True)
+        say(head + "rejected: " + "; ".join(r["errors"]))
         return
     decided = r["effective_decision"]
     if decided != r["decision"]:
         decided = f"{r['decision']} → {decided}"
-    out.print(head + f"{decided}" + (f" (back to {r['revise_stage']})"
-                                     if r["effective_decision"] == "revise" else ""),
-              markup=False)
+    say(head + f"{decided}" + (f" (back to {r['revise_stage']})"
+                               if r["effective_decision"] == "revise" else ""))
     for why in r["downgraded_because"]:
-        out.print(f"      downgraded: {why}", markup=False, soft_wrap=True)
+        say(f"      downgraded: {why}")
     for v in r["document"]["verdicts"]:
-        out.print(f"      {v['invariant']}: {v['verdict']} at {v['evidence']} — {v['reason']}",
-                  markup=False, soft_wrap=True)
+        say(f"      {v['invariant']}: {v['verdict']} at {v['evidence']} — {v['reason']}")
     for f in r["document"]["findings"]:
-        out.print(f"      {f['severity']}: {f['location']} — {f['message']}", markup=False,
-                  soft_wrap=True)
+        say(f"      {f['severity']}: {f['location']} — {f['message']}")
