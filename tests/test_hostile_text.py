@@ -26,8 +26,8 @@ MARKUP = "[bold red]PASS[/]"
 # what no terminal may receive from agent text
 ACTIVE = ["\x1b", "\x07", "\x9b", "\u202e", "\u202c", "\u200b", "\r"]
 # a file name may hold a line break: on one line it must not start a line of its own
-NAME = "evil\n\x1b[1A\u2066x\u2069.txt"
-NAME_SHOWN = "evil\\n\\x1b[1A\\u2066x\\u2069.txt"
+NAME = "evil\x1b[1A\u2066x\u2069\n.txt"
+NAME_SHOWN = "evil\\x1b[1A\\u2066x\\u2069\\n.txt"
 
 
 def _claims_hostile(ctx) -> str:
@@ -56,8 +56,9 @@ def test_show_and_status_let_no_agent_text_act(tmp_path: Path):
     p1, p2 = shown["P1"].stdout, shown["P2"].stdout
     assert f"minor: src/calc/ops.py:1 — {SHOWN}{MARKUP}" in p1, p1  # the reviewer's finding
     assert "agent claimed (not used): " + SHOWN + MARKUP in p2, p2  # markup not read
-    assert NAME_SHOWN in p2, p2  # the scope gate's finding names the file on one line
-    assert "scope" in status.stdout
+    # the scope gate's summary and finding, and the reason, name the file on one line
+    assert p2.count(NAME_SHOWN) >= 3 and "\n.txt" not in p2, p2
+    assert "scope" in status.stdout and "evil\\x1b[1A\\u2066x\\u2069" in status.stdout
 
     # --json stays the store's own text: json.dumps escapes control characters itself
     for pid in ("P1", "P2"):

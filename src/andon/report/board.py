@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console, ConsoleOptions, RenderResult
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -21,6 +20,7 @@ from ..errors import Problem
 from ..packet import check_packets
 from ..store import StoreProtocol
 from .figures import GATE_MARK, STYLE, run_accounting, usage_of, usage_of_rows, usage_text
+from .safe_text import markup_safe, visible
 
 GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 # outcome.py's reason for a block on a repeated fingerprint
@@ -156,7 +156,7 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
 
 @dataclass(frozen=True)
 class _Row:
-    packet: str
+    packet: str  # markup-escaped, as every cell of agent or store text
     state: str  # markup: the state in its colour
     tries: str
     gates: str
@@ -169,7 +169,7 @@ class _Row:
 class Board:
     """The board's rows, laid out when printed, for the width the console gives."""
 
-    title: str
+    title: str  # plain text, as the caption
     rows: list[_Row]
     caption: str  # plain text, never markup: it holds test ids and summaries
     workers: bool
@@ -180,8 +180,9 @@ class Board:
     def table(self, width: int) -> Table:
         """The table for a terminal ``width`` columns wide."""
         narrow = width < NARROW
-        table = Table(title=self.title, title_justify="left", caption=Text(self.caption),
-                      caption_justify="left")
+        # a preflight summary in the caption is the code under test's: shown, never acting
+        table = Table(title=Text(visible(self.title), style="table.title"), title_justify="left",
+                      caption=Text(visible(self.caption, lines=True)), caption_justify="left")
         table.add_column("packet", no_wrap=True)
         table.add_column("state", no_wrap=True)
         if narrow:
@@ -231,8 +232,8 @@ def _row(r: dict[str, Any], worker: str) -> _Row:
         agents_cell += f"\nsandbox {r['sandbox']}"
     state = shown_state(r["state"], r["removed"])  # the state column says what it is now
     style = "dim" if r["removed"] else STYLE.get(r["state"], "white")
-    return _Row(r["id"], f"[{style}]{state}[/]", str(r["attempts"]), gates_cell,
-                agents_cell, escape(result), worker)
+    return _Row(markup_safe(r["id"]), f"[{style}]{markup_safe(state)}[/]", str(r["attempts"]),
+                gates_cell, agents_cell, markup_safe(result), markup_safe(worker))
 
 
 def clip(text: str, limit: int) -> str:

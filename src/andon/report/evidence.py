@@ -68,7 +68,8 @@ def _at(path: Any, away: set[str]) -> str:
 def show_packet(out: Console, d: dict[str, Any]) -> None:
     """Print :func:`packet_detail`'s ``d`` for people. Every text that came from an agent,
     the code under test or the store goes through :func:`visible` (or :func:`markup_safe`
-    where markup is read): on one line unless it is a diff, a stat or a reason."""
+    where markup is read): on one line (a file name may hold a line break), except the
+    goal, the diff stat and the diff."""
     p = d["packet"]
     away = set(d.get("unreachable", ()))
     style = STYLE.get(p["state"], "white")
@@ -90,8 +91,7 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
         if a["test_runs"]["test_runs"]:
             out.print(f"  test runs: {accounting_text(a['test_runs'])}", markup=False)
         if a["reason"]:
-            out.print(f"  reason: {visible(a['reason'], lines=True)}", markup=False,
-                      soft_wrap=True)
+            out.print(f"  reason: {visible(a['reason'])}", markup=False, soft_wrap=True)
         for s in a["stages"]:
             claim = (s["claim"] or "").strip().splitlines()
             out.print(f"  stage {s['stage']}: exit {s['exit_status']}"
@@ -109,7 +109,7 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             layer = markup_safe(f" [{g['failure_layer']}]") if g["failure_layer"] else ""
             mark = GATE_MARK.get(g["status"]) or markup_safe(g["status"])  # GATE_MARK: markup
             out.print(f"  {mark} {markup_safe(g['gate'])}{layer}: "
-                      f"{markup_safe(g['summary'], lines=True)}", soft_wrap=True)
+                      f"{markup_safe(g['summary'])}", soft_wrap=True)
             for f in g["evidence"].get("findings", [])[:10]:
                 where = f["path"] or f["test_id"] or ""
                 if f.get("line") and f["path"]:
