@@ -2,7 +2,7 @@
 characters). A real run whose agent claims, whose reviewer's findings and whose file names
 carry terminal escapes, C1 controls, bidi overrides and rich markup; ``andon show`` and
 ``andon status`` (the real CLI) must show each visibly and let none act, while ``--json``
-keeps the exact original text. Plus :func:`andon.report.safe_text.visible` per category.
+keeps the exact original text. Plus :func:`andon.safe_text.visible` per category.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from test_workers import honest, mod_packet
 
-from andon.report.safe_text import markup_safe, visible
+from andon.safe_text import markup_safe, visible
 
 from helpers import andon, honest_mul, make_project, mul_packet, review_document, runner_for, write
 

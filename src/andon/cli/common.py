@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 from rich.console import Console
-from rich.markup import escape
 
 from ..errors import AndonError, UsageError
 from ..exits import EXIT_BROKEN_PIPE, EXIT_USAGE
+from ..safe_text import markup_safe, visible
 from ..workspace import Repo
 
 if TYPE_CHECKING:
@@ -53,8 +53,10 @@ def open_repo(ctx: click.Context, require_commit: bool = True) -> Repo:
 def fail(message: str, status: int = EXIT_USAGE) -> NoReturn:
     """Say ``message`` on standard error and exit ``status``. Under ``--json`` standard
     output gets one JSON document too, ``{"error": message, "exit_status": status}``: a
-    script that parses what it asked for reads why there is nothing else."""
-    err.print(f"[red]error:[/red] {escape(message)}", markup=True, soft_wrap=True)
+    script that parses what it asked for reads why there is nothing else. The message
+    often quotes a path, a command or a packet's text: shown visible (:mod:`safe_text`)."""
+    err.print(f"[red]error:[/red] {markup_safe(message, lines=True)}", markup=True,
+              soft_wrap=True)
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.params.get("as_json"):
         print(json.dumps({"error": message, "exit_status": status}), flush=True)
@@ -233,13 +235,18 @@ def make_runner(repo: Repo, config, agent_spec: str | None = None, command: str 
         fail(str(exc))
     return Runner(repo, config, store,
                   lambda p, stage: reviewer if stage.startswith("review") else agent,
-                  echo=lambda s: out.print(s, soft_wrap=True, markup=False),
-                  keep_worktrees=keep_worktrees)
+                  echo=echo, keep_worktrees=keep_worktrees)
 
 
 def decision_runner(repo: Repo, config) -> Runner:
     from ..decisions import person_runner  # the one implementation (decisions.py)
-    return person_runner(repo, config, echo=lambda s: out.print(s, soft_wrap=True, markup=False))
+    return person_runner(repo, config, echo=echo)
+
+
+def echo(text: str) -> None:
+    """A line of a run's progress on ``out``: it quotes gates' summaries and agents'
+    claims, so it is shown visible (multi-line text keeps its lines)."""
+    out.print(visible(text, lines=True), soft_wrap=True, markup=False)
 
 
 def who() -> str:

@@ -15,6 +15,7 @@ from rich.console import Console
 from andon.context import FORMATS, load
 from andon.context.model import Conversation, TranscriptError
 from andon.errors import InvalidValue, UsageError
+from andon.safe_text import visible
 
 from .common import fail
 
@@ -72,9 +73,9 @@ def _label(labeller: tuple[Agent, Config], repo: Path, conv: Conversation,
     evidence = Path(tempfile.mkdtemp(prefix="andon-context-label-"))
     done = label_with(agent, config, repo.resolve(), conv, rules, evidence)
     for p in done.problems:
-        click.echo(f"label-with: {p}", err=True)
+        click.echo(f"label-with: {visible(p)}", err=True)
     if done.run is not None:
-        click.echo(f"label-with: {len(done.labels)} name(s) from {done.run['agent']}; "
+        click.echo(f"label-with: {len(done.labels)} name(s) from {visible(done.run['agent'])}; "
                    f"evidence: {evidence}", err=True)
     return done
 
@@ -117,7 +118,7 @@ def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: P
             conv = load(f, fmt)
         except TranscriptError as e:
             for p in e.problems:
-                click.echo(f"error: {p}", err=True)
+                click.echo(f"error: {visible(p)}", err=True)
             sys.exit(2)
         labelled = None
         if labeller is not None:
@@ -133,7 +134,7 @@ def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: P
         if not as_json:
             summary(report, Console(highlight=False, soft_wrap=True))
             if html_out:
-                click.echo(f"page: {html_out}")
+                click.echo(f"page: {visible(html_out)}")
     if as_json:
-        click.echo(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1,
-                              ensure_ascii=False))
+        # ASCII only: the transcripts' C1, bidi and zero-width characters as \u escapes
+        click.echo(json.dumps(reports[0] if len(reports) == 1 else reports, indent=1))

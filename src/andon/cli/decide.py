@@ -8,6 +8,7 @@ import sys
 import click
 
 from ..errors import AndonError, PacketError
+from ..safe_text import visible
 from . import common
 from .common import (
     NOT_THE_PACKET,
@@ -33,12 +34,10 @@ def approve(ctx: click.Context, packet_id: str) -> None:
     repo = repo_or_fail(ctx)
     config = config_or_fail(repo)
     try:
-        state = decisions.approve(repo, config, packet_id, who(),
-                                  echo=lambda s: common.out.print(s, soft_wrap=True,
-                                                                  markup=False))
+        state = decisions.approve(repo, config, packet_id, who(), echo=common.echo)
     except AndonError as exc:
         fail(str(exc))
-    common.out.print(f"{packet_id}: {state}")
+    common.out.print(visible(f"{packet_id}: {state}"), markup=False)
     sys.exit(0 if state == "done" else 1)
 
 
@@ -57,7 +56,8 @@ def reject(ctx: click.Context, packet_id: str, why: str) -> None:
         state = decisions.reject(repo, config, packet_id, who(), why)
     except AndonError as exc:
         fail(str(exc))
-    common.out.print(f"{packet_id}: {state}; `andon run` will try again with your reason")
+    common.out.print(visible(f"{packet_id}: {state}; `andon run` will try again with your "
+                             "reason"), markup=False)
 
 
 @click.command()
@@ -73,14 +73,14 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
         done = decisions.unblock(repo, config, packet_id)
     except PacketError as exc:
         for problem in exc.problems:
-            common.err.print(str(problem), soft_wrap=True, markup=False)
+            common.err.print(visible(problem), soft_wrap=True, markup=False)
         fail("fix the packets first; the packet stays blocked")
     except AndonError as exc:
         fail(str(exc))
     edited, layer = done.edited, done.layer
     # the board's "tries" and the attempt numbers keep counting: say which count restarts
-    common.out.print(f"{packet_id} is ready again; max_attempts counts afresh from its next "
-                     "attempt (attempt numbers and the board's tries keep counting)",
+    common.out.print(f"{visible(packet_id)} is ready again; max_attempts counts afresh from "
+                     "its next attempt (attempt numbers and the board's tries keep counting)",
                      markup=False)
     if layer in NOT_THE_PACKET:
         # the advice was to fix the reviewer or the environment: an unchanged packet is right
@@ -89,5 +89,5 @@ def unblock(ctx: click.Context, packet_id: str) -> None:
                          f"you fixed the {NOT_THE_PACKET[layer]}, the next run tries again",
                          markup=False)
     elif not edited:
-        common.err.print(f"warning: {done.source} is unchanged since it was blocked; the same "
-                         "failure will probably block it again", markup=False)
+        common.err.print(f"warning: {visible(done.source)} is unchanged since it was blocked; "
+                         "the same failure will probably block it again", markup=False)

@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import UsageError
+from ..safe_text import visible
 from . import common
 from .common import fail
 
@@ -105,7 +106,8 @@ def experiment_run(ctx: click.Context, path: str, allow_invalid: bool,
     repo, config, store, spec = _store_and_spec(ctx, path)
     common.trees_in_temp(repo, config, spec.concurrency)
     exp = Experiment(repo, config, store, spec,
-                     say=lambda s: common.err.print(s, markup=False, soft_wrap=True))
+                     say=lambda s: common.err.print(visible(s, lines=True), markup=False,
+                                                    soft_wrap=True))
     # no refresh thread: runs are forked processes, and a fork copies only the forking
     # thread (a lock the refresher held would stay held in the child)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -114,10 +116,12 @@ def experiment_run(ctx: click.Context, path: str, allow_invalid: bool,
 
         def heard(key, record, done, planned) -> None:
             bar.update(task, completed=done, total=planned, refresh=True)
-            bar.console.print(f"{key.task} {key.condition} #{key.repeat}: {record['outcome']}"
-                              + (f" ({record['failure']['gate']}: "
-                                 f"{record['failure']['summary'][:100]})"
-                                 if record.get("failure") else ""),
+            # the failure's summary quotes the code under test
+            bar.console.print(visible(f"{key.task} {key.condition} #{key.repeat}: "
+                                      f"{record['outcome']}"
+                                      + (f" ({record['failure']['gate']}: "
+                                         f"{record['failure']['summary'][:100]})"
+                                         if record.get("failure") else "")),
                               markup=False, soft_wrap=True)
         try:
             progress = exp.run(allow_invalid, retry_errors, heard)
@@ -127,7 +131,7 @@ def experiment_run(ctx: click.Context, path: str, allow_invalid: bool,
                      f"{progress.skipped} done before, {progress.planned} planned",
                      markup=False)
     if progress.stopped:
-        common.err.print(f"stopped: {progress.stopped}", markup=False)
+        common.err.print(f"stopped: {visible(progress.stopped)}", markup=False)
         sys.exit(1)
 
 

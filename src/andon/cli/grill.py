@@ -7,10 +7,10 @@ import sys
 from pathlib import Path
 
 import click
-from rich.markup import escape
 
 from ..errors import AndonError
 from ..exits import EXIT_INTERRUPTED
+from ..safe_text import markup_safe, visible
 from . import common
 from .common import config_or_fail, fail, repo_or_fail
 
@@ -56,17 +56,18 @@ def grill(ctx: click.Context, feature: str, agent_spec: str | None, command: str
         store = open_store(repo, config)
         interview = Interview(repo, config, agent, path, slug=slug, restart=restart,
                               event=lambda kind, data: store.event(kind, data=data),
-                              say=lambda s: common.err.print(escape(s)))
+                              say=lambda s: common.err.print(markup_safe(s, lines=True)))
     except AndonError as exc:
         fail(str(exc))
     again = f"andon grill {shlex.quote(feature)}" + (f" --slug {slug}" if slug else "")
     log = interview.log
     if log.phase == "done":
-        common.out.print(f"already written: branch {log.branch}, commit {log.commit}",
+        common.out.print(visible(f"already written: branch {log.branch}, commit {log.commit}"),
                          markup=False)
         return
     if interview.resumed:
-        common.err.print(f"resuming: {len(log.answers)} answer(s) in {interview.log_path}",
+        common.err.print(f"resuming: {len(log.answers)} answer(s) in "
+                         f"{visible(interview.log_path)}",
                          markup=False)
     answer = accept_all if non_interactive else TerminalAnswerer(common.out)
     try:
@@ -74,7 +75,8 @@ def grill(ctx: click.Context, feature: str, agent_spec: str | None, command: str
     except (KeyboardInterrupt, EOFError) as exc:
         why = "interrupted" if isinstance(exc, KeyboardInterrupt) else "input closed"
         common.err.print(f"\n{why}: {len(interview.log.answers)} answer(s) saved in "
-                         f"{interview.log_path}; resume with: {again}", markup=False)
+                         f"{visible(interview.log_path)}; resume with: {visible(again)}",
+                         markup=False)
         sys.exit(EXIT_INTERRUPTED)
     except AgentFailed as exc:
         fail(f"{exc}; the answers so far are kept: fix the agent, then {again}", 1)
@@ -84,8 +86,9 @@ def grill(ctx: click.Context, feature: str, agent_spec: str | None, command: str
     cost = f", ${u['cost_usd']:.4f}" if u.get("cost_usd") is not None else ""
     tokens = (f", {u['input_tokens']} in / {u['output_tokens']} out tokens"
               if u.get("input_tokens") is not None else "")
-    common.out.print(f"decisions: {result.decisions_path} (copy: {result.decisions_copy})",
-                     markup=False, soft_wrap=True)
-    common.out.print(f"branch: {result.branch}\ncommit: {result.commit}", markup=False)
+    common.out.print(visible(f"decisions: {result.decisions_path} (copy: "
+                             f"{result.decisions_copy})"), markup=False, soft_wrap=True)
+    common.out.print(f"branch: {visible(result.branch)}\ncommit: {visible(result.commit)}",
+                     markup=False)
     common.out.print(f"interview agent: {result.runs} run(s), {u['wall_s']:.1f} s"
                      f"{tokens}{cost}", markup=False)

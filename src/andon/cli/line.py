@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ..errors import AndonError, PacketError
+from ..safe_text import visible
 from . import common
 from .common import (
     config_or_fail,
@@ -73,12 +74,12 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
     # counting them would tell a new user that the packets they just wrote do not run
     owned = config.andon.packets_dir.rstrip("/") + "/"
     if note := left_out_note(repo, (CONFIG_NAME, owned)):
-        common.out.print(note, markup=False, soft_wrap=True)
+        common.out.print(visible(note), markup=False, soft_wrap=True)  # file names
     try:
         report = runner.run(list(only) or None)
     except PacketError as exc:
         for p in exc.problems:
-            common.err.print(str(p), soft_wrap=True, markup=False)
+            common.err.print(visible(p), soft_wrap=True, markup=False)
         fail(f"{len(exc.problems)} problem(s) in the packets; nothing ran (see `andon check`)")
     except AndonError as exc:
         fail(str(exc))
@@ -87,12 +88,12 @@ def run(ctx: click.Context, agent_spec: str | None, command: str | None,
                            complete=True))
     if report.message:
         console = common.err if report.exit_status else common.out
-        console.print(report.message, soft_wrap=True, markup=False)
+        console.print(visible(report.message, lines=True), soft_wrap=True, markup=False)
     if report.exit_status == 0 and (ahead := merged_ahead(repo, config)):
-        common.out.print(ahead_notice(ahead), markup=False)  # wrapped: fits 80 columns
+        common.out.print(visible(ahead_notice(ahead)), markup=False)  # wrapped: 80 columns
     if report.preflight:
         for r in report.preflight.runs:
-            common.err.print(f"evidence: {r.log_path}", markup=False, soft_wrap=True)
+            common.err.print(f"evidence: {visible(r.log_path)}", markup=False, soft_wrap=True)
     sys.exit(report.exit_status)
 
 
@@ -174,15 +175,17 @@ def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     else:
         common.out.print(board(store, config, on_disk, complete=not problems))
         if halted is not None:
+            halted = visible(halted)
             common.out.print(f"line halted: {halted} is blocked: `andon show {halted}`, edit "
                              f"the packet, `andon unblock {halted}`", markup=False)
         if problems:
             common.out.print(f"{len(problems)} problem(s) in the packet files, whose packets "
                              "are not listed: `andon check`", markup=False)
         if drift:
-            common.out.print(drift_notice(drift), highlight=False)
+            # branch names: a `[` in one is not markup
+            common.out.print(visible(drift_notice(drift)), markup=False, highlight=False)
         if ahead := merged_ahead(repo, config):
-            common.out.print(ahead_notice(ahead), markup=False)  # wrapped: fits 80 columns
+            common.out.print(visible(ahead_notice(ahead)), markup=False)  # wrapped: 80 columns
 
 
 def _store_only_board(store: StoreProtocol, as_json: bool) -> None:

@@ -9,6 +9,7 @@ import sys
 import click
 
 from ..errors import AndonError
+from ..safe_text import visible
 from . import common
 from .common import config_or_fail, fail, repo_or_fail, who
 
@@ -74,19 +75,20 @@ def _plan(repo, config, store, paths, agent_spec, command, rounds) -> None:
     spec = agent_spec or config.agent.default
     agent = make_agent(spec, command or config.agent.command, config)
     outcome = run_plan(repo, config, store, agent, paths, rounds,
-                       lambda s: common.err.print(s, markup=False, soft_wrap=True))
+                       lambda s: common.err.print(visible(s, lines=True), markup=False,
+                                                  soft_wrap=True))
     folder = config.andon.packets_dir
     for pid in outcome.drafts:
-        common.out.print(f"draft {pid}: {folder}/{pid}/packet.md", markup=False)
+        common.out.print(visible(f"draft {pid}: {folder}/{pid}/packet.md"), markup=False)
     if outcome.ok:
         common.out.print(f"{len(outcome.drafts)} draft(s) pass every check after "
                          f"{len(outcome.rounds)} round(s); read them, then `andon plan "
                          f"--accept IDS` or `--all`", markup=False, soft_wrap=True)
         return
     for p in outcome.problems:
-        common.out.print(f"problem: {p}", markup=False, soft_wrap=True)
+        common.out.print(f"problem: {visible(p)}", markup=False, soft_wrap=True)
     common.out.print(f"{len(outcome.problems)} problem(s) remain after {len(outcome.rounds)} "
-                     f"round(s); nothing was accepted (evidence: {outcome.evidence})",
+                     f"round(s); nothing was accepted (evidence: {visible(outcome.evidence)})",
                      markup=False, soft_wrap=True)
     sys.exit(EXIT_PROBLEMS)
 
@@ -128,9 +130,9 @@ def _accept(repo, config, store, ids: str | None, every: bool, person: str,
             refused.append(str(exc))
             continue
         note = f" despite {len(mine)} problem(s) (--force, recorded)" if mine else ""
-        common.out.print(f"{pid}: accepted by {person}{note}: ready", markup=False)
+        common.out.print(visible(f"{pid}: accepted by {person}{note}: ready"), markup=False)
     for r in refused:
-        common.err.print(f"refused: {r}", markup=False, soft_wrap=True)
+        common.err.print(f"refused: {visible(r)}", markup=False, soft_wrap=True)
     if refused:
         sys.exit(EXIT_PROBLEMS)
 
@@ -142,5 +144,5 @@ def _reject(repo, config, store, pid: str, why: str, person: str) -> None:
     if pid not in current:
         fail(f"not a draft: {pid}; drafts: {', '.join(sorted(current)) or 'none'}")
     drafts.reject(store, current[pid], person, why)
-    common.out.print(f"{pid}: rejected by {person} ({why}); its draft was deleted",
+    common.out.print(visible(f"{pid}: rejected by {person} ({why}); its draft was deleted"),
                      markup=False, soft_wrap=True)

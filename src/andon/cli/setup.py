@@ -13,6 +13,7 @@ import click
 
 from ..errors import AndonError, ConfigError, Problem, UsageError
 from ..exits import EXIT_USAGE
+from ..safe_text import visible
 from ..workspace import Repo
 from . import common
 from .common import (
@@ -126,15 +127,16 @@ def check(ctx: click.Context, as_json: bool) -> None:
                              for p in problems]}), ensure_ascii=True)
         else:
             for p in problems:
-                common.out.print(str(p), soft_wrap=True, markup=False)  # globs like src/[ab].py
+                # globs like src/[ab].py; a draft's text is an agent's
+                common.out.print(visible(p), soft_wrap=True, markup=False)
             if problems:
                 common.out.print(f"{len(problems)} problem(s) in {' and '.join(places)}",
                                  markup=False)
             else:
                 names = (p.id + (" (draft)" if p.status == "draft" else "") for p in packets)
-                common.out.print(f"{len(packets)} packet(s) OK: {', '.join(names)}" if packets
-                                 else "no packets yet: write one (docs/packets.md), then "
-                                      "`andon check` again")
+                common.out.print(visible(f"{len(packets)} packet(s) OK: {', '.join(names)}")
+                                 if packets else "no packets yet: write one (docs/packets.md), "
+                                 "then `andon check` again", markup=False)
         sys.exit(EXIT_USAGE if problems else 0)
 
     try:

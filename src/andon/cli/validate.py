@@ -11,6 +11,7 @@ import click
 
 from ..errors import AndonError, PacketError
 from ..exits import EXIT_PREFLIGHT
+from ..safe_text import markup_safe, visible
 from . import common
 from .common import config_or_fail, fail, repo_or_fail
 
@@ -50,7 +51,7 @@ def validate(ctx: click.Context, ids: tuple[str, ...], as_json: bool, runs: int,
         packets = load_packets(repo.root / config.andon.packets_dir, repo.root)
     except PacketError as exc:
         for p in exc.problems:
-            common.err.print(str(p), soft_wrap=True, markup=False)
+            common.err.print(visible(p), soft_wrap=True, markup=False)
         fail(f"{len(exc.problems)} problem(s) in the packets; nothing ran (see `andon check`)")
     known = [p.id for p in packets]
     unknown = [i for i in ids if i not in known]
@@ -69,10 +70,10 @@ def validate(ctx: click.Context, ids: tuple[str, ...], as_json: bool, runs: int,
     else:
         _table(report)
     if report.kept:
-        common.err.print(f"kept: {report.kept} (clone, store, evidence)", markup=False,
+        common.err.print(f"kept: {visible(report.kept)} (clone, store, evidence)", markup=False,
                          soft_wrap=True)
     if report.preflight is not None:
-        common.err.print(f"preflight failed on {head[:10]}: {report.preflight.summary}; "
+        common.err.print(f"preflight failed on {head[:10]}: {visible(report.preflight.summary)}; "
                          "nothing was validated", markup=False, soft_wrap=True)
         sys.exit(EXIT_PREFLIGHT)
     sys.exit(0 if report.ok else EXIT_INVALID)
@@ -89,19 +90,20 @@ def _run(repo, config, packets, head: str, ids: list[str], runs: int, keep: bool
         task = progress.add_task("validating", total=len(ids))
 
         def on_gate(pid: str, g: GateResult) -> None:
-            progress.console.print(f"{pid or 'base'}: {g.gate}: {g.status}: {g.summary}",
+            progress.console.print(visible(f"{pid or 'base'}: {g.gate}: {g.status}: {g.summary}"),
                                    markup=False, soft_wrap=True, highlight=False)
 
         def on_packet(v: Validation) -> None:
             progress.advance(task)
             verdict = "valid" if v.valid else f"INVALID at {v.failed_gate}"
-            progress.console.print(f"{v.packet_id}: {verdict} ({v.seconds:.1f} s)",
+            progress.console.print(visible(f"{v.packet_id}: {verdict} ({v.seconds:.1f} s)"),
                                    markup=False, highlight=False)
             progress.update(task, description=f"validated {v.packet_id}")
 
         return Validator(repo, config, packets, head, runs, keep, on_gate, on_packet,
-                         lambda s: progress.console.print(s, markup=False, soft_wrap=True,
-                                                          highlight=False)).run(ids)
+                         lambda s: progress.console.print(visible(s, lines=True), markup=False,
+                                                          soft_wrap=True, highlight=False)
+                         ).run(ids)
 
 
 def _document(report: Report) -> dict:
@@ -126,13 +128,15 @@ def _table(report: Report) -> None:
             lines.append(f"(on the head with {', '.join(v.applied)} applied)")
         if v.not_applied:
             lines.append(f"(required, no solution, not applied: {', '.join(v.not_applied)})")
-        table.add_row(v.packet_id, "valid" if v.valid else "[red]invalid[/]",
-                      v.failed_gate or "", "\n".join(lines).replace("[", r"\["))
+        # the evidence quotes the code under test: one visible line per finding
+        table.add_row(markup_safe(v.packet_id), "valid" if v.valid else "[red]invalid[/]",
+                      markup_safe(v.failed_gate or ""),
+                      "\n".join(markup_safe(line) for line in lines))
     common.out.print(table)
     bad = [v.packet_id for v in report.validations if not v.valid]
     if report.validations:
         common.out.print(f"{len(report.validations) - len(bad)} valid, {len(bad)} invalid"
-                         + (f": {', '.join(bad)}" if bad else ""), markup=False)
+                         + visible(f": {', '.join(bad)}" if bad else ""), markup=False)
 
 
 __all__ = ["validate"]

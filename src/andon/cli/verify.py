@@ -8,6 +8,7 @@ import sys
 
 import click
 
+from ..safe_text import visible
 from . import common
 from .common import config_or_fail, fail, repo_or_fail
 
@@ -46,10 +47,11 @@ def verify(ctx: click.Context, as_json: bool, expect: str | None, no_files: bool
         common.out.print_json(json.dumps(v.to_dict()), ensure_ascii=True)
     else:
         for problem in v.problems:
-            common.out.print(f"broken: {problem}", markup=False, soft_wrap=True)
+            common.out.print(f"broken: {visible(problem)}", markup=False, soft_wrap=True)
         if v.expected_found is False:
-            common.out.print(f"broken: {expect} is not in the chain: the record was rewritten "
-                             "after that head was printed", markup=False, soft_wrap=True)
+            common.out.print(f"broken: {visible(expect)} is not in the chain: the record was "
+                             "rewritten after that head was printed", markup=False,
+                             soft_wrap=True)
         files = "" if no_files else f", {v.files} evidence file(s) checked"
         before = f" ({v.unchained} older event(s) predate the chain)" if v.unchained else ""
         head = v.head or "none (no chained event yet)"

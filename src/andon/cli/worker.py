@@ -10,6 +10,7 @@ from pathlib import Path
 import click
 
 from ..errors import AndonError
+from ..safe_text import visible
 from . import common
 from .common import config_or_fail, fail, make_runner, trees_in_temp
 
@@ -84,7 +85,7 @@ def worker(store_url: str, remote_url: str, clone_dir: str | None, evidence_dir:
         fail(str(exc))
     if report.message:
         console = common.err if report.exit_status else common.out
-        console.print(report.message, soft_wrap=True, markup=False)
-    common.out.print(f"worker done: merged {', '.join(report.merged) or 'nothing'}",
+        console.print(visible(report.message, lines=True), soft_wrap=True, markup=False)
+    common.out.print(visible(f"worker done: merged {', '.join(report.merged) or 'nothing'}"),
                      markup=False)
     sys.exit(report.exit_status)

@@ -24,6 +24,7 @@ from ..agents import ScriptedAgent
 from ..config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
 from ..report import board
 from ..runner import Runner
+from ..safe_text import visible
 from ..state import open_store
 from ..workspace import Repo
 from .agents import BEHAVIOURS, evaluating_reviewer
@@ -106,12 +107,16 @@ def run_demo(out: Console, where: Path | None = None, agent: str | None = None,
     if agent not in (None, "scripted", "claude-code"):
         out.print(f"[red]andon demo --agent: expected scripted or claude-code, got {agent!r}[/]")
         return 2
+
+    def echo(s: str) -> None:  # --agent claude-code runs a real agent: its text is shown inert
+        out.print(visible(s, lines=True), markup=False, soft_wrap=True)
+
     root = where or Path(tempfile.mkdtemp(prefix="andon-demo-")) / "ledger"
     if agent != "claude-code":
         out.print(f"[bold]andon demo[/] — building an example project in {root}")
         build_project(root)
         tempdir.use(Repo(root), load_config(root).andon.temp_dir)
-        runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True))
+        runner = demo_runner(root, echo)
         return _run(out, root, runner, approve)
     from . import real_cli
     claude = real_cli.find_claude(dict(os.environ))
@@ -131,8 +136,7 @@ def run_demo(out: Console, where: Path | None = None, agent: str | None = None,
                                           config.agents.get("claude-code"), config.prices)
         # built here, not by make_agent: the level [agent] sandbox asks for is set the same way
         cli_agent.sandbox = sandbox.level_for(config)
-        runner = demo_runner(root, lambda s: out.print(s, markup=False, soft_wrap=True),
-                             cli_agent)
+        runner = demo_runner(root, echo, cli_agent)
         return _run(out, root, runner, approve)
     finally:
         server.stop()
@@ -142,9 +146,10 @@ def _run(out: Console, root: Path, runner: Runner, approve: bool = True) -> int:
     store, config = runner.store, runner.config
     report = runner.run()
     if report.preflight is not None:  # the example's own suite did not pass: say why, stop
-        out.print(report.message, markup=False, soft_wrap=True)
+        out.print(visible(report.message, lines=True), markup=False, soft_wrap=True)
         for r in report.preflight.runs:
-            out.print(f"evidence: {r.log_path}\n{r.output_tail}", markup=False, soft_wrap=True)
+            out.print(visible(f"evidence: {r.log_path}\n{r.output_tail}", lines=True),
+                      markup=False, soft_wrap=True)
         out.print("[red]demo: the example project's own suite does not pass here[/]")
         return 1
     expected = dict(EXPECTED)
@@ -168,7 +173,7 @@ def _run(out: Console, root: Path, runner: Runner, approve: bool = True) -> int:
     ok &= halted_ok
     out.print()
     if report.message:
-        out.print(report.message, markup=False, soft_wrap=True)
+        out.print(visible(report.message, lines=True), markup=False, soft_wrap=True)
     a = f"{how_to_call()} -C {root}"
     out.print(f"\nthe repository: {root}\nthe evidence:   {root / '.andon' / 'evidence'}\n"
               f"look closer:    {a} status\n"

@@ -10,9 +10,9 @@ import json
 
 from rich import box
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
+from ..safe_text import markup_safe
 from .compare import Comparison, Pair, Rate, TaskRow, as_dict
 
 METRIC_LABELS = {"cost_usd": "cost", "input_tokens": "input tokens",
@@ -76,19 +76,19 @@ def render_terminal(comparison: Comparison, console: Console, task_rows: int = 2
     (rates, the paired table and McNemar, the ratios, repeats, the per-task table limited
     to ``task_rows`` rows — 0 for all — and the worst regressions)."""
     c = comparison
-    console.print(f"[bold]Comparison[/bold] of {escape(c.source)}: baseline "
-                  f"[bold]{escape(c.baseline)}[/bold]; bootstrap seed {c.seed}, "
+    console.print(f"[bold]Comparison[/bold] of {markup_safe(c.source)}: baseline "
+                  f"[bold]{markup_safe(c.baseline)}[/bold]; bootstrap seed {c.seed}, "
                   f"{c.resamples} resamples, {round(100 * c.confidence)}% intervals")
     if c.ignored_columns:
-        console.print(f"ignored columns: {escape(', '.join(c.ignored_columns))}")
-    console.print(f"[dim]Pairing: {escape(c.pairing_rule)}[/dim]\n")
+        console.print(f"ignored columns: {markup_safe(', '.join(c.ignored_columns))}")
+    console.print(f"[dim]Pairing: {markup_safe(c.pairing_rule)}[/dim]\n")
     conds = Table(title="Conditions (all runs; error runs excluded from the rate)",
                   box=box.SIMPLE_HEAD, title_justify="left")
     for name in ("condition", "tasks", "valid runs", "errors", "resolved", "rate",
                  "95% CI (Wilson)"):
         conds.add_column(name, justify="left" if name == "condition" else "right")
     for r in c.conditions:
-        conds.add_row(escape(r.condition), str(r.tasks), str(r.runs), str(r.errors),
+        conds.add_row(markup_safe(r.condition), str(r.tasks), str(r.runs), str(r.errors),
                       str(r.resolved), pct(r.rate),
                       f"[{pct(r.low)}, {pct(r.high)}]" if r.runs else "–")
     console.print(conds)
@@ -99,7 +99,7 @@ def render_terminal(comparison: Comparison, console: Console, task_rows: int = 2
             obs.add_column(name, justify="left" if name in ("condition", "observation")
                            else "right")
         for o in c.observations:
-            obs.add_row(escape(o["condition"]), o["observation"], str(o["runs"]),
+            obs.add_row(markup_safe(o["condition"]), o["observation"], str(o["runs"]),
                         str(o["seen"]), pct(o["rate"]), f"[{pct(o['low'])}, {pct(o['high'])}]",
                         str(o["total"]))
         console.print(obs)
@@ -108,11 +108,11 @@ def render_terminal(comparison: Comparison, console: Console, task_rows: int = 2
 
 
 def _pair(pair: Pair, console: Console, task_rows: int) -> None:
-    a, b = escape(pair.a), escape(pair.b)
+    a, b = markup_safe(pair.a), markup_safe(pair.b)
     console.rule(f"[bold]{b}[/bold] against [bold]{a}[/bold]")
     console.print(f"{pair.tasks} tasks compared, {len(pair.dropped)} dropped")
     for line in dropped_summary(pair):
-        console.print(f"  dropped {escape(line)}")
+        console.print(f"  dropped {markup_safe(line)}")
     console.print(f"resolve rate {a}: {rate_text(pair.rate_a)}, errors {pair.rate_a.errors}")
     console.print(f"resolve rate {b}: {rate_text(pair.rate_b)}, errors {pair.rate_b.errors}")
     t = pair.table
@@ -150,7 +150,7 @@ def _repeats(pair: Pair, console: Console) -> None:
     for name in ("k", f"pass@k {ra.condition}", f"pass@k {rb.condition}",
                  f"pass^k {ra.condition}", f"pass^k {rb.condition}",
                  f"tasks {ra.condition} / {rb.condition}"):
-        table.add_column(escape(name), justify="right")
+        table.add_column(markup_safe(name), justify="right")
     by_k = {p.k: p for p in rb.pass_k}
     for pa in ra.pass_k:
         pb = by_k.get(pa.k)
@@ -159,7 +159,7 @@ def _repeats(pair: Pair, console: Console) -> None:
                       f"{pa.tasks} / {pb.tasks if pb else 0}")
     console.print(table)
     for r in (ra, rb):
-        console.print(f"consistency {escape(r.condition)} (tasks with ≥ 2 valid runs): "
+        console.print(f"consistency {markup_safe(r.condition)} (tasks with ≥ 2 valid runs): "
                       f"{r.always} resolved every time, {r.sometimes} sometimes, "
                       f"{r.never} never")
     console.print()
@@ -168,7 +168,7 @@ def _repeats(pair: Pair, console: Console) -> None:
 def _tasks(pair: Pair, console: Console, task_rows: int) -> None:
     rows = ordered_rows(pair)
     shown = rows if task_rows == 0 else rows[:task_rows]
-    a, b = escape(pair.a), escape(pair.b)
+    a, b = markup_safe(pair.a), markup_safe(pair.b)
     title = "Per task, worst first" + (f" ({len(shown)} of {len(rows)}; --tasks 0 for all, "
                                        "--json or --html for every task)"
                                        if len(shown) < len(rows) else "")
@@ -177,16 +177,16 @@ def _tasks(pair: Pair, console: Console, task_rows: int) -> None:
                  "cost", "tokens", "wall"):
         table.add_column(name, justify="left" if name == "task" else "right")
     for r in shown:
-        table.add_row(escape(r.task), fraction(r.a.resolved, r.a.valid),
+        table.add_row(markup_safe(r.task), fraction(r.a.resolved, r.a.valid),
                       fraction(r.b.resolved, r.b.valid), str(r.a.errors), str(r.b.errors),
                       times(r.ratios["cost_usd"]), times(r.ratios["total_tokens"]),
                       times(r.ratios["wall_s"]))
     console.print(table)
     regress = pair.regressions
     console.print(f"worst regressions (resolved more often by {a}): "
-                  + (escape(", ".join(regress)) if regress else "none"))
+                  + (markup_safe(", ".join(regress)) if regress else "none"))
     console.print("biggest cost increases: "
-                  + (escape(", ".join(f"{t} {times(_cost(pair, t))}"
+                  + (markup_safe(", ".join(f"{t} {times(_cost(pair, t))}"
                                       for t in pair.cost_increases))
                      if pair.cost_increases else "none") + "\n")
 

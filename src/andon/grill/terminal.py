@@ -4,8 +4,8 @@ Enter accepts it, typed text is the person's correction (one line)."""
 from __future__ import annotations
 
 from rich.console import Console
-from rich.markup import escape
 
+from ..safe_text import markup_safe
 from .protocol import Question
 
 
@@ -20,11 +20,12 @@ class TerminalAnswerer:
         c = self.console
         about = f", re-reads {', '.join(question.about)}" if question.about else ""
         c.print()
-        c.print(f"[bold]Question {n}[/bold] ({escape(phase)}, {escape(question.door)} door, "
-                f"topic {escape(question.topic)}{escape(about)})")
-        c.print(f"  {escape(question.question)}")
-        c.print(f"  [green]recommended:[/green] {escape(question.recommended)}")
-        c.print(f"  [dim]why:[/dim] {escape(question.why)}")
+        c.print(f"[bold]Question {n}[/bold] ({markup_safe(phase)}, "
+                f"{markup_safe(question.door)} door, topic {markup_safe(question.topic)}"
+                f"{markup_safe(about)})")
+        c.print(f"  {markup_safe(question.question, lines=True)}")
+        c.print(f"  [green]recommended:[/green] {markup_safe(question.recommended, lines=True)}")
+        c.print(f"  [dim]why:[/dim] {markup_safe(question.why, lines=True)}")
         typed = c.input("Enter accepts, or type your answer: ").strip()
         if not typed:
             c.print("  [green]accepted[/green]")

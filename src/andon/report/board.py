@@ -18,9 +18,9 @@ from rich.text import Text
 from ..config import Config
 from ..errors import Problem
 from ..packet import check_packets
+from ..safe_text import markup_safe, visible
 from ..store import StoreProtocol
 from .figures import GATE_MARK, STYLE, run_accounting, usage_of, usage_of_rows, usage_text
-from .safe_text import markup_safe, visible
 
 GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 # outcome.py's reason for a block on a repeated fingerprint

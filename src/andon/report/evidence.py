@@ -13,10 +13,10 @@ from typing import Any
 
 from rich.console import Console
 
+from ..safe_text import markup_safe, visible
 from ..store import StoreProtocol
 from ..workspace import Repo
 from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of, usage_text
-from .safe_text import markup_safe, visible
 
 
 def packet_detail(store: StoreProtocol, repo: Repo | None, packet_id: str
