@@ -60,7 +60,7 @@ def test_show_and_status_let_no_agent_text_act(tmp_path: Path):
     assert p2.count(NAME_SHOWN) >= 3 and "\n.txt" not in p2, p2
     assert "scope" in status.stdout and "evil\\x1b[1A\\u2066x\\u2069" in status.stdout
 
-    # --json stays the store's own text: json.dumps escapes control characters itself
+    # --json keeps the exact text: ASCII-escaped JSON, so nothing active reaches a terminal
     for pid in ("P1", "P2"):
         r = andon(root, "show", pid, "--json")
         assert not any(ch in r.stdout for ch in ACTIVE)
