@@ -33,16 +33,20 @@ SCRIPT = "<script>window.__pwned=1</script>"
 IMG = '<img src=x onerror="window.__pwned=2">'
 JS_LINK = "javascript:window.__pwned=3"
 BREAKOUT = '"><b id="pwn">owned</b>'
-HOSTILE = f"{SCRIPT} {IMG} {BREAKOUT} {JS_LINK}"
+# ... and what reorders or hides text when shown ("Trojan Source": a bidi override, a
+# zero-width space) or acts on a terminal the page is copied into
+TROJAN = "\u202e\u200b\x1b[2J\x9b"
+HOSTILE = f"{SCRIPT} {IMG} {BREAKOUT} {JS_LINK} {TROJAN}"
 HOSTILE_FILE = "src/calc/<img src=x onerror=alert(1)>.py"
-RAW_MARKERS = ("<script>window", "<img src=x", '<b id="pwn"', 'href="javascript:')
+RAW_MARKERS = ("<script>window", "<img src=x", '<b id="pwn"', 'href="javascript:',
+               "\u202e", "\u200b", "\x1b", "\x9b")
 
 
 def _blocked_and_hostile(root: Path) -> None:
     """P1 blocked after two hostile attempts, P2 awaiting a person: every free-text field
     an agent can reach holds HOSTILE, and the candidate commit adds HOSTILE_FILE."""
     plant = git(root, "rev-parse", "HEAD").strip()
-    (root / HOSTILE_FILE).write_text(f"# {SCRIPT}\nX = '{IMG}'\n")
+    (root / HOSTILE_FILE).write_text(f"# {SCRIPT}\nX = '{IMG}'  # {TROJAN}\n")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", f"agent: {HOSTILE}")
     cand = git(root, "rev-parse", "HEAD").strip()
@@ -170,6 +174,8 @@ def test_hostile_text_is_shown_as_text(server):
     # the hostile file's path:line finding links to its line in the diff, by a hashed anchor
     assert f'href="#{diffview.anchor(1, HOSTILE_FILE, 1)}"' in body
     assert f'id="{diffview.anchor(1, HOSTILE_FILE, 1)}"' in body
+    assert "\\u202e\\u200b\\x1b[2J\\x9b" in body  # shown as escapes, in the diff too
+    assert body.count("\\u202e") >= 2
     # a "path" that is a javascript: URL is text, never a link target
     assert "javascript:window.__pwned=3" in body and 'href="javascript' not in body
 

@@ -24,6 +24,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from ..safe_text import visible
 from ..workspace import Repo
 from . import actions, diffview, guard, stages, views
 
@@ -63,9 +64,18 @@ class RowsCache:
             self._mark, self._html = mark, html
 
 
+def _inert(value: object) -> object:
+    """Every ``{{ }}`` value before autoescape: text with its controls, bidi and zero-width
+    characters shown (safe_text.visible), so that what an agent wrote cannot reorder or hide
+    itself on the page; HTML the views made (Markup: diffview) did so itself."""
+    return visible(value, lines=True) if isinstance(value, str) and not isinstance(
+        value, Markup) else value
+
+
 def _env(root: str) -> Environment:
     env = Environment(loader=PackageLoader("andon.web", "templates"),
-                      autoescape=select_autoescape(default=True, default_for_string=True))
+                      autoescape=select_autoescape(default=True, default_for_string=True),
+                      finalize=_inert)
     env.globals.update(urlencode=urlencode, root=root)
     # a link the views made: an anchor on the page, or a path under this server's root
     env.filters["href"] = lambda link: link if link.startswith("#") else root + link

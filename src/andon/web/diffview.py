@@ -20,6 +20,8 @@ from pygments.formatters import HtmlFormatter
 from pygments.lexers import TextLexer, get_lexer_for_filename
 from pygments.util import ClassNotFound
 
+from ..safe_text import visible
+
 HUNK = re.compile(r"^@@ -(\d+)(?:,\d+)? \+(\d+)(?:,\d+)? @@")
 # "src/x.py:12" or "src/x.py:12:3" inside free text (findings, review evidence)
 PATH_LINE = re.compile(r"^(?P<path>[^\s:][^:]*):(?P<line>\d+)(?::\d+)?$")
@@ -67,8 +69,13 @@ _FMT = HtmlFormatter(nowrap=True)
 
 
 def _code(lexer, text: str) -> Markup:
-    # Pygments escapes the source; nowrap leaves only <span class=..> around tokens
-    return Markup(highlight(text, lexer, _FMT).rstrip("\n"))
+    # Pygments escapes the source; nowrap leaves only <span class=..> around tokens. Bidi
+    # and zero-width characters are shown, not obeyed: reordered code reads as other code
+    return Markup(highlight(visible(text, lines=True), lexer, _FMT).rstrip("\n"))
+
+
+def _meta(raw: str) -> Markup:
+    return Markup(escape(visible(raw, lines=True)))
 
 
 def parse(diff: str, attempt_n: int) -> list[DiffFile]:
@@ -84,19 +91,19 @@ def parse(diff: str, attempt_n: int) -> list[DiffFile]:
             cur = DiffFile(path)
             files.append(cur)
             lexer = _lexer(path)
-            cur.lines.append(DiffLine("meta", None, None, Markup(escape(raw))))
+            cur.lines.append(DiffLine("meta", None, None, _meta(raw)))
             continue
         if cur is None:
             continue
         m = HUNK.match(raw)
         if m:
             old, new = int(m.group(1)), int(m.group(2))
-            cur.lines.append(DiffLine("hunk", None, None, Markup(escape(raw))))
+            cur.lines.append(DiffLine("hunk", None, None, _meta(raw)))
         elif raw.startswith(("+++ ", "--- ", "index ", "new file", "deleted file",
                              "similarity", "rename ", "old mode", "new mode", "Binary")):
             if raw.startswith(("+++ b/", '+++ "b/')):
                 cur.path = git_path(raw[4:])[2:]
-            cur.lines.append(DiffLine("meta", None, None, Markup(escape(raw))))
+            cur.lines.append(DiffLine("meta", None, None, _meta(raw)))
         elif raw.startswith("+"):
             cur.lines.append(DiffLine("add", None, new, _code(lexer, raw[1:]),
                                       anchor(attempt_n, cur.path, new)))
@@ -105,7 +112,7 @@ def parse(diff: str, attempt_n: int) -> list[DiffFile]:
             cur.lines.append(DiffLine("del", old, None, _code(lexer, raw[1:])))
             old += 1
         elif raw.startswith("\\"):
-            cur.lines.append(DiffLine("meta", None, None, Markup(escape(raw))))
+            cur.lines.append(DiffLine("meta", None, None, _meta(raw)))
         else:
             text = raw[1:] if raw.startswith(" ") else raw
             cur.lines.append(DiffLine("ctx", old, new, _code(lexer, text),
