@@ -312,6 +312,15 @@ def build_forgery() -> list[Scenario]:
           also(add_code(WRONG), lambda ctx: write(ctx, "tests/test_aaa_setup.py",
                                                   PLUGIN_FROM_TEST)), *forged, None,
           packet=TESTS_ALLOWED),
+        S("k1-plugin-claims-pytests-module", 4, "the same plugin class, its __module__ set to "
+          "_pytest.legacypath: a late plugin of pytest's own classes is fine, a claim is not",
+          also(add_code(WRONG), lambda ctx: write(ctx, "tests/test_aaa_setup.py",
+                                                  PLUGIN_FROM_TEST.replace(
+                                                      "\n\ndef test_aaa_setup",
+                                                      "\n_Helper.__module__ = "
+                                                      "'_pytest.legacypath'\n\n\n"
+                                                      "def test_aaa_setup"))),
+          *forged, None, packet=TESTS_ALLOWED),
         # issue-19 kind 2 (start-up part): code that ran at interpreter start
         S("k2-sitecustomize", 15, "src/sitecustomize.py installs an import hook that swaps "
           "in a right mul; it no longer runs at start-up, so the wrong mul is tested (the file "
