@@ -98,6 +98,27 @@ def test_the_installed_plugins_class_changed_by_a_test_module_is_forged(tmp_path
     assert any("benchlike" in f for f in r.forged), r.forged
 
 
+def test_an_installed_class_given_a_getattribute_by_a_test_module_is_forged(tmp_path,
+                                                                           bench_python):
+    # pluggy reads hooks with getattr: a __getattribute__ could hand it any function
+    evil = '''
+    from benchlike.session import BenchSession
+
+
+    def _get(self, name, _real=object.__getattribute__):
+        return _real(self, name)
+
+
+    BenchSession.__getattribute__ = _get
+
+
+    def test_aaa():
+        assert True
+    '''
+    r = run(tmp_path, bench_python, {"tests/test_aaa.py": evil}, plugins=["benchlike.plugin"])
+    assert any("plugin registered: benchlike-session" in f for f in r.forged), r.forged
+
+
 def test_an_instance_of_the_installed_class_with_its_own_hook_is_forged(tmp_path,
                                                                         bench_python):
     evil = '''

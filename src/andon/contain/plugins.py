@@ -16,9 +16,10 @@ argument before any project code runs (see hook.py for why):
     ``site_dirs``: pytest-benchmark registers its session object in ``pytest_configure``);
     an object of a class such a module defines, or such a class itself. "Defines" is checked,
     not claimed: the class must be the one its module binds under its ``__qualname__``, its
-    ``pytest_*`` functions (and any ``__getattr__``/``__dir__``, which could make more) must
-    be code compiled from that module's file (a test module's function put on the class, or
-    swapped in as ``__code__``, is not), and an object has no ``pytest_*`` of its own.
+    ``pytest_*`` functions (and any ``__getattr__``, ``__getattribute__`` or ``__dir__``, which
+    could make more) must be code compiled from that module's file (a test module's function
+    put on the class, or swapped in as ``__code__``, is not), and an object has no
+    ``pytest_*`` of its own.
 ``describe(plugin) -> str``
     "module <file>" or "object of <module>.<qualname>", for the evidence line.
 ``registry_ok(value) -> bool``
@@ -86,7 +87,7 @@ def make(site_dirs, root):
 
     def _hooks_from(d, f, keys, _type=type, _str=str, _sw=str.startswith, _Func=types.FunctionType,
                     _sm=staticmethod, _cm=classmethod, _places=places, _site=site,
-                    _data=data,
+                    _data=data, _made=("__getattr__", "__getattribute__", "__dir__"),
                     _code=types.FunctionType.__dict__["__code__"].__get__,
                     _fname=types.CodeType.__dict__["co_filename"].__get__):
         """Every ``pytest_*`` (and ``__getattr__``/``__dir__``, which could make more) in
@@ -96,7 +97,7 @@ def make(site_dirs, root):
         functions join the protected ones."""
         found = []
         for k in keys(d):
-            if _type(k) is _str and (_sw(k, "pytest_") or k in ("__getattr__", "__dir__")):
+            if _type(k) is _str and (_sw(k, "pytest_") or k in _made):
                 v = d[k]
                 if _type(v) in (_sm, _cm):
                     v = v.__func__
