@@ -14,7 +14,8 @@ Modules: ``source`` (source-encoding, syntax-error), ``production`` (the first r
 skip-call, monkeypatch, copied-literal, …),
 ``integrity`` (runner-internals, dynamic-import, dynamic-code, import-system, dynamic-attr),
 ``detection`` (harness-detection), ``literals`` (the values the packet's tests keep),
-``resolve`` (import aliases and strings folded from literal pieces). docs/gates.md lists
+``resolve`` (import aliases and strings folded from literal pieces), ``namespace`` (writes
+into a namespace dict, under any name it is reached by). docs/gates.md lists
 every rule.
 
 ``[gates.patterns]`` in andon.toml: ``enabled``, ``severities`` (rule id → block | warn | off)
@@ -39,6 +40,7 @@ from ..shadowing import own_modules
 from .detection import Detection
 from .integrity import Integrity
 from .literals import data_file_literals, planted_literals
+from .namespace import Namespaces
 from .production import Hit, Key, Scanner, literal_counts, pragma_hits
 from .resolve import Resolver
 from .source import python_source, unparsed
@@ -94,9 +96,10 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
     # folds every subtree): such a file is a finding, not read.
     try:
         r = Resolver(tree)
+        ns = Namespaces(tree, r)
         hits += Scanner(path, added, set(test_strings), list(test_globs), set(copied), r,
-                        is_test, visible, _base_counts(base)).scan(tree)
-        for scanner in (Integrity(path, added, r, is_test=is_test, own=set(own)),
+                        is_test, visible, _base_counts(base), ns).scan(tree)
+        for scanner in (Integrity(path, added, r, is_test=is_test, own=set(own), ns=ns),
                         Detection(path, added, r, is_test=is_test)):
             scanner.visit(tree)
             hits += scanner.hits

@@ -32,11 +32,13 @@ does (issue 19: a test module that rewrites the runner's report class at import)
   ``Logger.findCaller``…, named anywhere, not only called; ``f_back`` / ``f_globals`` /
   ``f_locals``), and importing ``ctypes`` / ``_ctypes`` / ``cffi``. ``monkeypatch.setitem``
   on ``sys.modules`` in a test is allowed (the fixture undoes it).
-- ``dynamic-attr``: ``setattr`` / ``delattr`` with a non-literal attribute name on something
-  the file imported from outside the project, on ``builtins``, or on a dynamically imported
-  module; ``getattr`` with a non-literal name only on the sensitive modules
-  (``SENSITIVE_MODULES``: ``sys``, ``os``, ``builtins``, ``importlib``, ``gc``, ``inspect``,
-  the runner's…) — ``getattr(operator, name)`` in a dispatch table stays allowed.
+- ``dynamic-attr``: ``setattr`` / ``delattr``, or a write into its namespace
+  (``vars(m)[n] = v``, ``_ns.update(...)``, ``f.__globals__``: namespace.py), with a
+  non-literal attribute name on something the file imported from outside the project, on
+  ``builtins``, or on a dynamically imported module; ``getattr`` with a non-literal name, and
+  ``vars(m)`` / ``m.__dict__`` at all, only on the sensitive modules (``SENSITIVE_MODULES``:
+  ``sys``, ``os``, ``builtins``, ``importlib``, ``gc``, ``inspect``, the runner's…) —
+  ``getattr(operator, name)`` in a dispatch table stays allowed.
 """
 
 from __future__ import annotations
@@ -44,8 +46,9 @@ from __future__ import annotations
 import ast
 import re
 
+from .namespace import Namespaces, Write
 from .production import Hit
-from .resolve import IMPORTERS, Resolver
+from .resolve import IMPORTERS, Resolver, relative
 
 PYTEST_PUBLIC = {
     "raises", "warns", "deprecated_call", "approx", "mark", "fixture", "param", "skip",
@@ -107,24 +110,12 @@ MUTATORS = {"append", "insert", "extend", "remove", "pop", "popitem", "clear", "
 _DOTTED = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
-def _relative(node: ast.AST) -> bool:
-    """``node`` builds a relative module name: a string, ``"." + x`` or an f-string that
-    starts with a dot."""
-    first = node
-    while isinstance(first, ast.BinOp) and isinstance(first.op, ast.Add):
-        first = first.left
-    if isinstance(first, ast.JoinedStr) and first.values:
-        first = first.values[0]
-    return isinstance(first, ast.Constant) and isinstance(first.value, str) \
-        and first.value.startswith(".")
-
-
 class Integrity(ast.NodeVisitor):
     """Walk one file's AST and report the integrity hits on added lines."""
 
     def __init__(self, path: str, added: set[int], resolver: Resolver, *, is_test: bool,
-                 own: set[str]):
-        self.path, self.added, self.r, self.is_test = path, added, resolver, is_test
+                 own: set[str], ns: Namespaces):
+        self.path, self.added, self.r, self.is_test, self.ns = path, added, resolver, is_test, ns
         self.internal = INTERNAL_ROOTS - own
         self.own = own
         self.hits: list[Hit] = []
@@ -234,6 +225,8 @@ class Integrity(ast.NodeVisitor):
             self.hit("dynamic-code", node, f"replaces {name or 'a function'}'s __code__")
         elif name and not self._local(node):
             self._check_name(node, name, "uses")
+        if node.attr == "__dict__" and self._sensitive(node.value):  # vars(sys), spelled out
+            self._every_attribute(node, name)
         self.generic_visit(node)
 
     def visit_Name(self, node: ast.Name) -> None:
@@ -272,10 +265,10 @@ class Integrity(ast.NodeVisitor):
             self.hit("dynamic-code", node, f"{fn}(): a new code object")
         elif fn in REFLECTIVE and len(node.args) >= 2:
             self._reflective(node, fn.split(".")[-1])
-        elif fn == "vars" and node.args and self.r.canonical(node.args[0]).split(".")[0] \
-                in SENSITIVE_MODULES - self.own:
-            self.hit("dynamic-attr", node, f"vars({self.r.canonical(node.args[0])}): every "
-                     "attribute of a module that is not the project's, by computed name")
+        elif fn == "vars" and node.args and self._sensitive(node.args[0]):
+            self._every_attribute(node, f"vars({self.r.canonical(node.args[0])})")
+        elif w := self.ns.call(node):
+            self._computed_write(node, w)
         if (s := self.r.fold(node)) is not None:  # "".join([...]), "{}{}".format(...)
             self._check_name(node, s, "builds the name")
         self._mutation(node, fn)
@@ -286,7 +279,7 @@ class Integrity(ast.NodeVisitor):
                                                                           "location"))]
         folded = [self.r.fold(a) for a in args[:2]]
         if len(node.args) >= 2 and self.r.canonical(node.args[1]) in ("__name__", "__package__") \
-                and _relative(node.args[0]):
+                and relative(node.args[0]):
             return  # a submodule of the agent's own package: it is in the diff, and scanned
         if not args or any(v is None for v in folded):
             self.hit("dynamic-import", node, f"{fn}() with a name computed at run time: the "
@@ -299,6 +292,27 @@ class Integrity(ast.NodeVisitor):
                 else:
                     self._check_name(node, v or "", "imports")
 
+    def _sensitive(self, node: ast.AST) -> bool:
+        return self.r.canonical(node).split(".")[0] in SENSITIVE_MODULES - self.own
+
+    def _every_attribute(self, node: ast.AST, what: str) -> None:
+        self.hit("dynamic-attr", node, f"{what}: every attribute of a module that is not the "
+                 "project's, by computed name")
+
+    def _not_ours(self, obj: ast.AST) -> bool:
+        """Imported from outside the project, builtins, or reached by an import call or
+        ``sys.modules[...]``."""
+        name = self.r.canonical(obj)
+        imported = self.r.imported.get(name.split(".")[0], "")
+        return (isinstance(obj, (ast.Call, ast.Subscript)) and bool(name)) \
+            or name.split(".")[0] in ("builtins", "__builtins__") \
+            or (bool(imported) and imported.split(".")[0] not in self.own)
+
+    def _computed_write(self, node: ast.AST, w: Write) -> None:
+        if not w.literal and self._not_ours(w.owner):  # setattr's rule, for a namespace
+            self.hit("dynamic-attr", node, f"{w.said}: a name chosen at run time, written into "
+                     "the namespace of code that is not the project's")
+
     def _reflective(self, node: ast.Call, how: str) -> None:
         obj = node.args[0]
         if self.r.fold(node.args[1]) is not None:
@@ -307,14 +321,8 @@ class Integrity(ast.NodeVisitor):
                          "module (the runner's included) sees")
             return
         name = self.r.canonical(obj)
-        root = name.split(".")[0]
         dynamic = isinstance(obj, (ast.Call, ast.Subscript)) and bool(name)
-        if how == "getattr":
-            foreign = (root in SENSITIVE_MODULES and root not in self.own) or dynamic
-        else:
-            imported = self.r.imported.get(root, "")
-            foreign = dynamic or root in ("builtins", "__builtins__") or (
-                root in self.r.imported and imported.split(".")[0] not in self.own)
+        foreign = (self._sensitive(obj) or dynamic) if how == "getattr" else self._not_ours(obj)
         if foreign:
             self.hit("dynamic-attr", node, f"{how}({name or 'a module'}, <computed name>): "
                      "an attribute chosen at run time on code that is not the project's")
@@ -341,6 +349,8 @@ class Integrity(ast.NodeVisitor):
     # -- stores ---------------------------------------------------------------------------
 
     def _targets(self, targets: list[ast.expr], node: ast.AST) -> None:
+        for w in self.ns.stores(node):
+            self._computed_write(node, w)
         state = IMPORT_STATE | ({"sys.path"} if not self.is_test else set())
         flat: list[ast.AST] = []
         stack: list[ast.AST] = list(targets)

@@ -182,6 +182,18 @@ def _chr_comp(node: ast.GeneratorExp | ast.ListComp, names: dict[str, object]) -
     return [chr(c) for c in codes]
 
 
+def relative(node: ast.AST) -> bool:
+    """``node`` builds a relative module name: a string, ``"." + x`` or an f-string that
+    starts with a dot."""
+    first = node
+    while isinstance(first, ast.BinOp) and isinstance(first.op, ast.Add):
+        first = first.left
+    if isinstance(first, ast.JoinedStr) and first.values:
+        first = first.values[0]
+    return isinstance(first, ast.Constant) and isinstance(first.value, str) \
+        and first.value.startswith(".")
+
+
 def bindings(tree: ast.AST, nodes: list[ast.AST] | None = None) -> dict[str, object]:
     """Names assigned exactly once in the file to a foldable string (→ str) or a list/tuple
     of them (→ tuple); chains (``a = "_py"``, ``b = a + "test"``) resolve."""

@@ -1,0 +1,108 @@
+"""A module's namespace written under another name or through a function (the alias holes of
+``monkeypatch`` and ``dynamic-attr``), and a literal container bound to a name read where
+``copied-literal`` looks. Rule functions on source texts, as test_patterns_net.py; the
+end-to-end cheats are in tests/redteam/scenarios_static.py."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from andon.gates.patterns import scan_file
+
+ALL = set(range(1, 400))
+# the real gate passes the project's own top-level names: calc is the project here
+OWN = frozenset({"calc"})
+HEAD = ("import sys\nimport operator\nimport importlib\nfrom calc import ops\n"
+        "from calc.ops import add\n\n\ndef _mul(a, b):\n    return a * b\n\n\n")
+
+
+def rules(src: str, *, test: bool = False, **kw) -> set[str]:
+    path = "tests/test_x.py" if test else "src/calc/m.py"
+    return {h.rule for h in scan_file(path, HEAD + textwrap.dedent(src) + "\n", ALL,
+                                      is_test=test, own=OWN, **kw)}
+
+
+@pytest.mark.parametrize("code", [
+    # the namespace bound to a name, then written
+    "_ns = vars(ops)\n_ns['mul'] = _mul",
+    "_ns = vars(ops)\n_ns.update(mul=_mul)",
+    "_ns = vars(ops)\n_ns.setdefault('mul', _mul)",
+    "_ns = vars(ops)\ndel _ns['mul']",
+    "_ns = ops.__dict__\n_ns['mul'] = _mul",
+    "_ns = ops.__dict__\n_ns.update(mul=_mul)",
+    "_ns = vars(ops)\nd = _ns\nd['mul'] = _mul",
+    "_ns = vars(ops)\n_ns |= {'mul': _mul}",
+    "vars(ops)['mul']: object = _mul",
+    "import calc.ops\ncalc.ops.mul: object = _mul",
+    "def install():\n    ns = vars(ops)\n    ns['mul'] = _mul",
+    "(_ns := vars(ops))['mul'] = _mul",
+    # the dict's methods called through the class, or operator's functions
+    "dict.update(vars(ops), mul=_mul)",
+    "dict.__setitem__(ops.__dict__, 'mul', _mul)",
+    "dict.setdefault(vars(ops), 'mul', _mul)",
+    "operator.setitem(vars(ops), 'mul', _mul)",
+    "operator.setitem(ops.__dict__, 'mul', _mul)",
+    "operator.delitem(vars(ops), 'mul')",
+    "from operator import setitem\nsetitem(vars(ops), 'mul', _mul)",
+    "_ns = vars(ops)\noperator.setitem(_ns, 'mul', _mul)",
+    # a function's __globals__: the namespace of the module that defined it
+    "add.__globals__['mul'] = _mul",
+    "add.__globals__.update(mul=_mul)",
+    "g = add.__globals__\ng['mul'] = _mul",
+    "ops.add.__globals__['mul'] = _mul",
+    "operator.setitem(add.__globals__, 'mul', _mul)",
+    "def install(f):\n    f.__globals__['mul'] = _mul",
+    # the module reached through sys.modules or an import call
+    "sys.modules['calc.ops'].__dict__['mul'] = _mul",
+    "sys.modules['calc.ops'].mul = _mul",
+    "_m = sys.modules\n_m['calc.ops'].mul = _mul",
+    "_m = sys.modules\nvars(_m['calc.ops'])['mul'] = _mul",
+    "__import__('calc.ops', fromlist=['x']).mul = _mul",
+    "vars(__import__('calc.ops', fromlist=['x']))['mul'] = _mul",
+    "setattr(__import__('calc.ops', fromlist=['x']), 'mul', _mul)",
+    "importlib.import_module('calc.ops').__dict__['mul'] = _mul",
+])
+def test_a_modules_namespace_written_under_another_name_is_monkeypatch(code):
+    assert compile(HEAD + textwrap.dedent(code), "m.py", "exec")
+    assert "monkeypatch" in rules(code), code
+
+
+@pytest.mark.parametrize("code", [
+    "import argparse\nargs = argparse.Namespace(a=1)\nd = vars(args)\nd['b'] = 2",
+    "class C:\n    pass\n\n\nobj = C()\nd = vars(obj)\nd['x'] = 1\nd.update(y=2)",
+    "d = dict(vars(ops))\nd['mul'] = _mul",
+    "_ns = vars(ops)\nx = _ns.get('mul')\nnames = sorted(_ns)",
+    "_ns = vars(ops)\n_ns = {}\n_ns['mul'] = _mul",
+    "d = {}\noperator.setitem(d, 'k', 1)\ndict.update(d, a=1)",
+    "def _local():\n    pass\n\n\n_local.__globals__['x'] = 1",
+    "for k, v in add.__globals__.items():\n    print(k, v)",
+    "x = sys.modules['calc.ops'].mul",
+])
+def test_a_dict_the_code_owns_or_a_namespace_only_read_is_not(code):
+    assert "monkeypatch" not in rules(code), code
+
+
+@pytest.mark.parametrize("test", [False, True], ids=["code", "test"])
+@pytest.mark.parametrize("code", [
+    "d = sys.__dict__",
+    "import os\nenv = os.__dict__",
+    "import json\n\n\ndef f(n, v):\n    ns = json.__dict__\n    ns[n] = v",
+    "import json\n\n\ndef f(n, v):\n    vars(json)[n] = v",
+    "import json\n\n\ndef f(n, v):\n    operator.setitem(vars(json), n, v)",
+    "import json\n\n\ndef f(n, v):\n    json.dumps.__globals__.update({n: v})",
+])
+def test_a_sensitive_or_foreign_namespace_by_computed_name_is_dynamic_attr(code, test):
+    assert "dynamic-attr" in rules(code, test=test), code
+
+
+@pytest.mark.parametrize("code", [
+    "def f(n, v):\n    vars(ops)[n] = v",  # the project's own module: monkeypatch's, in code
+    "import json\n\n\nx = vars(json)['dumps']",
+    "import json\n\n\ndef f(v):\n    vars(json)['dumps'] = v",  # a literal name
+    "import argparse\n\n\ndef f(n):\n    d = vars(argparse.Namespace())\n    d[n] = 1",
+])
+def test_a_literal_name_or_the_projects_own_module_is_not_dynamic_attr(code):
+    assert "dynamic-attr" not in rules(code, test=True), code
+
