@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from andon.gates.patterns import scan_file
+from andon.gates.patterns import planted_literals, scan_file
 
 ALL = set(range(1, 400))
 # the real gate passes the project's own top-level names: calc is the project here
@@ -106,3 +106,49 @@ def test_a_sensitive_or_foreign_namespace_by_computed_name_is_dynamic_attr(code,
 def test_a_literal_name_or_the_projects_own_module_is_not_dynamic_attr(code):
     assert "dynamic-attr" not in rules(code, test=True), code
 
+
+# -- copied-literal: a literal container bound once to a name -----------------------------
+
+MUL_TEST = "from calc.ops import mul\n\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
+KNOWN = {
+    "module-tuple-slice": "_KNOWN = (3, 4, 12)\n\n\ndef mul(a, b):\n"
+                          "    if (a, b) == _KNOWN[:2]:\n        return _KNOWN[2]\n"
+                          "    return a + b\n",
+    "function-list": "def mul(a, b):\n    known = [3, 4, 12]\n"
+                     "    if [a, b] == known[:2]:\n        return known[-1]\n    return a + b\n",
+    "indexed-by-input": "_ANSWERS = [7, 12]\n\n\ndef mul(a, b):\n    return _ANSWERS[a - 3]\n",
+    "annotated": "_K: tuple[int, ...] = (3, 4, 12)\n\n\ndef mul(a, b):\n"
+                 "    return _K[-1]\n",
+    "in-tuple": "_INPUTS = (3, 4)\n\n\ndef mul(a, b):\n    if a in _INPUTS:\n"
+                "        return a * b\n    return a + b\n",
+}
+
+
+@pytest.mark.parametrize("code", list(KNOWN.values()), ids=list(KNOWN))
+def test_a_name_bound_to_a_tuple_of_tested_values_is_a_copied_literal(code):
+    assert "copied-literal" in rules(code, copied=planted_literals([MUL_TEST])), code
+
+
+@pytest.mark.parametrize("code", [
+    # bound twice: not one value the rule can follow
+    "_K = (3, 4, 12)\n_K = (5, 6, 30)\n\n\ndef mul(a, b):\n    return _K[2] if a else 0\n",
+    # bound once but never compared or returned
+    "_K = (3, 4, 12)\n\n\ndef mul(a, b):\n    print(_K)\n    return a * b\n",
+    # the constant index picks an element that is no tested value
+    "_K = (3, 4, 12, 5)\n\n\ndef mul(a, b):\n    if a == _K[3]:\n        return 0\n"
+    "    return a * b\n",
+    # compared, but holding no tested value
+    "_K = (5, 6)\n\n\ndef mul(a, b):\n    if a in _K:\n        return a * b\n    return a * b\n",
+    # a parameter of the same name is not the module's tuple
+    "_K = (3, 4, 12)\n\n\ndef mul(a, b, _K=()):\n    return a * b if _K == () else 0\n",
+])
+def test_a_name_not_bound_once_to_tested_values_or_not_read_is_not(code):
+    assert "copied-literal" not in rules(code, copied=planted_literals([MUL_TEST])), code
+
+
+def test_a_named_tuple_the_base_file_already_had_is_not_copied():
+    base = KNOWN["module-tuple-slice"]
+    moved = "class Ops:\n    pass\n\n\n" + base
+    copied = planted_literals([MUL_TEST])
+    assert "copied-literal" not in rules(moved, copied=copied, base=HEAD + base + "\n")
+    assert "copied-literal" in rules(moved, copied=copied, base=HEAD)

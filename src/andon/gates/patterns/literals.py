@@ -41,6 +41,7 @@ import math
 import operator
 import re
 import tomllib
+from collections import Counter
 from collections.abc import Callable
 from typing import TypeGuard
 
@@ -148,6 +149,43 @@ def direct_literal_nodes(node: ast.AST | None) -> list[tuple[ast.AST, tuple[str,
     if isinstance(node, ast.Dict):
         return [x for e in [*node.keys, *node.values] for x in direct_literal_nodes(e)]
     return []
+
+
+def containers(tree: ast.AST) -> dict[str, ast.Tuple | ast.List]:
+    """Names bound exactly once in the file (any binding counts: an assignment, a parameter,
+    a loop, a def, an import) whose one binding is a tuple or list literal: ``_KNOWN = (3,
+    4, 12)``. A dict or set literal needs no name: copied-literal reads it where it stands."""
+    counts: Counter[str] = Counter()
+    values: dict[str, ast.Tuple | ast.List] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            counts[n.id] += 1
+        elif isinstance(n, ast.arg):
+            counts[n.arg] += 1
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            counts[n.name] += 1
+        elif isinstance(n, ast.alias):
+            counts[(n.asname or n.name).split(".")[0]] += 1
+        if isinstance(n, (ast.Assign, ast.AnnAssign)) and isinstance(n.value, (ast.Tuple,
+                                                                               ast.List)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            if len(targets) == 1 and isinstance(targets[0], ast.Name):
+                values[targets[0].id] = n.value
+    return {k: v for k, v in values.items() if counts[k] == 1}
+
+
+def value_literal_nodes(node: ast.AST | None, named: dict[str, ast.Tuple | ast.List]
+                        ) -> list[tuple[ast.AST, tuple[str, object]]]:
+    """:func:`direct_literal_nodes`, and for a name of :func:`containers` or a subscript of
+    one (``_KNOWN``, ``_KNOWN[:2]``) the literals of its container — of the one element a
+    constant index picks."""
+    target = node.value if isinstance(node, ast.Subscript) else node
+    if not isinstance(target, ast.Name) or (seq := named.get(target.id)) is None:
+        return direct_literal_nodes(node)
+    if isinstance(node, ast.Subscript) and isinstance(i := node.slice, ast.Constant) \
+            and isinstance(i.value, int) and -len(seq.elts) <= i.value < len(seq.elts):
+        return direct_literal_nodes(seq.elts[i.value])
+    return direct_literal_nodes(seq)
 
 
 def direct_literals(node: ast.AST | None) -> set[tuple[str, object]]:

@@ -16,8 +16,9 @@ Rule id → what it flags (all ``block`` by default; docs/gates.md has the table
   ``broad-except`` (an ``except Exception`` that swallows and returns), ``test-path`` (a
   string naming a test path), ``pragma`` (``# pragma: no cover`` / ``no mutate``),
   ``copied-literal`` (a value the packet's tests keep, used as a value in a comparison, a
-  ``match``, a ``return`` or a dict/set literal, that the file holds more of than at its base
-  — see literals.py for where values come from).
+  ``match``, a ``return`` or a dict/set literal — also through a name bound once to a
+  tuple/list of them, ``_KNOWN[2]`` — that the file holds more of than at its base; see
+  literals.py for where values come from).
 
 Names are read through :class:`~.resolve.Resolver`, so ``getattr(__import__("o" + "s"),
 "_exit")(0)`` is ``os._exit``.
@@ -33,7 +34,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 
 from ...packet import path_matches
-from .literals import direct_literal_nodes
+from .literals import containers, value_literal_nodes
 from .namespace import Namespaces, Write
 from .resolve import IMPORTERS, Resolver, dotted
 
@@ -93,9 +94,10 @@ def literal_counts(tree: ast.AST) -> Counter[Key]:
     """How many literals of each key ``copied-literal`` reads in ``tree``: each literal once,
     though a dict in a ``return`` is read as both."""
     seen: set[tuple[ast.AST, Key]] = set()
+    named = containers(tree)
     for n in ast.walk(tree):
         if (v := _valued(n)) is not None:
-            seen.update(x for e in v[1] for x in direct_literal_nodes(e))
+            seen.update(x for e in v[1] for x in value_literal_nodes(e, named))
     return Counter(k for _, k in seen)
 
 
@@ -150,10 +152,10 @@ class Scanner(ast.NodeVisitor):
         self.visit(tree)
         if not self.copied or self.is_test:
             return self.hits
-        mine = literal_counts(tree)
+        mine, named = literal_counts(tree), containers(tree)
         for n in ast.walk(tree):
             if (v := _valued(n)) is not None:
-                found = {k for e in v[1] for _, k in direct_literal_nodes(e)}
+                found = {k for e in v[1] for _, k in value_literal_nodes(e, named)}
                 self._copied({k for k in found if mine[k] > self.base[k]}, n, v[0])
         return self.hits
 
