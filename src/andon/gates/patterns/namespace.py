@@ -22,7 +22,8 @@ NAMESPACE_WRITES = frozenset({"update", "setdefault", "__setitem__", "__delitem_
                               "popitem", "clear", "__ior__"})
 OPERATOR_WRITES = frozenset({"operator.setitem", "operator.delitem", "operator.__setitem__",
                              "operator.__delitem__", "_operator.setitem", "_operator.delitem"})
-_KEYED = frozenset({"setdefault", "__setitem__", "__delitem__", "pop"})  # name: first arg
+# the name written is the first argument (after the namespace, for operator's functions)
+_KEYED = frozenset({"setdefault", "__setitem__", "__delitem__", "pop", "setitem", "delitem"})
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,7 @@ class Namespaces:
 
     def _names_literal(self, method: str, args: list[ast.expr],
                        keywords: list[ast.keyword]) -> bool:
-        if method in _KEYED or method == "setitem" or method == "delitem":
+        if method in _KEYED:
             return bool(args) and self.r.fold(args[0]) is not None
         if method in ("update", "__ior__"):
             return all(k.arg is not None for k in keywords) and all(
