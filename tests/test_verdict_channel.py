@@ -615,3 +615,20 @@ def test_a_test_inherited_from_a_helper_class_is_the_planted_test(tmp_path):
     assert r.forged == [], r.forged
     got = r.results["tests.test_mul.TestMul::test_cases"]
     assert (got.outcome, got.file) == ("passed", MUL)
+
+
+@pytest.mark.parametrize("step", ["runtest", "setup"])
+def test_a_planted_items_own_runtest_set_by_another_test_is_forged(tmp_path, step):
+    # found by an adversary pass: pytest calls item.runtest(); an attribute on the item itself
+    # is no module's or class's, so no snapshot saw it, and test_mul "passed"
+    evil = f'''
+    def test_aaa(request):
+        for item in request.session.items:
+            if item.name == "test_mul":
+                item.{step} = lambda: None
+    '''
+    r = run(tmp_path, {"tests/test_aaa.py": evil})
+    if step == "runtest":
+        assert r.results["tests.test_mul::test_mul"].outcome == "passed"  # the flip happened
+    assert any("tests.test_mul::test_mul: its test item was given its own runtest" in f
+               for f in r.forged), r.forged

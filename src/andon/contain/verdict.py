@@ -72,9 +72,9 @@ def _phase_outcomes(rec: Record) -> tuple[dict[str, set[str]], dict[str, tuple[s
     return seen, files
 
 
-# an outcome line's code field (andon_verdict.py): "<same|replaced|early|other>" STATUS_SEP the
-# test's own file (absolute) STATUS_SEP the files its function's code came from, outermost
-# first, CHAIN_SEP between them
+# an outcome line's code field (andon_verdict.py): "<same|replaced|early|other|item>"
+# STATUS_SEP the test's own file (absolute) STATUS_SEP the files its function's code came
+# from, outermost first, CHAIN_SEP between them
 STATUS_SEP, CHAIN_SEP = "\x1e", "\x1f"
 
 
@@ -141,6 +141,10 @@ def judge(results: dict, rec: Record | None, why_not: str, canaries: Canaries | 
         if node_file not in own:
             continue
         status, own_path, chain = [*line.split(STATUS_SEP), "", ""][:3]
+        if status == "item":
+            integ.mismatches.append(f"{tid}: its test item was given its own runtest, setup or "
+                                    "teardown after collection: pytest ran that, not the test")
+            continue
         if status == "other":
             continue  # not a test function (a doctest)
         # own_path: the test's own file as the runner imported it

@@ -72,12 +72,22 @@ def _imported_already(path, _modules=sys.modules, _module_dict=_module_dict, _ty
 
 def _bound_at_import(item, _bound=_BOUND, _type=type, _method=_METHOD, _func_of=_func_of,
                      _wrappers=_WRAPPERS, _class=pytest.Class, _module=pytest.Module,
-                     _isinstance=isinstance, _next=next, _function_item=pytest.Function):
+                     _isinstance=isinstance, _next=next, _function_item=pytest.Function,
+                     _oga=object.__getattribute__, _steps=("runtest", "setup", "teardown")):
     """``"same"``: the object pytest calls is the one the test module bound at its import (its
     own function, a decorator's wrapper, a method its class inherits); ``"replaced"``: it is
     not; ``"early"``: no snapshot to compare with (the module was imported before pytest
     collected it, or the test is in a class nested in a class); ``"other"``: not a test
-    function (a doctest)."""
+    function (a doctest); ``"item"``: the item itself holds a ``runtest``, ``setup`` or
+    ``teardown`` of its own (``item.runtest = lambda: None`` from another test: pytest calls
+    that, not the test)."""
+    try:
+        own = _oga(item, "__dict__")
+    except AttributeError:
+        own = {}
+    for step in _steps:
+        if step in own:
+            return "item"
     if not _isinstance(item, _function_item):
         return "other"
     snap = _bound.get(str(getattr(item, "path", "")))
