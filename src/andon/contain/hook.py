@@ -32,7 +32,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             plugins):
     """Add the hook; it writes authenticated lines to ``wfd`` (see boot.py for the format).
     ``plugins``: what plugins.make returned (which late changes are the environment's)."""
-    _arm_plugins, _late_ok, _describe, _registry_ok, _kept = plugins
+    _arm_plugins, _late_ok, _describe, _registry_ok, _own_hook, _kept = plugins
     state: dict = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
              "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {}}
     miss = object()
@@ -170,7 +170,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     def _compare(full, _st=state, _type=type, _str=str, _Mod=types.ModuleType,
                  _tdict=type.__dict__["__dict__"].__get__, _oga=object.__getattribute__,
                  _miss=miss, _len=len, _say=_say, _late_ok=_late_ok, _describe=_describe,
-                 _expected=_expected, _registry_ok=_registry_ok,
+                 _expected=_expected, _registry_ok=_registry_ok, _own_hook=_own_hook,
                  _sw=str.startswith, _id=id, _all=all, _map=map, _is=operator.is_,
                  _pget=types.MappingProxyType.get):
         """Report what changed since the snapshot: everything when ``full``, else the
@@ -249,13 +249,18 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
             for impl in now:
                 if _id(impl) in ok_ids:
                     continue
-                p = _oga(impl, "plugin")
-                if _late_ok(p):
+                p, fn = _oga(impl, "plugin"), _oga(impl, "function")
+                # what pluggy calls, captured at registration, must be the plugin's own
+                if _late_ok(p) and _own_hook(p, fn):
                     ok_ids.add(_id(impl))
-                    _st["ok_keep"].append(impl)
+                    _st["ok_keep"].append((impl, fn))
                 else:
                     found.append(("hook " + h + " implemented by " + _describe(p), True))
             seen_impls[h] = list(now)
+        for impl, fn in _st["ok_keep"] if full else ():
+            if _oga(impl, "function") is not fn:
+                found.append(("a late plugin's hook implementation had its function replaced",
+                              True))
         _st["n2p_len"] = _len(n2p)
         for what, crit in found:
             if what not in _st["said"]:
@@ -349,5 +354,5 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     state["hook"] = fast
     state["guard"] = guard
     guard.update(id(f) for f in (fast, hook, state, guard, _say, _attr_event, _snapshot,
-                                 _compare, _expected, *plugins[:4], *_kept))
+                                 _compare, _expected, *plugins[:5], *_kept))
     sys.addaudithook(fast)

@@ -19,9 +19,20 @@ argument before any project code runs (see hook.py for why):
     ``pytest_*`` functions (and any ``__getattr__``, ``__getattribute__`` or ``__dir__``, which
     could make more) must be code compiled from that module's file (a test module's function
     put on the class, or swapped in as ``__code__``, is not), and an object has no
-    ``pytest_*`` of its own.
+    ``pytest_*`` of its own. What a run can make up — a module object, its ``__file__``,
+    ``co_filename`` (``compile(src, path, …)``, ``code.replace``) — is checked against the
+    disk: a function that was not there at arming must be what its file compiles to, and
+    that file older than the run (its inode's change time), so a module a test writes into
+    the tree, or a class it binds into another module, does not pass.
 ``describe(plugin) -> str``
     "module <file>" or "object of <module>.<qualname>", for the evidence line.
+``own_hook(plugin, function) -> bool``
+    the function pluggy captured when the plugin was registered (``HookImpl.function``) is
+    the plugin's own: found, by identity, under a ``pytest_*`` name in the module's namespace
+    or its class's (and bases'), bound to the plugin itself where it is a method. An object
+    given a hook of its own and stripped of it again before the check, an object whose
+    ``__class__`` was changed after registering, or a ``HookImpl`` made by hand for an
+    accepted plugin with another function, are not.
 ``registry_ok(value) -> bool``
     an added ``__warningregistry__`` on a runner module is the one ``warnings.warn`` keeps
     (CPython's ``warnings`` module, ``_warnings.c``): a ``dict`` holding ``"version"`` →
@@ -31,11 +42,12 @@ argument before any project code runs (see hook.py for why):
 
 import os
 import sys
+import time
 import types
 
 
 def make(site_dirs, root):
-    """The four functions above and a tuple of what they keep (for the hook's guard: a read of
+    """The five functions above and a tuple of what they keep (for the hook's guard: a read of
     their attributes is a forgery); ``site_dirs``: folders (str, absolute) of installed
     distributions, ``root``: the run's working directory."""
     places: dict = {"pytest": (), "funcs": None}
@@ -85,9 +97,69 @@ def make(site_dirs, root):
             return f
         return None
 
+    compiled: dict = {}  # path -> the code objects its source compiles to (None: unusable)
+    prims = (int, str, bytes, float, bool, complex, type(None), type(...))
+
+    def _same_code(a, b, _type=type, _Code=types.CodeType, _len=len, _tuple=tuple,
+                   _frozenset=frozenset, _prims=prims, _zip=zip, _sorted=sorted, _repr=repr):
+        """Two code objects alike in bytecode, names and constants: compared by exact types
+        only, so no constant a forger made runs its own ``__eq__``."""
+        if _type(a) is not _Code or _type(b) is not _Code:
+            return False
+        if (a.co_name, a.co_firstlineno, a.co_argcount, a.co_flags) != (
+                b.co_name, b.co_firstlineno, b.co_argcount, b.co_flags) \
+                or a.co_code != b.co_code or a.co_names != b.co_names \
+                or a.co_varnames != b.co_varnames or a.co_freevars != b.co_freevars:
+            return False
+        stack = [(a.co_consts, b.co_consts)]
+        while stack:
+            x, y = stack.pop()
+            if _type(x) is not _type(y):
+                return False
+            if _type(x) is _Code:
+                if not _same_code(x, y):
+                    return False
+            elif _type(x) is _tuple:
+                if _len(x) != _len(y):
+                    return False
+                stack.extend(_zip(x, y))
+            elif _type(x) is _frozenset:
+                stack.append((_tuple(_sorted(x, key=_repr)), _tuple(_sorted(y, key=_repr))))
+            elif _type(x) not in _prims or _repr(x) != _repr(y):
+                return False
+        return True
+
+    def _genuine(code, path, _st=os.stat, _open=open, _compile=compile, _type=type,
+                 _Code=types.CodeType, _start=time.time(), _compiled=compiled,  # noqa: B008
+                 _same=_same_code, _miss=object()):  # noqa: B008 - both bound once, at start
+        """``code`` is what the file at ``path`` compiles to, and the file was there before
+        this run started (its inode's change time: a file the run wrote, or back-dated, is
+        newer). A module object, ``__file__`` and ``co_filename`` are all the code under
+        test's to make up; the file on disk from before the run is not."""
+        codes = dict.get(_compiled, path, _miss)
+        if codes is _miss:
+            codes = None
+            try:
+                if _st(path).st_ctime < _start:
+                    with _open(path, "rb") as fh:
+                        top = _compile(fh.read(), path, "exec", dont_inherit=True)
+                    codes, stack = [], [top]
+                    while stack:
+                        c = stack.pop()
+                        codes.append(c)
+                        stack.extend(k for k in c.co_consts if _type(k) is _Code)
+            except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+                codes = None
+            _compiled[path] = codes
+        for c in codes or ():  # noqa: SIM110 - a loop: a generator's frame would hold these
+            if c.co_firstlineno == code.co_firstlineno and _same(c, code):
+                return True
+        return False
+
     def _hooks_from(d, f, keys, _type=type, _str=str, _sw=str.startswith, _Func=types.FunctionType,
                     _sm=staticmethod, _cm=classmethod, _places=places, _site=site,
                     _data=data, _made=("__getattr__", "__getattribute__", "__dir__"),
+                    _genuine=_genuine,
                     _code=types.FunctionType.__dict__["__code__"].__get__,
                     _fname=types.CodeType.__dict__["co_filename"].__get__):
         """Every ``pytest_*`` (and ``__getattr__``/``__dir__``, which could make more) in
@@ -95,7 +167,7 @@ def make(site_dirs, root):
         ``f`` is an installed module's, from any installed module's; when ``f`` is None: there
         are none); data, modules and classes pluggy skips. The accepted
         functions join the protected ones."""
-        found = []
+        found, funcs = [], _places["funcs"]
         for k in keys(d):
             if _type(k) is _str and (_sw(k, "pytest_") or k in _made):
                 v = d[k]
@@ -109,8 +181,10 @@ def make(site_dirs, root):
                 # an installed plugin's hook may be wrapped by another installed module
                 if cf != f and not (_sw(f, _site) and _type(cf) is _str and _sw(cf, _site)):
                     return False
+                known = dict.get(funcs, id(v)) if funcs is not None else None
+                if (known is None or known[1] is not v) and not _genuine(_code(v), cf):
+                    return False  # not there at arming, and not the file's code either
                 found.append((k, v))
-        funcs = _places["funcs"]
         if funcs is not None:
             for k, v in found:
                 funcs[id(v)] = (f + ":" + k, v)
@@ -158,6 +232,34 @@ def make(site_dirs, root):
                 return False
         return True
 
+    def own_hook(plugin, fn, _type=type, _isinst=isinstance, _Mod=types.ModuleType,
+                 _Method=types.MethodType, _Func=types.FunctionType, _sm=staticmethod,
+                 _cm=classmethod, _self=types.MethodType.__dict__["__self__"].__get__,
+                 _func=types.MethodType.__dict__["__func__"].__get__,
+                 _mdict=types.ModuleType.__dict__["__dict__"].__get__,
+                 _tdict=type.__dict__["__dict__"].__get__,
+                 _mro=type.__dict__["__mro__"].__get__, _sw=str.startswith, _str=str,
+                 _pitems=types.MappingProxyType.items):
+        if _type(fn) is _Method:
+            if _self(fn) is not plugin and not (_isinst(plugin, type) is False
+                                                and _self(fn) is _type(plugin)):
+                return False
+            fn = _func(fn)
+        if _type(fn) is not _Func:
+            return False
+        if _type(plugin) is _Mod:
+            spaces = [dict.items(_mdict(plugin))]
+        else:
+            cls = plugin if _isinst(plugin, type) else _type(plugin)
+            spaces = [_pitems(_tdict(c)) for c in _mro(cls)]
+        for items in spaces:
+            for k, v in items:
+                if _type(v) in (_sm, _cm):
+                    v = v.__func__
+                if v is fn and _type(k) is _str and _sw(k, "pytest_"):
+                    return True
+        return False
+
     def describe(plugin, _type=type, _str=str, _mdict=types.ModuleType.__dict__["__dict__"]
                  .__get__, _tdict=type.__dict__["__dict__"].__get__, _Mod=types.ModuleType,
                  _qual=type.__dict__["__qualname__"].__get__):
@@ -183,4 +285,5 @@ def make(site_dirs, root):
                 return False
         return True
 
-    return arm, late_ok, describe, registry_ok, (places, _place_ok, _hooks_from)
+    return arm, late_ok, describe, registry_ok, own_hook, (places, compiled, _place_ok, _hooks_from,
+                                                      _same_code, _genuine)
