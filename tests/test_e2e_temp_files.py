@@ -37,3 +37,24 @@ def test_the_cli_run_leaves_the_temp_dir_empty(tmp_path):
     r = andon(root, "run", "--agent", "command", "--command", agent, env={"TMPDIR": str(tmp)})
     assert r.returncode == 0, r.stdout + r.stderr
     assert sorted(os.listdir(tmp)) == []
+
+
+def test_what_the_harness_runs_write_in_the_worktree_is_not_the_agents_change(tmp_path):
+    """A test run that leaves a file in its working directory (pytest-cov's ``.coverage``,
+    hypothesis' ``.hypothesis/``) did so in red's runs, in the worktree, before the agent
+    started: scope blamed it on the agent (``outside allowed_paths``) and, with no
+    allowed_paths, it was merged. Found trying andon on boltons with ``--cov``."""
+    # as pytest-cov does: data written at the end of every session, whatever the outcomes
+    conftest = ("import os\nfrom pathlib import Path\n\n\n"
+                "def pytest_sessionfinish(session):\n"
+                "    Path('.coverage').write_bytes(os.urandom(16))\n"
+                "    Path('.hypothesis/examples').mkdir(parents=True, exist_ok=True)\n"
+                "    Path('.hypothesis/examples/x').write_text('x')\n")
+    pid, files = mul_packet("P1", max_attempts=1)
+    root = make_project(tmp_path / "p", {"P1": (pid, files)}, {"conftest.py": conftest},
+                        config=FAST)
+    report = runner_for(root, {"P1": honest_mul}).run()
+    assert report.merged == ["P1"], report.message
+    from helpers import git
+    merged = git(root, "ls-tree", "-r", "--name-only", "andon/integration").split()
+    assert ".coverage" not in merged and not any(m.startswith(".hypothesis") for m in merged)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import budget, fault_injection, reaper, sandbox
+from . import budget, fault_injection, leftovers, reaper, sandbox
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
@@ -371,13 +371,16 @@ class Attempt:
         started, t0 = now(), time.monotonic()
         # hermetic judging the runs the suite gate made (joint.py) runs nothing: walked there
         ahead = name == hermetic.NAME and self.ctx.candidate_sha in self.ctx.ahead
+        # scope, atdd-scope and patterns only read git and the changed files: no walks there
+        runs = not ahead and name not in (scope.NAME, atdd_scope.NAME, patterns.NAME)
+        before = leftovers.untracked(self.repo, self.worktree) if runs else None
         result = judge(gate, self.ctx)
+        if runs and (gone := leftovers.remove_added(self.repo, self.worktree, before or set())):
+            result.details["removed_after_runs"] = gone  # not the agent's: leftovers.py
         # Code under test ran in this gate's test runs: a file it left in the interpreter's
-        # site-packages would steer every later run (the next gate's, the next attempt's).
-        # A skipped gate ran nothing, scope, atdd-scope and patterns only read git and the
-        # changed files: no walk after those (issues 18, 12; the next check sees any change).
-        if not (result.status == "skipped" or ahead
-                or name in (scope.NAME, atdd_scope.NAME, patterns.NAME)):
+        # site-packages would steer every later run (the next gate's, the next attempt's;
+        # issues 18, 12). A skipped gate ran nothing.
+        if runs and result.status != "skipped":
             outside = self._env_changed(
                 name, f"during the {name} gate's test runs (the code under test ran there)")
             self.env_clean = outside is None
@@ -392,7 +395,6 @@ class Attempt:
         if self.env is None or not (changed := self.env.changed()):
             return None
         text, cmds = envprint.describe(changed, self.env.where, when)
-        findings = [Finding("outside-worktree", f"{p} was {how} {when}", path=p)
-                    for p, how in changed]
-        return GateResult(gate, "fail", text, "permission", findings,
-                          details={"restore": cmds})
+        return GateResult(gate, "fail", text, "permission", [
+            Finding("outside-worktree", f"{p} was {how} {when}", path=p) for p, how in changed],
+            details={"restore": cmds})
