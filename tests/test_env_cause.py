@@ -49,3 +49,16 @@ def test_a_base_run_the_verdict_channel_reads_as_forged_stops_preflight_naming_i
     assert {f.kind for f in pf.findings} == {"channel-on-base"}
     assert any("plugin registered: mine" in f.message for f in pf.findings)
     assert "every attempt" in pf.summary and "plugin registered: mine" in pf.summary
+
+
+def test_a_passing_preflight_says_how_many_tests_were_skipped_and_which(tmp_path):
+    from helpers import runner_for as _runner
+    skips = ("import pytest\n\n\n@pytest.mark.skip(reason='no .mo files')\n"
+             "def test_i18n():\n    pass\n")
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        {"tests/test_i18n.py": skips})
+    baseline = _runner(root, lambda ctx: "done").baseline
+    pf = baseline.preflight(baseline.head())
+    assert pf.status == "pass", pf.summary
+    assert "1 skipped, held to nothing: tests.test_i18n::test_i18n" in pf.summary
+    assert pf.details["skipped_ids"] == ["tests.test_i18n::test_i18n"]
