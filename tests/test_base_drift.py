@@ -43,3 +43,17 @@ def test_no_drift_reported_when_integration_holds_everything(tmp_path):
     root = project(tmp_path)
     data = json.loads(andon(root, "status", "--json").stdout)
     assert data["base_drift"] is None
+
+
+def test_commits_that_only_add_packets_are_no_drift(tmp_path):
+    # packets are read from the checkout: a commit of a new packet leaves nothing to merge
+    root = project(tmp_path)
+    (root / "packets" / "P9").mkdir(parents=True)
+    (root / "packets" / "P9" / "packet.md").write_text("+++\nid = \"P9\"\n+++\nlater\n")
+    git(root, "add", "packets")
+    git(root, "commit", "-qm", "a new packet")
+    assert json.loads(andon(root, "status", "--json").stdout)["base_drift"] is None
+    (root / "notes.txt").write_text("later\n")
+    git(root, "add", "notes.txt")
+    git(root, "commit", "-qm", "later work")
+    assert json.loads(andon(root, "status", "--json").stdout)["base_drift"]["commits"] == 1

@@ -111,7 +111,8 @@ def _not_found(run: dict) -> str:
 
 
 def base_drift(repo: Repo, config: Config) -> dict | None:
-    """Commits on the base branch that the integration branch lacks: ``{"base_branch",
+    """Commits on the base branch that the integration branch lacks, not counting those that
+    touch only the packets folder: ``{"base_branch",
     "integration_branch", "commits"}``, or None when there are none, the integration branch
     does not exist yet, or no base branch can be named (detached HEAD and no
     ``[andon] base_branch``). andon never merges the base into the integration branch itself:
@@ -130,7 +131,10 @@ def _gap(repo: Repo, config: Config, base_side: bool) -> dict | None:
     if not base_sha or not integration_sha:
         return None
     has, lacks = (base_sha, integration_sha) if base_side else (integration_sha, base_sha)
-    n = int(repo.git("rev-list", "--count", has, "^" + lacks).strip())
+    # packets are read from the checkout, never from the integration branch: a commit that
+    # only adds or edits packets leaves nothing to merge
+    only = ["--", ".", f":(exclude){config.andon.packets_dir}"] if base_side else []
+    n = int(repo.git("rev-list", "--count", has, "^" + lacks, *only).strip())
     return {"base_branch": base, "integration_branch": integration, "commits": n} if n else None
 
 
