@@ -269,6 +269,14 @@ def test_unittest_subtests_are_not_forged(tmp_path):
     assert r.results["tests.test_split.SplitTests::test_one_bad"].outcome == "failed"
 
 
+def test_a_conftest_hook_with_an_assert_is_not_forged(tmp_path):
+    # pytest rewrites a conftest's asserts: its hook's code is the rewriter's, not a plain
+    # compile of the file (judged forged when late plugins were first checked against it)
+    conftest = "def pytest_configure(config):\n    assert config is not None, 'no config'\n"
+    r = run(tmp_path, {"conftest.py": conftest})
+    assert r.integrity.channel == "used" and r.forged == [], r.forged
+
+
 def test_plugins_a_conftest_requires_are_not_forged(tmp_path):
     # a common layout: fixtures kept in a module the root conftest names in pytest_plugins,
     # and pytest's own pytester the same way (found by an adversary pass: judged forged)

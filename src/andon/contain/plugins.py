@@ -40,6 +40,7 @@ argument before any project code runs (see hook.py for why):
     warns so from ``_pytest.python`` when a test returns a value).
 """
 
+import ast
 import os
 import sys
 import time
@@ -50,7 +51,7 @@ def make(site_dirs, root):
     """The five functions above and a tuple of what they keep (for the hook's guard: a read of
     their attributes is a forgery); ``site_dirs``: folders (str, absolute) of installed
     distributions, ``root``: the run's working directory."""
-    places: dict = {"pytest": (), "funcs": None}
+    places: dict = {"pytest": (), "funcs": None, "rewrite": None}
     site = tuple(os.path.join(d, "") for d in site_dirs)
     root_dir = os.path.join(root, "")
     data = (str, list, tuple, dict, set, frozenset, int, float, bool, bytes, type(None), type,
@@ -67,6 +68,10 @@ def make(site_dirs, root):
                 dirs[name] = _join(_dirname(f), "")
         _places["pytest"] = dirs
         _places["funcs"] = funcs
+        # pytest rewrites the asserts of conftests and of plugins it imports: their code is
+        # that rewriter's output (bound now, before any project code can replace it)
+        rw = dict.get(_modules, "_pytest.assertion.rewrite")
+        _places["rewrite"] = _mdict(rw).get("rewrite_asserts") if _type(rw) is _Mod else None
 
     def _place_ok(module, _type=type, _str=str, _sw=str.startswith, _ew=str.endswith,
                   _rfind=str.rfind, _part=str.partition, _repl=str.replace,
@@ -131,8 +136,10 @@ def make(site_dirs, root):
 
     def _genuine(code, path, _st=os.stat, _open=open, _compile=compile, _type=type,
                  _Code=types.CodeType, _start=time.time(), _compiled=compiled,  # noqa: B008
-                 _same=_same_code, _miss=object()):  # noqa: B008 - both bound once, at start
-        """``code`` is what the file at ``path`` compiles to, and the file was there before
+                 _same=_same_code, _miss=object(), _places=places,  # noqa: B008 - at start
+                 _parse=ast.parse):
+        """``code`` is what the file at ``path`` compiles to (as it is, or with pytest's
+        assertion rewriting, as pytest imports conftests and plugins), and the file was there before
         this run started (its inode's change time: a file the run wrote, or back-dated, is
         newer). A module object, ``__file__`` and ``co_filename`` are all the code under
         test's to make up; the file on disk from before the run is not."""
@@ -142,13 +149,19 @@ def make(site_dirs, root):
             try:
                 if _st(path).st_ctime < _start:
                     with _open(path, "rb") as fh:
-                        top = _compile(fh.read(), path, "exec", dont_inherit=True)
-                    codes, stack = [], [top]
+                        src = fh.read()
+                    stack = [_compile(src, path, "exec", dont_inherit=True)]
+                    rewrite = _places["rewrite"]
+                    if rewrite is not None and b"assert" in src:
+                        tree = _parse(src, filename=path)
+                        rewrite(tree, src, path, None)
+                        stack.append(_compile(tree, path, "exec", dont_inherit=True))
+                    codes = []
                     while stack:
                         c = stack.pop()
                         codes.append(c)
                         stack.extend(k for k in c.co_consts if _type(k) is _Code)
-            except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+            except Exception:  # noqa: BLE001 - unreadable, or the rewriter failed: not genuine
                 codes = None
             _compiled[path] = codes
         for c in codes or ():  # noqa: SIM110 - a loop: a generator's frame would hold these
