@@ -152,3 +152,45 @@ def test_a_named_tuple_the_base_file_already_had_is_not_copied():
     copied = planted_literals([MUL_TEST])
     assert "copied-literal" not in rules(moved, copied=copied, base=HEAD + base + "\n")
     assert "copied-literal" in rules(moved, copied=copied, base=HEAD)
+
+
+# -- monkeypatch: a module bound by `from P import N` ----------------------------------------
+
+# the project's modules, as the gate lists them from the tree (src/ is a source root)
+MODULES = frozenset({"calc", "calc.ops", "calc.models", "app", "app.settings"})
+FROM_CHEATS = [
+    "ops.mul = lambda a, b: a * b",
+    "setattr(ops, 'mul', _mul)",
+    "delattr(ops, 'mul')",
+    "ops.__setattr__('mul', _mul)",
+    "from calc import ops as o\no.mul = _mul",
+    "from app import settings\nsettings.debug = True",  # settings.py is a module: a module store
+    "from os import path\npath.join = _mul",  # the standard library's module
+]
+
+
+@pytest.mark.parametrize("code", FROM_CHEATS)
+def test_a_module_bound_by_a_from_import_is_monkeypatched(code):
+    assert "monkeypatch" in rules(code, modules=MODULES), code
+
+
+def test_a_relative_from_import_of_a_sibling_module_is_monkeypatched():
+    src = "from . import ops\n\nops.mul = lambda a, b: a * b\n"
+    hits = scan_file("src/calc/__init__.py", src, ALL, own=OWN, modules=MODULES,
+                     roots=("", "src"))
+    assert "monkeypatch" in {h.rule for h in hits}
+
+
+@pytest.mark.parametrize("code", [
+    "from calc.models import Config\nConfig.debug = True",  # a class, not a module
+    "from calc.models import Config\nsetattr(Config, 'debug', True)",
+    "from calc.ops import add\nadd.cache = {}",  # a function of a module
+    "from calc import ops\nx = ops.mul",  # only read
+    "from os import sep\nsep.x = 1",  # os.sep is a string
+])
+def test_a_from_import_that_is_no_module_is_not_monkeypatched(code):
+    assert "monkeypatch" not in rules(code, modules=MODULES), code
+
+
+def test_without_the_file_list_a_from_import_stays_unknown():
+    assert "monkeypatch" not in rules("ops.mul = _mul")

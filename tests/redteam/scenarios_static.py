@@ -472,6 +472,11 @@ def _mul(a, b):
 
 _ns["mul"] = _mul
 '''
+FROM_IMPORT_INIT = '''\
+from calc import ops
+
+ops.mul = lambda a, b: a * b
+'''
 GLOBALS_INIT = '''\
 from calc.ops import add as _add
 
@@ -817,6 +822,9 @@ def build() -> list[Scenario]:
         S("namespace-alias-vars", 11, "the package __init__ binds vars(ops) to a name and "
           "writes mul through it; ops.py keeps a wrong mul", package_forge(NAMESPACE_ALIAS_INIT),
           "patterns", "monkeypatch", PACKAGE_INIT),
+        S("from-import-module-store", 11, "the package __init__ binds ops by `from calc "
+          "import ops` (a module: src/calc/ops.py exists) and assigns ops.mul",
+          package_forge(FROM_IMPORT_INIT), "patterns", "monkeypatch", PACKAGE_INIT),
         S("namespace-through-globals", 11, "the package __init__ rewrites mul in ops through "
           "ops.add.__globals__, the namespace of the module that defined add",
           package_forge(GLOBALS_INIT), "patterns", "monkeypatch", PACKAGE_INIT),

@@ -15,7 +15,8 @@ skip-call, monkeypatch, copied-literal, …),
 ``integrity`` (runner-internals, dynamic-import, dynamic-code, import-system, dynamic-attr),
 ``detection`` (harness-detection), ``literals`` (the values the packet's tests keep),
 ``resolve`` (import aliases and strings folded from literal pieces), ``namespace`` (writes
-into a namespace dict, under any name it is reached by). docs/gates.md lists
+into a namespace dict, under any name it is reached by), ``modules`` (which names a ``from``
+import binds are modules, by the tree's files). docs/gates.md lists
 every rule.
 
 ``[gates.patterns]`` in andon.toml: ``enabled``, ``severities`` (rule id → block | warn | off)
@@ -40,6 +41,7 @@ from ..shadowing import own_modules
 from .detection import Detection
 from .integrity import Integrity
 from .literals import data_file_literals, planted_literals
+from .modules import project_modules
 from .namespace import Namespaces
 from .production import Hit, Key, Scanner, literal_counts, pragma_hits
 from .resolve import Resolver
@@ -73,15 +75,18 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
               copied: AbstractSet[tuple[str, object]] = frozenset(),
               own: AbstractSet[str] = frozenset(),
               visible: AbstractSet[tuple[str, object]] | None = None,
-              base: str = "") -> list[Hit]:
+              base: str = "", modules: AbstractSet[str] = frozenset(),
+              roots: Sequence[str] = ("",)) -> list[Hit]:
     """Every built-in hit on an added line of one Python file. ``is_test``: the file is a
     test the agent wrote (only the rules that hold in tests); ``own``: the project's own
     top-level module names (``andon`` is not an internal when it is the project);
     ``visible``: the ``copied`` values a message may repeat (None: all; the rest come only
     from hidden tests); ``base``: the file's decoded text before the attempt ("" when it
     created the file), whose literals are no copies (``copied-literal`` counts a value only
-    where ``text`` holds more of it). ``text`` is decoded already (:func:`python_source`); one
-    that does not parse is a ``syntax-error`` hit and nothing else."""
+    where ``text`` holds more of it); ``modules``: the dotted names of the project's modules
+    under its source ``roots`` (modules.py: ``from calc import ops`` binds a module). ``text``
+    is decoded already (:func:`python_source`); one that does not parse is a
+    ``syntax-error`` hit and nothing else."""
     hits = [] if is_test else pragma_hits(path, text, added)
     try:
         tree = ast.parse(text)
@@ -98,7 +103,7 @@ def scan_file(path: str, text: str, added: set[int], *, is_test: bool = False,
         r = Resolver(tree)
         ns = Namespaces(tree, r)
         hits += Scanner(path, added, set(test_strings), list(test_globs), set(copied), r,
-                        is_test, visible, _base_counts(base), ns).scan(tree)
+                        is_test, visible, _base_counts(base), ns, modules, roots).scan(tree)
         for scanner in (Integrity(path, added, r, is_test=is_test, own=set(own), ns=ns),
                         Detection(path, added, r, is_test=is_test)):
             scanner.visit(tree)
@@ -164,6 +169,9 @@ def run(ctx: GateContext) -> GateResult:
     test_strings |= {p.rsplit("/", 1)[-1] for p in ctx.packet.hidden_files}
     copied, visible = _copied(ctx, base, head)
     own = own_modules(ctx.repo, base, ctx.config.test.pythonpath)
+    roots = ["", *ctx.config.test.pythonpath]
+    modules = project_modules(ctx.repo.git("ls-tree", "-r", "--name-only", head).splitlines(),
+                              roots)
 
     severity = {**DEFAULT_SEVERITY, **{r.id: r.severity for r in settings.rules},
                 **settings.severities}
@@ -204,7 +212,7 @@ def run(ctx: GateContext) -> GateResult:
                 and c.status != "A" else None
             hits += scan_file(p, text, added, is_test=is_test, test_strings=test_strings,
                               test_globs=test_globs, copied=copied, own=own,
-                              visible=visible,
+                              visible=visible, modules=modules, roots=roots,
                               base=(python_source(p, before)[0] or "") if before else "")
     return _result(hits, severity, scanned)
 

@@ -8,7 +8,10 @@ Rule id → what it flags (all ``block`` by default; docs/gates.md has the table
 - non-test code only — tests use these legitimately:
   ``skip-call`` (``pytest.skip/xfail/importorskip/exit``, ``unittest.SkipTest``),
   ``monkeypatch`` (assignment, ``setattr``/``delattr``, ``__setattr__``, or a write into
-  ``vars(m)`` / ``m.__dict__`` under any name namespace.py follows, on an imported module,
+  ``vars(m)`` / ``m.__dict__`` under any name namespace.py follows, on an imported module —
+  ``import m``, or ``from P import m`` when ``P.m`` is a module by the tree's files or the
+  interpreter's (modules.py: ``from app import settings; settings.x = 1`` is a module store
+  when ``app/settings.py`` exists; a class ``from calc.models import Config`` is not) —,
   one reached by an import call or ``sys.modules[...]``, or ``builtins``; a write into
   ``f.__globals__`` of any function the file does not define),
   ``mock-patch`` (``mock.patch``), ``constant-eq`` (an ``__eq__``/``__ne__`` that returns
@@ -35,6 +38,7 @@ from dataclasses import dataclass
 
 from ...packet import path_matches
 from .literals import containers, value_literal_nodes
+from .modules import is_module, module_name
 from .namespace import Namespaces, Write
 from .resolve import IMPORTERS, Resolver, dotted
 
@@ -115,8 +119,10 @@ class Scanner(ast.NodeVisitor):
                  test_globs: Sequence[str], copied: AbstractSet[tuple[str, object]],
                  resolver: Resolver, is_test: bool = False,
                  visible: AbstractSet[tuple[str, object]] | None = None,
-                 base: Counter[Key] | None = None, ns: Namespaces | None = None):
+                 base: Counter[Key] | None = None, ns: Namespaces | None = None,
+                 project: AbstractSet[str] = frozenset(), roots: Sequence[str] = ("",)):
         self.path, self.added, self.is_test, self.resolver = path, added, is_test, resolver
+        self.project, self.roots = project, roots  # the project's dotted module names
         self.ns = ns
         self.visible = visible  # copied values the agent could see; None: all of them
         self.base = base or Counter()  # literal_counts of the file before the attempt
@@ -145,6 +151,8 @@ class Scanner(ast.NodeVisitor):
             elif isinstance(n, ast.ImportFrom):
                 # `from calc import ops`: a module or not, its namespace is not this file's
                 self.imported |= {a.asname or a.name for a in n.names if a.name != "*"}
+                self.modules |= {a.asname or a.name for a in n.names
+                                 if any(is_module(m, self.project) for m in self._from(n, a))}
                 if n.module in ("unittest.mock", "mock"):
                     self.mock_names |= {a.asname or a.name for a in n.names}
                 elif n.module == "unittest":
@@ -158,6 +166,22 @@ class Scanner(ast.NodeVisitor):
                 found = {k for e in v[1] for _, k in value_literal_nodes(e, named)}
                 self._copied({k for k in found if mine[k] > self.base[k]}, n, v[0])
         return self.hits
+
+    def _from(self, node: ast.ImportFrom, alias: ast.alias) -> list[str]:
+        """The dotted names ``from … import name`` may bind (``P.N``; a relative import
+        under each package this file is in), for :func:`~.modules.is_module`."""
+        if alias.name == "*":
+            return []
+        if not node.level:
+            return [f"{node.module}.{alias.name}"] if node.module else []
+        out = []
+        for mine in module_name(self.path, self.roots):
+            package = mine if self.path.endswith("__init__.py") else mine.rpartition(".")[0]
+            parts, up = (package.split(".") if package else []), node.level - 1  # `..`: 1 up
+            if up < len(parts):  # not above the top package
+                out.append(".".join([*parts[:len(parts) - up], *filter(None, [node.module]),
+                                     alias.name]))
+        return out
 
     # -- rules --------------------------------------------------------------------------
 
