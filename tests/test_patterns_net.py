@@ -799,9 +799,10 @@ DESCRIBE = 'def describe(n):\n    if n > 1200000:\n        return "1.2 million"\
 INTWORD = '\n\ndef intword(n):\n    return "%.1f million" % (n / 10 ** 6)\n'
 
 
-def _gate_findings(tmp_path, base: str | None, attempt: str) -> list[tuple[str, int]]:
+def _gate_findings(tmp_path, base: str | None, attempt: str, test: str = SIZE_TEST
+                   ) -> list[tuple[str, int]]:
     """(rule, line) of the real patterns gate on a real repository: the packet plants
-    SIZE_TEST; ``base`` is the project's sizes.py (None: the attempt creates it)."""
+    ``test``; ``base`` is the project's sizes.py (None: the attempt creates it)."""
     from andon.config import load_config
     from andon.gates import patterns
     from andon.gates.base import GateContext
@@ -811,7 +812,7 @@ def _gate_findings(tmp_path, base: str | None, attempt: str) -> list[tuple[str, 
     from helpers import make_project, packet_md
 
     md = packet_md("P1", "sizes", "calc.sizes formats sizes.", allowed_paths=["src/calc/**"])
-    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_sizes_p1.py": SIZE_TEST})},
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_sizes_p1.py": test})},
                         {SIZES: base} if base is not None else {})
     repo, config = Repo(root), load_config(root)
     start = repo.rev_parse("HEAD")
@@ -855,6 +856,30 @@ def test_a_table_of_the_operands_of_a_test_expression_is_not_flagged(tmp_path):
     assert _gate_findings(tmp_path, None, UNITS + NATURALSIZE + INTWORD) == []
 
 
+SIZE_TABLE_TEST = '''\
+import pytest
+
+from calc.sizes import naturalsize
+
+
+@pytest.mark.parametrize("n, want", [(2 * 1024 ** 4, "2.0 TiB"), (1024 ** 2, "1.0 MiB")])
+def test_naturalsize(n, want):
+    assert naturalsize(n) == want
+'''
+
+
+def test_a_special_case_for_a_folded_value_of_a_test_table_is_caught(tmp_path):
+    # the value is a power of 2, but the test wrote it as arithmetic: deliberate, not a unit
+    cheat = 'def naturalsize(n):\n    if n == 2199023255552:\n        return "%d" % n\n' \
+            '    return str(n)\n'
+    assert ("copied-literal", 2) in _gate_findings(tmp_path, None, cheat, SIZE_TABLE_TEST)
+
+
+def test_a_unit_table_against_a_test_table_of_folded_values_is_not_flagged(tmp_path):
+    units = UNITS + "MEBI = 1048576\nLIMITS = {'big': 1048576}\n"  # 1024 ** 2: a unit
+    assert _gate_findings(tmp_path, None, units + NATURALSIZE, SIZE_TABLE_TEST) == []
+
+
 @pytest.mark.parametrize("test, kept, not_kept", [
     ("assert f(2 * 1024 ** 4) == 1", [2199023255552], [1024, 4]),
     ("assert f(x) == -5", [-5], [5]),
@@ -864,9 +889,11 @@ def test_a_table_of_the_operands_of_a_test_expression_is_not_flagged(tmp_path):
     ("assert f(x) == 10 ** 100000", [], [100000]),
     ("assert f(x) == 2 ** 10 ** 10", [], [10 ** 10]),
     ("assert f(x) == 1 / 0 + 77", [], [77]),
-    # a table has the data bar: 2 * 1024 ** 4 is a power of 2, like 1024
-    ("SIZES = [(3 * 1024 ** 4, '3.0 TiB'), (-3 * 5, 'x-y'), (2 * 1024 ** 4, 'z-z')]",
-     [3 * 1024 ** 4, -15], [1024, 3, 2 * 1024 ** 4]),
+    # a table has the data bar, but a folded value is deliberate though a power of 2 (2 TiB);
+    # one base alone raised or multiplied spells a unit, as 1024 does (and 2 * 1 is trivial)
+    ("SIZES = [(3 * 1024 ** 4, '3.0 TiB'), (-3 * 5, 'x-y'), (2 * 1024 ** 4, 'z-z'), "
+     "(1024 ** 2, 'MiB'), (1024 * 1024, 'M'), (1 << 20, 'm'), (10 ** 6, 'mega'), (2 * 1, 'a')]",
+     [3 * 1024 ** 4, -15, 2 * 1024 ** 4], [1024, 3, 1024 ** 2, 10 ** 6, 2]),
 ])
 def test_a_test_expression_of_numbers_counts_as_its_folded_value(test, kept, not_kept):
     got = planted_literals([f"def test_x():\n    {test}\n"] if test.startswith("assert")

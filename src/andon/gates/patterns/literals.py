@@ -18,7 +18,11 @@ beyond asserts a string counts only when it is not one plain word (``[A-Za-z_]+`
 ``"million"``, ``"decimal"``, a JSON key ``"expected"`` do not count; ``"1.0 million"``,
 ``"3.0 kB"``, ``"1000000"`` do), and a number only when it is not a power of 2 or of 10
 (``1024``, ``10**6`` do not count; ``1200000`` does). A special case like ``if n ==
-1_000_000: return "1.0 million"`` is still caught by its string.
+1_000_000: return "1.0 million"`` is still caught by its string. A value a table folds from
+arithmetic of several numbers (``2 * 1024 ** 4``, ``3 << 40``) is deliberate: it skips the
+power-of-2/10 part of the bar (not the trivial numbers). One number raised or multiplied by
+itself alone (``1024 ** 2``, ``1024 * 1024``, ``1 << 20``) spells a unit, as ``1024`` does,
+and keeps the whole bar.
 
 Arithmetic of numbers counts as its folded value, not its operands: a test's ``2 * 1024 ** 4``
 keeps 2199023255552 (an honest ``{"K": 1024}`` is no copy of it) and ``-5`` keeps -5, not 5. A
@@ -208,6 +212,27 @@ def data_bar(keys: set[tuple[str, object]]) -> set[tuple[str, object]]:
             or (k == "num" and _number_ok(v) and not _round(v))}
 
 
+def _unit(node: ast.AST) -> bool:
+    """``node`` (an :func:`arithmetic` tree) spells a unit: one number raised or multiplied
+    by itself (``10 ** 6``, ``1024 * 1024``, ``1 << 20``); ones and exponents aside."""
+    bases: set[object] = set()
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, ast.BinOp) and isinstance(n.op, (ast.Pow, ast.LShift)):
+            if isinstance(n.op, ast.LShift):
+                bases.add(2)  # 1 << 20 is 2 ** 20
+            stack.append(n.left)
+        elif isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            stack += [n.left, n.right]
+        elif isinstance(n, ast.Constant):
+            if n.value != 1:
+                bases.add(n.value)
+        else:
+            return False
+    return len(bases) == 1
+
+
 def _is_literal_tree(node: ast.AST) -> bool:
     """A literal or a container of literals (``pytest.param(...)`` inside one is allowed)."""
     if isinstance(node, ast.Constant) or arithmetic(node):
@@ -227,9 +252,10 @@ def _is_param(node: ast.AST) -> bool:
         and (getattr(node.func, "attr", None) or getattr(node.func, "id", None)) == "param"
 
 
-def _values(node: ast.AST) -> set[tuple[str, object]]:
+def _values(node: ast.AST, deliberate: set[tuple[str, object]]) -> set[tuple[str, object]]:
     """Literal keys under ``node``, leaving out ``marks=`` of ``pytest.param`` (a reason text
-    is not a value the test checks)."""
+    is not a value the test checks); the folded values of arithmetic of several numbers (not
+    a :func:`_unit`) go to ``deliberate`` as well."""
     out: set[tuple[str, object]] = set()
     stack = [node]
     while stack:
@@ -237,7 +263,10 @@ def _values(node: ast.AST) -> set[tuple[str, object]]:
         if isinstance(n, ast.keyword) and n.arg == "marks":
             continue
         if isinstance(n, ast.Constant) or arithmetic(n):
-            out |= literal_keys(n)
+            keys = literal_keys(n)
+            out |= keys
+            if isinstance(n, ast.BinOp) and not _unit(n):
+                deliberate |= keys
             continue
         stack.extend(ast.iter_child_nodes(n))
     return out
@@ -257,25 +286,27 @@ def source_literals(text: str) -> tuple[set[tuple[str, object]], set[tuple[str, 
         return set(), set()
     asserted: set[tuple[str, object]] = set()
     data: set[tuple[str, object]] = set()
+    deliberate: set[tuple[str, object]] = set()
     for n in ast.walk(tree):
         if isinstance(n, ast.Assert):
             asserted |= literal_keys(n.test)
         elif isinstance(n, ast.Call):
             name = _call_name(n)
             if name == "parametrize":
-                data |= set().union(*(_values(a) for a in n.args[1:]), *(
-                    _values(k.value) for k in n.keywords if k.arg in ("argvalues", "ids")))
+                data |= set().union(*(_values(a, deliberate) for a in n.args[1:]), *(
+                    _values(k.value, deliberate) for k in n.keywords
+                    if k.arg in ("argvalues", "ids")))
             elif name == "param":
-                data |= _values(n)
+                data |= _values(n, deliberate)
             elif name == "fixture":
-                data |= set().union(*(_values(k.value) for k in n.keywords
+                data |= set().union(*(_values(k.value, deliberate) for k in n.keywords
                                       if k.arg in ("params", "ids")))
         elif isinstance(n, (ast.Assign, ast.AnnAssign)) and n.value is not None \
                 and _is_literal_tree(n.value):
             # a module's or class's table, or a test function's local data (toolz keeps its
             # inputs in `alist = (...)` inside the test)
-            data |= _values(n.value)
-    return asserted, data_bar(data)
+            data |= _values(n.value, deliberate)
+    return asserted, data_bar(data) | deliberate
 
 
 def planted_literals(sources: list[str]) -> set[tuple[str, object]]:
