@@ -23,7 +23,7 @@ from andon.gates.base import GateContext, GateResult
 
 # Modules of gates/ that are not gates: what the gates share.
 HELPERS = {"base", "cache", "changed", "clash", "env_cause", "flaky_base", "joint", "lanes",
-           "shadowing", "tools"}
+           "native", "shadowing", "tools"}
 # Gates that take no GateContext, and why (see gates/__init__.py): preflight runs once per
 # run before any packet exists; agent judges a stage's agent run and is recorded only when
 # that agent could not work at all.
