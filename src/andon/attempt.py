@@ -373,9 +373,9 @@ class Attempt:
         ahead = name == hermetic.NAME and self.ctx.candidate_sha in self.ctx.ahead
         # scope, atdd-scope and patterns only read git and the changed files: no walks there
         runs = not ahead and name not in (scope.NAME, atdd_scope.NAME, patterns.NAME)
-        before = leftovers.untracked(self.repo, self.worktree) if runs else None
+        before = leftovers.untracked(self.repo, self.worktree) if runs else set()
         result = judge(gate, self.ctx)
-        if runs and (gone := leftovers.remove_added(self.repo, self.worktree, before or set())):
+        if runs and (gone := leftovers.remove_added(self.repo, self.worktree, before)):
             result.details["removed_after_runs"] = gone  # not the agent's: leftovers.py
         # Code under test ran in this gate's test runs: a file it left in the interpreter's
         # site-packages would steer every later run (the next gate's, the next attempt's;

@@ -46,9 +46,3 @@ def remove_added(repo: Repo, worktree: Path, before: set[str]) -> list[str]:
             parent = parent.parent
     return removed
 
-
-def describe(removed: list[str], limit: int = 5) -> str:
-    """``".coverage, .hypothesis/examples/x"`` (and how many more): for the gate's details."""
-    more = f" and {len(removed) - limit} more" if len(removed) > limit else ""
-    return ", ".join(removed[:limit]) + more
-

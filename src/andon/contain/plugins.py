@@ -254,8 +254,9 @@ def make(site_dirs, root):
                  _mro=type.__dict__["__mro__"].__get__, _sw=str.startswith, _str=str,
                  _pitems=types.MappingProxyType.items):
         if _type(fn) is _Method:
-            if _self(fn) is not plugin and not (_isinst(plugin, type) is False
-                                                and _self(fn) is _type(plugin)):
+            # bound to the plugin, or (a classmethod of an object's class) to its class
+            if _self(fn) is not plugin and (_isinst(plugin, type)
+                                            or _self(fn) is not _type(plugin)):
                 return False
             fn = _func(fn)
         if _type(fn) is not _Func:
