@@ -57,9 +57,10 @@ def net_project(tmp_path: Path) -> Path:
     return root
 
 
-def suite(root: Path, tmp_path: Path, network: str, port: int):
+def suite(root: Path, tmp_path: Path, network: str, port: int, fork_server: bool = True):
     return run_suite([sys.executable, "-m", "pytest"], root, tmp_path / "ev", "net",
-                     extra_env={"OUTSIDE_PORT": str(port)}, network=network)
+                     extra_env={"OUTSIDE_PORT": str(port)}, network=network,
+                     fork_server=fork_server)
 
 
 # -- config --------------------------------------------------------------------------------
@@ -83,13 +84,18 @@ def test_unknown_value_is_a_config_error_with_file_and_line(tmp_path, table, lin
 # -- test runs -----------------------------------------------------------------------------
 
 @needs_netns
-def test_suite_run_with_network_off_cannot_reach_outside(tmp_path, outside_server):
-    r = suite(net_project(tmp_path), tmp_path, "off", outside_server)
+@pytest.mark.parametrize("fork_server", [False, True], ids=["fresh", "forked"])
+def test_suite_run_with_network_off_cannot_reach_outside(tmp_path, outside_server, fork_server):
+    r = suite(net_project(tmp_path), tmp_path, "off", outside_server, fork_server)
     assert r.network == "cut"
     assert r.results["tests.test_net::test_reaches_the_outside_server"].outcome == "failed"
     ev = r.to_evidence()
-    assert ev["network"] == "cut" and ev["wrapper"][-1] == "--"
-    assert str(netless.WRAPPER) in ev["wrapper"]
+    assert ev["network"] == "cut"
+    if fork_server:  # the forked child enters its own namespace (contain/zygote.py)
+        assert ev["start"] == "fork server" and ev["wrapper"] == []
+    else:  # the wrapper execs the fresh process in one
+        assert ev["start"] == "fresh" and ev["wrapper"][-1] == "--"
+        assert str(netless.WRAPPER) in ev["wrapper"]
 
 
 def test_suite_run_with_network_on_reaches_outside(tmp_path, outside_server):

@@ -48,6 +48,9 @@ AndonError
 │                               budget gate); ends the attempt, never escapes it
 ├── attempt._WroteOutside       an agent stage changed watched files in the user's checkout;
 │                               ends the attempt, never escapes it
+├── contain.forkserver.Unavailable
+│                               no fork server for a test run (why in the message): the run
+│                               starts fresh, it never escapes the runner
 └── IllegalTransition           a lifecycle transition DESIGN.md does not allow (a bug in andon)
 
 Where callers or pydantic (whose validators must raise ValueError) rely on ``ValueError``,

@@ -41,6 +41,8 @@ pythonpath = ["src"]                   # the attempt's code comes first on sys.p
 timeout_s = 900
 network = "off"                        # test runs get loopback only, where the machine allows
 # jobs = 2                             # runs at the same time (hermetic, flaky); default: cores
+# fork_server = false                  # start every run fresh (default: fork them from a
+#                                      # process that imported pytest once; docs/gates.md)
 
 [gates]
 red_runs = 3                # planted tests must fail on the base this many times out of as many

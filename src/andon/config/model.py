@@ -93,6 +93,11 @@ class Test(_Strict):
     jobs: int | None = Field(
         None, ge=1, description="independent test runs (hermetic's, flaky's) made at the same "
                                 "time, each in its own clone; default: the cores andon may use")
+    fork_server: bool = Field(
+        True, description="fork each run from a process of the tests' interpreter that has "
+                          "imported pytest (contain/forkserver.py; Linux): the same run "
+                          "without the interpreter's and pytest's start-up. false: every run "
+                          "starts a fresh interpreter")
 
 
 class PatternRule(_Strict):

@@ -4,6 +4,7 @@ Run by the harness (never imported by andon) in the *project's* interpreter, Pyt
 only::
 
     <interp> -I -B boot.py <wfd>:<rfd> <m|s> [<path>...] -- <pytest args...>
+    <interp> -I -B boot.py serve <fd>          (the fork server: zygote.py, forkserver.py)
 
 ``-I`` ignores every PYTHON* variable, the user site and the current directory, so nothing in the
 tree runs at start-up (a ``sitecustomize.py``/``usercustomize.py`` in a path folder is not on
@@ -19,6 +20,10 @@ Order, which is the whole point of this file:
 4. only then put the project's folders on ``sys.path``: ``m`` mode (the command was
    ``python -m pytest``) puts the working directory first, as ``-m`` does; then ``<path>...``;
 5. run ``pytest.main`` with the plugin, exit with its status.
+
+A fork server (``serve``) does what comes before step 1 that needs no nonce — boot's own
+imports, the hook's and plugin checker's modules, pytest and pluggy — once, and each run is a
+fork of it that starts at step 1 (zygote.py says what the child makes equal to a fresh start).
 
 Line format on ``wfd``: ``<seq> <mac> <kind>\\t<field>...\\n``; ``mac`` is keyed BLAKE2b (key: the
 nonce) of ``"<seq> <kind>\\t<field>..."``, so a line the code under test writes into the fd is
@@ -115,7 +120,20 @@ def _site_dirs():
     return found
 
 
-def _main(argv):
+def _prepare():
+    """What every run imports before the nonce matters: boot's own modules and the bodies of
+    the hook and the plugin checker (loaded by path, never entered in sys.modules)."""
+    import importlib.util
+    from hashlib import blake2b  # before any project code; bound into the hook
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    # the hook's body lives beside this file; loaded by path, never entered in sys.modules
+    hook_module = _load(importlib.util, "_andon_hook", os.path.join(here, "hook.py"))
+    plugins = _load(importlib.util, "_andon_plugins", os.path.join(here, "plugins.py"))
+    return importlib.util, blake2b, hook_module, plugins
+
+
+def _main(argv, prepared=None):
     fds, mode = argv[0].split(":"), argv[1]
     wfd, rfd = int(fds[0]), int(fds[1])
     cut = argv.index("--")
@@ -134,16 +152,11 @@ def _main(argv):
     if len(nonce) < 16 or not hasattr(sys, "addaudithook"):
         sys.stderr.write("andon boot: no nonce or no audit hooks (Python >= 3.8 needed)\n")
         return 3
-    import importlib.util
-    from hashlib import blake2b  # before any project code; bound into the hook
-
+    util, blake2b, hook_module, plugins = prepared or _prepare()
     here = os.path.dirname(os.path.abspath(__file__))
-    # the hook's body lives beside this file; loaded by path, never entered in sys.modules
-    hook_module = _load(importlib.util, "_andon_hook", os.path.join(here, "hook.py"))
-    plugins = _load(importlib.util, "_andon_plugins", os.path.join(here, "plugins.py"))
     hook_module.install(wfd, nonce, blake2b, WATCH, FUNC_ATTRS, PREFIXES, CRITICAL,
                         EVERY_TEST, HOOKS, plugins.make(_site_dirs(), os.getcwd()))
-    del nonce, chunks, hook_module, plugins
+    del nonce, chunks, hook_module, plugins, prepared
 
     import pluggy
     import pytest
@@ -152,7 +165,7 @@ def _main(argv):
     # the hook (a pytest too old for its events) is told apart from a channel cut short
     sys.audit("andon.boot", "pytest " + str(getattr(pytest, "__version__", "?")) + ", pluggy "
               + _pluggy_version(pluggy))
-    plugin = _load(importlib.util, "andon_verdict",
+    plugin = _load(util, "andon_verdict",
                    os.path.join(os.path.dirname(here), "pytest_plugins", "andon_verdict.py"),
                    {"_CANARY": canary.decode("utf-8", "replace")})
     sys.modules["andon_verdict"] = plugin
@@ -168,5 +181,76 @@ def _main(argv):
     return pytest.main(args, plugins=[plugin])
 
 
+def _serve(fd, blocked):
+    """The fork server: everything a run imports before its nonce, in a fresh run's order,
+    and pytest's default plugins but ``blocked`` (pytest imports every one it does not block
+    before any project code), then zygote.serve; returns (in a forked child only) what
+    ``_main`` runs with."""
+    prepared = _prepare()
+    _site_dirs()
+    import pluggy  # noqa: F401 - imported once here, for every child
+    import pytest  # noqa: F401
+
+    for name in getattr(sys.modules.get("_pytest.config"), "default_plugins", ()):
+        if name not in blocked:
+            try:
+                __import__("_pytest." + name)
+            except Exception:  # noqa: BLE001 - the run imports it again, and says why
+                pass
+    before = set(sys.modules)
+    here = os.path.dirname(os.path.abspath(__file__))
+    zygote = _load(prepared[0], "_andon_zygote", os.path.join(here, "zygote.py"))
+    # andon's own files a run loads (by path, so not among sys.modules' files): a server
+    # older than one of them is stale like one older than pytest
+    own = [os.path.join(here, f) for f in ("boot.py", "hook.py", "plugins.py", "zygote.py",
+                                             "netless.py")]
+    own.append(os.path.join(os.path.dirname(here), "pytest_plugins", "andon_verdict.py"))
+    argv = zygote.serve(fd, before, own)
+    return argv, prepared
+
+
+def _end_forked(argv, prepared):
+    """Run a forked child and end it as Python ends a process, up to the point where it starts
+    freeing every object (non-daemon threads joined, ``atexit`` handlers, standard streams
+    flushed), then ``os._exit`` — as multiprocessing's forked children end. Freeing a heap the
+    child shares with its server copies every page of it (half the CPU of a small run); what
+    it would free cannot change the report, which is written and sent before."""
+    try:
+        code = _main(argv, prepared)
+    except SystemExit as exc:
+        code = exc.code
+    except KeyboardInterrupt:
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGINT)
+        code = 130
+    except BaseException:  # noqa: BLE001 - printed and exit status 1, as Python does
+        import traceback
+
+        traceback.print_exc()
+        code = 1
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):
+        sys.stderr.write(str(code) + "\n")
+        code = 1
+    threading = sys.modules.get("threading")
+    try:
+        getattr(threading, "_shutdown", lambda: None)()
+    finally:
+        import atexit
+
+        atexit._run_exitfuncs()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - a closed or broken stream: as at exit
+                pass
+        os._exit(int(code) & 0xFF)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["serve"]:  # returns only in a forked child
+        _end_forked(*_serve(int(sys.argv[2]), set(sys.argv[3].split(",")) - {""}))
     sys.exit(_main(sys.argv[1:]))

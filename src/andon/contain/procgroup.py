@@ -18,11 +18,11 @@ import ctypes
 import os
 import select
 import signal
-import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Protocol
 
 PR_SET_CHILD_SUBREAPER = 36
 SWEEP_ROUNDS = 100        # kill rounds after a stage: each round hands the next generation over
@@ -31,7 +31,16 @@ _subreaper_lock = threading.Lock()
 _subreaper: bool | None = None
 
 
-def wait_unreaped(proc: subprocess.Popen, timeout_s: float) -> bool:
+class Child(Protocol):
+    """A started process the harness ends: a ``Popen``, or a run a fork server forked
+    (contain/forkserver.py ``Forked``), whose ``wait`` reaps it and returns its status."""
+
+    pid: int
+
+    def wait(self) -> int: ...
+
+
+def wait_unreaped(proc: Child, timeout_s: float) -> bool:
     """Block until ``proc`` exits or ``timeout_s`` seconds pass; True if the timeout ran out.
 
     Linux: a pidfd becomes readable the moment the process exits, so the end is seen at once.
@@ -236,7 +245,7 @@ def before_child() -> set[int]:
     return own_children()
 
 
-def end_child(proc: subprocess.Popen, known: set[int], sandboxed: bool = False
+def end_child(proc: Child, known: set[int], sandboxed: bool = False
               ) -> tuple[int, int]:
     """End ``proc`` (started with ``start_new_session=True``, not yet reaped) and everything
     it left running: its group is killed, it is reaped, then every helper that escaped into a

@@ -115,18 +115,20 @@ class GateContext:
 
     def suite(self, cwd: Path, name: str, select: list[str] | None = None,
               seed: int | None = None, agent_code: bool = False,
-              own_files: Sequence[str] = (), profile: str = "normal") -> SuiteRun:
+              own_files: Sequence[str] = (), profile: str = "normal",
+              slot: int = 0) -> SuiteRun:
         """Run the project's test command in ``cwd`` the harness's way, with a fresh HOME.
         ``agent_code``: the run judges the agent's code, so canary tests go beside the planted
         ones and the planted tests (and ``own_files``) must be defined where they stand.
-        ``profile``: see ``run_suite`` ("plain": the process looks like ordinary Python)."""
+        ``profile``: see ``run_suite`` ("plain": the process looks like ordinary Python);
+        ``slot``: the run's place in a set of repeated runs (see ``run_suite``)."""
         if not agent_code:
             return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
-                                     profile=profile)
+                                     profile=profile, slot=slot)
         planted = self.planted_tests()
         run = run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
                                 canaries=planted, own_files=[*planted, *own_files],
-                                profile=profile)
+                                profile=profile, slot=slot)
         self.check_wrappers(run, cwd)
         return run
 
@@ -207,17 +209,20 @@ def planted_tests(packet: Packet) -> list[str]:
 def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None,
                       canaries: list[str] | None = None,
-                      own_files: Sequence[str] = (), profile: str = "normal") -> SuiteRun:
+                      own_files: Sequence[str] = (), profile: str = "normal",
+                      slot: int = 0) -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
     trusted code, no canaries); see ``run_suite``. In such a run, an ``own_files`` file whose
     bytes under ``cwd`` differ after the run from before it, or which was written, replaced or
     opened for writing while it ran (set-up included: :class:`~andon.contain.watch.Watch`), is
-    a forged reason (``SuiteRun.forged``)."""
+    a forged reason (``SuiteRun.forged``). ``slot``: the run's place in a set of repeated
+    runs (0 for a run made once): runs of different slots never share a fork server, so
+    never a hash seed (contain/forkserver.py)."""
     with Watch(cwd, list(own_files) if canaries is not None else []) as watch:
         run = _run_project_suite(config, cwd, evidence_dir, name, select, seed, canaries,
-                                 own_files, profile)
+                                 own_files, profile, slot)
         written = watch.changes()
     if watch.problem and run.integrity is not None:
         run.integrity.notes.append(f"planted files not watched: {watch.problem}")
@@ -230,7 +235,7 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
 def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                        select: list[str] | None, seed: int | None,
                        canaries: list[str] | None, own_files: Sequence[str],
-                       profile: str) -> SuiteRun:
+                       profile: str, slot: int) -> SuiteRun:
     before = _file_bytes(cwd, own_files) if canaries is not None else {}  # before any setup
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
@@ -263,6 +268,7 @@ def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
         plugins=config.test.plugins, network=config.test.network, canaries=canaries,
         own_files=own_files, profile=profile,  # type: ignore[arg-type]
+        fork_server=config.test.fork_server, slot=slot,
     )
     run.setup = setup.to_evidence() if setup is not None else None
     # a planted or hidden test file rewritten while it ran (by a package __init__, the code

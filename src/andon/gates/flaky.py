@@ -105,7 +105,7 @@ def run(ctx: GateContext) -> GateResult:
         if s not in seeds:
             seeds.append(s)
     details["seeds"] = seeds
-    plan = [Planned(f"flaky-{i}", select=tests, seed=seed)
+    plan = [Planned(f"flaky-{i}", select=tests, seed=seed, slot=i - 1)
             for i, seed in enumerate(seeds, start=1)]
     dealt = deal(plan, jobs(ctx.config))
     details["lanes"] = [[p.name for p in part] for part in dealt]

@@ -112,7 +112,7 @@ def _rerun_on_base(ctx: GateContext, tests: dict) -> tuple[dict[str, dict], int]
     with fresh_clone(ctx.repo, ctx.base_sha, "base-rerun") as cwd:
         for i in range(1, n + 1):
             done = len(list(ctx.evidence_dir.glob("base-rerun-*.log")))
-            run = ctx.suite(cwd, f"base-rerun-{done + 1}", select=files)
+            run = ctx.suite(cwd, f"base-rerun-{done + 1}", select=files, slot=i - 1)
             for test_id in tests:
                 got = run.results.get(test_id)
                 if test_id not in found and got is not None and got.outcome in ("failed",

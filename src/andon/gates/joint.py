@@ -153,10 +153,11 @@ class HermeticPlan:
 def hermetic_plan(ctx: GateContext) -> HermeticPlan:
     """The hermetic runs ``[gates]`` asks for, each with the packet's hidden files as its own."""
     n = ctx.config.gates.hermetic_runs
-    plan = [Planned(f"hermetic-{i}") for i in range(1, n + 1)]
+    plan = [Planned(f"hermetic-{i}", slot=i - 1) for i in range(1, n + 1)]
     not_run = []
     if ctx.config.gates.hermetic_random_order:
-        plan.append(Planned("hermetic-random", seed=random.SystemRandom().randrange(1, 2**31)))
+        plan.append(Planned("hermetic-random", seed=random.SystemRandom().randrange(1, 2**31),
+                            slot=n))
     else:
         not_run.append("random order (disabled by gates.hermetic_random_order)")
     hidden = sorted(ctx.packet.hidden_files)

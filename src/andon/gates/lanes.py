@@ -42,12 +42,15 @@ from .base import GateContext, fresh_clone, run_project_suite
 
 @dataclass
 class Planned:
-    """One run of a plan: its evidence name, selection and shuffle seed."""
+    """One run of a plan: its evidence name, selection and shuffle seed, and its slot (its
+    place among the plan's repeated runs: each slot has a fork server, so a hash seed, of its
+    own; see runners/pytest.py ``run_suite``)."""
 
     name: str
     select: list[str] | None = None
     seed: int | None = None
     own_files: list[str] = field(default_factory=list)
+    slot: int = 0
 
 
 def jobs(config: Config) -> int:
@@ -80,10 +83,10 @@ def clean(run: SuiteRun) -> bool:
 def _kwargs(ctx: GateContext, p: Planned, agent_code: bool) -> dict:
     # GateContext.suite's arguments, spelt out so that a lane process can take them
     if not agent_code:
-        return {"select": p.select, "seed": p.seed}
+        return {"select": p.select, "seed": p.seed, "slot": p.slot}
     planted = ctx.planted_tests()
     return {"select": p.select, "seed": p.seed, "canaries": planted,
-            "own_files": [*planted, *p.own_files]}
+            "own_files": [*planted, *p.own_files], "slot": p.slot}
 
 
 def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_code: bool,
@@ -163,11 +166,12 @@ def red_runs(ctx: GateContext, tests: list[str], n: int,
     # red's evidence files (hashed in the record) are never written over
     stem = "red-atdd" if ctx.atdd_sha else "red"
     if not at_the_same_time or n < 3 or jobs(ctx.config) < 2:
-        return [ctx.suite(ctx.worktree, f"{stem}-{i}", select=tests) for i in range(1, n + 1)]
+        return [ctx.suite(ctx.worktree, f"{stem}-{i}", select=tests, slot=i - 1)
+                for i in range(1, n + 1)]
     tip = ctx.atdd_sha or ctx.plant_sha
-    here = [Planned(f"{stem}-{i}", select=tests) for i in range(1, n)]
+    here = [Planned(f"{stem}-{i}", select=tests, slot=i - 1) for i in range(1, n)]
     with fresh_clone(ctx.repo, tip, f"red-{ctx.packet.id}") as cwd:
         made = run_lanes(ctx, [(ctx.worktree, here),
-                               (cwd, [Planned(f"{stem}-{n}", select=tests)])],
+                               (cwd, [Planned(f"{stem}-{n}", select=tests, slot=n - 1)])],
                          agent_code=False)
     return [made[f"{stem}-{i}"] for i in range(1, n + 1)]

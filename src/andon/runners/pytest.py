@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from typing import Literal
 
 from .. import reaper, tempdir
 from ..contain import canary as canary_mod
-from ..contain import netless
+from ..contain import forkserver, netless
 from ..contain.channel import Channel, Record
 from ..contain.channel import plan as plan_start
 from ..contain.procgroup import before_child, end_child, wait_unreaped
@@ -105,6 +104,9 @@ class SuiteRun:
     # UTC wall clock when the suite process started, ISO 8601 (ms): with duration_s it places
     # the run in time, so runs made at the same time ([test] jobs) can be told apart
     started_at: str | None = None
+    # how its process started: "fork server" (contain/forkserver.py), "fresh", or "fresh: "
+    # and why it could not be forked
+    start: str = "fresh"
 
     @property
     def forged(self) -> list[str]:
@@ -142,6 +144,7 @@ class SuiteRun:
             "setup": self.setup,
             "profile": self.profile,
             "started_at": self.started_at,
+            "start": self.start,
         }
 
 
@@ -226,6 +229,8 @@ def run_suite(
     canaries: Sequence[str] | None = None,
     own_files: Sequence[str] = (),
     profile: Literal["normal", "plain"] = "normal",
+    fork_server: bool = True,
+    slot: int = 0,
 ) -> SuiteRun:
     """Run ``command`` (pytest argv) in ``cwd`` with harness-decided flags; read its JUnit report.
 
@@ -244,7 +249,11 @@ def run_suite(
     for this run only and taken out of ``results``. ``own_files``: test files whose test
     functions must be defined in them. ``SuiteRun.integrity`` holds what was found.
     ``profile="plain"`` adds PLAIN_PROFILE (the process then looks like ordinary Python use; see
-    gates/suite.py for the differential run). Raises InvalidArgument for a bad ``name``,
+    gates/suite.py for the differential run). ``fork_server``: a run through boot.py is forked
+    from a fork server of its interpreter when one can be had (contain/forkserver.py; else it
+    starts fresh and ``SuiteRun.start`` says why); ``slot``: the run's place in a set of
+    repeated runs (0 for a run made once), so that repeated runs come from different servers
+    and never share a hash seed. Raises InvalidArgument for a bad ``name``,
     ``evidence_dir``, ``network`` or ``profile``; everything the suite does is recorded, not
     raised.
     """
@@ -301,28 +310,26 @@ def run_suite(
     channel = Channel(canary.path if canary else "") if start.interpreter else None
     try:
         home = scratch / "home"
+        boot_args = (start.mode, [os.path.abspath(p) for p in paths], [*start.args, *args])
         if channel is not None and start.interpreter is not None:
             env = harness_env(home, (), extra_env, flags_in_env=False, cwd=cwd)
-            argv = channel.boot_argv(start.interpreter, start.mode,
-                                     [os.path.abspath(p) for p in paths], [*start.args, *args])
+            argv = channel.boot_argv(start.interpreter, *boot_args)
         else:
             env = harness_env(home, paths, extra_env, cwd=cwd)
             argv = [*command, *args]
-        state, wrapper = "on", list[str]()
-        if network == "off":
-            cut, why = netless.available()
-            state = "cut" if cut else f"not cut: {why}"
-            wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
+        can_cut, why_not = netless.available() if network == "off" else (False, "")
+        cut = network == "off" and can_cut
+        state = "on" if network == "on" else "cut" if cut else f"not cut: {why_not}"
+        # a fork server is readied first: it is no leftover of this run (before_child)
+        launch = forkserver.Launch(start.interpreter if channel is not None else None, slot,
+                                   boot_args, env, fork_server, cut)
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         started = time.monotonic()
-        known = before_child()  # code under test may leave helpers in sessions of their own
+        # code under test may leave helpers in sessions of their own; the fork servers are not
+        known = before_child() | forkserver.pids()
         with run_log.open("wb") as log:
             try:
-                proc = subprocess.Popen(
-                    [*wrapper, *argv], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                    stderr=subprocess.STDOUT, start_new_session=True,
-                    pass_fds=channel.child_fds if channel else (),
-                )  # fmt: skip
+                proc = launch.start(argv, cwd, env, log, channel.child_fds if channel else ())
             except BaseException:
                 if channel is not None:
                     channel.abandon()
@@ -352,7 +359,7 @@ def run_suite(
         problem: str | None = f"timed out after {timeout_s:g} s"
     elif not junit_path.exists():
         problem = f"no JUnit report written (the run ended early: exit status {status})"
-        if wrapper and status == netless.NETLESS_FAILED:
+        if cut and status == netless.NETLESS_FAILED:
             problem += "; the network namespace could not be made (see the log)"
     else:
         try:
@@ -372,6 +379,6 @@ def run_suite(
         name=name, argv=argv, cwd=str(cwd), exit_status=None if timed_out else status,
         timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
         output_tail=_tail(log_path), results=results, report_problem=problem, seed=random_seed,
-        network=state, wrapper=wrapper, integrity=integrity, profile=profile,
-        started_at=started_at,
+        network=state, wrapper=launch.wrapper, integrity=integrity, profile=profile,
+        started_at=started_at, start=launch.how,
     )  # fmt: skip
