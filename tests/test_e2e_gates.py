@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,6 +35,7 @@ from helpers import (
     make_project,
     mul_packet,
     packet_md,
+    project_test_command,
     runner_for,
     write,
 )
@@ -802,11 +802,12 @@ def test_integration_branch_is_green_at_every_commit(tmp_path):
         git(tmp_path, "clone", "-q", "--no-checkout", str(root), str(clone))
         git(clone, "checkout", "-q", "--detach", sha)
         proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-             "--ignore=packets", "-o", "addopts="],
+            [*project_test_command(), "-q", "-p", "no:cacheprovider", "--ignore=packets",
+             "-o", "addopts="],
             cwd=clone, capture_output=True, text=True,
             env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(clone / "src"),
-                 "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(tmp_path)})
+                 "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(tmp_path),
+                 "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         assert proc.returncode == 0, f"commit {i + 1} ({sha[:10]}):\n{proc.stdout}{proc.stderr}"
         counts.append(proc.stdout)
     assert ["4 passed" in counts[0], "5 passed" in counts[1], "6 passed" in counts[2]] == [

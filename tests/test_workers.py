@@ -17,7 +17,6 @@ import multiprocessing
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -31,7 +30,7 @@ from andon.report.board import board, worker_rows
 from andon.store import Store
 from andon.workers import WorkerError
 
-from helpers import andon, git, make_project, packet_md, runner_for, write
+from helpers import andon, git, make_project, packet_md, project_test_command, runner_for, write
 
 WAIT = 120  # seconds an agent waits for the others before the test fails
 
@@ -72,9 +71,11 @@ def assert_every_commit_green(root: Path, tmp: Path) -> int:
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
     for sha in shas:
         git(clone, "checkout", "-q", "--detach", sha)
-        r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            "tests"], cwd=clone, capture_output=True, text=True,
-                           env={**os.environ, "PYTHONPATH": str(clone / "src")})
+        # the projects' own lean venv, plugins off: andon's .venv autoloads a dozen plugins
+        r = subprocess.run([*project_test_command(), "-q", "-p", "no:cacheprovider", "tests"],
+                           cwd=clone, capture_output=True, text=True,
+                           env={**os.environ, "PYTHONPATH": str(clone / "src"),
+                                "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
         assert r.returncode == 0, f"integration commit {sha[:10]} is red:\n{r.stdout}"
     return len(shas)
 
