@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from andon.config import load_config
-from andon.contain import forkserver
+from andon.contain import forkpool
 from andon.demo import build_project
 from andon.runners.pytest import run_suite
 
@@ -72,7 +72,7 @@ def main() -> int:
             t0 = time.perf_counter()
             first = run_suite(command, root, tmp / "ev", "warm", pythonpath=paths,
                               network=network)  # type: ignore[arg-type]
-            (server,) = forkserver.pids()
+            (server,) = forkpool.pids()
             start = time.perf_counter() - t0
             assert first.start == "fork server", first.start
             for i in range(opts.runs):
@@ -99,10 +99,10 @@ def main() -> int:
                 b = statistics.median(out["forked"][key]) if key == "wall" else \
                     sum(out["forked"][key]) / opts.runs
                 print(f"  {label:<22}  {a:7.3f}  {b:7.3f}   {b / a if a else 0:5.2f}")
-            forkserver.close_all()
+            forkpool.close_all()
         print(f"\nload average after: {os.getloadavg()[0]:.2f}")
     finally:
-        forkserver.close_all()
+        forkpool.close_all()
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from andon.contain import forkserver
+from andon.contain import forkpool, forkserver
 from andon.runners.pytest import run_suite
 
 PYTHON = os.environ.get("ANDON_TESTS_PROJECT_PYTHON", sys.executable)
@@ -149,26 +149,26 @@ def test_a_file_the_server_read_changing_means_a_new_server(tmp_path):
     first = run_suite([str(python), "-m", "pytest"], root, tmp_path / "ev", "r1")
     assert first.start == "fork server" and first.results["tests.test_env::test_env"].outcome \
         == "passed"
-    servers = forkserver.pids()
+    servers = forkpool.pids()
     # a .pth runs at every fresh start: the old server never ran it, so it must not fork
     (site / "andon_probe.pth").write_text("import os; os.environ['FROM_PTH'] = '1'\n")
     second = run_suite([str(python), "-m", "pytest"], root, tmp_path / "ev", "r2")
     assert second.start == "fork server"
     assert second.results["tests.test_env::test_env"].outcome == "failed"  # the .pth ran
-    assert forkserver.pids() - servers  # a new server
+    assert forkpool.pids() - servers  # a new server
     # a module pytest imported, rewritten in place (same size, same name): stale too
     (site / "andon_probe.pth").unlink()
     mark = site / "_pytest" / "timing.py"
     mark.write_bytes(mark.read_bytes())
     third = run_suite([str(python), "-m", "pytest"], root, tmp_path / "ev", "r3")
     assert third.results["tests.test_env::test_env"].outcome == "passed"
-    assert len(forkserver.pids() - servers) >= 1 and third.start == "fork server"
+    assert len(forkpool.pids() - servers) >= 1 and third.start == "fork server"
 
 
 def test_a_server_that_died_between_runs_is_replaced(tmp_path):
     root = project(tmp_path / "p", {"tests/test_ok.py": "def test_ok():\n    pass\n"})
     assert run_suite(PYTEST, root, tmp_path / "ev", "r1").start == "fork server"
-    for pid in forkserver.pids():
+    for pid in forkpool.pids():
         os.kill(pid, signal.SIGKILL)
     again = run_suite(PYTEST, root, tmp_path / "ev", "r2")
     assert again.start == "fork server"
@@ -206,7 +206,7 @@ def test_a_forked_run_that_hangs_is_killed_with_its_group(tmp_path):
 def test_without_linux_pidfds_or_when_asked_runs_start_fresh(tmp_path, monkeypatch):
     root = project(tmp_path / "p", {"tests/test_ok.py": "def test_ok():\n    pass\n"})
     assert run_suite(PYTEST, root, tmp_path / "ev", "off", fork_server=False).start == "fresh"
-    monkeypatch.setattr(forkserver.sys, "platform", "darwin")
+    monkeypatch.setattr(forkpool.sys, "platform", "darwin")
     r = run_suite(PYTEST, root, tmp_path / "ev", "mac")
     assert r.start == "fresh: fork servers need Linux (pidfd_open)"
     assert r.results["tests.test_ok::test_ok"].outcome == "passed"
@@ -216,3 +216,59 @@ def test_blocked_plugins_are_read_as_pytest_reads_them():
     assert forkserver.blocked_plugins(["-p", "no:doctest", "-pno:cacheprovider", "-p",
                                        "xdist", "-q", "-p", " no:warnings"]) == {
         "doctest", "cacheprovider", "warnings"}
+
+
+LEAVE = '''
+import os
+import subprocess
+import sys
+
+
+def test_leave():
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"],
+                              start_new_session=True)
+    with open("helper-%d.pid" % os.getpid(), "w") as f:
+        f.write(str(helper.pid))
+    with open("parent-%d.pid" % os.getpid(), "w") as f:
+        f.write(str(os.getppid()))
+'''
+
+
+def test_lanes_borrow_this_processs_servers_and_what_their_runs_leave_is_ended(tmp_path):
+    """Lanes (forked processes, gates/lanes.py) fork their runs from the servers of the
+    process that forked them, one slot each, and that process keeps them: a second plan
+    starts no server. A helper a run leaves in a session of its own ends with the run, in a
+    lane too (the server is the subreaper that sweeps it)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from types import SimpleNamespace
+
+    from helpers import make_project
+
+    from andon.config import load_config
+    from andon.gates.lanes import Planned, run_lanes
+
+    root = make_project(tmp_path / "a", files={"tests/test_leave.py": LEAVE})
+    other = project(tmp_path / "b", {})
+    os.system(f"cp -r {root}/. {other}")
+    ctx = SimpleNamespace(config=load_config(root), evidence_dir=tmp_path / "ev")
+
+    def plan(tag: str) -> list[tuple[Path, list[Planned]]]:
+        runs = [Planned(f"{tag}-{i}", slot=i, seed=7 if i == 3 else None) for i in range(4)]
+        return [(root, runs[:2]), (other, runs[2:])]
+
+    made = run_lanes(ctx, plan("one"), agent_code=False)
+    assert sorted(made) == ["one-0", "one-1", "one-2", "one-3"]
+    assert {r.start for r in made.values()} == {"fork server"}
+    assert all(r.results["tests.test_leave::test_leave"].outcome == "passed"
+               for r in made.values())
+    servers = forkpool.pids()
+    parents = {int(f.read_text()) for d in (root, other) for f in d.glob("parent-*.pid")}
+    assert len(parents) == 4 and parents <= servers  # one server a slot, this process's
+    again = run_lanes(ctx, plan("two"), agent_code=False)
+    assert {r.start for r in again.values()} == {"fork server"}
+    assert forkpool.pids() == servers  # the lanes borrowed them: none started, none lost
+    helpers = [int(f.read_text()) for d in (root, other) for f in d.glob("helper-*.pid")]
+    assert len(helpers) == 8
+    for pid in helpers:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -63,26 +63,29 @@ def serve(fd, before, own):
         coerced = {k: v for k, v in os.environ.items() if k not in given}
         watched = sorted(set(_watched()) | set(own))
         signature = _signature(watched)
-        _send(sock, {"ready": os.getpid(), "coerced": coerced})
+        _subreaper()
+        _send(sock, {"ready": os.getpid(), "coerced": coerced, "id": hello.get("id")})
         while True:
             msg, fds = _recv(sock)
             if msg is None:
                 return _hang_up(children)
+            answer = {"id": msg.get("id")}  # a borrower killed mid-request left an answer
             if "reap" in msg:
                 pid = msg["reap"]
                 status = os.waitpid(pid, 0)[1] if pid in children else None
                 children.discard(pid)
-                _send(sock, {"status": status})
+                _sweep(children)  # what the run left in sessions of its own is ours now
+                _send(sock, {**answer, "status": status})
                 continue
             spec = msg.get("spawn")
             if not isinstance(spec, dict) or len(fds) != 3:
                 _close(fds)
-                _send(sock, {"error": "a spawn needs its settings and three fds"})
+                _send(sock, {**answer, "error": "a spawn needs its settings and three fds"})
                 continue
             now = _signature(watched)
             if now != signature:
                 _close(fds)
-                _send(sock, {"stale": _first_change(signature, now)})
+                _send(sock, {**answer, "stale": _first_change(signature, now)})
                 return _hang_up(children)
             r, w = os.pipe()
             pid = os.fork()
@@ -95,7 +98,7 @@ def serve(fd, before, own):
             os.read(r, 1)  # end of file: the child has its own session
             os.close(r)
             children.add(pid)
-            _send(sock, {"pid": pid})
+            _send(sock, {**answer, "pid": pid})
     except BaseException as exc:  # the server ends (the harness starts fresh); a child raises
         if os.getpid() == _SERVER_PID[0]:
             sys.stderr.write(f"andon fork server: {type(exc).__name__}: {exc}\n")
@@ -104,21 +107,59 @@ def serve(fd, before, own):
 
 
 def _hang_up(children):
-    """Kill every child not reaped yet (with its group), reap them, leave."""
-    import signal
+    """Kill every child not reaped yet (with its group) and what they left, reap them, leave."""
+    _sweep(set())
+    os._exit(0)
 
-    for pid in children:
-        for kill in (os.killpg, os.kill):
+
+def _subreaper():
+    """Become a child subreaper (``prctl(PR_SET_CHILD_SUBREAPER)``): what a run leaves running
+    in a session of its own is re-parented here when the run ends, not to a process that
+    did not start it (the harness process that borrowed this server may be another one than
+    the one that started it: gates/lanes.py), and :func:`_sweep` ends it."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        pass
+
+
+def _sweep(runs, rounds=100, deadline_s=10.0):
+    """SIGKILL (its group, then itself) and reap every child of this server that is not a
+    run in ``runs``, round after round (killing one hands its children over), as the harness
+    does after a fresh run (contain/procgroup.py ``kill_leftovers``). Called when a run was
+    reaped: the server has no other run then."""
+    import signal
+    import time
+
+    end = time.monotonic() + deadline_s
+    mine, group = str(os.getpid()), os.getpgrp()
+    for _ in range(rounds):
+        found = []
+        for name in os.listdir("/proc"):
+            if name.isdigit() and int(name) not in runs:
+                try:
+                    with open(f"/proc/{name}/stat") as f:
+                        fields = f.read().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if fields[1] == mine:
+                    found.append((int(name), int(fields[2])))
+        if not found or time.monotonic() > end:
+            return
+        for pid, pgrp in found:
+            for kill, target in ((os.killpg, pgrp), (os.kill, pid)):
+                if kill is os.kill or pgrp != group:
+                    try:
+                        kill(target, signal.SIGKILL)
+                    except OSError:
+                        pass
+        for pid, _ in found:
             try:
-                kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
             except OSError:
                 pass
-    for pid in children:
-        try:
-            os.waitpid(pid, 0)
-        except OSError:
-            pass
-    os._exit(0)
 
 
 def _child(spec, fds, ready_w, coerced, server_only, netless):

@@ -29,14 +29,16 @@ import os
 import pickle
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
 from .. import forked, tempdir
 from ..config import Config
-from ..runners.pytest import SuiteRun
+from ..contain import forkpool
+from ..contain.channel import plan as plan_start
+from ..runners.pytest import SuiteRun, harness_args, harness_env, resolved_command
 from .base import GateContext, fresh_clone, run_project_suite
 
 
@@ -51,6 +53,25 @@ class Planned:
     seed: int | None = None
     own_files: list[str] = field(default_factory=list)
     slot: int = 0
+
+
+def ready_servers(command: Sequence[str], plugins: Sequence[str],
+                  runs: Sequence[tuple[int, bool]]) -> None:
+    """Start, and wait for, the fork servers runs of ``command`` will be forked from — one per
+    ``(slot, shuffled)`` of ``runs`` — so that the lanes forked next borrow them (and this
+    process keeps them for its next gate) instead of each lane starting its own. A server
+    that cannot start is left to the run, which then starts fresh and says why."""
+    start = plan_start(resolved_command(command))
+    if start.interpreter is None:
+        return
+    home = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
+    try:
+        env = harness_env(home, (), None, flags_in_env=False)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    forkpool.ready_all(start.interpreter, env, [
+        ([*start.args, *harness_args(home, plugins, "normal", 1 if shuffled else None)], slot)
+        for slot, shuffled in runs])
 
 
 def jobs(config: Config) -> int:
@@ -114,12 +135,17 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
     work = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     children: list[forked.Child] = []
     try:
-        for i, (cwd, plan) in enumerate(lanes):
-            children.append(forked.start(
-                partial(_lane, ctx.config, ctx.evidence_dir, cwd,
-                        [(p.name, _kwargs(ctx, p, agent_code)) for p in plan],
-                        stop is not None, work / f"{i}.out"),
-                close=[c.fd for c in children]))
+        # the lanes borrow this process's fork servers, one per slot of the plan (distinct)
+        if ctx.config.test.fork_server:
+            ready_servers(ctx.config.test_argv(), ctx.config.test.plugins,
+                          [(p.slot, p.seed is not None) for _, plan in lanes for p in plan])
+        with forkpool.lending():
+            for i, (cwd, plan) in enumerate(lanes):
+                children.append(forked.start(
+                    partial(_lane, ctx.config, ctx.evidence_dir, cwd,
+                            [(p.name, _kwargs(ctx, p, agent_code)) for p in plan],
+                            stop is not None, work / f"{i}.out"),
+                    close=[c.fd for c in children]))
         out = {}
         for i in range(len(lanes)):
             ended = forked.collect(children[0])

@@ -24,7 +24,7 @@ from typing import Literal
 
 from .. import reaper, tempdir
 from ..contain import canary as canary_mod
-from ..contain import forkserver, netless
+from ..contain import forkpool, netless
 from ..contain.channel import Channel, Record
 from ..contain.channel import plan as plan_start
 from ..contain.procgroup import before_child, end_child, wait_unreaped
@@ -206,6 +206,37 @@ def harness_env(
     return env
 
 
+def resolved_command(command: Sequence[str]) -> list[str]:
+    """``command`` with a bare tool name resolved on the fixed PATH (never the tree's
+    ./bin): it is run, and recorded, by its absolute path."""
+    command = list(command)
+    if command and "/" not in command[0]:
+        command[0] = shutil.which(command[0], path=_PATH) or command[0]
+    return command
+
+
+def harness_args(junit: Path, plugins: Sequence[str], profile: str,
+                 random_seed: int | None) -> list[str]:
+    """The flags the harness adds to every pytest run (before the selection)."""
+    args = [
+        f"--junitxml={junit}",
+        "-o", "junit_family=xunit1",  # testcases carry file and line
+        "-o", "addopts=",  # the repository's addopts must not narrow what runs
+        "-p", "no:cacheprovider",  # write nothing into the tree
+        # one module that fails to import must not hide the results of all the others
+        "--continue-on-collection-errors",
+        "-q", "-rA",
+    ]  # fmt: skip
+    for plugin in plugins:
+        args += ["-p", plugin]
+    if profile == "plain":
+        args += PLAIN_PROFILE
+    if random_seed is not None:
+        # -p no:randomly: an installed pytest-randomly would reorder by its own seed.
+        args += ["-p", "andon_shuffle", f"--andon-shuffle-seed={random_seed}", "-p", "no:randomly"]
+    return args
+
+
 def _tail(path: Path) -> str:
     with path.open("rb") as f:
         f.seek(max(0, path.stat().st_size - _TAIL_BYTES))
@@ -276,30 +307,10 @@ def run_suite(
     scratch = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     run_junit, run_log = scratch / "report.xml", scratch / "output.log"
 
-    command = list(command)
-    if command and "/" not in command[0]:
-        # a bare tool name is resolved on the fixed PATH (never the tree's ./bin) and run,
-        # and recorded, by its absolute path
-        command[0] = shutil.which(command[0], path=_PATH) or command[0]
+    command = resolved_command(command)
     start = plan_start(command)
-    args = [
-        f"--junitxml={run_junit}",
-        "-o", "junit_family=xunit1",  # testcases carry file and line
-        "-o", "addopts=",  # the repository's addopts must not narrow what runs
-        "-p", "no:cacheprovider",  # write nothing into the tree
-        # one module that fails to import must not hide the results of all the others
-        "--continue-on-collection-errors",
-        "-q", "-rA",
-    ]  # fmt: skip
-    for plugin in plugins:
-        args += ["-p", plugin]
-    if profile == "plain":
-        args += PLAIN_PROFILE
-    paths = [*pythonpath]
-    if random_seed is not None:
-        # -p no:randomly: an installed pytest-randomly would reorder by its own seed.
-        args += ["-p", "andon_shuffle", f"--andon-shuffle-seed={random_seed}", "-p", "no:randomly"]
-        paths.append(PLUGIN_DIR)
+    args = harness_args(run_junit, plugins, profile, random_seed)
+    paths = [*pythonpath, *([PLUGIN_DIR] if random_seed is not None else [])]
     canary = canary_mod.plant(cwd, list(canaries)) if canaries is not None else None
     wrapped = decorated(cwd, list(own_files))  # before the run: nothing it runs can add one
     selected = list(select)
@@ -321,12 +332,12 @@ def run_suite(
         cut = network == "off" and can_cut
         state = "on" if network == "on" else "cut" if cut else f"not cut: {why_not}"
         # a fork server is readied first: it is no leftover of this run (before_child)
-        launch = forkserver.Launch(start.interpreter if channel is not None else None, slot,
+        launch = forkpool.Launch(start.interpreter if channel is not None else None, slot,
                                    boot_args, env, fork_server, cut)
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         started = time.monotonic()
         # code under test may leave helpers in sessions of their own; the fork servers are not
-        known = before_child() | forkserver.pids()
+        known = before_child() | forkpool.pids()
         with run_log.open("wb") as log:
             try:
                 proc = launch.start(argv, cwd, env, log, channel.child_fds if channel else ())
