@@ -6,9 +6,10 @@ with the pyproject's addopts, xdist on every core) with a plugin that records, f
 test, its wall seconds and the CPU seconds (user + system) of the worker process and of the
 child processes it waited for (``getrusage``: RUSAGE_SELF and RUSAGE_CHILDREN; a daemon
 started by a session fixture and never waited for, such as a PostgreSQL server, is not
-counted). Then prints the CPU by test file and the most expensive tests, each worker's busy
-seconds (how evenly xdist spread the work), and the CPU the run used against what the
-machine had (cores × wall seconds).
+counted; the fork servers of contain/forkpool.py reap the runs they fork, so a live
+server's own CPU and its runs' are read from ``/proc``). Then prints the CPU by test file
+and the most expensive tests, each worker's busy seconds (how evenly xdist spread the
+work), and the CPU the run used against what the machine had (cores × wall seconds).
 
     benchmarks/suite_cpu.py                 # the whole suite (as scripts/test runs it)
     benchmarks/suite_cpu.py tests/redteam   # any pytest arguments
@@ -32,9 +33,26 @@ PLUGIN = '''
 import json, os, resource, time
 import pytest
 
+def _servers():
+    # fork servers (andon.contain.forkpool) reap the runs they fork: their CPU reaches this
+    # process's RUSAGE_CHILDREN only when a server ends, so a live server's own CPU and its
+    # reaped runs' are read from /proc
+    import sys
+    pool = sys.modules.get("andon.contain.forkpool")
+    total = 0.0
+    for pid in (pool.pids() if pool else ()):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += sum(int(x) for x in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
 def _cpu():
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime
+    return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime + _servers()
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
