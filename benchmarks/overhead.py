@@ -217,6 +217,9 @@ class Meter:
         self.lags: list[float] = []
         self.deletions: list[float] = []  # seconds per tree deleted by andon.reaper's thread
         self.walks: list[float] = []  # seconds per fingerprint of the tests' environment
+        # every git process this interpreter started, through Repo._run or not (guard's
+        # config reads, scope's cat-file --batch): one entry each
+        self.git_procs: list[str] = []
         self._patches: list[tuple[object, str, object]] = []
 
     def install(self) -> None:
@@ -266,6 +269,14 @@ class Meter:
 
         self._patch(envprint, "fingerprint", fingerprint)
         self._patch(gbase, "run_suite", run_suite)
+        orig_popen = subprocess.Popen.__init__
+
+        def popen(proc, args, *a, **kw):
+            if isinstance(args, (list, tuple)) and args and os.path.basename(args[0]) == "git":
+                meter.git_procs.append(str(args[-1]))
+            orig_popen(proc, args, *a, **kw)
+
+        self._patch(subprocess.Popen, "__init__", popen)
         if hasattr(os, "pidfd_open"):
             orig_wait = testrun.wait_unreaped
 
@@ -296,15 +307,16 @@ class Meter:
 
     def snapshot(self) -> tuple:
         return ({k: list(v) for k, v in self.git.items()}, len(self.suite_calls), len(self.lags),
-                len(self.walks))
+                len(self.walks), len(self.git_procs))
 
     def since(self, snap: tuple) -> dict:
-        git0, n_suite, n_lag, n_walk = snap
+        git0, n_suite, n_lag, n_walk, n_procs = snap
         git = {k: v[len(git0.get(k, [])):] for k, v in self.git.items()}
         git = {k: v for k, v in git.items() if v}
         calls = self.suite_calls[n_suite:]
         return {"git": git, "git_s": sum(sum(v) for v in git.values()),
                 "git_n": sum(len(v) for v in git.values()),
+                "git_procs": len(self.git_procs) - n_procs,
                 "suite_calls": calls,
                 "suite_wrap_s": sum(wall - d for _, d, wall in calls),
                 "lag_s": sum(self.lags[n_lag:]),
@@ -533,6 +545,11 @@ def main() -> int:
     print(f"once per `andon run`, outside the attempts: "
           f"{res['run_total'] - in_attempts:.2f} s, of which preflight suite "
           f"{once_suites:.2f} s (cached by tree on later runs)")
+    procs = mean([r["meter"]["git_procs"] for r in timed])
+    print(f"git processes: {procs:.0f} per packet (every one andon started, not only "
+          f"Repo._run's 'git calls'), {out['git_procs']} in the whole run "
+          f"({len(rows)} packets; git's own children not counted: "
+          f"benchmarks/git_processes.py --children)")
 
     print("\nwhere the overhead goes (mean per packet):")
     per_sub: dict[str, list[float]] = defaultdict(list)
