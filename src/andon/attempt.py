@@ -365,14 +365,14 @@ class Attempt:
         return result
 
     def _gate(self, gate: Gate) -> GateResult:
-        """Run (or skip: :func:`andon.gates.judge`) ``gate`` on the attempt's context and
-        record its result."""
+        """Run or skip (:func:`andon.gates.judge`) ``gate`` on the context; record the result."""
         name = gate.NAME
         started, t0 = now(), time.monotonic()
         # hermetic judging the runs the suite gate made (joint.py) runs nothing: walked there
         ahead = name == hermetic.NAME and self.ctx.candidate_sha in self.ctx.ahead
-        # scope, atdd-scope and patterns only read git and the changed files: no walks there
-        runs = not ahead and name not in (scope.NAME, atdd_scope.NAME, patterns.NAME)
+        # scope, atdd-scope and patterns only read git; a gate judge skips runs nothing
+        runs = gate.skip_reason(self.ctx) is None and not ahead and name not in (
+            scope.NAME, atdd_scope.NAME, patterns.NAME)
         before = leftovers.untracked(self.repo, self.worktree) if runs else set()
         result = judge(gate, self.ctx)
         if runs and (gone := leftovers.remove_added(self.repo, self.worktree, before)):
