@@ -1,4 +1,4 @@
-"""Git for the harness: worktrees, planting, snapshots, diffs, squash-merges, hermetic clones.
+"""Git for the harness: worktrees, planting, snapshots, squash-merges, hermetic clones.
 
 Plain ``git`` subprocesses. The one rule: never touch the user's working tree, index or current
 branch. Everything here goes through plumbing (``commit-tree``, ``merge-tree``, ``update-ref``),
@@ -10,6 +10,8 @@ identity configured.
 Raises GitError (a git command failed), UsageError (not a repository, a path escaping the
 worktree, moving the user's checked-out branch), RefMoved and MergeConflict (defined here),
 SnapshotError (from :mod:`andon.worktrees`, which holds the worktree and snapshot half).
+Reading objects (diffs, blobs, what is asked of git only once per sha) is in
+:mod:`andon.objects`, whose :class:`~andon.objects.ObjectReads` Repo inherits.
 """
 
 from __future__ import annotations
@@ -18,21 +20,19 @@ import os
 import re
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
+from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
 from andon.worktrees import SnapshotError, file_marker, manifest
 
-__all__ = ["IDENTITY", "ZERO_SHA", "Change", "MergeConflict", "RefMoved", "Repo",
-           "SnapshotError", "commit_message", "file_marker", "manifest"]
+__all__ = ["BATCH_HEADER", "IDENTITY", "ZERO_SHA", "Change", "MergeConflict", "RefMoved",
+           "Repo", "SnapshotError", "commit_message", "file_marker", "manifest"]
 
 ZERO_SHA = "0" * 40
 # a full SHA-1 as git prints it (andon works on SHA-1 repositories: ZERO_SHA)
 _FULL_SHA = re.compile("[0-9a-f]{40}")
-# `git cat-file --batch` found an object: its id, type and size in bytes
-BATCH_HEADER = re.compile(rb"([0-9a-f]{40}|[0-9a-f]{64}) ([a-z]+) ([0-9]+)")
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
             "GIT_COMMITTER_NAME": "andon", "GIT_COMMITTER_EMAIL": "andon@localhost"}
 # Variables that would point git at some other repository or index than the one we name
@@ -53,16 +53,6 @@ class MergeConflict(AndonError):
     def __init__(self, paths: list[str], detail: str = ""):
         self.paths = paths
         super().__init__(f"merge conflict in: {', '.join(paths)}" + (detail and f"\n{detail}"))
-
-
-@dataclass(frozen=True)
-class Change:
-    """One path changed between two commits; a rename shows as a D and an A."""
-
-    path: str      # repo-relative POSIX path
-    status: str    # "A" | "M" | "D" | "T" (type change)
-    old_mode: str  # "000000" when added
-    new_mode: str  # "000000" when deleted; "120000" symlink, "160000" submodule
 
 
 def commit_message(subject: str, body: str, trailers: Mapping[str, str]) -> str:
@@ -102,7 +92,7 @@ def _refusal(root: Path, stderr: str) -> str:
     return f"git refused to work in {root}:\n{said}"
 
 
-class Repo:
+class Repo(ObjectReads):
     """A git repository, addressed by its top level. Raises UsageError if ``root`` does not
     exist, is not inside a work tree, git refuses it (dubious ownership: git's message and
     remedy are kept), or (unless ``require_commit`` is false) the repository has no commits
@@ -121,6 +111,7 @@ class Repo:
             raise UsageError(f"cannot run git in {root}: {exc}") from exc
         self.root = Path(top)
         self.git_dir = Path(common.strip())
+        self.known = Known()  # answers about full shas, which never change (objects.py)
         if require_commit and self.rev_parse("HEAD") is None:
             raise UsageError(f"repository at {self.root} has no commits yet: commit your "
                              "project first (`git add -A && git commit -m 'first commit'`), "
@@ -190,7 +181,11 @@ class Repo:
             # git's own answer for a full sha, which it never looks up (``--verify`` checks
             # the form, not the object store): the shas andon passes around cost no process
             return rev
+        if (known := self.known.peeled(rev)) is not None:  # "<sha>^{tree}": asked before
+            return known
         out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
+        if out.strip():
+            self.known.learn(rev, out.strip())
         return out.strip() or None
 
     def current_branch(self) -> str | None:
@@ -321,69 +316,4 @@ class Repo:
                                 " ".join(f for f in fields[end + 1:] if f))
         if proc.returncode != 0:
             raise GitError(["git", *argv], proc.returncode, proc.stderr.decode(errors="replace"))
-        return self.git("commit-tree", fields[0], "-p", onto, "-F", "-",
-                        input=message.encode()).strip()
-
-    def changes(self, base: str, head: str) -> list[Change]:
-        """Every path that differs between ``base`` and ``head``, in git's order."""
-        out = self.git("diff-tree", "-r", "-z", "--no-renames", "--raw", self._sha(base),
-                       self._sha(head))
-        fields = out.split("\0")
-        result = []
-        # -z output is ":<old mode> <new mode> <old sha> <new sha> <status>" NUL "<path>" NUL ...
-        for meta, path in zip(fields[0::2], fields[1::2], strict=False):
-            old_mode, new_mode, _, _, status = meta.lstrip(":").split(" ")
-            result.append(Change(path=path, status=status, old_mode=old_mode, new_mode=new_mode))
-        return result
-
-    def file_bytes(self, rev: str, path: str) -> bytes | None:
-        """Content of the blob at ``path`` in ``rev`` (a symlink's target for a symlink); None
-        if the path is absent there or is not a file."""
-        spec = os.fsencode(f"{self._sha(rev)}:{path}")  # any bytes a name can hold
-        if b"\0" in spec:  # no path in git holds one; on stdin it would end the name early
-            return None
-        # One process, not three. -z (git 2.38): the name ends at NUL, so a newline or a
-        # carriage return in it is read as given (line input strips a CR before the LF).
-        # Answer: "<id> <type> <size>\n<bytes>\n", or the name and " missing".
-        out = self._run(("cat-file", "--batch", "-z"), None, spec + b"\0", True).stdout
-        header, _, rest = out.partition(b"\n")
-        found = BATCH_HEADER.fullmatch(header)  # never an echoed name: "<id>:" starts it
-        if found is None or found[2] != b"blob":
-            return None
-        return rest[:int(found[3])]
-
-    def blobs(self, rev: str, paths: list[str]) -> set[str]:
-        """Those of ``paths`` that are files (blobs, symlinks included) in ``rev``: one git
-        process for all of them. GitError if ``rev`` does not resolve."""
-        sha = self._sha(rev)
-        # a missing name is echoed in the answer: one holding a newline would shift the lines
-        alone = [p for p in paths if "\n" in p or "\0" in p]
-        found = {p for p in alone if self.file_bytes(sha, p) is not None}
-        asked = [p for p in paths if p not in alone]
-        if asked:
-            names = b"".join(os.fsencode(f"{sha}:{p}") + b"\0" for p in asked)
-            out = self._run(("cat-file", "--batch-check", "-z"), None, names, True).stdout
-            for p, line in zip(asked, out.split(b"\n"), strict=False):
-                hit = BATCH_HEADER.fullmatch(line)
-                if hit is not None and hit[2] == b"blob":
-                    found.add(p)
-        return found
-
-    def diff(self, base: str, head: str, paths: tuple[str, ...] | list[str] = (),
-             unified: int | None = None, renames: bool = True) -> str:
-        """The patch base..head (optionally only ``paths``, with ``unified`` lines of context),
-        always as text with ``a/``/``b/`` prefixes and no colour, whatever the repository's
-        config or attributes say: a ``-diff`` or ``binary`` attribute, an external diff or a
-        textconv filter must never hide lines from a gate, a reviewer or a person."""
-        args = ["diff", "--text", "--no-textconv", "--no-ext-diff", "--no-color",
-                "--src-prefix=a/", "--dst-prefix=b/", "--no-relative"]
-        if unified is not None:
-            args.append(f"-U{unified}")
-        if not renames:
-            args.append("--no-renames")
-        return self.git(*args, self._sha(base), self._sha(head), "--", *paths)
-
-    def diff_stat(self, base: str, head: str) -> str:
-        """Human-readable ``--stat`` summary of base..head."""
-        return self.git("diff-tree", "-r", "--stat", "--text", "--no-color", self._sha(base),
-                        self._sha(head))
+        return self.commit_tree(fields[0], onto, message)

@@ -45,6 +45,8 @@ class Git(Protocol):
 
     def set_ref(self, ref: str, new: str, expected_old: str | None) -> None: ...
 
+    def commit_tree(self, tree: str, parent: str, message: str) -> str: ...
+
     def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
              check: bool, env: Mapping[str, str] | None = None
              ) -> subprocess.CompletedProcess: ...
@@ -184,10 +186,9 @@ def plant(repo: Git, base: str, files: Mapping[str, tuple[bytes, bool]], message
         repo._run(("update-index", "--add", "-z", "--index-info"), None,
                   "".join(entries).encode(), True, env)
         tree = repo._run(("write-tree",), None, None, True, env).stdout.decode().strip()
-    if tree == repo.git("rev-parse", f"{base}^{{tree}}").strip():
+    if tree == repo.resolve(f"{base}^{{tree}}"):
         return base
-    return repo.git("commit-tree", tree, "-p", base, "-F", "-",
-                    input=message.encode()).strip()
+    return repo.commit_tree(tree, base, message)
 
 def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
     """Commit everything on disk in ``worktree`` (tracked and untracked, .gitignore
@@ -224,8 +225,7 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
             raise SnapshotError(f"git could not read the worktree: {err}",
                                 named.group(1) if named else None)
         tree = repo._run(("write-tree",), worktree, None, True, env).stdout.decode().strip()
-    return repo.git("commit-tree", tree, "-p", parent, "-F", "-",
-                    input=message.encode()).strip()
+    return repo.commit_tree(tree, parent, message)
 
 def export(repo: Git, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
            ) -> dict[str, str]:
