@@ -42,6 +42,17 @@ class Change:
     new_mode: str  # "000000" when deleted; "120000" symlink, "160000" submodule
 
 
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a recursive tree listing (``git ls-tree -r``): a file, a symbolic link
+    (kind ``blob``, mode 120000) or a submodule (kind ``commit``, mode 160000)."""
+
+    mode: str
+    kind: str
+    sha: str
+    path: str      # repo-relative POSIX path
+
+
 class Known:
     """What git said about full shas (see the module docstring), for one repository. The
     peeled answers are small and kept all (a run asks about a few per attempt); diffs and
@@ -115,6 +126,19 @@ class ObjectReads:
             self.known.put(key, kept)
         return list(kept)
 
+    def entries(self, rev: str) -> tuple[Entry, ...]:
+        """Every file, symbolic link and submodule in the tree of ``rev``, in git's order
+        (``git ls-tree -r --full-tree``; asked of git once per sha). GitError if ``rev``
+        names no tree."""
+        key = ("entries", self._sha(rev))
+        kept = self.known.get(key)
+        if kept is None:
+            out = self._run(("ls-tree", "-r", "-z", "--full-tree", key[1]), None, None,
+                            True).stdout
+            kept = tuple(_entry(record) for record in out.split(b"\0") if record)
+            self.known.put(key, kept)
+        return kept
+
     def file_bytes(self, rev: str, path: str) -> bytes | None:
         """Content of the blob at ``path`` in ``rev`` (a symlink's target for a symlink); None
         if the path is absent there or is not a file."""
@@ -178,3 +202,8 @@ def _changes(out: str) -> list[Change]:
         result.append(Change(path=path, status=status, old_mode=old_mode, new_mode=new_mode))
     return result
 
+def _entry(record: bytes) -> Entry:
+    """One ``ls-tree -z`` record: "<mode> <kind> <sha>" TAB "<path>"."""
+    meta, _, raw = record.partition(b"\t")
+    mode, kind, sha = meta.decode().split()
+    return Entry(mode, kind, sha, os.fsdecode(raw))

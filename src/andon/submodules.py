@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from .errors import UsageError
+from .objects import Entry
 
 
 class Repo(Protocol):
@@ -33,6 +34,8 @@ class Repo(Protocol):
             check: bool = True) -> str: ...
 
     def succeeds(self, *args: str, cwd: Path | None = None) -> bool: ...
+
+    def entries(self, rev: str) -> tuple[Entry, ...]: ...
 
 _FILE_OK = ("-c", "protocol.file.allow=always")
 
@@ -51,7 +54,11 @@ def recorded(repo: Repo, rev: str, git_dir: Path | None = None) -> list[Submodul
     another repository's objects (a submodule's, for the nested ones)."""
     where = ("--git-dir", str(git_dir)) if git_dir else ()
     blob = f"{rev}:.gitmodules"
-    if not repo.succeeds(*where, "cat-file", "-e", blob):
+    # this repository's own commits: its listing of rev, kept per sha (every clone of the
+    # same commit asks, and the gates list the candidate anyway)
+    tree = None if git_dir else {e.path: e for e in repo.entries(rev)}
+    if not (repo.succeeds(*where, "cat-file", "-e", blob) if tree is None
+            else ".gitmodules" in tree):
         return []
     listed = repo.git(*where, "config", "--blob", blob, "-z", "--get-regexp",
                       r"^submodule\..*\.path$", check=False)
@@ -59,8 +66,12 @@ def recorded(repo: Repo, rev: str, git_dir: Path | None = None) -> list[Submodul
     for entry in filter(None, listed.split("\0")):
         key, _, path = entry.partition("\n")
         name = key[len("submodule."):-len(".path")]
-        tree = repo.git(*where, "ls-tree", "-z", rev, "--", path, check=False)
-        meta = tree.split("\t", 1)[0].split()
+        link = tree.get(path) if tree is not None else None
+        if link is not None:
+            meta = [link.mode, link.kind, link.sha]
+        else:  # another repository's, or not an entry as spelt: git reads the pathspec
+            out = repo.git(*where, "ls-tree", "-z", rev, "--", path, check=False)
+            meta = out.split("\t", 1)[0].split()
         if len(meta) == 3 and meta[0] == "160000":
             url = repo.git(*where, "config", "--blob", blob, "--get",
                            f"submodule.{name}.url", check=False).strip()

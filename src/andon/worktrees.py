@@ -28,6 +28,7 @@ from typing import Protocol
 
 from . import reaper, submodules, treewalk
 from .errors import AndonError, UsageError
+from .objects import Entry
 
 
 class Git(Protocol):
@@ -46,6 +47,8 @@ class Git(Protocol):
     def set_ref(self, ref: str, new: str, expected_old: str | None) -> None: ...
 
     def commit_tree(self, tree: str, parent: str, message: str) -> str: ...
+
+    def entries(self, rev: str) -> tuple[Entry, ...]: ...
 
     def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
              check: bool, env: Mapping[str, str] | None = None

@@ -116,7 +116,7 @@ def of_packet(repo: Repo, rev: str, config: Config, cwd: Path, tests: Iterable[s
     ``rev`` in ``repo``, with the test command and pytest config of ``config`` as seen from
     ``cwd`` (a checkout of ``rev``, or the repository root)."""
     args = plan_start(config.test_argv()).args
-    tree = repo.git("ls-tree", "-r", "--name-only", "-z", rev).split("\0")
+    tree = [e.path for e in repo.entries(rev)]
     ini = ini_values(locate(cwd, args))
-    return clashes([t for t in tree if t], [*tests, *hidden], args, ini,
+    return clashes(tree, [*tests, *hidden], args, ini,
                    config.andon.packets_dir)

@@ -64,7 +64,7 @@ def imported_modules(source: str) -> set[str]:
 
 def nearby_tests(ctx: GateContext, changed: list[str]) -> list[str]:
     assert ctx.candidate_sha
-    tree = ctx.repo.git("ls-tree", "-r", "-z", "--name-only", ctx.candidate_sha).split("\0")
+    tree = [e.path for e in ctx.repo.entries(ctx.candidate_sha)]
     packets = ctx.config.andon.packets_dir.strip("/") + "/"
     modules = {module_name(p, ctx.config.test.pythonpath) for p in changed}
     dirs = {str(PurePosixPath(p).parent) for p in changed}

@@ -173,8 +173,7 @@ def in_test_package(ctx: GateContext, rev: str, folder: str) -> bool:
     A package above the tests that is not a test path (``src/calc/`` over ``src/calc/tests/``)
     is code, which the patterns gate reads with every code rule."""
     prefix = f"{folder}/" if folder else ""
-    listing = ctx.repo.git("ls-tree", "-r", "--name-only", "-z", rev, "--",
-                           prefix or ".").split("\0")
+    listing = [e.path for e in ctx.repo.entries(rev) if e.path.startswith(prefix)]
     known = {*ctx.packet.plant_files, *ctx.packet.hidden_files}
     tests = [t for t in {*listing, *known} if t.startswith(prefix) and t.endswith(".py")
              and (t in known or t.rsplit("/", 1)[-1].startswith("test_")

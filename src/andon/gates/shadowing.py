@@ -59,17 +59,32 @@ def installed_names(python: str) -> tuple[frozenset[str], str]:
 def own_modules(repo: Any, rev: str, pythonpath: list[str]) -> set[str]:
     """Top-level module names the project itself has at ``rev``: packages (folders with an
     ``__init__.py``) and ``.py`` files in the repository root and the ``pythonpath``
-    folders. ``repo`` is a :class:`andon.workspace.Repo`."""
+    folders. ``repo`` is a :class:`andon.workspace.Repo`: its listing of ``rev``
+    (``entries``, kept per sha) answers for plain folders (``src``, ``lib/py``); git is
+    asked about any other spelling (``.``, ``..``, an absolute path) as it would read it."""
     out: set[str] = set()
+    listed = repo.entries(rev)
+    files = {e.path for e in listed if e.kind == "blob"}
     for folder in ["", *pythonpath]:
         folder = folder.strip("/")
-        listing = repo.git("ls-tree", "--name-only", rev, "--", f"{folder}/" if folder else ".")
-        entries = listing.splitlines()
-        out |= {e.rsplit("/", 1)[-1][:-3] for e in entries if e.endswith(".py")}
-        others = [e for e in entries if not e.endswith(".py")]
-        packages = repo.blobs(rev, [f"{e}/__init__.py" for e in others])
-        out |= {e.rsplit("/", 1)[-1] for e in others if f"{e}/__init__.py" in packages}
+        if folder and any(part in ("", ".", "..") for part in folder.split("/")):
+            out |= _asked(repo, rev, folder)
+            continue
+        prefix = f"{folder}/" if folder else ""
+        names = {e.path[len(prefix):].split("/", 1)[0] for e in listed
+                 if e.path.startswith(prefix)}
+        out |= {n[:-3] for n in names if n.endswith(".py")}
+        out |= {n for n in names if not n.endswith(".py") and f"{prefix}{n}/__init__.py" in files}
     return out
+
+
+def _asked(repo: Any, rev: str, folder: str) -> set[str]:
+    """:func:`own_modules` for one folder spelt other than plainly, by git's own reading."""
+    entries = repo.git("ls-tree", "--name-only", rev, "--", f"{folder}/").splitlines()
+    out = {e.rsplit("/", 1)[-1][:-3] for e in entries if e.endswith(".py")}
+    others = [e for e in entries if not e.endswith(".py")]
+    packages = repo.blobs(rev, [f"{e}/__init__.py" for e in others])
+    return out | {e.rsplit("/", 1)[-1] for e in others if f"{e}/__init__.py" in packages}
 
 
 def shadowed(name: str, installed: frozenset[str], own: frozenset[str] = frozenset()

@@ -96,16 +96,8 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
     if dest.exists() or dest.is_symlink():
         raise UsageError(f"export destination already exists: {dest}")
     sha = repo.resolve(f"{rev}^{{commit}}")
-    listing = repo._run(("ls-tree", "-r", "-z", "--full-tree", sha), None, None, True).stdout
-    entries: dict[str, tuple[str, str]] = {}
-    for record in listing.split(b"\0"):
-        if not record:
-            continue
-        meta, _, raw = record.partition(b"\t")
-        mode, kind, blob = meta.decode().split()
-        path = os.fsdecode(raw)
-        if kind == "blob" and keep(path):
-            entries[path] = (mode, blob)
+    entries = {e.path: (e.mode, e.sha) for e in repo.entries(sha)
+               if e.kind == "blob" and keep(e.path)}
     dest.mkdir(parents=True)
     with tempfile.TemporaryDirectory(prefix="andon-export-") as tmp:
         # a temporary index of exactly the kept files; git writes them under dest, reading

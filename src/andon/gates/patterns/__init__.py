@@ -170,8 +170,7 @@ def run(ctx: GateContext) -> GateResult:
     copied, visible = _copied(ctx, base, head)
     own = own_modules(ctx.repo, base, ctx.config.test.pythonpath)
     roots = ["", *ctx.config.test.pythonpath]
-    modules = project_modules(ctx.repo.git("ls-tree", "-r", "--name-only", head).splitlines(),
-                              roots)
+    modules = project_modules([e.path for e in ctx.repo.entries(head)], roots)
 
     severity = {**DEFAULT_SEVERITY, **{r.id: r.severity for r in settings.rules},
                 **settings.severities}
