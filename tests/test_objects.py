@@ -68,6 +68,17 @@ def test_a_ref_moved_behind_the_harness_is_read_again(repo):
     assert [(c.status, c.path) for c in repo.changes(first, "side")] == [("A", "b.txt")]
 
 
+def test_a_listing_follows_the_ref_it_was_asked_by(repo):
+    """entries("side") is the listing of the commit side names when asked: moved, the next
+    ask lists the new commit (the listing is kept by sha, never by name)."""
+    sh(repo.root, "branch", "side")
+    assert [e.path for e in repo.entries("side")] == ["a.txt"]
+    moved = commit(repo.root, "b.txt", "two\n")
+    sh(repo.root, "branch", "-f", "side", moved)
+    assert [e.path for e in repo.entries("side")] == ["a.txt", "b.txt"]
+    assert [(e.kind, e.mode) for e in repo.entries(moved)] == [("blob", "100644")] * 2
+
+
 def test_what_a_full_sha_names_is_asked_of_git_once(repo, processes):
     sha = sh(repo.root, "rev-parse", "main")
     new = commit(repo.root, "b.txt", "two\n")

@@ -141,18 +141,23 @@ def _identity(repo: Git) -> dict[str, str]:
 
 def remove_worktree(repo: Git, path: Path) -> None:
     """Remove the worktree at ``path`` whatever state the agent left it in (a directory
-    already gone is fine), then prune git's records of linked worktrees. The path is free
+    already gone is fine), then prune git's records of linked worktrees — unless ``path``
+    holds a ``.git`` folder (andon's worktrees are clones: git has no record of them, and
+    the linked worktrees of an older andon hold a ``.git`` file). The path is free
     when this returns; the files are deleted in the background (:mod:`andon.reaper`). The
     caller names only paths it created. UsageError for the top level or a path inside or
     around it."""
     path = _unresolved_last(path)
     if path == repo.root or repo.root.is_relative_to(path) or path.is_relative_to(repo.root):
         raise UsageError(f"refusing to remove {path}: it is or holds the main work tree")
-    if path in list_worktrees(repo):  # a linked worktree from an older andon
+    dot_git = path / ".git"
+    linked = not dot_git.is_dir() or dot_git.is_symlink()  # or gone: git may know of it
+    if linked and path in list_worktrees(repo):  # a linked worktree from an older andon
         repo.git("worktree", "remove", "--force", "--force", str(path), check=False)
     reaper.discard(path, aside=True)  # the path is free now, the files go in the background
     index_of(path).unlink(missing_ok=True)
-    repo.git("worktree", "prune")
+    if linked:
+        repo.git("worktree", "prune")
 
 def list_worktrees(repo: Git) -> list[Path]:
     """Every linked worktree git knows of, the main one first."""
