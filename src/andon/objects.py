@@ -158,19 +158,31 @@ class ObjectReads:
     def blobs(self, rev: str, paths: list[str]) -> set[str]:
         """Those of ``paths`` that are files (blobs, symlinks included) in ``rev``: one git
         process for all of them. GitError if ``rev`` does not resolve."""
+        return {p for p, kind in self.kinds(rev, paths).items() if kind == "blob"}
+
+    def kinds(self, rev: str, paths: list[str]) -> dict[str, str]:
+        """Each of ``paths`` → what it is in ``rev`` ("blob", "tree", "commit" for a
+        submodule), "" where there is nothing: one git process for all of them. GitError
+        if ``rev`` does not resolve."""
         sha = self._sha(rev)
         # a missing name is echoed in the answer: one holding a newline would shift the lines
         alone = [p for p in paths if "\n" in p or "\0" in p]
-        found = {p for p in alone if self.file_bytes(sha, p) is not None}
-        asked = [p for p in paths if p not in alone]
+        found = {p: self._kind(sha, p) for p in alone}
+        asked = [p for p in paths if p not in found]
         if asked:
             names = b"".join(os.fsencode(f"{sha}:{p}") + b"\0" for p in asked)
             out = self._run(("cat-file", "--batch-check", "-z"), None, names, True).stdout
             for p, line in zip(asked, out.split(b"\n"), strict=False):
                 hit = BATCH_HEADER.fullmatch(line)
-                if hit is not None and hit[2] == b"blob":
-                    found.add(p)
+                found[p] = hit[2].decode() if hit is not None else ""
         return found
+
+    def _kind(self, sha: str, path: str) -> str:
+        """:meth:`kinds` for one path that cannot go on a line of its own."""
+        if "\0" in path:  # no path in git holds one
+            return ""
+        return os.fsdecode(self._run(("cat-file", "-t", f"{sha}:{path}"), None, None,
+                                     False).stdout).strip()
 
     def diff(self, base: str, head: str, paths: tuple[str, ...] | list[str] = (),
              unified: int | None = None, renames: bool = True) -> str:

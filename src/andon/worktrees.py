@@ -50,6 +50,8 @@ class Git(Protocol):
 
     def entries(self, rev: str) -> tuple[Entry, ...]: ...
 
+    def kinds(self, rev: str, paths: list[str]) -> dict[str, str]: ...
+
     def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
              check: bool, env: Mapping[str, str] | None = None
              ) -> subprocess.CompletedProcess: ...
@@ -171,14 +173,19 @@ def plant(repo: Git, base: str, files: Mapping[str, tuple[bytes, bool]], message
     UsageError for a path that is absolute, has '..' or '.git', or runs through a file or
     symlink of ``base``."""
     base = repo.resolve(base)
-    entries = []
-    for rel, source in files.items():
+    for rel in files:
         parts = PurePosixPath(rel).parts
         if not parts or PurePosixPath(rel).is_absolute() or ".." in parts or ".git" in parts:
             raise UsageError(f"planted path must be relative inside the worktree, got {rel!r}")
+    # what each folder on the way and each path is in base: one git process for them all
+    kinds = repo.kinds(base, list(dict.fromkeys(
+        "/".join(PurePosixPath(rel).parts[:i]) for rel in files
+        for i in range(1, len(PurePosixPath(rel).parts) + 1))))
+    entries = []
+    for rel, source in files.items():
+        parts = PurePosixPath(rel).parts
         for i in range(1, len(parts) + 1):  # a link or file on the way would be replaced
-            kind = repo.git("cat-file", "-t", f"{base}:{'/'.join(parts[:i])}",
-                            check=False).strip()
+            kind = kinds["/".join(parts[:i])]
             if i < len(parts) and kind and kind != "tree":
                 raise UsageError(f"planted path {rel!r} runs through "
                                  f"{'/'.join(parts[:i])!r}, which is not a directory")
