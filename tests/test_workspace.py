@@ -128,6 +128,20 @@ def test_repo_rejects_non_repositories_and_repositories_without_commits(tmp_path
         Repo(tmp_path / "empty")
 
 
+def test_repo_is_located_whatever_its_path_holds(tmp_path):
+    """Top level, git dir and HEAD come from one rev-parse, a line each: a path with a line
+    break or a trailing space is still read as git spells it (asked again one by one)."""
+    for name in ("with\nbreak", "trailing "):
+        path = make_repo(tmp_path / name)
+        repo = Repo(path)
+        assert repo.root == path.resolve() and repo.git_dir == path.resolve() / ".git"
+    (tmp_path / "odd\nempty").mkdir()
+    sh(tmp_path / "odd\nempty", "init", "-q")
+    with pytest.raises(UsageError, match="no commits"):
+        Repo(tmp_path / "odd\nempty")
+    assert Repo(tmp_path / "odd\nempty", require_commit=False).root.name == "odd\nempty"
+
+
 def test_repo_finds_top_level_and_common_git_dir(user, tmp_path):
     repo, path, before = user
     assert Repo(path / "src").root == path.resolve()

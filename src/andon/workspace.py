@@ -103,19 +103,37 @@ class Repo(ObjectReads):
         if not root.is_dir():
             raise UsageError(f"{root} does not exist or is not a directory")
         try:
-            top = self.git("rev-parse", "--show-toplevel", cwd=root).strip()
-            common = self.git("rev-parse", "--path-format=absolute", "--git-common-dir", cwd=root)
+            top, common, head = self._locate(root)
         except GitError as exc:
             raise UsageError(_refusal(root, exc.stderr)) from exc
         except OSError as exc:
             raise UsageError(f"cannot run git in {root}: {exc}") from exc
         self.root = Path(top)
-        self.git_dir = Path(common.strip())
+        self.git_dir = Path(common)
         self.known = Known()  # answers about full shas, which never change (objects.py)
-        if require_commit and self.rev_parse("HEAD") is None:
+        if require_commit and head is None:
             raise UsageError(f"repository at {self.root} has no commits yet: commit your "
                              "project first (`git add -A && git commit -m 'first commit'`), "
                              "then run andon again")
+
+    def _locate(self, root: Path) -> tuple[str, str, str | None]:
+        """(the top level, the common git dir, HEAD's commit or None) of the work tree
+        ``root`` is in: one git process (rev-parse answers a line each, and exits 1 without
+        the third when HEAD names no commit yet). GitError when git refuses."""
+        argv = ("rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir",
+                "--verify", "--quiet", "--end-of-options", "HEAD")
+        proc = self._run(argv, root, None, False)
+        lines = os.fsdecode(proc.stdout).split("\n")
+        if proc.returncode in (0, 1) and len(lines) == 4 - proc.returncode:
+            return lines[0], lines[1], lines[2] or None
+        if proc.returncode not in (0, 1):
+            raise GitError(["git", *argv], proc.returncode, proc.stderr.decode(errors="replace"))
+        # a line break in a path: asked one at a time, as git spells each
+        return (self.git("rev-parse", "--show-toplevel", cwd=root).removesuffix("\n"),
+                self.git("rev-parse", "--path-format=absolute", "--git-common-dir",
+                         cwd=root).removesuffix("\n"),
+                self.git("rev-parse", "--verify", "--quiet", "--end-of-options", "HEAD",
+                         cwd=root, check=False).strip() or None)
 
     def check_refs_writable(self, ref: str) -> None:
         """UsageError with git's own message (which names the lock file and says to remove
