@@ -614,6 +614,35 @@ def test_set_ref_refuses_short_names_and_the_users_branch(user):
     assert user_state(path) == before
 
 
+def test_the_checked_out_branch_is_read_at_each_move(user, tmp_path):
+    """The user switches branches while andon runs: each set_ref reads HEAD again (the file
+    git keeps, or git itself for a HEAD that is a symbolic link); a linked worktree's own
+    HEAD counts for a Repo made there."""
+    repo, path, _ = user
+    side = repo.rev_parse("main~1")
+    repo.set_ref("refs/heads/main", repo.rev_parse("main"), None)  # on feature: allowed
+    sh(path, "stash", "-q")
+    sh(path, "checkout", "-q", "main")
+    with pytest.raises(UsageError, match="checked out"):
+        repo.set_ref("refs/heads/main", side, None)
+    sh(path, "checkout", "-q", "--detach")
+    repo.set_ref("refs/heads/feature", repo.rev_parse("feature"), None)
+    head = repo.git_dir / "HEAD"
+    head.unlink()
+    head.symlink_to("refs/heads/feature")
+    assert repo.checked_out() == "refs/heads/feature" == sh(path, "symbolic-ref", "HEAD").strip()
+    with pytest.raises(UsageError, match="checked out"):
+        repo.set_ref("refs/heads/feature", side, None)
+    head.unlink()
+    head.write_text("ref: refs/heads/feature  \n")  # git drops the trailing blanks
+    assert repo.checked_out() == "refs/heads/feature" == sh(path, "symbolic-ref", "HEAD").strip()
+    sh(path, "worktree", "add", "-q", str(tmp_path / "linked"), "-b", "side", "main")
+    linked = Repo(tmp_path / "linked")
+    with pytest.raises(UsageError, match="checked out"):
+        linked.set_ref("refs/heads/side", side, None)
+    linked.set_ref("refs/heads/main", repo.rev_parse("main"), None)
+
+
 def test_worktree_is_its_own_repository_so_agent_refs_stay_there(user, tmp_path):
     repo, path, before = user
     refs = repo.refs_snapshot()

@@ -103,35 +103,38 @@ class Repo(ObjectReads):
         if not root.is_dir():
             raise UsageError(f"{root} does not exist or is not a directory")
         try:
-            top, common, head = self._locate(root)
+            top, common, own, head = self._locate(root)
         except GitError as exc:
             raise UsageError(_refusal(root, exc.stderr)) from exc
         except OSError as exc:
             raise UsageError(f"cannot run git in {root}: {exc}") from exc
         self.root = Path(top)
         self.git_dir = Path(common)
+        self._head_file = Path(own) / "HEAD"  # the top level's own (a linked worktree's too)
         self.known = Known()  # answers about full shas, which never change (objects.py)
         if require_commit and head is None:
             raise UsageError(f"repository at {self.root} has no commits yet: commit your "
                              "project first (`git add -A && git commit -m 'first commit'`), "
                              "then run andon again")
 
-    def _locate(self, root: Path) -> tuple[str, str, str | None]:
-        """(the top level, the common git dir, HEAD's commit or None) of the work tree
-        ``root`` is in: one git process (rev-parse answers a line each, and exits 1 without
-        the third when HEAD names no commit yet). GitError when git refuses."""
+    def _locate(self, root: Path) -> tuple[str, str, str, str | None]:
+        """(the top level, the common git dir, the top level's own git dir, HEAD's commit or
+        None) of the work tree ``root`` is in: one git process (rev-parse answers a line
+        each, and exits 1 without the last when HEAD names no commit yet). GitError when
+        git refuses."""
         argv = ("rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir",
-                "--verify", "--quiet", "--end-of-options", "HEAD")
+                "--git-dir", "--verify", "--quiet", "--end-of-options", "HEAD")
         proc = self._run(argv, root, None, False)
         lines = os.fsdecode(proc.stdout).split("\n")
-        if proc.returncode in (0, 1) and len(lines) == 4 - proc.returncode:
-            return lines[0], lines[1], lines[2] or None
+        if proc.returncode in (0, 1) and len(lines) == 5 - proc.returncode:
+            return lines[0], lines[1], lines[2], lines[3] or None
         if proc.returncode not in (0, 1):
             raise GitError(["git", *argv], proc.returncode, proc.stderr.decode(errors="replace"))
         # a line break in a path: asked one at a time, as git spells each
         return (self.git("rev-parse", "--show-toplevel", cwd=root).removesuffix("\n"),
                 self.git("rev-parse", "--path-format=absolute", "--git-common-dir",
                          cwd=root).removesuffix("\n"),
+                self.git("rev-parse", "--absolute-git-dir", cwd=root).removesuffix("\n"),
                 self.git("rev-parse", "--verify", "--quiet", "--end-of-options", "HEAD",
                          cwd=root, check=False).strip() or None)
 
@@ -210,6 +213,26 @@ class Repo(ObjectReads):
         """Short name of the branch checked out at the top level, None when HEAD is detached."""
         return self.git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip() or None
 
+    def checked_out(self) -> str:
+        """The full name of the branch checked out at the top level ("" when HEAD is
+        detached), read now: the user may switch branches at any time. Read from the HEAD
+        file itself, which git replaces whole (a lock file renamed over it), when it is a
+        plain file of the files backend ("ref: <name>" or a sha); git is asked otherwise (a
+        symbolic link, reftable's "refs/heads/.invalid" placeholder)."""
+        try:
+            # git drops trailing whitespace; a ref name holds none, nor "ref:" two spaces
+            body = "" if self._head_file.is_symlink() else \
+                self._head_file.read_text(encoding="utf-8").rstrip()
+            if _FULL_SHA.fullmatch(body):
+                return ""  # detached
+            name = body.removeprefix("ref: ")
+            if name.startswith("refs/") and name != "refs/heads/.invalid" \
+                    and not any(c.isspace() for c in name):
+                return name
+        except (OSError, UnicodeDecodeError):
+            pass
+        return self.git("symbolic-ref", "--quiet", "HEAD", check=False).strip()
+
     def set_ref(self, ref: str, new: str, expected_old: str | None) -> None:
         """Move ``ref`` to ``new`` atomically if it is now at ``expected_old`` (ZERO_SHA: must not
         exist; None: no check). RefMoved if it is elsewhere. UsageError for the branch checked out
@@ -217,7 +240,7 @@ class Repo(ObjectReads):
         if not ref.startswith("refs/"):
             # update-ref would happily create .git/<ref> for a short name.
             raise UsageError(f"ref must be a full name such as refs/heads/x, got {ref!r}")
-        if ref == self.git("symbolic-ref", "--quiet", "HEAD", check=False).strip():
+        if ref == self.checked_out():
             raise UsageError(f"refusing to move {ref}: it is checked out in {self.root}")
         args = ["update-ref", "-m", "andon", ref, self._sha(new)]
         if expected_old is not None:
