@@ -34,6 +34,7 @@ class MergeOutcome:
     merged_sha: str | None   # the commit now on the integration branch, or None
     check: GateResult | None  # the merged-result suite run, when the branch had moved
     passed_ids: set[str]      # tests that passed on the merged tree, when known
+    moved_to: str | None = None  # what this merge set the branch to (None: found merged)
 
 
 def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
@@ -53,7 +54,10 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
         out = _merge(repo, config, packet, attempt, red_ids, baseline_of, evidence_dir,
                      passed)
         if out.merged_sha:
-            record_merge(lock, repo.resolve(f"refs/heads/{config.andon.integration_branch}"))
+            # the ledger holds what the merge set, read from no ref: a ref moved meanwhile
+            # (another worker's agent) must differ from it, or restore_refs would bless it
+            record_merge(lock, out.moved_to or repo.resolve(
+                f"refs/heads/{config.andon.integration_branch}"))
         return out
 
 
@@ -65,7 +69,8 @@ def _merge(repo: Repo, config: Config, packet: Packet, attempt: dict, red_ids: s
     while True:
         onto = repo.rev_parse(ref)
         assert onto, f"{ref} vanished"
-        done = repo.find_commit_with_trailers(ref, trailers, since=attempt["base_sha"])
+        # the head just read, not the ref again: what is searched is what is merged onto
+        done = repo.find_commit_with_trailers(onto, trailers, since=attempt["base_sha"])
         if done:
             return MergeOutcome(done, None, set())
         try:
@@ -89,7 +94,7 @@ def _merge(repo: Repo, config: Config, packet: Packet, attempt: dict, red_ids: s
         except RefMoved:
             continue  # someone else merged first: merge again onto the new head
         crash.point("after-update-ref")
-        return MergeOutcome(commit, check, kept)
+        return MergeOutcome(commit, check, kept, moved_to=commit)
 
 
 @contextmanager
