@@ -20,7 +20,7 @@ import pytest
 
 from andon.config import DEFAULT_TOML
 from andon.exits import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
-from andon.merge import merge_attempt
+from andon.merge import ledger_value, merge_attempt, merge_lock
 from andon.packet import load_packets
 
 from helpers import (
@@ -870,6 +870,27 @@ def test_merge_onto_a_moved_integration_branch_checks_the_merged_result(tmp_path
     assert rev(root, f"{out.merged_sha}:src/calc/extra.py")
     assert baseline | {"tests.test_mul_p1::test_mul"} <= out.passed_ids
     assert "Andon-Packet: P1" in git(root, "log", "-1", "--format=%B", out.merged_sha)
+
+
+def test_the_ledger_holds_what_the_merge_set_not_where_the_branch_went_after(tmp_path):
+    """Another worker's agent moves the integration branch right after the merge set it: the
+    ledger (what pool_refs judges the branch against) holds the merge's commit, so that move
+    is still seen as a move, not taken for the merge."""
+    root, runner, a, red_ids, packet = _passed_attempt(tmp_path, honest_mul)
+    base = rev(root, INTEGRATION)
+    set_ref = runner.repo.set_ref
+
+    def then_moved(ref, new, expected_old):
+        set_ref(ref, new, expected_old)
+        if ref == INTEGRATION:
+            git(root, "update-ref", INTEGRATION, base)  # behind the harness's back
+
+    runner.repo.set_ref = then_moved
+    out = merge_attempt(runner.repo, runner.config, packet, a, red_ids, lambda tree: set(),
+                        tmp_path / "merge-ev")
+    assert out.merged_sha is not None and rev(root, INTEGRATION) == base
+    with merge_lock(runner.repo) as lock:
+        assert ledger_value(lock) == out.merged_sha
 
 
 def test_a_merge_onto_a_moved_branch_says_that_the_merged_result_ran(tmp_path):
