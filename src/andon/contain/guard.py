@@ -45,9 +45,8 @@ def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
                     if p.name.lower() != "readme.md")
     for p in extra:
         (dirs if p.is_dir() else files).append(p)
-    out: dict[str, str] = {".git/config": _git_config_marker(repo.git_dir / "config"),
-                           GLOBAL_CONFIG: "\0".join(_git_config_marker(f, includes=True)
-                                                     for f in user_config_files())}
+    out: dict[str, str] = dict(zip((".git/config", GLOBAL_CONFIG), _git_config_markers(repo),
+                                   strict=True))
     for f in files:
         marker = file_marker(f)
         if marker is not None:
@@ -83,6 +82,37 @@ def user_config_files() -> list[Path]:
     return [xdg / "git" / "config", home / ".gitconfig"]
 
 
+def _git_config_markers(repo: Repo) -> tuple[str, str]:
+    """(the marker of ``.git/config``'s own entries, of the user's global config with the
+    files it includes), each a hash of the entries in :data:`_RISKY_CONFIG` ("" for none),
+    from one ``git config --list`` in the repository, as andon's git commands read it:
+    each entry with its scope and the file it came from (``.git/config`` itself, not what
+    it includes). When git cannot read the configuration, each file is asked on its own
+    (:func:`_git_config_marker`), whose unreadable one is marked by its bytes."""
+    proc = repo._run(("config", "--list", "-z", "--includes", "--show-scope", "--show-origin"),
+                     None, None, False)
+    if proc.returncode != 0:
+        return (_git_config_marker(repo.git_dir / "config"),
+                "\0".join(_git_config_marker(f, includes=True) for f in user_config_files()))
+    fields = proc.stdout.split(b"\0")  # scope NUL origin NUL key LF value NUL, each entry
+    own = (repo.git_dir / "config").resolve()
+    local: list[bytes] = []
+    global_: list[bytes] = []
+    for scope, origin, entry in zip(fields[0::3], fields[1::3], fields[2::3], strict=False):
+        if not entry.lower().startswith(_RISKY_CONFIG):
+            continue
+        if scope == b"global":
+            global_.append(entry)
+        elif scope == b"local" and origin.startswith(b"file:") and \
+                (repo.root / os.fsdecode(origin[5:])).resolve() == own:
+            local.append(entry)
+    return _digest(local), _digest(global_)
+
+
+def _digest(entries: list[bytes]) -> str:
+    return hashlib.sha256(b"\0".join(entries)).hexdigest() if entries else ""
+
+
 def _git_config_marker(path: Path, includes: bool = False) -> str:
     """A hash of the git config entries in :data:`_RISKY_CONFIG` of the file at ``path``
     (``includes``: with the files it includes); "" if there is no such file or no such entry,
@@ -94,8 +124,7 @@ def _git_config_marker(path: Path, includes: bool = False) -> str:
                           capture_output=True)
     if proc.returncode != 0:
         return file_marker(path) or ""
-    kept = [e for e in proc.stdout.split(b"\0") if e.lower().startswith(_RISKY_CONFIG)]
-    return hashlib.sha256(b"\0".join(kept)).hexdigest() if kept else ""
+    return _digest([e for e in proc.stdout.split(b"\0") if e.lower().startswith(_RISKY_CONFIG)])
 
 
 def packet_files(packet_path: Path, is_dir: bool, root: Path) -> str:
