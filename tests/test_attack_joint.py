@@ -121,6 +121,25 @@ def test_eol_crlf_makes_the_clone_differ_from_an_lf_file(tmp_path):
     assert strays(repo, wt, head) == ["d.txt (checkout converts: eol)"]
 
 
+def test_autocrlf_or_eol_in_the_configuration_makes_every_text_file_differ(tmp_path,
+                                                                          monkeypatch):
+    """core.autocrlf=true or core.eol=crlf, in the repository's config or the user's: a
+    clone writes CRLF for every text file. git's last value counts (the repository's after
+    the user's), whatever the case it is written in."""
+    said = ["(checkout converts: core.autocrlf/core.eol in the configuration)"]
+    user = tmp_path / "gitconfig"
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(user))
+    repo, wt, head = repo_with(tmp_path, {"a.py": "a = 1\n"})
+    user.write_text("[core]\n\tautocrlf = TRUE\n")
+    assert strays(repo, wt, head) == said
+    git(repo.root, "config", "core.autocrlf", "false")  # the repository's wins
+    assert strays(repo, wt, head) == []
+    git(repo.root, "config", "core.eol", "CRLF")
+    assert strays(repo, wt, head) == said
+    git(repo.root, "config", "--add", "core.eol", "lf")  # a later value wins
+    assert strays(repo, wt, head) == []
+
+
 def test_honest_text_auto_attributes_are_not_a_difference(tmp_path):
     """The common `* text=auto` converts nothing on checkout on Linux (eol is lf): an honest
     project with it keeps the joint plan."""

@@ -113,9 +113,11 @@ def _converted(git: Callable[..., list[str]], paths: list[str]) -> list[str]:
     """``paths`` a checkout writes converted, each "path (checkout converts: attr)"; with
     ``core.autocrlf`` true or ``core.eol=crlf`` every text file may be, so one entry says so.
     Attributes are read from the candidate's tree (the temporary index), as a clone reads them."""
-    autocrlf = [v.strip().lower() for v in git("config", "--get", "core.autocrlf", check=False)]
-    eol = [v.strip().lower() for v in git("config", "--get", "core.eol", check=False)]
-    if autocrlf == ["true"] or eol == ["crlf"]:
+    # both settings in one process; git's value is the last one it reads
+    said = dict(e.lower().split("\n", 1) for e in git(
+        "config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$", check=False) if "\n" in e)
+    if said.get("core.autocrlf", "").strip() == "true" or \
+            said.get("core.eol", "").strip() == "crlf":
         return ["(checkout converts: core.autocrlf/core.eol in the configuration)"]
     if not paths:
         return []
