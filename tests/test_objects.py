@@ -117,3 +117,23 @@ def test_an_object_not_found_is_looked_for_again(repo, tmp_path):
     assert repo.rev_parse(f"{elsewhere}^{{tree}}") is None
     sh(repo.root, "fetch", "-q", str(other), "main")
     assert repo.rev_parse(f"{elsewhere}^{{tree}}") == sh(other, "rev-parse", "main^{tree}")
+
+
+def test_files_read_many_blobs_as_file_bytes_reads_each(repo, processes):
+    """One process for every (rev, path) asked: present, missing, a folder, a link, bytes
+    with line breaks, a name with one (asked alone), the same path at two commits."""
+    first = sh(repo.root, "rev-parse", "HEAD")
+    (repo.root / "bin.dat").write_bytes(b"\x00\n\r\nend\n\n")
+    (repo.root / "dir").mkdir()
+    (repo.root / "dir/x.txt").write_text("x\n")
+    (repo.root / "odd\nname").write_text("odd\n")
+    (repo.root / "link").symlink_to("a.txt")
+    second = commit(repo.root, "a.txt", "changed\n")
+    wanted = [(second, "a.txt"), (first, "a.txt"), (second, "bin.dat"), (first, "bin.dat"),
+              (second, "dir"), (second, "odd\nname"), (second, "link"), (second, "dir/x.txt"),
+              (second, "a.txt")]
+    found = repo.files(wanted)
+    assert [args[0] for args in processes] == ["cat-file", "cat-file"]  # the odd name alone
+    assert found == {key: repo.file_bytes(*key) for key in wanted}
+    assert found[(second, "bin.dat")] == b"\x00\n\r\nend\n\n" and found[(first, "bin.dat")] is None
+    assert found[(second, "link")] == b"a.txt" and found[(second, "dir")] is None

@@ -155,6 +155,28 @@ class ObjectReads:
             return None
         return rest[:int(found[3])]
 
+    def files(self, wanted: list[tuple[str, str]]) -> dict[tuple[str, str], bytes | None]:
+        """:meth:`file_bytes` of each (rev, path) in ``wanted``, from one git process for all
+        of them (a path holding a line break is asked alone: git echoes a missing name, which
+        would shift the answers). Every blob is held in memory at once."""
+        found = {(rev, p): self.file_bytes(rev, p) for rev, p in wanted if "\n" in p or "\0" in p}
+        shas = {rev: self._sha(rev) for rev in dict.fromkeys(rev for rev, _ in wanted)}
+        asked = list(dict.fromkeys((shas[rev], p, (rev, p)) for rev, p in wanted
+                                   if (rev, p) not in found))
+        if not asked:
+            return found
+        names = b"".join(os.fsencode(f"{sha}:{p}") + b"\0" for sha, p, _ in asked)
+        out = self._run(("cat-file", "--batch", "-z"), None, names, True).stdout
+        at = 0
+        for _, _, key in asked:  # "<id> <type> <size>\n<bytes>\n", or "<name> missing\n"
+            end = out.index(b"\n", at)
+            hit = BATCH_HEADER.fullmatch(out[at:end])
+            size = int(hit[3]) if hit is not None else -1
+            found[key] = out[end + 1:end + 1 + size] if hit is not None and hit[2] == b"blob" \
+                else None
+            at = end + 1 + (size + 1 if hit is not None else 0)
+        return found
+
     def blobs(self, rev: str, paths: list[str]) -> set[str]:
         """Those of ``paths`` that are files (blobs, symlinks included) in ``rev``: one git
         process for all of them. GitError if ``rev`` does not resolve."""

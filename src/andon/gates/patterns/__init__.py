@@ -32,10 +32,11 @@ from __future__ import annotations
 import ast
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
 from ...packet import path_matches
+from ...workspace import Change
 from ..base import Finding, GateContext, GateResult
 from ..shadowing import own_modules
 from .detection import Detection
@@ -125,14 +126,15 @@ def _base_counts(base: str) -> Counter[Key]:
         return Counter()
 
 
-def _copied(ctx: GateContext, base: str, head: str
+def _copied(ctx: GateContext, base: str, head: str, read: Callable[[str, str], bytes | None]
             ) -> tuple[set[tuple[str, object]], set[tuple[str, object]]]:
     """(every value the packet's tests keep, the ones the agent could see): planted, atdd
     and hidden test files, and data files under the planted and hidden paths (literals.py).
-    Values only hidden files keep are never repeated in a message."""
+    Values only hidden files keep are never repeated in a message. ``read(rev, path)``: a
+    file's bytes (:func:`_reader`)."""
     sources = []
     for p in ctx.planted_tests():
-        data = ctx.repo.file_bytes(head, p) or ctx.repo.file_bytes(base, p)
+        data = read(head, p) or read(base, p)
         if data is not None:
             sources.append(data.decode("utf-8", errors="replace"))
     visible = set(planted_literals(sources))
@@ -167,7 +169,9 @@ def run(ctx: GateContext) -> GateResult:
     planted = sorted(ctx.packet.plant_files)
     test_strings = {p for p in planted} | {p.rsplit("/", 1)[-1] for p in planted}
     test_strings |= {p.rsplit("/", 1)[-1] for p in ctx.packet.hidden_files}
-    copied, visible = _copied(ctx, base, head)
+    changes = _scanned(ctx, ctx.repo.changes(base, head), packets, test_globs)
+    read = _reader(ctx, base, head, changes)
+    copied, visible = _copied(ctx, base, head, read)
     own = own_modules(ctx.repo, base, ctx.config.test.pythonpath)
     roots = ["", *ctx.config.test.pythonpath]
     modules = project_modules([e.path for e in ctx.repo.entries(head)], roots)
@@ -176,16 +180,9 @@ def run(ctx: GateContext) -> GateResult:
                 **settings.severities}
     hits: list[Hit] = []
     scanned = []
-    for c in ctx.repo.changes(base, head):
+    for c, is_test in changes:
         p = c.path
-        if c.status == "D" or (c.new_mode != "100644" and c.new_mode != "100755"):
-            continue
-        if p in ctx.packet.plant_files or p == packets or p.startswith(packets + "/"):
-            continue
-        is_test = path_matches(p, test_globs)
-        if is_test and not p.endswith(".py"):
-            continue
-        data = ctx.repo.file_bytes(head, p)
+        data = read(head, p)
         if data is None:
             continue
         decoded, source_hits = python_source(p, data) if p.endswith(".py") else (None, [])
@@ -207,13 +204,48 @@ def run(ctx: GateContext) -> GateResult:
             scanned.append(p)
         if decoded is not None:
             # the base's literals only matter to copied-literal, which tests do not have
-            before = ctx.repo.file_bytes(base, p) if copied and not is_test \
+            before = read(base, p) if copied and not is_test \
                 and c.status != "A" else None
             hits += scan_file(p, text, added, is_test=is_test, test_strings=test_strings,
                               test_globs=test_globs, copied=copied, own=own,
                               visible=visible, modules=modules, roots=roots,
                               base=(python_source(p, before)[0] or "") if before else "")
     return _result(hits, severity, scanned)
+
+
+def _scanned(ctx: GateContext, changes: Sequence[Change], packets: str,
+             test_globs: list[str]) -> list[tuple[Change, bool]]:
+    """The changes the rules read, each with whether it is a test path: files (not links or
+    submodules) the agent added or changed, outside the planted files and the packets
+    folder; of test paths only ``.py`` files."""
+    found = []
+    for c in changes:
+        p = c.path
+        if c.status == "D" or (c.new_mode != "100644" and c.new_mode != "100755"):
+            continue
+        if p in ctx.packet.plant_files or p == packets or p.startswith(packets + "/"):
+            continue
+        is_test = path_matches(p, test_globs)
+        if not is_test or p.endswith(".py"):
+            found.append((c, is_test))
+    return found
+
+
+def _reader(ctx: GateContext, base: str, head: str, changes: list[tuple[Change, bool]]
+            ) -> Callable[[str, str], bytes | None]:
+    """``read(rev, path)``: the bytes of the files the gate reads — the planted tests (at the
+    candidate and the plant commit), the ``changes`` at the candidate, and the plant
+    commit's version of the code among them (for copied literals) — from one git process
+    for all (``Repo.files``); any other file from a process of its own."""
+    wanted = [(rev, p) for p in ctx.planted_tests() for rev in (head, base)]
+    wanted += [(head, c.path) for c, _ in changes]
+    wanted += [(base, c.path) for c, is_test in changes
+               if c.status != "A" and not is_test and c.path.endswith(".py")]
+    known = ctx.repo.files(wanted)
+
+    def read(rev: str, path: str) -> bytes | None:
+        return known[(rev, path)] if (rev, path) in known else ctx.repo.file_bytes(rev, path)
+    return read
 
 
 def _result(hits: list[Hit], severity: dict[str, str], scanned: list[str]) -> GateResult:
