@@ -26,6 +26,7 @@ from andon.workspace import (
     file_marker,
     manifest,
 )
+from andon.worktrees import loose_objects
 
 from helpers import nest_deep
 
@@ -888,6 +889,27 @@ def test_pack_loose_packs_many_loose_objects_and_changes_nothing_else(user, tmp_
     wt = repo.add_worktree(tmp_path / "wt", "andon/P1/1", "main")
     assert sh(wt, "for-each-ref", "--format=%(refname)").split() == ["refs/heads/andon/P1/1"]
     assert sh(wt, "rev-list", "--all").split() == sh(user, "rev-list", "main").split()
+
+
+def test_loose_objects_are_counted_as_git_counts_them(user):
+    """Without a process, the same count as `git count-objects`: loose objects only, not
+    packed ones, nor git's garbage (a temporary object file, a folder not named by two
+    hex digits)."""
+    _, user, _ = user
+    objects = user / ".git" / "objects"
+
+    def git_count() -> int:
+        return int(dict(line.split(": ") for line in sh(user, "count-objects", "-v")
+                        .splitlines())["count"])
+
+    assert loose_objects(objects) == git_count() > 0
+    write(objects / "ab" / "tmp_obj_XyZ", "half written")
+    write(objects / "zz" / ("0" * 38), "not an object folder")
+    write(objects / "ab" / ("0" * 37), "too short")
+    assert loose_objects(objects) == git_count()
+    sh(user, "repack", "-d", "-q")
+    assert loose_objects(objects) == git_count() == 0
+    assert loose_objects(user / "nowhere") == 0
 
 
 def test_pack_loose_leaves_a_few_loose_objects_alone(user):

@@ -304,13 +304,29 @@ def pack_loose(repo: Git, at_least: int = LOOSE_LIMIT) -> int:
     ``info/refs`` update (``-n``). Only storage changes: no ref, object or file of the
     checkout; git's own ``gc --auto`` does the same. Returns how many loose objects there
     were when it packed, else 0. GitError if git fails."""
-    counts = dict(line.split(": ", 1) for line in
-                  repo.git("count-objects", "-v").splitlines() if ": " in line)
-    loose = int(counts.get("count", "0"))
+    loose = loose_objects(repo.git_dir / "objects")
     if loose < at_least:
         return 0
     repo.git("repack", "-d", "-l", "-n", "-q")
     return loose
+
+
+# a loose object's folder (its id's first two hex digits) and file name (the rest)
+_LOOSE_FOLDER = re.compile(r"[0-9a-fA-F]{2}")
+_LOOSE_NAME = re.compile(r"[0-9a-fA-F]{38}|[0-9a-fA-F]{62}")
+
+
+def loose_objects(objects: Path) -> int:
+    """How many loose objects the object folder ``objects`` holds, counted as ``git
+    count-objects`` counts them (files in ``objects/<2 hex digits>/`` named by the rest of a
+    SHA-1 or SHA-256 id; anything else there is git's "garbage"), without its process: a
+    listing of up to 256 folders. 0 when there is no such folder."""
+    count = 0
+    with contextlib.suppress(FileNotFoundError):
+        for folder in os.scandir(objects):
+            if _LOOSE_FOLDER.fullmatch(folder.name) and folder.is_dir():
+                count += sum(1 for f in os.scandir(folder.path) if _LOOSE_NAME.fullmatch(f.name))
+    return count
 
 
 def _unresolved_last(path: Path) -> Path:
