@@ -828,6 +828,20 @@ def test_clone_at_a_rev_only_on_a_non_default_branch(user, tmp_path):
     assert user_state(path) == before
 
 
+def test_andons_clones_start_no_housekeeping_and_the_users_repository_is_left_alone(
+        user, tmp_path):
+    """A commit in the agent's worktree or a gate's clone starts no `git maintenance run
+    --auto`: their config says so. The user's repository config is not touched."""
+    repo, path, before = user
+    config = (path / ".git" / "config").read_bytes()
+    for clone in (repo.add_worktree(tmp_path / "wt", "andon/B01/1", "main"),
+                  repo.clone_at("main", tmp_path / "gate")):
+        assert sh(clone, "config", "maintenance.auto") == "false\n"
+        assert sh(clone, "config", "gc.auto") == "0\n"
+    assert (path / ".git" / "config").read_bytes() == config
+    assert user_state(path) == before
+
+
 def test_remove_worktree_whatever_the_agent_left(user, tmp_path):
     repo, path, before = user
     gone = repo.add_worktree(tmp_path / "gone", "andon/B01/1", "main")

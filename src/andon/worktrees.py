@@ -67,6 +67,14 @@ class SnapshotError(AndonError):
         super().__init__(message)
 
 
+# Written into the config of every clone andon makes (an agent's worktree, a gate's clone),
+# where it lives minutes and is thrown away: a commit there (an agent's, or a test of the
+# project that runs git) starts no `git maintenance run --auto` process, which for so young
+# a repository only counts its objects. Never the user's repository: its housekeeping is
+# theirs (andon's own commands there start none; pack_loose packs what andon wrote).
+NO_AUTO_GC = ("-c", "maintenance.auto=false", "-c", "gc.auto=0")
+
+
 def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = "full") -> Path:
     """Create branch ``branch`` at ``start`` and give it a worktree at ``path`` that is a
     repository of its own: a single-branch clone of ``branch`` with no remote, no
@@ -91,7 +99,7 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     depth = ("--depth", "1") if history == "shallow" else ()
     repo.git("clone", "--quiet", "--no-local", "--single-branch", "--no-tags", *depth,
              *(a for key, value in _identity(repo).items() for a in ("-c", f"{key}={value}")),
-             "--branch", branch, repo.git_dir.as_uri(), str(path))
+             *NO_AUTO_GC, "--branch", branch, repo.git_dir.as_uri(), str(path))
     repo.git("remote", "remove", "origin", cwd=path)
     # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
     shutil.rmtree(path / ".git" / "logs", ignore_errors=True)
@@ -283,7 +291,8 @@ def clone_at(repo: Git, rev: str, dest: Path) -> Path:
     # object readable, so a sha that no ref reaches (a snapshot not yet on a branch) checks
     # out without a fetch. The clone is short-lived, so the source pruning objects under it
     # is not a practical risk (gc keeps unreachable objects for two weeks by default).
-    repo.git("clone", "--quiet", "--no-checkout", "--shared", str(repo.git_dir), str(dest))
+    repo.git("clone", "--quiet", "--no-checkout", "--shared", *NO_AUTO_GC, str(repo.git_dir),
+             str(dest))
     repo.git("checkout", "--quiet", "--detach", sha, cwd=dest)
     submodules.populate(repo, dest, sha)
     return dest
