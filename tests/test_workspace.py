@@ -556,6 +556,29 @@ def test_squash_onto_a_moved_integration_branch(user, tmp_path):
     assert user_state(path) == before
 
 
+def test_squash_onto_its_own_base_is_the_three_way_merge_without_it(user, tmp_path):
+    """The branch has not moved (onto is base): the squash commit's tree is head's, as the
+    merge of base..head into base gives it — added, changed, removed, made executable,
+    made a link — without the merge's processes."""
+    repo, path, before = user
+    base = repo.rev_parse("main")
+    wt = repo.add_worktree(tmp_path / "wt", "andon/x/1", base)
+    write(wt / "new/file.txt", "new\n")
+    write(wt / "src/app.py", "print('changed')\n")
+    (wt / "README.md").unlink()
+    (wt / ".gitignore").chmod(0o755)
+    (wt / "link").symlink_to("src/app.py")
+    head = repo.snapshot(wt, base, "snapshot")
+    merged = repo.squash(base, base, head, "B01\n")
+    sides = [sh(path, "commit-tree", f"{c}^{{tree}}", "-p", base, "-m", "side").strip()
+             for c in (base, head)]
+    three_way = sh(path, "merge-tree", "--write-tree", *sides).split()[0]
+    assert repo.resolve(f"{merged}^{{tree}}") == three_way == repo.resolve(f"{head}^{{tree}}")
+    assert parents(repo, merged) == [base]
+    assert sh(path, "cat-file", "commit", merged).endswith("\n\nB01\n")
+    assert user_state(path) == before
+
+
 def test_squash_conflict_names_the_path_and_moves_nothing(user, tmp_path):
     repo, path, before = user
     base = repo.rev_parse("main")

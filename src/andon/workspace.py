@@ -342,6 +342,8 @@ class Repo(ObjectReads):
         No checkout, no ref moves. MergeConflict listing the conflicted paths if it does not apply.
         """
         onto, base, head = self._sha(onto), self._sha(base), self._sha(head)
+        if onto == base:  # nothing to merge with: base..head onto base is head's tree
+            return self.commit_tree(self._sha(f"{head}^{{tree}}"), onto, message)
         # git 2.39 has `merge-tree --write-tree` but not `--merge-base` (added in 2.40). Two
         # throwaway commits whose only parent is `base` force `base` to be the merge base even
         # when `onto` does not descend from it. They stay unreferenced and gc collects them.
