@@ -12,11 +12,17 @@ import signal
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from project_python import build_project_python
 
+from andon.config import load_config
 from andon.contain import forkpool, forkserver
+from andon.gates.lanes import Planned, run_lanes
 from andon.runners.pytest import run_suite
+
+from helpers import make_project
 
 PYTHON = os.environ.get("ANDON_TESTS_PROJECT_PYTHON", sys.executable)
 PYTEST = [PYTHON, "-m", "pytest"]
@@ -133,15 +139,8 @@ def test_each_slot_has_a_hash_seed_of_its_own(tmp_path):
     assert hash_of(tmp_path, "again", 0) == seeds[0]
 
 
-def lean_python(where: Path) -> Path:
-    sys.path.insert(0, str(Path(__file__).parent))
-    from project_python import build_project_python
-
-    return build_project_python(where)
-
-
 def test_a_file_the_server_read_changing_means_a_new_server(tmp_path):
-    python = lean_python(tmp_path / "venv")
+    python = build_project_python(tmp_path / "venv")
     site = Path(next((tmp_path / "venv" / "lib").glob("python*/site-packages")))
     probe = {"tests/test_env.py": "import os\n\n\ndef test_env():\n"
                                   "    assert os.environ.get('FROM_PTH') is None\n"}
@@ -239,14 +238,6 @@ def test_lanes_borrow_this_processs_servers_and_what_their_runs_leave_is_ended(t
     process that forked them, one slot each, and that process keeps them: a second plan
     starts no server. A helper a run leaves in a session of its own ends with the run, in a
     lane too (the server is the subreaper that sweeps it)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from types import SimpleNamespace
-
-    from helpers import make_project
-
-    from andon.config import load_config
-    from andon.gates.lanes import Planned, run_lanes
-
     root = make_project(tmp_path / "a", files={"tests/test_leave.py": LEAVE})
     other = project(tmp_path / "b", {})
     os.system(f"cp -r {root}/. {other}")

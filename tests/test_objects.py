@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from andon.gates.native import heads
 from andon.workspace import Repo
 
 USER = {"GIT_AUTHOR_NAME": "User", "GIT_AUTHOR_EMAIL": "user@example.com",
@@ -137,3 +138,24 @@ def test_files_read_many_blobs_as_file_bytes_reads_each(repo, processes):
     assert found == {key: repo.file_bytes(*key) for key in wanted}
     assert found[(second, "bin.dat")] == b"\x00\n\r\nend\n\n" and found[(first, "bin.dat")] is None
     assert found[(second, "link")] == b"a.txt" and found[(second, "dir")] is None
+
+
+def test_replace_refs_and_grafts_an_agent_writes_are_never_followed(repo):
+    """An agent without the sandbox can write ``refs/replace/*`` or ``.git/info/grafts`` in
+    the user's repository, and git would then show other objects under a sha's name: the
+    candidate judged would not be the candidate merged. The harness reads objects by sha
+    only, as they are."""
+    real = commit(Path(repo.root), "a.txt", "real\n")
+    blob = sh(Path(repo.root), "rev-parse", f"{real}:a.txt")
+    fake = subprocess.run(["git", "hash-object", "-w", "--stdin"], cwd=repo.root, input="fake\n",
+                          capture_output=True, text=True, check=True).stdout.strip()
+    sh(Path(repo.root), "replace", blob, fake)
+    assert sh(Path(repo.root), "show", f"{real}:a.txt") == "fake"  # git itself follows it
+    assert repo.file_bytes(real, "a.txt") == b"real\n"
+    assert heads(repo, real, ["a.txt"]) == {"a.txt": b"real\n"}  # scope's native check
+    parent = sh(Path(repo.root), "rev-parse", f"{real}^")
+    (Path(repo.root) / ".git" / "info").mkdir(exist_ok=True)
+    (Path(repo.root) / ".git" / "info" / "grafts").write_text(f"{real}\n")  # no parents
+    assert sh(Path(repo.root), "rev-list", "--count", real) == "1"
+    assert repo.git("rev-list", "--count", real).strip() == "2"
+    assert repo.resolve(f"{real}^") == parent

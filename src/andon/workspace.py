@@ -92,6 +92,28 @@ def _refusal(root: Path, stderr: str) -> str:
     return f"git refused to work in {root}:\n{said}"
 
 
+def git_env() -> dict[str, str]:
+    """The environment of every git command andon runs: this process's, without the
+    variables that point git at another repository (LOCATING_VARS), with andon's identity,
+    no prompts, the C locale, and nothing read from outside the repository that could make
+    git show other bytes than a sha names."""
+    full = os.environ.copy()
+    for name in LOCATING_VARS:
+        full.pop(name, None)
+    # GIT_OPTIONAL_LOCKS=0 stops read-only commands from refreshing the user's index.
+    full.update(IDENTITY, GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
+    # Attributes from outside the tree (the user's core.attributesFile, by default
+    # $XDG_CONFIG_HOME/git/attributes, and the system's), which an agent without the
+    # sandbox can write, are never read: a conversion there would make every checkout
+    # differ from the blob the gates read. The tree's own .gitattributes are scope's.
+    full.update(GIT_ATTR_NOSYSTEM="1")
+    # A sha names its own object, whatever refs/replace/* or .git/info/grafts (which an
+    # agent without the sandbox can write in the user's repository) say: otherwise the
+    # gates could read one tree and the merge commit another under the candidate's name.
+    full.update(GIT_NO_REPLACE_OBJECTS="1", GIT_GRAFT_FILE=os.devnull)
+    return full
+
+
 class Repo(ObjectReads):
     """A git repository, addressed by its top level. Raises UsageError if ``root`` does not
     exist, is not inside a work tree, git refuses it (dubious ownership: git's message and
@@ -156,17 +178,7 @@ class Repo(ObjectReads):
 
     def _run(self, args: tuple[str, ...], cwd: Path | None, input: bytes | None,
              check: bool, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
-        full = os.environ.copy()
-        for name in LOCATING_VARS:
-            full.pop(name, None)
-        # GIT_OPTIONAL_LOCKS=0 stops read-only commands from refreshing the user's index.
-        full.update(IDENTITY, GIT_TERMINAL_PROMPT="0", LC_ALL="C", GIT_OPTIONAL_LOCKS="0")
-        # Attributes from outside the tree (the user's core.attributesFile, by default
-        # $XDG_CONFIG_HOME/git/attributes, and the system's), which an agent without the
-        # sandbox can write, are never read: a conversion there would make every checkout
-        # differ from the blob the gates read. The tree's own .gitattributes are scope's.
-        full.update(GIT_ATTR_NOSYSTEM="1")
-        full.update(env or {})
+        full = {**git_env(), **(env or {})}
         argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
                 "-c", "core.attributesFile=/dev/null", *args]
         where = cwd if cwd is not None else getattr(self, "root", None)

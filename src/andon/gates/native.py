@@ -14,7 +14,7 @@ import subprocess
 from collections.abc import Sequence
 
 from ..errors import GitError
-from ..workspace import BATCH_HEADER, LOCATING_VARS, Repo
+from ..workspace import BATCH_HEADER, Repo, git_env
 
 HEAD_BYTES = 64  # every magic below, and the start of a PE's DOS header
 _CHUNK = 1 << 16
@@ -53,7 +53,7 @@ def heads(repo: Repo, rev: str, paths: Sequence[str],
         return {}
     sha = repo.resolve(rev)
     argv = ["git", "cat-file", "--batch", "-z"]
-    env = {k: v for k, v in os.environ.items() if k not in LOCATING_VARS}
+    env = git_env()
     found: dict[str, bytes] = {}
     with subprocess.Popen(argv, cwd=repo.root, env=env, stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
