@@ -146,9 +146,17 @@ def packet_md(pid: str, slug: str = "work", goal: str = "Do the work.", **fields
     return "\n".join(lines) + "\n+++\n\n## Context\n\nA test packet.\n"
 
 
+# The tests' own git commands (building projects, committing as a person would) start no
+# `git maintenance run --auto` after each commit: thousands of processes a suite run. Only
+# here: andon's own git commands and the agents' keep git's defaults.
+QUIET_GIT = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "maintenance.auto",
+             "GIT_CONFIG_VALUE_0": "false", "GIT_CONFIG_KEY_1": "gc.auto",
+             "GIT_CONFIG_VALUE_1": "0"}
+
+
 def git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=root, env={**os.environ, **GIT_ENV}, check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(["git", *args], cwd=root, env={**os.environ, **GIT_ENV, **QUIET_GIT},
+                          check=True, capture_output=True, text=True).stdout
 
 
 def make_project(root: Path, packets: Mapping[str, tuple[str, Mapping[str, str]]] = (),
