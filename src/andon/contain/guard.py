@@ -53,7 +53,9 @@ def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
             out[_rel(repo, f)] = marker
     for d in dirs:
         if d.is_dir() and not d.is_symlink():
-            out.update({_rel(repo, d / rel): marker for rel, marker in manifest(d).items()
+            # manifest's paths are "/"-separated below d: d's own name is worked out once
+            where = _rel(repo, d)
+            out.update({f"{where}/{rel}": marker for rel, marker in manifest(d).items()
                         if not is_litter(rel)})
     return out
 
