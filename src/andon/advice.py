@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from .agents.base import last_line
 from .config import Config
 from .store import StoreProtocol
 from .workspace import Repo
@@ -99,6 +98,8 @@ def advice(store: StoreProtocol, last: dict | None) -> str:
 def _not_found(run: dict) -> str:
     """Exit 127 is the shell's "command not found", for the stage's command or for any tool
     its script runs: the stage's last line says which; where stages run says why."""
+    from .agents.base import last_line  # here: `andon status` loads no agents, no sandbox
+
     said = f": {last}" if (last := last_line(run["claim"])) else ""
     notes = (run["usage"] or {}).get("notes") or []
     boxed = any(n.startswith("sandbox fs") for n in notes)  # sandbox/plan.py Plan.describe

@@ -60,9 +60,12 @@ the class is one too, so ``except ValueError`` keeps working.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: `andon --help` imports this module
+    import tomllib
+    from pathlib import Path
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,6 @@ from __future__ import annotations
 import re
 import unicodedata
 
-from rich.markup import escape
-
 # categories that act instead of print: controls (C0, DEL, C1), format characters (bidi
 # embeddings, overrides and isolates, zero-width ones, BOM), line and paragraph separators
 # (a line break to some terminals) and surrogates (cannot be encoded, so cannot be printed)
@@ -57,4 +55,6 @@ def visible(text: object, *, lines: bool = False) -> str:
 def markup_safe(text: object, *, lines: bool = False) -> str:
     """:func:`visible` text with rich markup escaped (``[red]`` is shown, not read): what
     goes into a string printed with ``markup=True``. ``lines`` as for :func:`visible`."""
+    from rich.markup import escape  # here: `andon --help` imports this module, not rich
+
     return escape(visible(text, lines=lines))

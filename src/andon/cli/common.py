@@ -1,6 +1,7 @@
 """What every command shares: the two consoles (``out`` for results, ``err`` for errors and
-notes; tests swap them), opening the repository, the configuration and a runner, and failing
-with a clear message and a stable exit status (:mod:`andon.cli`)."""
+notes; made on first use, so that ``--help`` loads no rich; tests swap them), opening the
+repository, the configuration and a runner, and failing with a clear message and a stable
+exit status (:mod:`andon.cli`)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 import click
-from rich.console import Console
 
 from ..errors import AndonError, UsageError
 from ..exits import EXIT_BROKEN_PIPE, EXIT_USAGE
 from ..safe_text import markup_safe, visible
-from ..workspace import Repo
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..config import Config
     from ..runner import Runner
+    from ..workspace import Repo
+
+    out: Console  # results, on standard output (see _console)
+    err: Console  # errors and notes, on standard error
 
 # Failure layers whose remedy lies outside the packet (what to fix, for the message).
 NOT_THE_PACKET = {"verifier": "reviewer", "environment": "environment",
@@ -37,16 +42,34 @@ def broken_pipe() -> NoReturn:
     sys.exit(EXIT_BROKEN_PIPE)
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:  # rich's own would exit 1: "line halted"
-        broken_pipe()
+def _console(name: str) -> Console:
+    """The console ``out`` or ``err``: the one a test set, else made now, once. Made on first
+    use, not at import: rich costs ~20 ms to import, and ``--help`` (click's own printing)
+    never needs it (tests/test_cli_start.py, benchmarks/cli_start.py)."""
+    made = globals().get(name)
+    if made is None:
+        from rich.console import Console
+
+        class _Out(Console):
+            def on_broken_pipe(self) -> None:  # rich's own would exit 1: "line halted"
+                broken_pipe()
+
+        made = _Out(highlight=False) if name == "out" else Console(stderr=True,
+                                                                    highlight=False)
+        globals()[name] = made
+    return made
 
 
-out = _Console(highlight=False)
-err = Console(stderr=True, highlight=False)
+def __getattr__(name: str) -> Console:
+    # ``common.out`` and ``common.err`` before anything printed (PEP 562)
+    if name in ("out", "err"):
+        return _console(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def open_repo(ctx: click.Context, require_commit: bool = True) -> Repo:
+    from ..workspace import Repo
+
     return Repo(Path(ctx.obj["repo"]), require_commit)
 
 
@@ -55,8 +78,8 @@ def fail(message: str, status: int = EXIT_USAGE) -> NoReturn:
     output gets one JSON document too, ``{"error": message, "exit_status": status}``: a
     script that parses what it asked for reads why there is nothing else. The message
     often quotes a path, a command or a packet's text: shown visible (:mod:`safe_text`)."""
-    err.print(f"[red]error:[/red] {markup_safe(message, lines=True)}", markup=True,
-              soft_wrap=True)
+    _console("err").print(f"[red]error:[/red] {markup_safe(message, lines=True)}",
+                          markup=True, soft_wrap=True)
     ctx = click.get_current_context(silent=True)
     if ctx is not None and ctx.params.get("as_json"):
         print(json.dumps({"error": message, "exit_status": status}), flush=True)
@@ -246,7 +269,7 @@ def decision_runner(repo: Repo, config) -> Runner:
 def echo(text: str) -> None:
     """A line of a run's progress on ``out``: it quotes gates' summaries and agents'
     claims, so it is shown visible (multi-line text keeps its lines)."""
-    out.print(visible(text, lines=True), soft_wrap=True, markup=False)
+    _console("out").print(visible(text, lines=True), soft_wrap=True, markup=False)
 
 
 def who() -> str:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
-from rich.console import Console
 
 from andon.context import FORMATS, load
 from andon.context.model import Conversation, TranscriptError
@@ -132,6 +131,8 @@ def context(files: tuple[Path, ...], fmt: str | None, as_json: bool, html_out: P
         if html_out:
             html_out.write_text(page(report, conv), encoding="utf-8")
         if not as_json:
+            from rich.console import Console
+
             summary(report, Console(highlight=False, soft_wrap=True))
             if html_out:
                 click.echo(f"page: {visible(html_out)}")

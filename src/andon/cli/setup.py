@@ -14,7 +14,6 @@ import click
 from ..errors import AndonError, ConfigError, Problem, UsageError
 from ..exits import EXIT_USAGE
 from ..safe_text import visible
-from ..workspace import Repo
 from . import common
 from .common import (
     fail,
@@ -24,6 +23,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..agents import Agent
+    from ..workspace import Repo
 
 
 @click.command()

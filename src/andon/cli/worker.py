@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 from pathlib import Path
@@ -51,6 +50,8 @@ def worker(store_url: str, remote_url: str, clone_dir: str | None, evidence_dir:
     branch).
 
     Exits as `andon run` does (0 drained, 1 halted by a blocked packet, 2 bad input)."""
+    import hashlib
+
     from .. import pool_leases
     from .. import remote as remote_mod
     from ..store import URL_ENV

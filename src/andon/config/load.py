@@ -19,7 +19,6 @@ from typing import Any, NoReturn, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 
 from ..errors import ConfigError, Problem, toml_problem
-from ..store.postgres import redact
 from ..suggest import closest, hint
 from .model import CONFIG_NAME, Andon, Config
 
@@ -158,6 +157,8 @@ def _describe(err: Mapping[str, Any], loc: list[str | int]) -> str:
             repr(e) for e in expected)
         return f"{where}: unknown value {given!r}; {suggestion}"
     if isinstance(given, str) and "://" in given:
+        from ..store.postgres import redact  # here: only a message about a URL needs it
+
         given = redact(given)  # a URL's password ([store] url) never goes into a message
     got = f", got {given!r}" if isinstance(given, (str, int, float, bool)) else ""
     if err["type"] == "list_type" and isinstance(given, str):

@@ -21,7 +21,6 @@ from pydantic import (
 
 from ..errors import ConfigError, InvalidValue
 from ..gate_settings import FlakyGate, MutationGate, StaticGate
-from ..sandbox.netproxy import parse_entry
 
 CONFIG_NAME = "andon.toml"
 STATE_DIR = ".andon"
@@ -294,6 +293,7 @@ class Agent(_Strict):
     @field_validator("allow_hosts")
     @classmethod
     def _hosts(cls, v: list[str]) -> list[str]:
+        from ..sandbox.netproxy import parse_entry  # here: `andon status` loads no sandbox
         for entry in v:
             parse_entry(entry)  # InvalidValue naming the entry and the accepted forms
         return v
