@@ -18,13 +18,14 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import jinja2
-from jinja2.sandbox import SandboxedEnvironment
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConfigError
 from .packet import Packet
+
+if TYPE_CHECKING:
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
 
 TEMPLATES = Path(__file__).parent / "templates"
 BUILTIN = TEMPLATES / "implement.md.j2"
@@ -183,6 +184,11 @@ def visible(text: str) -> str:
 
 @functools.lru_cache(maxsize=1)
 def _environment() -> SandboxedEnvironment:
+    # Jinja2 imported here, with the first prompt: a run that renders none (nothing ready, a
+    # halted line, a failed preflight; `andon unblock`) does without its ~15 ms
+    import jinja2
+    from jinja2.sandbox import SandboxedEnvironment
+
     # sandboxed: a template is a file in the checkout, and attribute walks such as
     # ``cycler.__init__.__globals__`` must not reach Python from it
     return SandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
@@ -209,6 +215,8 @@ def render_prompt(packet: Packet, attempt: int, packets_dir: str,
         ConfigError: the override template is missing, is not valid Jinja2, or reaches for
             something the sandbox forbids (``jinja2.sandbox``).
     """
+    import jinja2
+
     path = template_path or BUILTIN
     try:
         template = _compiled(path.read_text(encoding="utf-8"))
