@@ -132,6 +132,29 @@ def test_python_helper_with_a_new_session_is_killed(tmp_path):
     assert p.leftovers_killed == 1
 
 
+# Names the running process with bytes that are no UTF-8 (prctl PR_SET_NAME).
+NOT_UTF8_NAME = "import ctypes; ctypes.CDLL(None).prctl(15, b'\\xff)(x', 0, 0, 0)\n"
+
+
+def test_a_name_that_is_not_utf8_hides_no_helper(tmp_path):
+    """Any process may rename itself with any bytes, and /proc/<pid>/stat then holds a line
+    that is no UTF-8 text. Here the helper and the agent both do: the helper is still found
+    and killed. (Read as text, such a line made a helper invisible to the sweep, and an agent
+    so named had no known start time: no sweep at all.)"""
+    pf = tmp_path / "helper.pid"
+    helper = (NOT_UTF8_NAME + "import os, time\n"
+              f"open({str(pf)!r}, 'w').write(str(os.getpid()))\ntime.sleep(300)\n")
+    code = ("import os, subprocess, sys\n"
+            f"subprocess.Popen([sys.executable, '-c', {helper!r}], start_new_session=True,\n"
+            "                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+            f"while not os.path.exists({str(pf)!r}) or not os.path.getsize({str(pf)!r}):\n"
+            "    pass\n" + NOT_UTF8_NAME)
+    p = run(tmp_path, [sys.executable, "-c", code])
+    assert p.exit_status == 0
+    assert_gone(pid_in(pf))
+    assert p.leftovers_killed == 1
+
+
 def test_a_chain_of_sessions_is_killed_to_the_end(tmp_path):
     """Killing one helper hands its own helper (another session) to the runner: the sweep
     goes on until none is left."""

@@ -76,19 +76,20 @@ def kill_group(pgid: int) -> None:
 def _processes():
     """(pid, process group, working folder) of every process /proc lets us read; Linux only
     (nothing elsewhere)."""
-    proc = Path("/proc")
-    if not proc.is_dir():
+    try:
+        names = os.listdir("/proc")
+    except OSError:
         return
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
+    for name in names:
+        if not name.isdigit():
             continue
         try:
-            stat = (entry / "stat").read_text()
-            pgrp = int(stat.rsplit(")", 1)[1].split()[2])
-            cwd = os.readlink(entry / "cwd")
+            # bytes: a process may name itself with bytes that are no UTF-8
+            pgrp = int((_stat_after_name(name) or b"").split()[2])
+            cwd = os.readlink(f"/proc/{name}/cwd")
         except (OSError, ValueError, IndexError):
             continue
-        yield int(entry.name), pgrp, cwd
+        yield int(name), pgrp, cwd
 
 
 def _inside(cwd: str, prefix: str) -> bool:
@@ -282,7 +283,8 @@ def _is_sandbox_init(pid: int) -> bool:
     """True for bubblewrap's init: ``bwrap`` running as pid 1 of a pid namespace below ours
     (``NSpid``: its pid here, then 1)."""
     try:
-        status = Path(f"/proc/{pid}/status").read_text()
+        # bytes, then text: the Name line holds whatever bytes the process named itself with
+        status = Path(f"/proc/{pid}/status").read_bytes().decode("utf-8", "replace")
     except OSError:
         return False
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
