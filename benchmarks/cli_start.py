@@ -6,7 +6,8 @@
 Makes a small project in a temporary folder (git repository, andon.toml, one packet), then
 times each command as a fresh process (`python -m andon -C <project> …`), after one warm-up
 run each. Prints, per command, the median, min and max wall seconds, the median as a
-multiple of `python -c pass`, and how many modules of andon the command imported.
+multiple of `python -c pass`, the median CPU seconds (user + system: steadier than wall
+time on a loaded machine), and how many modules of andon the command imported.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,14 +59,18 @@ def project(root: Path) -> Path:
     return root
 
 
-def timed(cmd: list[str], repeat: int) -> list[float]:
+def timed(cmd: list[str], repeat: int) -> tuple[list[float], list[float]]:
+    """(wall seconds, CPU seconds) of each of ``repeat`` runs of ``cmd``."""
     subprocess.run(cmd, capture_output=True, env=ENV, check=False)  # warm-up
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run(cmd, capture_output=True, env=ENV, check=False)
         times.append(time.perf_counter() - t0)
-    return times
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return times, cpu
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="andon-cli-start-") as tmp:
         root = project(Path(tmp) / "project")
-        bare = statistics.median(timed([sys.executable, "-c", "pass"], args.repeat))
+        bare_times, bare_cpu = timed([sys.executable, "-c", "pass"], args.repeat)
+        bare = statistics.median(bare_times)
         rows = []
         for command in COMMANDS:
             probe = subprocess.run([sys.executable, "-m", "andon", "-C", str(root), *command],
@@ -83,23 +90,25 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"andon {' '.join(command)} exited {probe.returncode}:\n{probe.stderr}",
                       file=sys.stderr)
                 return 1
-            times = timed([sys.executable, "-m", "andon", "-C", str(root), *command],
-                          args.repeat)
+            times, cpu = timed([sys.executable, "-m", "andon", "-C", str(root), *command],
+                               args.repeat)
             counted = subprocess.run([sys.executable, "-c", COUNT, "-C", str(root), *command],
                                      capture_output=True, text=True, env=ENV, check=False)
             modules = int(counted.stderr.strip().splitlines()[-1])
             rows.append({"command": "andon " + " ".join(command),
                          "median_s": statistics.median(times), "min_s": min(times),
-                         "max_s": max(times), "modules": modules})
+                         "max_s": max(times), "cpu_s": statistics.median(cpu),
+                         "modules": modules})
     if args.json:
-        print(json.dumps({"python_s": bare, "commands": rows}, indent=2))
+        print(json.dumps({"python_s": bare, "python_cpu_s": statistics.median(bare_cpu),
+                          "commands": rows}, indent=2))
         return 0
-    print(f"python -c pass: {bare:.3f} s (median of {args.repeat}); load "
-          f"{os.getloadavg()[0]:.2f}")
+    print(f"python -c pass: {bare:.3f} s, {statistics.median(bare_cpu):.3f} CPU s (median of "
+          f"{args.repeat}); load {os.getloadavg()[0]:.2f}")
     for r in rows:
         print(f"{r['command']:<22} {r['median_s']:.3f} s (min {r['min_s']:.3f}, max "
               f"{r['max_s']:.3f}) = {r['median_s'] / bare:5.1f}x python; "
-              f"{r['modules']} andon modules")
+              f"{r['cpu_s']:.3f} CPU s; {r['modules']} andon modules")
     return 0
 
 
