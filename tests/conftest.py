@@ -5,7 +5,9 @@ Temporary files: every process of the suite (the xdist controller and each worke
 ``TMPDIR`` at a folder of its own, made at start and removed at the end, so what andon or a
 test makes with ``tempfile`` (and every subprocess they start) never lands in the system temp
 dir and never meets another worker's files. ``tmp_path`` folders are pytest's own (kept only
-for failed tests: ``tmp_path_retention_policy`` in pyproject.toml).
+for failed tests: ``tmp_path_retention_policy`` in pyproject.toml). All of them live in
+``$ANDON_TESTS_TMPROOT`` when set (scripts/test mounts a tmpfs there, and says why), else in
+the system temp dir.
 
 The ``e2e`` marker (``-m "not e2e"`` is the quick loop) is set by rule, so new files are
 sorted without a list of names: see ``is_e2e``.
@@ -30,6 +32,10 @@ from project_python import build_project_python
 # another user can enter (pytest's folders are private to root). Inherited by xdist workers.
 SYSTEM_TMP_ENV = "ANDON_TESTS_SYSTEM_TMPDIR"
 
+# Where the suite's temporary folders go (scripts/test: a tmpfs); unset: the system temp dir.
+TMPROOT_ENV = "ANDON_TESTS_TMPROOT"
+TMPROOT = os.environ.get(TMPROOT_ENV) or None
+
 _private_tmp: list[Path] = []
 
 # helpers.PROJECT_PYTHON_ENV, spelled here: helpers reads it when imported (FAST is a module
@@ -38,7 +44,7 @@ PROJECT_PYTHON_ENV = "ANDON_TESTS_PROJECT_PYTHON"
 
 # once, in the first process (the xdist controller, or the only one): the workers inherit it
 if PROJECT_PYTHON_ENV not in os.environ:
-    _project_python = Path(tempfile.mkdtemp(prefix="suite-python-"))
+    _project_python = Path(tempfile.mkdtemp(prefix="suite-python-", dir=TMPROOT))
     _private_tmp.append(_project_python)
     os.environ[PROJECT_PYTHON_ENV] = str(build_project_python(_project_python / "venv"))
 
@@ -47,10 +53,10 @@ def pytest_configure(config):
     os.environ.setdefault(SYSTEM_TMP_ENV, tempfile.gettempdir())
     # pytest's own tmp_path folders stay where pytest puts them (and so outlive this run
     # when a test fails): its base is read from here before TMPDIR, and lazily, after this.
-    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", os.environ[SYSTEM_TMP_ENV])
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", TMPROOT or os.environ[SYSTEM_TMP_ENV])
     worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
     # a neutral name: tests check that a harness test run shows code under test no "andon"
-    d = Path(tempfile.mkdtemp(prefix=f"suite-{worker}-"))
+    d = Path(tempfile.mkdtemp(prefix=f"suite-{worker}-", dir=TMPROOT))
     _private_tmp.append(d)
     os.environ["TMPDIR"] = str(d)
     tempfile.tempdir = None  # gettempdir() caches its answer: read TMPDIR again
