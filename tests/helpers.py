@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import textwrap
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -157,6 +158,16 @@ QUIET_GIT = {"GIT_CONFIG_COUNT": "2", "GIT_CONFIG_KEY_0": "maintenance.auto",
 def git(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, env={**os.environ, **GIT_ENV, **QUIET_GIT},
                           check=True, capture_output=True, text=True).stdout
+
+
+def write_tree(root: Path, files: Mapping[str, str]) -> Path:
+    """Write each ``{relative path: text}`` of ``files`` under ``root`` (folders made, text
+    dedented) and return ``root``: a project of plain files, no git repository."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    return root
 
 
 def make_project(root: Path, packets: Mapping[str, tuple[str, Mapping[str, str]]] = (),

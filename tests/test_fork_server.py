@@ -10,7 +10,6 @@ import os
 import re
 import signal
 import sys
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -22,7 +21,7 @@ from andon.contain import forkpool, forkserver
 from andon.gates.lanes import Planned, run_lanes
 from andon.runners.pytest import run_suite
 
-from helpers import make_project
+from helpers import make_project, write_tree
 
 PYTHON = os.environ.get("ANDON_TESTS_PROJECT_PYTHON", sys.executable)
 PYTEST = [PYTHON, "-m", "pytest"]
@@ -60,16 +59,8 @@ def test_snapshot():
 '''
 
 
-def project(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
-    return root
-
-
 def snapshot(tmp_path: Path, name: str, **kw) -> dict:
-    root = project(tmp_path / name, {"tests/test_snapshot.py": SNAPSHOT})
+    root = write_tree(tmp_path / name, {"tests/test_snapshot.py": SNAPSHOT})
     r = run_suite(PYTEST, root, tmp_path / f"ev-{name}", "suite", **kw)
     assert r.results["tests.test_snapshot::test_snapshot"].outcome == "passed", r.output_tail
     assert r.integrity.channel == "used" and r.forged == []
@@ -115,7 +106,7 @@ def test_a_forked_run_reads_as_a_fresh_one(tmp_path):
              "tests/test_mul.py": "from calc import mul\n\n\ndef test_mul():\n"
                                   "    assert mul(3, 4) == 12\n\n\ndef test_two():\n"
                                   "    assert mul(2, 2) == 4\n"}
-    root = project(tmp_path / "p", files)
+    root = write_tree(tmp_path / "p", files)
     runs = [run_suite(PYTEST, root, tmp_path / "ev", f"r{i}", pythonpath=[root / "src"],
                       canaries=["tests/test_mul.py"], own_files=["tests/test_mul.py"],
                       fork_server=forked)
@@ -144,7 +135,7 @@ def test_a_file_the_server_read_changing_means_a_new_server(tmp_path):
     site = Path(next((tmp_path / "venv" / "lib").glob("python*/site-packages")))
     probe = {"tests/test_env.py": "import os\n\n\ndef test_env():\n"
                                   "    assert os.environ.get('FROM_PTH') is None\n"}
-    root = project(tmp_path / "p", probe)
+    root = write_tree(tmp_path / "p", probe)
     first = run_suite([str(python), "-m", "pytest"], root, tmp_path / "ev", "r1")
     assert first.start == "fork server" and first.results["tests.test_env::test_env"].outcome \
         == "passed"
@@ -165,7 +156,7 @@ def test_a_file_the_server_read_changing_means_a_new_server(tmp_path):
 
 
 def test_a_server_that_died_between_runs_is_replaced(tmp_path):
-    root = project(tmp_path / "p", {"tests/test_ok.py": "def test_ok():\n    pass\n"})
+    root = write_tree(tmp_path / "p", {"tests/test_ok.py": "def test_ok():\n    pass\n"})
     assert run_suite(PYTEST, root, tmp_path / "ev", "r1").start == "fork server"
     for pid in forkpool.pids():
         os.kill(pid, signal.SIGKILL)
@@ -177,7 +168,7 @@ def test_a_server_that_died_between_runs_is_replaced(tmp_path):
 def test_code_under_test_that_kills_its_server_loses_no_run(tmp_path):
     kill = ("import os, signal\n\n\ndef test_kill():\n"
             "    os.kill(os.getppid(), signal.SIGKILL)\n\n\ndef test_after():\n    pass\n")
-    root = project(tmp_path / "p", {"tests/test_kill.py": kill})
+    root = write_tree(tmp_path / "p", {"tests/test_kill.py": kill})
     r = run_suite(PYTEST, root, tmp_path / "ev", "r1")
     assert r.start == "fork server"
     assert {i: x.outcome for i, x in r.results.items()} == {
@@ -194,7 +185,7 @@ def test_a_forked_run_that_hangs_is_killed_with_its_group(tmp_path):
             "    with open('child.pid', 'w') as f:\n"
             "        f.write(str(p.pid))\n"
             "    time.sleep(600)\n")
-    root = project(tmp_path / "p", {"tests/test_hang.py": hang})
+    root = write_tree(tmp_path / "p", {"tests/test_hang.py": hang})
     r = run_suite(PYTEST, root, tmp_path / "ev", "r1", timeout_s=3)
     assert r.start == "fork server" and r.timed_out and r.exit_status is None
     child = int((root / "child.pid").read_text())
@@ -203,7 +194,7 @@ def test_a_forked_run_that_hangs_is_killed_with_its_group(tmp_path):
 
 
 def test_without_linux_pidfds_or_when_asked_runs_start_fresh(tmp_path, monkeypatch):
-    root = project(tmp_path / "p", {"tests/test_ok.py": "def test_ok():\n    pass\n"})
+    root = write_tree(tmp_path / "p", {"tests/test_ok.py": "def test_ok():\n    pass\n"})
     assert run_suite(PYTEST, root, tmp_path / "ev", "off", fork_server=False).start == "fresh"
     monkeypatch.setattr(forkpool.sys, "platform", "darwin")
     r = run_suite(PYTEST, root, tmp_path / "ev", "mac")
@@ -239,7 +230,7 @@ def test_lanes_borrow_this_processs_servers_and_what_their_runs_leave_is_ended(t
     starts no server. A helper a run leaves in a session of its own ends with the run, in a
     lane too (the server is the subreaper that sweeps it)."""
     root = make_project(tmp_path / "a", files={"tests/test_leave.py": LEAVE})
-    other = project(tmp_path / "b", {})
+    other = write_tree(tmp_path / "b", {})
     os.system(f"cp -r {root}/. {other}")
     ctx = SimpleNamespace(config=load_config(root), evidence_dir=tmp_path / "ev")
 

@@ -15,19 +15,13 @@ import pytest
 
 from andon.runners.pytest import PASSED_ENV, JUnitError, harness_env, parse_junit, run_suite
 
+from helpers import write_tree
+
 PYTEST = [sys.executable, "-m", "pytest"]
 
 
-def make_project(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text))
-    return root
-
-
 def run(tmp_path: Path, files: dict[str, str], name: str = "suite", **kw):
-    project = make_project(tmp_path / "proj", files)
+    project = write_tree(tmp_path / "proj", files)
     return run_suite(PYTEST, project, tmp_path / "evidence", name, **kw)
 
 
@@ -375,7 +369,7 @@ def test_shuffle_is_decided_by_the_seed(tmp_path):
 
 def test_pythonpath_wins_over_the_outer_sys_path(tmp_path, monkeypatch):
     for who in ("outer", "wt/src", "other"):
-        make_project(tmp_path / who, {"pkg/__init__.py": f"WHO = {who!r}\n"})
+        write_tree(tmp_path / who, {"pkg/__init__.py": f"WHO = {who!r}\n"})
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "outer"))
     monkeypatch.syspath_prepend(tmp_path / "outer")  # the outer process would import "outer"
     files = {"tests/test_who.py":
@@ -412,7 +406,7 @@ def test_nothing_is_written_into_cwd(tmp_path):
         "tests/test_a.py":
             "import pkg\ndef test_f():\n    assert pkg.f() == 1\ndef test_g():\n    assert 0\n",
     }
-    project = make_project(tmp_path / "proj", files)
+    project = write_tree(tmp_path / "proj", files)
     before = sorted(p.relative_to(project) for p in project.rglob("*"))
     r = run_suite(PYTEST, project, tmp_path / "evidence", "suite", pythonpath=[project / "src"])
     assert r.ids_with("failed") == {"tests.test_a::test_g"}  # a failure makes pytest's cache write
@@ -507,7 +501,7 @@ def test_a_failed_doctest_says_which_example_and_what_it_got(tmp_path):
     """A doctest's report is its numbered docstring, then Expected/Got (or the exception): the
     message and its one-line brief, which the retry prompt shows, lead with the failing
     example and what it printed, not with prose the agent wrote itself."""
-    project = make_project(tmp_path / "proj", {"calc.py": DOCTESTS})
+    project = write_tree(tmp_path / "proj", {"calc.py": DOCTESTS})
     r = run_suite([*PYTEST, "--doctest-modules"], project, tmp_path / "evidence", "suite")
     got = r.results["calc::calc.double"]
     assert got.outcome == "failed"

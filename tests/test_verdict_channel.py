@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import hashlib
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from andon.contain.channel import plan, verify
 from andon.runners.pytest import run_suite
+
+from helpers import write_tree
 
 PYTEST = [sys.executable, "-m", "pytest"]
 MUL = "tests/test_mul.py"
@@ -43,11 +44,7 @@ def test_helpers_load():
 
 
 def run(tmp_path: Path, extra: dict[str, str] | None = None, **kw):
-    root = tmp_path / "proj"
-    for rel, text in {**FILES, **(extra or {})}.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
+    root = write_tree(tmp_path / "proj", {**FILES, **(extra or {})})
     kw.setdefault("canaries", [MUL])
     return run_suite(kw.pop("command", PYTEST), root, tmp_path / "ev", "suite",
                      pythonpath=[root / "src"], own_files=[MUL], **kw)

@@ -7,10 +7,11 @@ one. Real pytest subprocesses through contain/boot.py."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 from andon.runners.pytest import run_suite
+
+from helpers import write_tree
 
 PYTEST = [sys.executable, "-m", "pytest"]
 MUL = "tests/test_mul.py"
@@ -23,11 +24,7 @@ PDB = "_pytest.debugging.pytestPDB"
 
 
 def run(tmp_path: Path, extra: dict[str, str] | None = None, **kw):
-    root = tmp_path / "proj"
-    for rel, text in {**FILES, **(extra or {})}.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
+    root = write_tree(tmp_path / "proj", {**FILES, **(extra or {})})
     kw.setdefault("canaries", [MUL])
     return run_suite(PYTEST, root, tmp_path / "ev", "suite", pythonpath=[root / "src"],
                      own_files=[MUL], **kw)

@@ -7,13 +7,14 @@ venv holding a small installed plugin distribution, real subprocesses."""
 from __future__ import annotations
 
 import sysconfig
-import textwrap
 from pathlib import Path
 
 import pytest
 from project_python import build_project_python
 
 from andon.runners.pytest import run_suite
+
+from helpers import write_tree
 
 TEST = "tests/test_calc.py"
 FILES = {
@@ -61,11 +62,7 @@ def bench_python(tmp_path_factory) -> Path:
 
 
 def run(tmp_path: Path, python: Path, extra: dict[str, str] | None = None, plugins=()):
-    root = tmp_path / "proj"
-    for rel, text in {**FILES, **(extra or {})}.items():
-        p = root / rel
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_text(textwrap.dedent(text))
+    root = write_tree(tmp_path / "proj", {**FILES, **(extra or {})})
     return run_suite([str(python), "-m", "pytest"], root, tmp_path / "ev", "suite",
                      pythonpath=[root / "src"], own_files=[TEST], canaries=[TEST],
                      plugins=list(plugins))
