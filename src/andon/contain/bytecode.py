@@ -149,7 +149,7 @@ TIMEOUT_S = 60.0
 _TEMPORARY = re.compile(r".+\.pyc\.[0-9]+")
 
 
-def honest_or_judged(path: str, how: str, marker: str | None) -> str:
+def honest_or_judged(path: str, how: str, marker: object) -> str:
     """What :class:`~andon.contain.envprint.Watch` does with one difference: ``"keep"`` it
     (a change), ``"drop"`` it (byte-code caching, no change of behaviour) or ``"judge"`` it
     (a new or rewritten ``.pyc``: :func:`harmless` decides). ``marker`` is the entry's
