@@ -85,7 +85,7 @@ def missing_build_requires(root: Path, python: Path | str) -> list[str] | None:
     when ``python`` cannot be asked."""
     names = build_requires(root)
     try:
-        out = subprocess.run([str(python), "-I", "-c", _MISSING, *names], capture_output=True,
+        out = subprocess.run([str(python), "-I", "-B", "-c", _MISSING, *names], capture_output=True,
                              text=True, timeout=60, check=False)
         missing = json.loads(out.stdout) if out.returncode == 0 else None
     except (OSError, subprocess.TimeoutExpired, ValueError):
@@ -157,7 +157,7 @@ def plugins_of(python: Path | str) -> list[str]:
     """Module names of the pytest plugins installed for ``python`` (``pytest11`` entry
     points), without the ones the harness must not load; [] when it cannot be asked."""
     try:
-        out = subprocess.run([str(python), "-I", "-c", _LIST_PLUGINS], capture_output=True,
+        out = subprocess.run([str(python), "-I", "-B", "-c", _LIST_PLUGINS], capture_output=True,
                              text=True, timeout=60, check=False)
         names = json.loads(out.stdout) if out.returncode == 0 else []
     except (OSError, subprocess.TimeoutExpired, ValueError):

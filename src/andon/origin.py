@@ -85,7 +85,7 @@ def check(config: Config, cwd: Path) -> str | None:
         env = harness_env(Path(home), ())
         front = [str(cwd), *(str(cwd / p) for p in config.test.pythonpath)]
         try:
-            out = subprocess.run([python, "-I", "-c", _ASK, json.dumps(front), *sorted(own)],
+            out = subprocess.run([python, "-I", "-B", "-c", _ASK, json.dumps(front), *sorted(own)],
                                  cwd=cwd, env=env,
                                  capture_output=True, text=True, timeout=60, check=False)
             origins = json.loads(out.stdout) if out.returncode == 0 else {}

@@ -95,7 +95,7 @@ def _setup_cannot_start(repo: Repo) -> str | None:
     mod = setup[2]
     ask = "import importlib.util, sys; sys.exit(importlib.util.find_spec(sys.argv[1]) is None)"
     try:
-        found = subprocess.run([python, "-I", "-c", ask, mod], capture_output=True,
+        found = subprocess.run([python, "-I", "-B", "-c", ask, mod], capture_output=True,
                                timeout=60, check=False).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return None

@@ -97,7 +97,7 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
         if "PYTHONUSERBASE" in os.environ:
             env["PYTHONUSERBASE"] = os.environ["PYTHONUSERBASE"]
         # -I ignores PYTHON* variables, so PYTHONUSERBASE is applied by _user_site below
-        proc = subprocess.run([exe, "-I", "-c", _PROBE], capture_output=True, text=True,
+        proc = subprocess.run([exe, "-I", "-B", "-c", _PROBE], capture_output=True, text=True,
                               check=False, timeout=30, env=env)
         info = json.loads(proc.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError) as exc:

@@ -11,7 +11,7 @@ the real one by the runner, a plugin or the standard library itself (issue 19, k
 Installed names come from ``importlib.metadata.packages_distributions()`` of the test
 interpreter: andon's own when ``[test] command`` starts with ``python`` (or andon's
 interpreter), else the command's first word asked once per process through a small
-subprocess (``-I -c``) and cached. When that word is not a Python interpreter (``uv``,
+subprocess (``-I -B -c``) and cached. When that word is not a Python interpreter (``uv``,
 ``pytest``, a wrapper script) andon's own distributions are used — an approximation, said so
 in the finding's evidence of the ``scope`` gate (``details['shadow_names_from']``).
 
@@ -48,7 +48,7 @@ def installed_names(python: str) -> tuple[frozenset[str], str]:
         code = ("import importlib.metadata as m, json; "
                 "print(json.dumps(sorted(m.packages_distributions())))")
         try:
-            out = subprocess.run([python, "-I", "-c", code], capture_output=True, text=True,
+            out = subprocess.run([python, "-I", "-B", "-c", code], capture_output=True, text=True,
                                  timeout=60, check=True).stdout
             return frozenset(json.loads(out)), python
         except (OSError, subprocess.SubprocessError, ValueError):
