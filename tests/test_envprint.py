@@ -392,3 +392,24 @@ def test_every_way_past_the_byte_code_check_is_a_change(tmp_path, forge, monkeyp
         assert str(path) in {p for p, _ in watch.changed()}, watch.changed()
     finally:
         path.chmod(0o755) if forge is _unlistable_cache_folder else None
+
+
+def test_the_digest_names_every_file_but_byte_code_caches(tmp_path):
+    """The results cache's keys name the environment by this digest: a module added or
+    rewritten changes it; a byte-code cache written (any Python run that imports an
+    uncompiled module writes one) does not, or the cache would never hit."""
+    site = tmp_path / "site-packages"
+    (site / "lib" / "__pycache__").mkdir(parents=True)
+    (site / "lib" / "__init__.py").write_text("")
+    where = envprint.Layout(interpreter="python", prefix=str(tmp_path), site=(str(site),),
+                            user_site=None, top=())
+    first = envprint.digest(envprint.fingerprint(where))
+    assert envprint.digest(envprint.fingerprint(where)) == first
+    (site / "lib" / "__pycache__" / "__init__.cpython-311.pyc").write_bytes(b"x")
+    (site / "__pycache__").mkdir()
+    assert envprint.digest(envprint.fingerprint(where)) == first
+    (site / "lib" / "__init__.py").write_text("VALUE = 2\n")
+    second = envprint.digest(envprint.fingerprint(where))
+    assert second != first
+    (site / "extra.pth").write_text("/somewhere\n")
+    assert envprint.digest(envprint.fingerprint(where)) != second

@@ -11,6 +11,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from helpers import (
     MUL_TEST,
     config_toml,
@@ -72,7 +74,8 @@ def test_a_retry_on_the_same_base_repeats_no_red_run(tmp_path):
 
 def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_path):
     """The red key changes with the tree red runs on (planted bytes), the hidden bytes, the
-    test command, the number of runs and andon's version; not with agent settings."""
+    test command and set-up, the number of runs, the tests' environment and andon's
+    version; not with agent settings."""
     from andon import gates
     from andon.config import load_config
     from andon.gates.base import GateContext
@@ -85,7 +88,7 @@ def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_pat
     repo, config = Repo(root), load_config(root)
     base = repo.rev_parse("HEAD")
 
-    def red_of(plant_text=MUL_TEST, hidden=None, cfg=config, runs=3):
+    def red_of(plant_text=MUL_TEST, hidden=None, cfg=config, runs=3, env="env-1"):
         (root / "packets/P1/plant/tests/test_mul_p1.py").write_text(plant_text)
         h = root / "packets/P1/hidden/tests/test_mul_hidden.py"
         if hidden is None:
@@ -95,7 +98,8 @@ def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_pat
             h.write_text(hidden)
         packet = load_packets(root / "packets", root)[0]
         plant = repo.plant(base, packet.plant_blobs(), "plant")
-        ctx = GateContext(repo, cfg, packet, root, tmp_path / "ev", base, plant)
+        ctx = GateContext(repo, cfg, packet, root, tmp_path / "ev", base, plant,
+                          env_digest=env)
         return red_key(ctx, ["tests/test_mul_p1.py"], runs)
 
     first = red_of()
@@ -103,6 +107,8 @@ def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_pat
     assert red_of(MUL_TEST + "\n# changed\n") != first
     assert red_of(hidden="def test_h():\n    pass\n") != first
     assert red_of(runs=2) != first
+    assert red_of(env="env-2") != first  # the tests' interpreter's environment changed
+    assert red_of(env=None) is None  # not known: not cached at all
     other_cmd = config.model_copy(deep=True)
     other_cmd.test.command = ["python", "-m", "pytest", "-x"]
     assert red_of(cfg=other_cmd) != first
@@ -110,15 +116,151 @@ def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_pat
     other_agent.agent.timeout_s = 5
     assert red_of(cfg=other_agent) == first
     tree = repo.rev_parse("HEAD^{tree}")
-    assert baseline_key(config, tree) != baseline_key(other_cmd, tree)
-    assert baseline_key(config, tree) == baseline_key(other_agent, tree)
-    before, real = baseline_key(config, tree), gates.cache.__version__
+    other_setup = config.model_copy(deep=True)
+    other_setup.test.setup = ["python", "-c", "open('_version.py', 'w').write('V = 1')"]
+    assert red_of(cfg=other_setup) != first  # what runs in every clone before its tests
+    assert baseline_key(config, tree, "e") != baseline_key(other_setup, tree, "e")
+    assert baseline_key(config, tree, "e") != baseline_key(other_cmd, tree, "e")
+    assert baseline_key(config, tree, "e") == baseline_key(other_agent, tree, "e")
+    assert baseline_key(config, tree, "e") != baseline_key(config, tree, "f")
+    in_c = baseline_key(config, tree, "e")
+    with pytest.MonkeyPatch.context() as mp:  # the locale every test process is given
+        mp.setenv("LC_ALL", "de_DE.UTF-8")
+        assert baseline_key(config, tree, "e") != in_c
+        assert red_of() != first
+    before, real = baseline_key(config, tree, "e"), gates.cache.__version__
     try:
         gates.cache.__version__ = "999"  # another andon: nothing it cached is reused
-        assert baseline_key(config, tree) != before
+        assert baseline_key(config, tree, "e") != before
         assert red_of() != first
     finally:
         gates.cache.__version__ = real
+
+
+def own_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A venv of its own (python, site-packages) whose tests import pytest from andon's venv
+    (a ``.pth``): what is installed there can change without touching this suite's venv."""
+    import subprocess
+    import sys
+    import sysconfig
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    return venv / "bin" / "python", site
+
+
+def test_an_upgraded_package_in_the_tests_environment_runs_the_preflight_again(tmp_path):
+    """The preflight's pass is cached per tree; the tests' interpreter's environment is part
+    of what decides it. A package upgraded there between two runs (here: its new version
+    breaks a test of the project) must not be answered from the cache: the next run
+    preflights again and stops at preflight, layer environment, instead of letting an
+    attempt's suite gate find the break and blame the agent."""
+    from andon.exits import EXIT_PREFLIGHT
+    python, site = own_venv(tmp_path)
+    (site / "helperlib.py").write_text("VALUE = 1\n")
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         test_command=[str(python), "-m", "pytest"])
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"), "P2": mul_packet("P2")},
+                        config=config,
+                        files={"tests/test_helper.py": "import helperlib\n\n\n"
+                                                       "def test_value():\n"
+                                                       "    assert helperlib.VALUE == 1\n"})
+    said: list[str] = []
+    assert runner_for(root, honest_mul, echo=said.append).run(only=["P1"]).merged == ["P1"]
+    assert not any("cached" in s for s in said if s.startswith("preflight"))
+    (site / "helperlib.py").write_text("VALUE = 2\n")  # the "upgrade"
+    said.clear()
+    report = runner_for(root, honest_mul, echo=said.append).run()
+    assert not any("cached" in s for s in said if s.startswith("preflight")), said
+    assert report.exit_status == EXIT_PREFLIGHT and report.merged == []
+    assert "test_value" in report.preflight.summary
+
+
+def test_an_approval_after_an_upgrade_keeps_no_stale_baseline(tmp_path):
+    """A merge made by ``andon approve`` keeps the attempt's hermetic results as the merged
+    tree's baseline only for the environment those runs saw. Upgraded in between (the new
+    version breaks a test), the next run preflights the merged tree again and stops there."""
+    from andon import decisions
+    from andon.config import load_config
+    from andon.exits import EXIT_PREFLIGHT
+    from andon.workspace import Repo
+    python, site = own_venv(tmp_path)
+    (site / "helperlib.py").write_text("VALUE = 1\n")
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         test_command=[str(python), "-m", "pytest"])
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", gate="human"),
+                                            "P2": mul_packet("P2")}, config=config,
+                        files={"tests/test_helper.py": "import helperlib\n\n\n"
+                                                       "def test_value():\n"
+                                                       "    assert helperlib.VALUE == 1\n"})
+    runner_for(root, honest_mul).run(only=["P1"])
+    assert runner_for(root, honest_mul).store.packet("P1")["state"] == "awaiting_human"
+    (site / "helperlib.py").write_text("VALUE = 2\n")  # after the attempt, before approval
+    decisions.approve(Repo(root), load_config(root), "P1", "me", echo=lambda s: None)
+    said: list[str] = []
+    report = runner_for(root, honest_mul, echo=said.append).run(only=["P2"])
+    assert not any("cached" in s for s in said if s.startswith("preflight")), said
+    assert report.exit_status == EXIT_PREFLIGHT
+
+
+def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see(tmp_path):
+    """``uv run pytest``, ``tox``, a script: the environment andon could fingerprint would be
+    its own interpreter's, not the tests'. No key, so no preflight or red result is kept."""
+    from andon.baseline import Baseline
+    from andon.config import load_config
+    from andon.state import open_store
+    from andon.workspace import Repo
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    repo, config = Repo(root), load_config(root)
+    tree = repo.rev_parse("HEAD^{tree}")
+
+    def baseline(command):
+        cfg = config.model_copy(deep=True)
+        cfg.test.command = command
+        return Baseline(repo, cfg, open_store(repo), "refs/heads/andon/integration",
+                        tmp_path / "ev", lambda s: None)
+    assert baseline(["python", "-m", "pytest"]).key(tree) is not None
+    for wrapper in (["uv", "run", "pytest"], ["tox", "-e", "py"], ["./run-tests.sh"]):
+        assert baseline(wrapper).key(tree) is None
+        assert baseline(wrapper).digest() is None
+
+
+class _Stop(Exception):
+    """Raised from the run's output once the first attempt has failed: the run ends there."""
+
+
+def test_an_upgraded_package_in_the_tests_environment_runs_red_again(tmp_path):
+    """Red's pass is cached for a retry on the same base. When the tests' environment changed
+    in between (the new version of an installed package already does what the packet asks),
+    the retry runs red again and finds the planted test already passing, instead of
+    re-using "it failed on the base" and letting an agent be credited with nothing."""
+    python, site = own_venv(tmp_path)
+    (site / "helperlib.py").write_text("def triple(x):\n    return 0\n")
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         test_command=[str(python), "-m", "pytest"])
+    planted = ("from helperlib import triple\n\n\n"
+               "def test_triple():\n    assert triple(2) == 6\n")
+    md = packet_md("P1", "triple", "helperlib.triple triples.", allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_triple_p1.py": planted})},
+                        config=config)
+
+    def stop_after_the_first_attempt(line: str) -> None:
+        if line.startswith("P1: needs work"):
+            raise _Stop
+    runner = runner_for(root, wrong_mul, echo=stop_after_the_first_attempt)
+    with pytest.raises(_Stop):
+        runner.run()
+    (a1,) = runner.store.attempts("P1")
+    red1 = next(g for g in runner.store.gate_results(a1["id"]) if g["gate"] == "red")
+    assert red1["status"] == "pass" and not red1["evidence"].get("cached")
+    (site / "helperlib.py").write_text("def triple(x):\n    return 3 * x\n")
+    runner = runner_for(root, wrong_mul)
+    runner.run()
+    a2 = runner.store.attempts("P1")[1]
+    red2 = next(g for g in runner.store.gate_results(a2["id"]) if g["gate"] == "red")
+    assert not red2["evidence"].get("cached"), red2["summary"]
+    assert red2["status"] == "fail" and "passes on the base" in red2["summary"]
 
 
 # -- independent runs at the same time ------------------------------------------------------
@@ -281,15 +423,22 @@ def test_an_honest_attempt_walks_site_packages_only_around_code_that_ran(tmp_pat
     the hermetic gate when it judges the runs the suite gate made (gates/joint.py: they ran
     inside the suite gate, whose walk saw them), nor before an agent stage when the last walk
     found nothing and no code ran since (after red, before implement; after the gates, before
-    the review). On the default config that is 5 walks: the run's start, red, implement,
-    suite, review (9 before issue 12's benchmark, 13 before issue 18)."""
+    the review). On the default config that is 6 walks when the preflight runs (one keys
+    its cache, one after it is the run's start), then red, implement, suite, review (9
+    before issue 12's benchmark, 13 before issue 18); a later run whose preflight is cached
+    walks once for both."""
     from andon.contain import envprint
     walks: list[int] = []
     real = envprint.fingerprint
     monkeypatch.setattr(envprint, "fingerprint", lambda where: walks.append(1) or real(where))
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
     assert runner_for(root, honest_mul).run().merged == ["P1"]
-    assert len(walks) == 5
+    assert len(walks) == 6
+    walks.clear()
+    said: list[str] = []
+    runner_for(root, honest_mul, echo=said.append).run()  # P1 is done: nothing to attempt
+    assert any(s.startswith("preflight: pass: cached") for s in said), said
+    assert len(walks) == 1
 
 
 def test_a_pth_written_by_the_suite_gates_tests_is_still_caught(tmp_path):

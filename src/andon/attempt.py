@@ -63,7 +63,8 @@ class AttemptResult:
 
 
 class Attempt:
-    """Carry out one attempt; ``agent_for(stage)`` gives the agent of each stage."""
+    """Carry out one attempt; ``agent_for(stage)`` gives the agent of each stage;
+    ``env_digest``: the tests' environment as the results cache names it (None: no cache)."""
 
     def __init__(self, repo: Repo, config: Config, store: StoreProtocol, packet: Packet, row: dict,
                  agent_for: Callable[[str], Agent], baseline: set[str],
@@ -71,7 +72,7 @@ class Attempt:
                  on_gate: Callable[[GateResult], None], on_state: Callable[[str, str], object],
                  say: Callable[[str], None] = lambda s: None, run_started: str | None = None,
                  watch: Callable[[], dict[str, str]] | None = None,
-                 env: envprint.Watch | None = None):
+                 env: envprint.Watch | None = None, env_digest: str | None = None):
         self.repo, self.config, self.store, self.packet = repo, config, store, packet
         self.env = env                          # the tests' interpreter (contain/envprint.py)
         self.env_clean = False  # walked, unchanged, no code run since: no walk before a stage
@@ -84,7 +85,8 @@ class Attempt:
         self.stages = config.stages_of(packet.stages, packet.tier)
         self.out = AttemptResult()
         self.ctx = GateContext(repo, config, packet, worktree, evidence_dir, row["base_sha"],
-                               row["base_sha"], baseline_passed=baseline, store=store)
+                               row["base_sha"], baseline_passed=baseline, store=store,
+                               env_digest=env_digest)
         self.prompt_dir = repo.root / config.agent.prompt_dir if config.agent.prompt_dir else None
         self.implement_template = (repo.root / config.agent.prompt_template
                                    if config.agent.prompt_template else None)
@@ -377,9 +379,8 @@ class Attempt:
         result = judge(gate, self.ctx)
         if runs and (gone := leftovers.remove_added(self.repo, self.worktree, before)):
             result.details["removed_after_runs"] = gone  # not the agent's: leftovers.py
-        # Code under test ran in this gate's test runs: a file it left in the interpreter's
-        # site-packages would steer every later run (the next gate's, the next attempt's;
-        # issues 18, 12). A skipped gate ran nothing.
+        # Code under test ran here: a file it left in the interpreter's site-packages would
+        # steer every later run (issues 18, 12). A skipped gate ran nothing.
         if runs and result.status != "skipped":
             outside = self._env_changed(
                 name, f"during the {name} gate's test runs (the code under test ran there)")
@@ -395,6 +396,5 @@ class Attempt:
         if self.env is None or not (changed := self.env.changed()):
             return None
         text, cmds = envprint.describe(changed, self.env.where, when)
-        return GateResult(gate, "fail", text, "permission", [
-            Finding("outside-worktree", f"{p} was {how} {when}", path=p) for p, how in changed],
-            details={"restore": cmds})
+        found = [Finding("outside-worktree", f"{p} was {how} {when}", path=p) for p, how in changed]
+        return GateResult(gate, "fail", text, "permission", found, details={"restore": cmds})

@@ -5,7 +5,9 @@ held to.
 base branch's). :meth:`Baseline.preflight` runs the whole suite there once per tree (the
 ``preflight`` gate; a pass is cached in the store by :func:`~andon.gates.cache.baseline_key`,
 and said so). :meth:`Baseline.passing` gives the test ids that pass on a tree, the
-PASS_TO_PASS set an attempt is held to.
+PASS_TO_PASS set an attempt is held to. Every key names the tests' interpreter's
+environment as this process found it (:meth:`Baseline.watch`): a package upgraded there
+since a tree passed makes its preflight run again.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .config import CONFIG_NAME, Config
-from .errors import UsageError
+from .contain import envprint
+from .contain.interpreter import python_of
+from .errors import ConfigError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .gates.cache import baseline_key
@@ -24,12 +28,63 @@ from .workspace import Repo
 
 class Baseline:
     """The integration branch ``ref`` of ``repo``; preflight evidence goes under
-    ``evidence_root/_preflight/<tree>``, progress to ``echo``."""
+    ``evidence_root/_preflight/<tree>``, progress to ``echo``. ``exclude``: folders the
+    environment's fingerprint leaves to the gates (the checkout, the worktrees)."""
 
     def __init__(self, repo: Repo, config: Config, store: StoreProtocol, ref: str,
-                 evidence_root: Path, echo: Callable[[str], None]):
+                 evidence_root: Path, echo: Callable[[str], None],
+                 exclude: tuple[Path, ...] = ()):
         self.repo, self.config, self.store, self.ref = repo, config, store, ref
-        self.evidence_root, self.echo = evidence_root, echo
+        self.evidence_root, self.echo, self.exclude = evidence_root, echo, exclude
+        # the tests' environment the keys name: taken on first use, or given by the runner
+        # once its own watch is taken (after a preflight that ran code)
+        self.env: envprint.Watch | None = None
+        self._no_env = False
+
+    def watch(self) -> envprint.Watch | None:
+        """The fingerprint of the tests' interpreter's environment (contain/envprint.py)
+        the cache keys name, taken once; None when that interpreter cannot be asked where it
+        looks (then nothing is read from or written to the cache: the preflight runs and
+        says what is wrong with the test command)."""
+        if self.env is None and not self._no_env:
+            try:
+                self.env = envprint.Watch(envprint.layout(
+                    python_of(self.config.test_argv()), self.exclude))
+            except ConfigError:
+                self._no_env = True
+        return self.env
+
+    def digest(self) -> str | None:
+        """What the cache keys name of the tests' environment (:meth:`watch`'s digest); None
+        when it cannot be known: no answer from the interpreter, or a ``[test] command``
+        whose interpreter andon cannot see (a wrapper such as ``uv run``, ``tox``, a script:
+        the fingerprint would be of andon's own interpreter). None: nothing cached."""
+        if python_of(self.config.test_argv()) is None:
+            return None
+        env = self.watch()
+        return env.digest if env is not None else None
+
+    def key(self, tree: str) -> str | None:
+        """The preflight baseline's key for ``tree`` (None: no environment, no cache)."""
+        digest = self.digest()
+        return baseline_key(self.config, tree, digest) if digest is not None else None
+
+    def known(self, tree: str) -> set[str] | None:
+        """The cached ids that pass on ``tree`` in this environment, or None."""
+        key = self.key(tree)
+        return self.store.baseline(key) if key is not None else None
+
+    def remember(self, tree: str, passed: set[str], evidence: dict,
+                 ran_in: str | None = "") -> None:
+        """Keep ``passed`` as what passes on ``tree`` (a merge's runs), unless known.
+        ``ran_in``: the environment digest the runs saw, when they ran in another process
+        (an attempt's hermetic runs, merged by ``andon approve`` or on resume): kept only
+        when it is this process's; "" means the runs are this process's own."""
+        key = self.key(tree)
+        if key is None or not passed or (ran_in != "" and ran_in != self.digest()):
+            return
+        if self.store.baseline(key) is None:
+            self.store.set_baseline(key, passed, evidence)
 
     def head(self) -> str:
         """The commit attempts start from (see :func:`integration_head`)."""
@@ -38,19 +93,22 @@ class Baseline:
     def preflight(self, sha: str) -> GateResult:
         """The ``preflight`` gate on commit ``sha``: cached per tree once it passed."""
         tree = self.repo.resolve(f"{sha}^{{tree}}")
-        key = baseline_key(self.config, tree)  # the tree, the test settings, andon's version
-        if self.store.baseline(key) is not None:
+        # the tree, the test settings, the tests' environment, andon's version
+        key = self.key(tree)
+        if key is not None and self.store.baseline(key) is not None:
             # said, as red says its cache: silence read as "the preflight was skipped"
             self.echo(f"preflight: pass: cached, no test run: the tree of "
-                      f"{self.config.andon.integration_branch} ({sha[:10]}) passed before")
-            return GateResult("preflight", "pass", f"cached for tree {tree[:10]}")
+                      f"{self.config.andon.integration_branch} ({sha[:10]}) passed before, "
+                      "in this environment")
+            return GateResult("preflight", "pass", f"cached for tree {tree[:10]}",
+                              details={"cached": True})
         self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
                   f" ({sha[:10]})")
         ev = self.evidence_root / "_preflight" / tree[:12]
         ev.mkdir(parents=True, exist_ok=True)
         result = preflight.run(self.repo, self.config, sha, ev)
         self.echo(f"preflight: {result.status}: {result.summary}")
-        if result.status == "pass":
+        if result.status == "pass" and key is not None:
             self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())
         return result
 
@@ -61,13 +119,16 @@ class Baseline:
         Raises:
             UsageError: the integration branch no longer passes its suite.
         """
-        key = baseline_key(self.config, tree)
-        known = self.store.baseline(key)
+        known = self.known(tree)
         if known is None:
             sha = self.repo.resolve(self.ref)
-            if self.preflight(sha).status != "pass":
+            result = self.preflight(sha)
+            if result.status != "pass":
                 raise UsageError("the integration branch no longer passes its suite")
-            known = self.store.baseline(key) or set()
+            known = self.known(tree)
+            if known is None:  # no environment to key the cache by: what this preflight saw
+                ran_on = self.repo.resolve(f"{sha}^{{tree}}")
+                known = set(result.details.get("passed_ids", ())) if ran_on == tree else set()
         return known
 
 

@@ -13,15 +13,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .config import Config
 from .errors import UsageError
 from .gates.base import GateResult
-from .gates.cache import baseline_key
 from .merge import merge_attempt
 from .packet import Packet
 from .store import StoreProtocol, no_such_packet, now
 from .workspace import Repo
+
+if TYPE_CHECKING:
+    from .baseline import Baseline
 
 
 def reject(store: StoreProtocol, packet_id: str, who: str, why: str) -> str:
@@ -67,14 +70,14 @@ def red_ids(store: StoreProtocol, attempt_id: int) -> set[str]:
 
 
 def merge(repo: Repo, config: Config, store: StoreProtocol, packet: Packet, a: dict, red: set[str],
-          baseline: Callable[[str], set[str]], echo: Callable[[str], None]) -> str:
+          baseline: Baseline, echo: Callable[[str], None]) -> str:
     """Merge the passed attempt ``a`` (its ``merge`` check recorded); the packet's new state:
-    ``done``, or what :func:`fail` decides when the merge check fails. ``baseline(tree)``:
-    the test ids that pass on a tree (the runner's preflight cache)."""
+    ``done``, or what :func:`fail` decides when the merge check fails. ``baseline``: what
+    passes on a tree (the runner's preflight cache), told what passes on the merged one."""
     ev = Path(a["evidence_dir"])
     passed = list(dict.fromkeys(g["gate"] for g in store.gate_results(a["id"])
                                 if g["status"] == "pass"))
-    out = merge_attempt(repo, config, packet, a, red, baseline, ev, passed)
+    out = merge_attempt(repo, config, packet, a, red, baseline.passing, ev, passed)
     if out.check is not None:
         store.add_gate_result(a["id"], "merge", out.check.status, out.check.layer,
                               out.check.summary, out.check.evidence(), now(), 0.0)
@@ -82,10 +85,11 @@ def merge(repo: Repo, config: Config, store: StoreProtocol, packet: Packet, a: d
         assert out.check is not None  # merge_attempt: no merge comes with its failing check
         return fail(store, packet, a, out.check, echo)
     tree = repo.resolve(f"{out.merged_sha}^{{tree}}")
-    kept = out.passed_ids or hermetic_passed(store, a["id"])
-    key = baseline_key(config, tree)
-    if kept and store.baseline(key) is None:
-        store.set_baseline(key, kept, {"from": "merge", "attempt": a["id"]})
+    if out.passed_ids:  # a merge check ran now, in this process's environment
+        baseline.remember(tree, out.passed_ids, {"from": "merge", "attempt": a["id"]})
+    else:  # the attempt's hermetic runs: kept only for the environment they ran in
+        ids, env = hermetic_passed(store, a["id"])
+        baseline.remember(tree, ids, {"from": "merge", "attempt": a["id"]}, env)
     store.update_attempt(a["id"], state="merged", merge_sha=out.merged_sha,
                          ended_at=now())
     store.transition(packet.id, "done", "merged", a["id"], {"sha": out.merged_sha})
@@ -98,14 +102,15 @@ def merge(repo: Repo, config: Config, store: StoreProtocol, packet: Packet, a: d
     return "done"
 
 
-def hermetic_passed(store: StoreProtocol, attempt_id: int) -> set[str]:
-    """The test ids the attempt's passing ``hermetic`` gate saw pass (empty if none)."""
+def hermetic_passed(store: StoreProtocol, attempt_id: int) -> tuple[set[str], str | None]:
+    """The test ids the attempt's passing ``hermetic`` gate saw pass (empty if none), and the
+    digest of the tests' environment they ran in (None: not recorded)."""
     # The squash of an unmoved branch has exactly the candidate's tree, which the
     # hermetic gate just ran: its passed ids are the next attempts' baseline.
     for g in store.gate_results(attempt_id):
         if g["gate"] == "hermetic" and g["status"] == "pass":
-            return set(g["evidence"].get("passed_ids", []))
-    return set()
+            return set(g["evidence"].get("passed_ids", [])), g["evidence"].get("env_digest")
+    return set(), None
 
 
 def fail(store: StoreProtocol, packet: Packet, a: dict, failure: GateResult,

@@ -73,7 +73,8 @@ class Runner:
         # tell it that it is being judged), and run() removes it when it ends empty.
         self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
             "wt-" + hashlib.sha1(str(repo.root).encode()).hexdigest()[:12])
-        self.baseline = Baseline(repo, config, store, self.ref, self.evidence_root, echo)
+        self.baseline = Baseline(repo, config, store, self.ref, self.evidence_root, echo,
+                                 (repo.root, self.worktree_root))
         self.packets: dict[str, Packet] = {}
         self.run_started: str | None = None   # set by run(): the scope of [budgets.run]
         self.env: envprint.Watch | None = None  # set by run(): the tests' interpreter
@@ -139,10 +140,15 @@ class Runner:
                 report.message = f"preflight failed: {pf.summary}"
                 return report
             # where the tests' interpreter looks, outside every worktree: once per run, after
-            # preflight has seen the test command work
-            self.env = envprint.Watch(envprint.layout(
-                python_of(self.config.test_argv()),
-                (self.repo.root, self.worktree_root)))
+            # preflight has seen the test command work; the walk the preflight's cache key
+            # took when nothing has run since, and the keys name this one from now on
+            if pf.details.get("cached") and self.baseline.env is not None:
+                self.env = self.baseline.env
+            else:
+                self.env = envprint.Watch(envprint.layout(
+                    python_of(self.config.test_argv()),
+                    (self.repo.root, self.worktree_root)))
+                self.baseline.env = self.env
             self._sync(packets)
             if not self.repo.rev_parse(self.ref):
                 self.repo.set_ref(self.ref, head, ZERO)
@@ -313,6 +319,7 @@ class Runner:
                 run_started=self.run_started,
                 watch=self._watch,
                 env=self.env,
+                env_digest=self.baseline.digest(),
             ).run()
         finally:
             if not self.keep:
@@ -359,7 +366,7 @@ class Runner:
 
     def _merge(self, packet: Packet, a: dict, red_ids: set[str]) -> str:
         return outcome.merge(self.repo, self.config, self.store, packet, a, red_ids,
-                             self.baseline.passing, self.echo)
+                             self.baseline, self.echo)
 
     def _fail(self, packet: Packet, a: dict, failure: GateResult) -> str:
         return outcome.fail(self.store, packet, a, failure, self.echo)

@@ -50,7 +50,6 @@ from .baseline import Baseline
 from .config import Config
 from .errors import AndonError
 from .exits import EXIT_HALTED, EXIT_INTERRUPTED
-from .gates.cache import baseline_key
 from .merge import merge_lock, record_merge
 from .packet import Packet
 from .pool_refs import PoolRepo
@@ -143,8 +142,7 @@ def baseline_for(runner: Line, base: str) -> None:
     """Make sure the store knows what passes on ``base`` (a commit) before an attempt
     starts from it: another worker's merge may have moved the integration branch since the
     last preflight, and :meth:`Baseline.passing` would otherwise preflight the newer head."""
-    tree = runner.repo.resolve(f"{base}^{{tree}}")
-    if runner.store.baseline(baseline_key(runner.config, tree)) is None:
+    if runner.baseline.known(runner.repo.resolve(f"{base}^{{tree}}")) is None:
         runner.baseline.preflight(base)
 
 
@@ -333,7 +331,8 @@ def _work(runner: Line, job: Job, claimed: tuple) -> str:
     mine.repo.remote = remote  # type: ignore[attr-defined]  # remote.py, several machines
     mine.echo = lambda s: runner.echo(f"[{job.worker}] {s}")
     mine.baseline = Baseline(runner.repo, runner.config, store, runner.ref,
-                             runner.evidence_root, mine.echo)
+                             runner.evidence_root, mine.echo, runner.baseline.exclude)
+    mine.baseline.env = runner.baseline.env  # the environment the run's keys name
     try:
         return mine._work(job.packet, *claimed)
     finally:

@@ -44,7 +44,7 @@ from pathlib import Path
 from . import bytecode
 from .envlayout import Layout, layout
 
-__all__ = ["Layout", "Watch", "changes", "describe", "fingerprint", "layout"]
+__all__ = ["Layout", "Watch", "changes", "describe", "digest", "fingerprint", "layout"]
 
 # read by site.py or the interpreter's start-up whatever their times say
 _HASHED_SUFFIXES = (".pth", "customize.py", "._pth", "pyvenv.cfg")
@@ -262,13 +262,32 @@ def describe(changed: list[tuple[str, str]], where: Layout, when: str,
 
 
 
-class Watch:
-    """The fingerprint of one :class:`Layout` taken when a run starts, compared again at
-    every :meth:`changed` (after each agent stage and each gate)."""
+def digest(fp: dict[str, object]) -> str:
+    """64 hex digits (SHA-256) naming a :func:`fingerprint` less its ``__pycache__`` folders:
+    equal exactly when every other path and marker is. A key of the results cache
+    (gates/cache.py) names it: what is installed where the tests' interpreter looks decides
+    their outcome as much as the tree does. Byte-code caches are left out because any
+    Python run that imports a module not yet compiled writes one (andon's own commands, when
+    the tests share its interpreter; uv installs none): counted, they would empty the cache
+    until everything was compiled. A forged one is the walk's business within a run
+    (:meth:`Watch.changed`)."""
+    h = hashlib.sha256()
+    for path, marker in sorted(fp.items()):
+        if "/__pycache__/" in path or path.endswith("/__pycache__"):
+            continue
+        h.update(f"{path}\0{marker!r}\0".encode("utf-8", "surrogateescape"))
+    return h.hexdigest()
 
-    def __init__(self, where: Layout):
+
+class Watch:
+    """The fingerprint of one :class:`Layout` taken when a run starts (or ``base``, one
+    taken since with nothing run in between), compared again at every :meth:`changed`
+    (after each agent stage and each gate). ``digest``: :func:`digest` of the base."""
+
+    def __init__(self, where: Layout, base: dict[str, object] | None = None):
         self.where = where
-        self.base = fingerprint(where)
+        self.base = fingerprint(where) if base is None else base
+        self.digest = digest(self.base)
 
     def changed(self) -> list[tuple[str, str]]:
         """Every difference from the fingerprint taken at the start (see :func:`changes`),

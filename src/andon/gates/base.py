@@ -106,6 +106,8 @@ class GateContext:
     flaky_on_base: dict[str, dict] = field(default_factory=dict)
     steady_on_base: dict[str, int] = field(default_factory=dict)  # id -> base runs all passed
     store: Any = None  # the Store, for the results cache (gates/cache.py); None: no cache
+    # the tests' environment as the run found it (envprint.digest); None: red is not cached
+    env_digest: str | None = None
     # hermetic runs the suite gate made beside its own, by candidate sha (gates/joint.py)
     ahead: dict[str, Any] = field(default_factory=dict)
 

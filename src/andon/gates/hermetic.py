@@ -152,7 +152,8 @@ def run(ctx: GateContext) -> GateResult:
                                "flaky_on_base": list(flaky.values()),
                                "plain_run": plain.to_evidence() if plain else None,
                                "lanes": [[p.name for p in part] for part in dealt],
-                               "passed_ids": sorted(runs[0].ids_with("passed"))})
+                               "passed_ids": sorted(runs[0].ids_with("passed")),
+                               "env_digest": ctx.env_digest})
 
 
 def _judge_ahead(ctx: GateContext, ahead: Ahead) -> GateResult:
@@ -182,7 +183,8 @@ def _judge_ahead(ctx: GateContext, ahead: Ahead) -> GateResult:
                       details={"not_run": not_run, "seeds": seeds, "hidden": [],
                                "flaky_on_base": list(flaky.values()), "plain_run": None,
                                "first_run": "suite", "lanes": ahead.lanes,
-                               "passed_ids": sorted(ahead.suite.ids_with("passed"))})
+                               "passed_ids": sorted(ahead.suite.ids_with("passed")),
+                               "env_digest": ctx.env_digest})
 
 
 def _failure(ctx: GateContext, r: SuiteRun, runs: list[SuiteRun], hidden: list[str],

@@ -50,7 +50,8 @@ def run(ctx: GateContext) -> GateResult:
     key = red_key(ctx, tests, n) if cacheable and ctx.store is not None else None
     if key and (hit := ctx.store.cached(key)) and hit["kind"] == NAME:
         return GateResult(NAME, "pass", f"cached, no test run: {hit['data']['summary']} "
-                          f"(same base, planted and hidden files and test settings; run "
+                          f"(same base, planted and hidden files, test settings and "
+                          f"tests' environment; run "
                           f"{hit['created_at'][:19]})",
                           details={"red_ids": hit["data"]["red_ids"], "cached": True,
                                    "cache_key": key})
