@@ -20,6 +20,7 @@ from helpers import (
     make_project,
     mul_packet,
     packet_md,
+    project_test_command,
     runner_for,
     write,
 )
@@ -224,6 +225,29 @@ def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see
     for wrapper in (["uv", "run", "pytest"], ["tox", "-e", "py"], ["./run-tests.sh"]):
         assert baseline(wrapper).key(tree) is None
         assert baseline(wrapper).digest() is None
+
+
+def test_a_wrapper_test_command_preflights_once_per_run_not_once_per_attempt(tmp_path):
+    """Nothing is kept across runs for a test command whose interpreter andon cannot see,
+    but within one run what the preflight found holds (the run's own walk watches the
+    environment): one preflight, with one worker or two, however many attempts follow."""
+    import stat
+    wrapper = tmp_path / "run-tests.sh"
+    python = project_test_command()[0]
+    wrapper.write_text(f'#!/bin/sh\nexec {python} -m pytest "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         test_command=[str(wrapper)])
+    for workers in (1, 2):
+        root = make_project(tmp_path / f"repo{workers}", {"P1": mul_packet("P1"),
+                                                          "P2": mul_packet("P2")},
+                            config=config)
+        said: list[str] = []
+        runner = runner_for(root, honest_mul, echo=said.append)
+        runner.workers = workers
+        runner.run()
+        preflights = [s for s in said if s.startswith("preflight: running")]
+        assert len(preflights) == 1, (workers, said)
 
 
 class _Stop(Exception):

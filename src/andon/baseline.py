@@ -40,6 +40,9 @@ class Baseline:
         # once its own watch is taken (after a preflight that ran code)
         self.env: envprint.Watch | None = None
         self._no_env = False
+        # tree → ids that passed, found by this process: what holds when there is no key
+        # (within a run, the run's own walk watches the environment)
+        self.seen: dict[str, set[str]] = {}
 
     def watch(self) -> envprint.Watch | None:
         """The fingerprint of the tests' interpreter's environment (contain/envprint.py)
@@ -70,9 +73,10 @@ class Baseline:
         return baseline_key(self.config, tree, digest) if digest is not None else None
 
     def known(self, tree: str) -> set[str] | None:
-        """The cached ids that pass on ``tree`` in this environment, or None."""
+        """The cached ids that pass on ``tree`` in this environment, or None; with no key,
+        what this process found (:attr:`seen`)."""
         key = self.key(tree)
-        return self.store.baseline(key) if key is not None else None
+        return self.store.baseline(key) if key is not None else self.seen.get(tree)
 
     def remember(self, tree: str, passed: set[str], evidence: dict,
                  ran_in: str | None = "") -> None:
@@ -80,10 +84,12 @@ class Baseline:
         ``ran_in``: the environment digest the runs saw, when they ran in another process
         (an attempt's hermetic runs, merged by ``andon approve`` or on resume): kept only
         when it is this process's; "" means the runs are this process's own."""
-        key = self.key(tree)
-        if key is None or not passed or (ran_in != "" and ran_in != self.digest()):
+        if not passed or (ran_in != "" and ran_in != self.digest()):
             return
-        if self.store.baseline(key) is None:
+        key = self.key(tree)
+        if key is None:
+            self.seen.setdefault(tree, set(passed))
+        elif self.store.baseline(key) is None:
             self.store.set_baseline(key, passed, evidence)
 
     def head(self) -> str:
@@ -110,6 +116,8 @@ class Baseline:
         self.echo(f"preflight: {result.status}: {result.summary}")
         if result.status == "pass" and key is not None:
             self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())
+        elif result.status == "pass":
+            self.seen[tree] = set(result.details["passed_ids"])
         return result
 
     def passing(self, tree: str) -> set[str]:
@@ -125,10 +133,7 @@ class Baseline:
             result = self.preflight(sha)
             if result.status != "pass":
                 raise UsageError("the integration branch no longer passes its suite")
-            known = self.known(tree)
-            if known is None:  # no environment to key the cache by: what this preflight saw
-                ran_on = self.repo.resolve(f"{sha}^{{tree}}")
-                known = set(result.details.get("passed_ids", ())) if ran_on == tree else set()
+            known = self.known(tree) or set()
         return known
 
 
