@@ -51,10 +51,16 @@ class Baseline:
         says what is wrong with the test command)."""
         if self.env is None and not self._no_env:
             try:
-                self.env = envprint.Watch(envprint.layout(
-                    python_of(self.config.test_argv()), self.exclude))
+                self.rewatch()
             except ConfigError:
                 self._no_env = True
+        return self.env
+
+    def rewatch(self) -> envprint.Watch:
+        """A new fingerprint (code ran since the last: a preflight), which the keys name
+        from now on. Raises ConfigError: the interpreter cannot be asked where it looks."""
+        self.env = envprint.Watch(envprint.layout(python_of(self.config.test_argv()),
+                                                  self.exclude))
         return self.env
 
     def digest(self) -> str | None:
@@ -130,8 +136,7 @@ class Baseline:
         known = self.known(tree)
         if known is None:
             sha = self.repo.resolve(self.ref)
-            result = self.preflight(sha)
-            if result.status != "pass":
+            if self.preflight(sha).status != "pass":
                 raise UsageError("the integration branch no longer passes its suite")
             known = self.known(tree) or set()
         return known

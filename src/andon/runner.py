@@ -26,7 +26,6 @@ from .attempt import Attempt
 from .baseline import Baseline
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
-from .contain.interpreter import python_of
 from .errors import AndonError, PacketError, UsageError
 from .exits import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 from .gates.base import GateResult
@@ -142,13 +141,8 @@ class Runner:
             # where the tests' interpreter looks, outside every worktree: once per run, after
             # preflight has seen the test command work; the walk the preflight's cache key
             # took when nothing has run since, and the keys name this one from now on
-            if pf.details.get("cached") and self.baseline.env is not None:
-                self.env = self.baseline.env
-            else:
-                self.env = envprint.Watch(envprint.layout(
-                    python_of(self.config.test_argv()),
-                    (self.repo.root, self.worktree_root)))
-                self.baseline.env = self.env
+            cached = pf.details.get("cached") and self.baseline.env is not None
+            self.env = self.baseline.env if cached else self.baseline.rewatch()
             self._sync(packets)
             if not self.repo.rev_parse(self.ref):
                 self.repo.set_ref(self.ref, head, ZERO)
