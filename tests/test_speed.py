@@ -205,6 +205,41 @@ def test_an_approval_after_an_upgrade_keeps_no_stale_baseline(tmp_path):
     assert report.exit_status == EXIT_PREFLIGHT
 
 
+def test_set_up_files_built_in_another_environment_are_not_copied_into_a_clone(tmp_path):
+    """``[test] setup``'s output is kept and copied into later clones (clone_setup.py). What
+    it built depends on the tests' environment (an extension compiled against an installed
+    package's headers, here a module generated from its version): upgraded between two
+    runs, the next clone must build again, not get the old build and fail the preflight."""
+    import json
+
+    from andon.exits import EXIT_OK
+    python, site = own_venv(tmp_path)
+    (site / "helperlib.py").write_text("VALUE = 1\n")
+    build = "import helperlib; open('built.py', 'w').write('BUILT = %d\\n' % helperlib.VALUE)"
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         test_command=[str(python), "-m", "pytest"],
+                         add={"test": f"setup = {json.dumps([str(python), '-c', build])}\n"})
+    neg = packet_md("P2", "negate", "calc.ops.neg negates.", allowed_paths=["src/calc/**"])
+    neg_test = "from calc.ops import neg\n\n\ndef test_neg():\n    assert neg(4) == -4\n"
+
+    def honest_neg(ctx) -> str:
+        write(ctx, "src/calc/ops.py", "\n\ndef neg(a):\n    return -a\n", append=True)
+        return "done"
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"),
+                                            "P2": (neg, {"tests/test_neg_p2.py": neg_test})},
+                        config=config,
+                        files={".gitignore": "built.py\n",
+                               "tests/test_built.py": (
+                                   "import built\nimport helperlib\n\n\n"
+                                   "def test_built_for_this_version():\n"
+                                   "    assert built.BUILT == helperlib.VALUE\n")})
+    assert runner_for(root, honest_mul).run(only=["P1"]).merged == ["P1"]
+    assert list((root / ".andon" / "setup-cache").iterdir())  # kept for later clones
+    (site / "helperlib.py").write_text("VALUE = 2\n")  # the "upgrade"
+    report = runner_for(root, honest_neg).run()
+    assert (report.exit_status, report.merged) == (EXIT_OK, ["P2"]), report.message
+
+
 def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see(tmp_path):
     """``uv run pytest``, ``tox``, a script: the environment andon could fingerprint would be
     its own interpreter's, not the tests'. No key, so no preflight or red result is kept."""

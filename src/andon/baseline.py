@@ -118,7 +118,7 @@ class Baseline:
                   f" ({sha[:10]})")
         ev = self.evidence_root / "_preflight" / tree[:12]
         ev.mkdir(parents=True, exist_ok=True)
-        result = preflight.run(self.repo, self.config, sha, ev)
+        result = preflight.run(self.repo, self.config, sha, ev, self.digest())
         self.echo(f"preflight: {result.status}: {result.summary}")
         if result.status == "pass" and key is not None:
             self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())

@@ -12,9 +12,13 @@ or prefix nobody needs afterwards). The environment is the harness's (runners/py
 
 **Cached where safe.** The files the step creates (untracked or ignored afterwards, not before)
 are kept in ``.andon/setup-cache/<key>/`` when they are few and small. The key is the argv, the
-interpreter, and the bytes of the set-up inputs in the clone (``pyproject.toml``, ``setup.py``,
-``setup.cfg``, and the files named in ``[test] setup_inputs``): another clone with the same
-inputs gets the files copied in instead of running the step. A version computed from the commit
+interpreter, the tests' environment (``envprint.digest`` of its fingerprint, as the results
+cache names it: an extension built against an upgraded package is built again), and the bytes
+of the set-up inputs in the clone (``pyproject.toml``, ``setup.py``, ``setup.cfg``, and the
+files named in ``[test] setup_inputs``): another clone with the same key gets the files copied
+in instead of running the step. Where the environment is not known (a wrapper test command
+such as ``uv run``, or a caller outside a run: the plan stage, a merge check) nothing is read
+from or written to that cache. A version computed from the commit
 is then the one of the first commit set up (the limit of this cache; ``setup_cache = false``
 runs the step in every clone). A clone already set up with the same key in this process (and
 whose generated files are still there) is not set up again.
@@ -79,9 +83,11 @@ def _argv(config: Config, scratch: Path) -> list[str]:
     return argv
 
 
-def key_of(config: Config, cwd: Path) -> str:
-    """The cache key of setting ``cwd`` up (see the module docstring)."""
-    h = hashlib.sha256(json.dumps([config.test.setup, python_of(config.test_argv())]).encode())
+def key_of(config: Config, cwd: Path, env_digest: str | None) -> str:
+    """The cache key of setting ``cwd`` up in the environment ``env_digest`` names (see the
+    module docstring)."""
+    h = hashlib.sha256(json.dumps([config.test.setup, python_of(config.test_argv()),
+                                   env_digest]).encode())
     for rel in (*INPUTS, *config.test.setup_inputs):
         p = Path(cwd) / rel
         h.update(rel.encode() + b"\0")
@@ -126,18 +132,21 @@ def _fetches_backend(argv: list[str]) -> bool:
         and "--no-build-isolation" not in argv
 
 
-def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str) -> SetupRun | None:
+def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str,
+           env_digest: str | None = None) -> SetupRun | None:
     """Set ``cwd`` up for its tests (see the module docstring); None when there is nothing
-    to do (no ``[test] setup``, or already set up). Writes ``<evidence_dir>/<name>.setup.log``.
-    Never raises for what the step does."""
+    to do (no ``[test] setup``, or already set up). ``env_digest``: the tests' environment
+    (``envprint.digest``; None: unknown, so the set-up cache is not used). Writes
+    ``<evidence_dir>/<name>.setup.log``. Never raises for what the step does."""
     if not config.test.setup:
         return None
     cwd = Path(cwd).absolute()
-    key = key_of(config, cwd)
+    key = key_of(config, cwd, env_digest)
     done = _done.get(str(cwd))
     if done and done[0] == key and all((cwd / f).exists() for f in done[1]):
         return None
-    root = _cache_root(evidence_dir) if config.test.setup_cache else None
+    root = (_cache_root(evidence_dir) if config.test.setup_cache and env_digest is not None
+            else None)
     cached = root / key if root else None
     started = time.monotonic()
     if cached is not None and (cached / "files.json").is_file():

@@ -126,11 +126,11 @@ class GateContext:
         ``slot``: the run's place in a set of repeated runs (see ``run_suite``)."""
         if not agent_code:
             return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
-                                     profile=profile, slot=slot)
+                                     profile=profile, slot=slot, env_digest=self.env_digest)
         planted = self.planted_tests()
         run = run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
                                 canaries=planted, own_files=[*planted, *own_files],
-                                profile=profile, slot=slot)
+                                profile=profile, slot=slot, env_digest=self.env_digest)
         self.check_wrappers(run, cwd)
         return run
 
@@ -212,7 +212,7 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None,
                       canaries: list[str] | None = None,
                       own_files: Sequence[str] = (), profile: str = "normal",
-                      slot: int = 0) -> SuiteRun:
+                      slot: int = 0, env_digest: str | None = None) -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
@@ -221,10 +221,11 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     opened for writing while it ran (set-up included: :class:`~andon.contain.watch.Watch`), is
     a forged reason (``SuiteRun.forged``). ``slot``: the run's place in a set of repeated
     runs (0 for a run made once): runs of different slots never share a fork server, so
-    never a hash seed (contain/forkserver.py)."""
+    never a hash seed (contain/forkserver.py). ``env_digest``: the tests' environment as the
+    results cache names it, for ``[test] setup``'s cache (clone_setup.py; None: not used)."""
     with Watch(cwd, list(own_files) if canaries is not None else []) as watch:
         run = _run_project_suite(config, cwd, evidence_dir, name, select, seed, canaries,
-                                 own_files, profile, slot)
+                                 own_files, profile, slot, env_digest)
         written = watch.changes()
     if watch.problem and run.integrity is not None:
         run.integrity.notes.append(f"planted files not watched: {watch.problem}")
@@ -237,14 +238,14 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
 def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                        select: list[str] | None, seed: int | None,
                        canaries: list[str] | None, own_files: Sequence[str],
-                       profile: str, slot: int) -> SuiteRun:
+                       profile: str, slot: int, env_digest: str | None) -> SuiteRun:
     before = _file_bytes(cwd, own_files) if canaries is not None else {}  # before any setup
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
     # The same rootdir and config file in every run, whatever is selected (runners/rootdir.py):
     # otherwise a selected file deep in a monorepo gets ids the full-suite runs never use.
     argv += pinned_args(cwd, plan_start(argv).args)
-    setup = clone_setup.ensure(config, cwd, evidence_dir, name)
+    setup = clone_setup.ensure(config, cwd, evidence_dir, name, env_digest)
     # The tests are not run in a clone that is not set up, or whose tests would import an
     # installed copy of the code: they would fail, or pass, for reasons of their own.
     if setup is not None and setup.problem:

@@ -24,12 +24,14 @@ def skip_reason(ctx: GateContext) -> str | None:
     return None
 
 
-def run(repo: Repo, config: Config, sha: str, evidence_dir: Path) -> GateResult:
+def run(repo: Repo, config: Config, sha: str, evidence_dir: Path,
+        env_digest: str | None = None) -> GateResult:
     """The full suite on ``sha`` (the integration head) in a fresh clone; evidence in
     ``evidence_dir``. Called by the runner once per run, before any packet: there is no
-    packet, worktree or attempt yet, so it takes what it needs instead of a GateContext."""
+    packet, worktree or attempt yet, so it takes what it needs instead of a GateContext
+    (``env_digest``: the tests' environment, for ``[test] setup``'s cache)."""
     with fresh_clone(repo, sha, NAME) as cwd:
-        r = run_project_suite(config, cwd, evidence_dir, NAME)
+        r = run_project_suite(config, cwd, evidence_dir, NAME, env_digest=env_digest)
         why = env_cause.cause(r, cwd)
     if r.report_problem:
         # not "wrote no usable report": a failed set-up or an import probe means it never ran
