@@ -240,6 +240,68 @@ def test_an_editable_finders_source_folder_is_watched(tmp_path):
     assert str(src / "__init__.py") in {p for p, _ in watch.changed()}
 
 
+def test_a_subpackage_of_an_editable_finders_source_folder_is_watched(tmp_path):
+    """The folder an editable finder maps to is the package itself: its subpackages are
+    imported from there too, so it is walked to the bottom, not at its top level only."""
+    python, site = private_base(tmp_path)
+    src = tmp_path / "elsewhere" / "dep"
+    (src / "sub").mkdir(parents=True)
+    (src / "__init__.py").write_text("")
+    (src / "sub" / "__init__.py").write_text("")
+    (src / "sub" / "val.py").write_text("X = 1\n")
+    (site / "__editable___dep_1_0_finder.py").write_text(
+        "import importlib.util, sys\n"
+        f"MAPPING = {{'dep': {str(src)!r}}}\n"
+        "class _Finder:\n"
+        "    @classmethod\n"
+        "    def find_spec(cls, name, path=None, target=None):\n"
+        "        if name in MAPPING:\n"
+        "            return importlib.util.spec_from_file_location(\n"
+        "                name, MAPPING[name] + '/__init__.py',\n"
+        "                submodule_search_locations=[MAPPING[name]])\n"
+        "def install():\n"
+        "    sys.meta_path.append(_Finder)\n")
+    (site / "__editable__.dep-1.0.pth").write_text(
+        "import __editable___dep_1_0_finder; __editable___dep_1_0_finder.install()\n")
+    watch = envprint.Watch(envprint.layout(str(python), ()))
+    assert run(python, "from dep.sub import val; print(val.X)") == "1"
+    (src / "sub" / "val.py").write_text("X = 666\n")
+    assert run(python, "from dep.sub import val; print(val.X)") == "666"  # the cheat works
+    assert str(src / "sub" / "val.py") in {p for p, _ in watch.changed()}
+
+
+def test_a_subpackage_of_a_source_folder_a_pth_puts_on_the_path_is_watched(tmp_path):
+    """An editable install by path (``pip install -e`` with hatchling, flit, PDM, or
+    ``setup.py develop``: a ``.pth`` naming a sibling checkout's ``src``): the tests import
+    every package below it. Its folders are walked to the bottom; what no import reaches
+    there (hidden folders such as ``.git``, a venv, ``node_modules``) is left out."""
+    python, site = private_base(tmp_path)
+    src = tmp_path / "sibling" / "src"
+    (src / "dep" / "sub").mkdir(parents=True)
+    (src / "dep" / "__init__.py").write_text("")
+    (src / "dep" / "sub" / "__init__.py").write_text("")
+    (src / "dep" / "sub" / "val.py").write_text("X = 1\n")
+    for skipped in (".git/objects", "venv/lib", "node_modules/left-pad"):
+        (src / skipped).mkdir(parents=True)
+        (src / skipped / "f").write_text("1\n")
+    (src / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (site / "_dep.pth").write_text(str(src) + "\n")
+    checkout = src / "work" / "app"  # the user's checkout below it: the gates' business
+    checkout.mkdir(parents=True)
+    (checkout / "app.py").write_text("X = 1\n")
+    where = envprint.layout(str(python), (checkout,))
+    watch = envprint.Watch(where)
+    assert run(python, "from dep.sub import val; print(val.X)") == "1"
+    (src / "dep" / "sub" / "val.py").write_text("X = 666\n")
+    for skipped in (".git/objects", "venv/lib", "node_modules/left-pad"):
+        (src / skipped / "f").write_text("2\n")
+    (checkout / "app.py").write_text("X = 2\n")
+    assert run(python, "from dep.sub import val; print(val.X)") == "666"  # the cheat works
+    assert {p for p, _ in watch.changed()} == {str(src / "dep" / "sub" / "val.py")}
+    stdlib = os.path.dirname(run(python, "import os; print(os.__file__)"))
+    assert stdlib in where.top  # the standard library stays top level only
+
+
 # --- 4. byte code the probe judges harmless ---------------------------------------------
 
 def fake(tmp_path: Path) -> Layout:

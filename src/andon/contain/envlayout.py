@@ -21,16 +21,20 @@ tests run without touching a watched folder, so each is named here too:
   any test or ``.pth`` (3.11 freezes the rest of start-up), recursively;
 - every site folder ``site.getsitepackages()`` names, existing or not (a Debian
   ``dist-packages`` nobody installed into yet is created with a ``.pth`` in it);
-- the folders setuptools' editable finders map packages to (``__editable___*_finder.py``'s
-  ``MAPPING``): on no path, imported all the same.
+- code installed in development mode, walked to the bottom (``sources``): the folders
+  setuptools' editable finders map packages to (``__editable___*_finder.py``'s ``MAPPING``:
+  on no path, imported all the same) and every start-up path entry that is not the standard
+  library (a ``.pth`` naming a sibling checkout's ``src``: hatchling's, flit's, PDM's editable
+  installs, ``setup.py develop``), without what no import reaches there (hidden folders such
+  as ``.git``, a venv, ``node_modules``). A path entry that holds the interpreter itself, the
+  home folder or ``/`` stays top level only.
 
 Folders under the user's checkout or the worktrees are left to the gates, except the
 interpreter's own (a ``.venv`` in the checkout is watched).
 
-Not named: the standard library's other subfolders and editable sources' subfolders (top
-level only, see envprint), finders of other build back-ends, what a ``.pth`` line imports
-from elsewhere, and shared libraries loaded after start-up (an extension module's own
-dependencies).
+Not named: the standard library's other subfolders (top level only, see envprint), finders
+of other build back-ends, what a ``.pth`` line imports from elsewhere, and shared libraries
+loaded after start-up (an extension module's own dependencies).
 """
 
 from __future__ import annotations
@@ -54,7 +58,9 @@ _PROBE = (
     " if len(l.split(None, 5)) == 6]\n"
     "except OSError:\n"
     "    maps = []\n"
-    "print(json.dumps({'prefix': sys.prefix, 'base_prefix': sys.base_prefix,"
+    "import sysconfig\n"
+    "print(json.dumps({'stdlib': [sysconfig.get_path('stdlib'), sysconfig.get_path('platstdlib')],"
+    " 'prefix': sys.prefix, 'base_prefix': sys.base_prefix,"
     " 'site': site.getsitepackages(), 'user_site': site.getusersitepackages(),"
     " 'path': sys.path, 'encodings': os.path.dirname(encodings.__file__),"
     " 'executables': [sys.executable, getattr(sys, '_base_executable', '') or ''],"
@@ -69,8 +75,10 @@ class Layout:
     missing), ``user_site`` (a path, existing or not; None where the platform has none),
     ``top`` folders (top level and its ``__pycache__`` only), ``files`` (each by content,
     as the prefix's ``pyvenv.cfg`` always is), ``deep`` folders (walked recursively, not
-    site folders: ``encodings``) and ``exclude`` (resolved folders a linked folder is not
-    followed into: the user's checkout, the worktrees). All absolute paths."""
+    site folders: ``encodings``), ``sources`` (code installed in development mode: walked
+    recursively without hidden folders, venvs and ``node_modules``) and ``exclude``
+    (resolved folders a linked folder is not followed into: the user's checkout, the
+    worktrees). All absolute paths."""
 
     interpreter: str
     prefix: str
@@ -80,6 +88,7 @@ class Layout:
     files: tuple[str, ...] = ()
     deep: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    sources: tuple[str, ...] = ()
 
 
 def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
@@ -116,14 +125,28 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
     site_dirs = tuple(dict.fromkeys(os.path.abspath(p) for p in info["site"]
                                     if os.path.isabs(p) and outside(p)))
     top: list[str] = []
+    sources: list[str] = []
     files: list[str] = ["/etc/ld.so.preload"]  # loaded into every process, Python or not
+    stdlib = [Path(p).resolve() for p in info.get("stdlib", ()) if p]
+    never_deep = {Path("/"), Path.home().resolve(), prefix, Path(info["base_prefix"]).resolve()}
+
+    def source(d: str) -> bool:
+        # a folder of code in development mode, walked to the bottom; not the standard
+        # library (lib-dynload below it), nor a folder holding the interpreter, home or /
+        r = Path(d).resolve()
+        return not (r in never_deep or any(r.is_relative_to(s) for s in stdlib)
+                    or any(x.is_relative_to(r) for x in never_deep if x != Path("/")))
+
     for p in info["path"]:
         if not p or not os.path.isabs(p):
             continue  # '' is the test run's own cwd (a worktree)
         ap = os.path.abspath(p)
         if ap in site_dirs or ap == user_site or not outside(ap):
             continue
-        (top if os.path.isdir(ap) else files).append(ap)
+        if not os.path.isdir(ap):
+            files.append(ap)
+        else:
+            (sources if source(ap) else top).append(ap)
     venv = info["prefix"] != info["base_prefix"]
     # /proc/self/maps names the file after every link: libpython is found through the
     # executable's RUNPATH ($ORIGIN/../lib, or the build's prefix/lib), a link there
@@ -142,11 +165,15 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
     files += info.get("maps", [])  # libpython and every shared library start-up loaded
     for d in _editable_folders(site_dirs):
         if outside(d):
-            (top if os.path.isdir(d) else files).append(d)
+            if not os.path.isdir(d):
+                files.append(d)
+            else:
+                (sources if source(d) else top).append(d)
     deep = [info["encodings"]] if info.get("encodings") else []
     return Layout(exe, info["prefix"], site_dirs, user_site,
                   tuple(dict.fromkeys(t for t in top if t not in site_dirs)),
-                  tuple(dict.fromkeys(files)), tuple(deep), tuple(str(s) for s in skip))
+                  tuple(dict.fromkeys(files)), tuple(deep), tuple(str(s) for s in skip),
+                  tuple(dict.fromkeys(s for s in sources if s not in site_dirs)))
 
 
 def _links(*executables: str) -> list[str]:

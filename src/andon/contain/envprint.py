@@ -18,9 +18,12 @@ contain/envlayout.py):
   is; a site folder that does not exist yet as ``"absent"``: creating it is a change;
 - its user site folder (computed from ``HOME``/``PYTHONUSERBASE`` *now*, not when andon
   started), likewise; ``encodings`` recursively (every process imports it from source);
-- the other folders on its start-up ``sys.path`` outside the user's checkout, its
-  executables' folders and the folders editable finders map to: their top level and its
-  ``__pycache__`` only (the standard library, ``lib-dynload``, editable sources, ``bin``);
+- code installed in development mode (the folders editable finders map to, the start-up
+  path entries a ``.pth`` adds), every file recursively, less hidden folders, venvs and
+  ``node_modules``;
+- the other folders on its start-up ``sys.path`` outside the user's checkout and its
+  executables' folders: their top level and its ``__pycache__`` only (the standard library,
+  ``lib-dynload``, ``bin``);
 - the files the interpreter reads at start-up from no watched folder (``pyvenv.cfg``,
   ``._pth``, a start-up path entry that is a zip or missing) by content.
 
@@ -80,9 +83,15 @@ def fingerprint(where: Layout) -> dict[str, object]:
             out[d] = "absent"
     for d in where.deep:
         _walk(d, out, recursive=True, linked=linked)
+    for d in where.sources:
+        # the checkout and the worktrees may lie below a source folder: the gates' business
+        real = os.path.realpath(d)
+        inside = {os.path.join(d, os.path.relpath(x, real)) for x in where.exclude
+                  if Path(x).is_relative_to(real)}
+        _walk(d, out, recursive=True, linked=linked, prune=inside or True)
     # a folder a site folder links to is walked where it is, once (links may loop); not
     # one in the checkout or a worktree, the gates' business
-    seen = {os.path.realpath(d) for d in (*where.site, *where.deep)}
+    seen = {os.path.realpath(d) for d in (*where.site, *where.deep, *where.sources)}
     while linked:
         real = os.path.realpath(linked.pop())
         if real in seen or not os.path.isdir(real) or any(
@@ -115,7 +124,7 @@ def _sha256(path: str, st: os.stat_result) -> str | None:
 
 
 def _walk(folder: str, out: dict[str, object], recursive: bool,
-          linked: list[str] | None = None) -> None:
+          linked: list[str] | None = None, prune: bool | set[str] = False) -> None:
     # Not treewalk.entries: its generator, callbacks and relative paths cost about half of a
     # fingerprint, taken ten times an attempt over venvs of 15,000+ entries (issue 18). Its
     # own stack all the same (no recursion limit), folders before what they hold.
@@ -134,7 +143,12 @@ def _walk(folder: str, out: dict[str, object], recursive: bool,
                     out[e.path] = ("dir" if os.access(e.path, os.R_OK | os.X_OK)
                                    else "dir:unlistable")
                     # top level only: the folder's own files and the caches Python loads
-                    # in their place
+                    # in their place; a source folder (``prune``) without what no import
+                    # reaches: hidden folders (.git), a venv, node_modules
+                    if prune and (e.name[0] == "." or e.name == "node_modules"
+                                  or (prune is not True and e.path in prune)
+                                  or os.path.exists(os.path.join(e.path, "pyvenv.cfg"))):
+                        continue
                     if recursive or (where == folder and e.name == "__pycache__"):
                         stack.append(e.path)
                     continue
