@@ -414,3 +414,40 @@ def test_the_digest_names_every_file_but_byte_code_caches(tmp_path):
     assert second != first
     (site / "extra.pth").write_text("/somewhere\n")
     assert envprint.digest(envprint.fingerprint(where)) != second
+
+
+def _venv(tmp_path: Path) -> tuple[str, Path]:
+    venv = tmp_path / "venv"
+    subprocess.run([getattr(sys, "_base_executable", sys.executable), "-m", "venv",
+                    "--without-pip", str(venv)], check=True)
+    return str(venv / "bin" / "python"), next((venv / "lib").glob("python3*/site-packages"))
+
+
+def test_a_watch_asks_the_interpreter_again_only_when_what_its_answer_rests_on_changed(
+        tmp_path, monkeypatch):
+    """Where an interpreter looks (envlayout's probe, a subprocess) depends only on files the
+    fingerprint of that answer covers (the .pth files, the venv's settings, the executables,
+    the start-up libraries) and on HOME / PATH / PYTHONUSERBASE. A later watch in the same
+    process walks the answer it has and asks again only when that walk differs from the
+    one taken right after asking: then a .pth that adds a folder is followed at once."""
+    python, site = _venv(tmp_path)
+    asked: list[str] = []
+    real = envprint.layout
+    monkeypatch.setattr(envprint, "layout", lambda *a, **k: asked.append(a[0]) or real(*a, **k))
+    first = envprint.watch(python, ())
+    again = envprint.watch(python, ())
+    assert asked == [python] and again.where == first.where and again.digest == first.digest
+    monkeypatch.setenv("HOME", str(tmp_path / "other-home"))  # another user site
+    envprint.watch(python, ())
+    assert asked == [python, python]
+    monkeypatch.undo()
+    monkeypatch.setattr(envprint, "layout", lambda *a, **k: asked.append(a[0]) or real(*a, **k))
+    src = tmp_path / "sibling" / "src"
+    (src / "dep").mkdir(parents=True)
+    (src / "dep" / "__init__.py").write_text("X = 1\n")
+    (site / "_dep.pth").write_text(f"{src}\n")
+    moved = envprint.watch(python, ())
+    assert asked == [python, python, python]
+    assert str(src) in moved.where.sources
+    (src / "dep" / "__init__.py").write_text("X = 2\n")
+    assert str(src / "dep" / "__init__.py") in {p for p, _ in moved.changed()}

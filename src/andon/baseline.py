@@ -59,8 +59,7 @@ class Baseline:
     def rewatch(self) -> envprint.Watch:
         """A new fingerprint (code ran since the last: a preflight), which the keys name
         from now on. Raises ConfigError: the interpreter cannot be asked where it looks."""
-        self.env = envprint.Watch(envprint.layout(python_of(self.config.test_argv()),
-                                                  self.exclude))
+        self.env = envprint.watch(python_of(self.config.test_argv()), self.exclude)
         return self.env
 
     def digest(self) -> str | None:

@@ -42,12 +42,14 @@ import hashlib
 import os
 import shlex
 import stat
+import sys
 from pathlib import Path
 
 from . import bytecode
 from .envlayout import Layout, layout
 
-__all__ = ["Layout", "Watch", "changes", "describe", "digest", "fingerprint", "layout"]
+__all__ = ["Layout", "Watch", "changes", "describe", "digest", "fingerprint", "layout",
+           "watch"]
 
 # read by site.py or the interpreter's start-up whatever their times say
 _HASHED_SUFFIXES = (".pth", "customize.py", "._pth", "pyvenv.cfg")
@@ -291,6 +293,34 @@ def digest(fp: dict[str, object]) -> str:
             continue
         h.update(f"{path}\0{marker!r}\0".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
+
+
+# (interpreter, exclude, HOME, PATH, PYTHONUSERBASE) -> the layout asked, the digest of the
+# walk taken right after asking: this process's answers (see watch)
+_asked: dict[tuple, tuple[Layout, str]] = {}
+
+
+def watch(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Watch:
+    """A :class:`Watch` of where ``interpreter`` (None: andon's own) looks, as
+    ``Watch(layout(interpreter, exclude))`` — without asking the interpreter again
+    (:func:`layout` starts a subprocess, 15-30 ms) when this process asked it before, with
+    the same ``HOME``, ``PATH`` and ``PYTHONUSERBASE``, and a walk of that answer now has the
+    digest the walk right after asking had. The answer rests only on files that walk covers:
+    the interpreter and the libraries it maps at start-up, its ``pyvenv.cfg`` and ``._pth``
+    files, ``site.py`` and the rest of the standard library's top level, every ``.pth``,
+    ``*customize.py`` and editable finder in its site folders and user site. Otherwise it
+    asks, and walks the new answer. Raises ConfigError as :func:`layout` does."""
+    exe = interpreter or sys.executable
+    key = (exe, tuple(str(x) for x in exclude), os.environ.get("HOME", "/"),
+           os.environ.get("PATH", ""), os.environ.get("PYTHONUSERBASE"))
+    if key in _asked:
+        where, then = _asked[key]
+        w = Watch(where)
+        if w.digest == then:
+            return w
+    w = Watch(layout(interpreter, exclude))
+    _asked[key] = (w.where, w.digest)
+    return w
 
 
 class Watch:
