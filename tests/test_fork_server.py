@@ -101,6 +101,33 @@ def test_the_code_under_test_sees_what_a_fresh_process_shows(tmp_path, profile, 
         assert forked["net"] == ["lo"]
 
 
+WARMED = """\
+import inspect, re, sys
+from pathlib import Path
+
+
+def test_warm():
+    import _pytest.junitxml
+    keys = [k[1] for k in getattr(re, "_cache", {})]
+    Path(__file__).with_name("warm.txt").write_text(repr([
+        any("\\uFFFD" in k or "\\ufffd" in k for k in keys if isinstance(k, str)),
+        inspect.modulesbyfile.get(_pytest.junitxml.__file__)]))
+"""
+
+
+def test_a_forked_run_finds_the_caches_the_server_filled(tmp_path):
+    """The server fills caches of pure functions once (boot.py ``_warm``): a forked run finds
+    the JUnit XML escaping pattern compiled and inspect's file-to-module map holding what was
+    imported before it; a fresh run fills them itself, later (the test looks before)."""
+    def warm(name: str, fork: bool) -> str:
+        root = write_tree(tmp_path / name, {"tests/test_warm.py": WARMED})
+        r = run_suite(PYTEST, root, tmp_path / f"ev-{name}", "suite", fork_server=fork)
+        assert r.results["tests.test_warm::test_warm"].outcome == "passed", r.output_tail
+        return (root / "tests" / "warm.txt").read_text()
+    assert warm("forked", True) == "[True, '_pytest.junitxml']"
+    assert warm("fresh", False) == "[False, None]"
+
+
 def test_a_forked_run_reads_as_a_fresh_one(tmp_path):
     files = {"src/calc/__init__.py": "def mul(a, b):\n    return a + b\n",
              "tests/test_mul.py": "from calc import mul\n\n\ndef test_mul():\n"
