@@ -14,8 +14,8 @@ tests run without touching a watched folder, so each is named here too:
   ``pyvenv.cfg`` beside each and in the folder above, ``pybuilddir.txt``, every start-up
   path entry that is not a folder (``lib/python311.zip`` comes first and almost never
   exists), every shared library mapped into the process at start-up (``libpython``, found
-  through the executable's RUNPATH, and the C libraries; from ``/proc/self/maps``) and
-  ``/etc/ld.so.preload``. A base interpreter's ``bin`` is not walked: the tools installed
+  through the executable's RUNPATH, and the C libraries; from ``/proc/self/maps``),
+  ``/etc/ld.so.preload`` and ``/etc/ld.so.cache`` (where the loader finds each library). A base interpreter's ``bin`` is not walked: the tools installed
   beside it are no test process's business;
 - ``encodings``, the one standard-library package every process imports from source before
   any test or ``.pth`` (3.11 freezes the rest of start-up), recursively;
@@ -126,7 +126,8 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
                                     if os.path.isabs(p) and outside(p)))
     top: list[str] = []
     sources: list[str] = []
-    files: list[str] = ["/etc/ld.so.preload"]  # loaded into every process, Python or not
+    # loaded into every process, Python or not; which file each shared library is
+    files: list[str] = ["/etc/ld.so.preload", "/etc/ld.so.cache"]
     stdlib = [Path(p).resolve() for p in info.get("stdlib", ()) if p]
     never_deep = {Path("/"), Path.home().resolve(), prefix, Path(info["base_prefix"]).resolve()}
 
