@@ -131,6 +131,11 @@ def fast(test_command: list[str] | None = None) -> str:
 # Fewest repeated runs: 1 red run, 1 hermetic run, no random-order run.
 FAST = fast()
 
+# The shipped gate settings (DEFAULT_TOML's) with the tests' lean interpreter: DEFAULT_TOML
+# itself runs the tests with andon's own venv, whose 16,000 files every environment walk
+# reads (six times a run); for a test of what the settings catch, not of that venv.
+SHIPPED = config_toml()
+
 
 def packet_md(pid: str, slug: str = "work", goal: str = "Do the work.", **fields: object) -> str:
     """A packet.md text; extra fields are written as TOML (strings, ints, bools, lists)."""

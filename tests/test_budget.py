@@ -2,13 +2,13 @@
 evidence kept; checked after each stage run and before the next one."""
 
 from andon.agents import CommandAgent
-from andon.config import DEFAULT_TOML, load_config
+from andon.config import load_config
 from andon.exits import EXIT_HALTED
 from andon.runner import Runner
 from andon.state import open_store
 from andon.workspace import Repo
 
-from helpers import MUL_CODE, git, make_project, mul_packet, packet_md
+from helpers import MUL_CODE, SHIPPED, git, make_project, mul_packet, packet_md
 
 # An agent that reports its cost through the usage file and does the work (or not).
 HONEST = ("printf '{\"model\": \"claude-opus-4-5\", \"input_tokens\": 100, \"output_tokens\": "
@@ -18,7 +18,7 @@ LAZY = HONEST.splitlines()[0] + "\n"
 
 
 def project(tmp_path, budgets: str, packets=("P1",)):
-    cfg = DEFAULT_TOML + "\n" + budgets
+    cfg = SHIPPED + "\n" + budgets
     return make_project(tmp_path / "repo", {
         p: mul_packet(p, stages=["implement"]) for p in packets}, config=cfg)
 
@@ -78,7 +78,7 @@ SUB_CODE = "\\n\\ndef sub(a, b):\\n    return a - b\\n"
 
 
 def test_run_budget_spans_packets(tmp_path):
-    cfg = DEFAULT_TOML + "\n[budgets.run]\nmax_cost_usd = 0.5\n"
+    cfg = SHIPPED + "\n[budgets.run]\nmax_cost_usd = 0.5\n"
     sub = packet_md("P2", "subtract", "calc.ops.sub subtracts.", stages=["implement"],
                     allowed_paths=["src/calc/**"])
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", stages=["implement"]),

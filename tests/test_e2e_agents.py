@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from andon.config import DEFAULT_TOML
-
 import fakes
 from agent_ctx import MUL_EDIT
-from helpers import MUL_CODE, _add_lines, andon, git, make_project, mul_packet
+from helpers import MUL_CODE, SHIPPED, _add_lines, andon, git, make_project, mul_packet
 
 
 def fake_rw(config: str, bin_dir) -> str:
@@ -32,7 +30,7 @@ def test_run_with_a_fake_agent_cli_merges_and_records_usage(tmp_path, adapter):
     exe, model, source = CASES[adapter]
     bin_dir = tmp_path / "bin"
     fakes.install(bin_dir, exe, {"append": MUL_EDIT})
-    config = fake_rw(DEFAULT_TOML, bin_dir) + f'\n[agents.{adapter}]\nmodel = "{model}"\n'
+    config = fake_rw(SHIPPED, bin_dir) + f'\n[agents.{adapter}]\nmodel = "{model}"\n'
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, config=config)
     env = {"PATH": fakes.path_with(bin_dir), "HOME": str(tmp_path / "home")}
     (tmp_path / "home").mkdir()
@@ -80,7 +78,7 @@ def test_an_agent_cli_that_is_not_installed_stops_before_anything_runs(tmp_path)
 def test_a_budget_stops_the_cli_run_with_the_reason(tmp_path):
     bin_dir = tmp_path / "bin"
     fakes.install(bin_dir, "claude", {"append": MUL_EDIT})
-    config = fake_rw(DEFAULT_TOML, bin_dir) + "\n[budgets.attempt]\nmax_cost_usd = 0.05\n"
+    config = fake_rw(SHIPPED, bin_dir) + "\n[budgets.attempt]\nmax_cost_usd = 0.05\n"
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, config=config)
     env = {"PATH": fakes.path_with(bin_dir), "HOME": str(tmp_path)}
     r = andon(root, "run", "--agent", "claude-code", env=env)

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from andon.config import DEFAULT_TOML
 from andon.exits import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 from andon.merge import ledger_value, merge_attempt, merge_lock
 from andon.packet import load_packets
@@ -28,6 +27,7 @@ from helpers import (
     CALC_TESTS,
     MUL_CODE,
     MUL_TEST,
+    SHIPPED,
     andon,
     config_toml,
     git,
@@ -122,7 +122,7 @@ def test_clean_merge_is_one_squash_commit_with_trailers_on_integration(tmp_path)
     done, and andon/integration gains exactly one squash commit on top of the old head with
     the Andon-Packet/Andon-Attempt trailers, holding the planted test and the agent's code;
     the attempt branch stays, the worktree is removed, the user's checkout is untouched."""
-    root = project(tmp_path, {"P1": mul_packet("P1")}, config=DEFAULT_TOML)
+    root = project(tmp_path, {"P1": mul_packet("P1")}, config=SHIPPED)
     main = rev(root, "main")
     runner = runner_for(root, honest_mul)
     report = runner.run()

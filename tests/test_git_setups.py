@@ -65,9 +65,9 @@ def project_with_submodule(tmp_path: Path) -> Path:
 
 
 def _config_with_pythonpath() -> str:
-    from andon.config import DEFAULT_TOML
-    text = DEFAULT_TOML.replace('pythonpath = ["src"]', 'pythonpath = ["src", "vendor/units"]')
-    assert text != DEFAULT_TOML
+    from helpers import SHIPPED
+    text = SHIPPED.replace('pythonpath = ["src"]', 'pythonpath = ["src", "vendor/units"]')
+    assert text != SHIPPED
     return text
 
 
@@ -181,9 +181,9 @@ def test_repo_errors_name_the_kind_and_keep_gits_words(tmp_path):
 
 
 def test_a_missing_base_branch_names_the_branches_there_are(tmp_path):
-    from andon.config import DEFAULT_TOML
-    config = DEFAULT_TOML.replace('# base_branch = "main"', 'base_branch = "develop"')
-    assert config != DEFAULT_TOML
+    from helpers import SHIPPED
+    config = SHIPPED.replace('# base_branch = "main"', 'base_branch = "develop"')
+    assert config != SHIPPED
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, config=config)
     r = andon(root, "run", "--agent", "command", "--command", HONEST)
     assert r.returncode == 2, r.stdout + r.stderr

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from andon.config import DEFAULT_TOML
 from andon.prompt import PreviousFailure, redacted_failure
 
-from helpers import MUL_TEST, andon, make_project, packet_md, runner_for
+from helpers import MUL_TEST, SHIPPED, andon, make_project, packet_md, runner_for
 
-FAST = (DEFAULT_TOML.replace("red_runs = 3", "red_runs = 1")
+FAST = (SHIPPED.replace("red_runs = 3", "red_runs = 1")
         .replace("hermetic_runs = 3", "hermetic_runs = 1")
         .replace("hermetic_random_order = true", "hermetic_random_order = false"))
 PLANTED, OPS, HIDDEN = "tests/test_mul_p1.py", "src/calc/ops.py", "tests/test_mul_hidden.py"

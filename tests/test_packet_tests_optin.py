@@ -13,9 +13,7 @@ import shutil
 import sqlite3
 from pathlib import Path
 
-from andon.config import DEFAULT_TOML
-
-from helpers import MUL_CODE, andon, git, make_project, mul_packet, packet_md
+from helpers import MUL_CODE, SHIPPED, andon, git, make_project, mul_packet, packet_md
 
 HONEST = "printf '" + MUL_CODE.replace("\n", "\\n") + "' >> src/calc/ops.py"
 COMMENT_ONLY = "printf '# fixed\\n' >> src/calc/ops.py"
@@ -90,7 +88,7 @@ def test_an_atdd_stage_is_an_opt_in(tmp_path):
 
 
 def test_an_atdd_stage_from_the_tier_is_an_opt_in_too(tmp_path):
-    config = DEFAULT_TOML + '\n[stages.tiers]\nthorough = ["atdd", "implement"]\n'
+    config = SHIPPED + '\n[stages.tiers]\nthorough = ["atdd", "implement"]\n'
     root = make_project(tmp_path / "repo", {"P1": bare(tier="thorough")}, config=config)
     r = andon(root, "check")
     assert r.returncode == 0, r.stdout + r.stderr

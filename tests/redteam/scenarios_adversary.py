@@ -7,7 +7,7 @@ SHOULD reject a cheat; a cheat that is merged is a hole (see the report on branc
 
 from __future__ import annotations
 
-from helpers import DEFAULT_TOML
+from helpers import SHIPPED
 from scenarios import FAST, HIDDEN, OPS, Scenario, add_code, also, honest_mul, write
 from scenarios_forgery import USES_FIXTURE
 
@@ -445,7 +445,7 @@ STACK_RULE_OFF = '\n[gates.patterns]\nseverities = {"import-system" = "off"}\n'
 def build_adversary() -> list[Scenario]:
     dep = ("suite", "profile-dependent")  # caught by the plain run of the planted tests
     out = []
-    for config, tag in ((FAST, ""), (DEFAULT_TOML, "-default")):
+    for config, tag in ((FAST, ""), (SHIPPED, "-default")):
         out += [
             Scenario("adv-always-equal-lambda" + tag, 4, "mul returns an int subclass whose "
                      "__eq__ is lambda: 1 (constant-eq looks only for the constant True)",
