@@ -15,8 +15,9 @@ tests run without touching a watched folder, so each is named here too:
   path entry that is not a folder (``lib/python311.zip`` comes first and almost never
   exists), every shared library mapped into the process at start-up (``libpython``, found
   through the executable's RUNPATH, and the C libraries; from ``/proc/self/maps``),
-  ``/etc/ld.so.preload`` and ``/etc/ld.so.cache`` (where the loader finds each library). A base interpreter's ``bin`` is not walked: the tools installed
-  beside it are no test process's business;
+  ``/etc/ld.so.preload`` and ``/etc/ld.so.cache`` (where the loader finds each library).
+  A base interpreter's ``bin`` is not walked: the tools installed beside it are no test
+  process's business;
 - ``encodings``, the one standard-library package every process imports from source before
   any test or ``.pth`` (3.11 freezes the rest of start-up), recursively;
 - every site folder ``site.getsitepackages()`` names, existing or not (a Debian
