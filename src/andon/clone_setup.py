@@ -17,10 +17,11 @@ cache names it: an extension built against an upgraded package is built again), 
 of the set-up inputs in the clone (``pyproject.toml``, ``setup.py``, ``setup.cfg``, and the
 files named in ``[test] setup_inputs``): another clone with the same key gets the files copied
 in instead of running the step. Where the environment is not known (a wrapper test command
-such as ``uv run``, or a caller outside a run: the plan stage, a merge check) nothing is read
-from or written to that cache. A version computed from the commit
-is then the one of the first commit set up (the limit of this cache; ``setup_cache = false``
-runs the step in every clone). A clone already set up with the same key in this process (and
+such as ``uv run``; ``andon validate``, experiments, the plan stage and a merge check, which
+take no fingerprint) the key names none, as before: a build made before an upgrade is
+then copied after it. A version computed from the commit is then the one of the first
+commit set up (the other limit of this cache; ``setup_cache = false`` runs the step in every
+clone). A clone already set up with the same key in this process (and
 whose generated files are still there) is not set up again.
 
 **Failure.** ``ensure`` returns a SetupRun whose ``problem`` says why (exit status and the first
@@ -136,7 +137,7 @@ def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str,
            env_digest: str | None = None) -> SetupRun | None:
     """Set ``cwd`` up for its tests (see the module docstring); None when there is nothing
     to do (no ``[test] setup``, or already set up). ``env_digest``: the tests' environment
-    (``envprint.digest``; None: unknown, so the set-up cache is not used). Writes
+    (``envprint.digest``; None: unknown, and the key names none). Writes
     ``<evidence_dir>/<name>.setup.log``. Never raises for what the step does."""
     if not config.test.setup:
         return None
@@ -145,8 +146,7 @@ def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str,
     done = _done.get(str(cwd))
     if done and done[0] == key and all((cwd / f).exists() for f in done[1]):
         return None
-    root = (_cache_root(evidence_dir) if config.test.setup_cache and env_digest is not None
-            else None)
+    root = _cache_root(evidence_dir) if config.test.setup_cache else None
     cached = root / key if root else None
     started = time.monotonic()
     if cached is not None and (cached / "files.json").is_file():
