@@ -273,18 +273,17 @@ def test_a_subpackage_of_an_editable_finders_source_folder_is_watched(tmp_path):
 def test_a_subpackage_of_a_source_folder_a_pth_puts_on_the_path_is_watched(tmp_path):
     """An editable install by path (``pip install -e`` with hatchling, flit, PDM, or
     ``setup.py develop``: a ``.pth`` naming a sibling checkout's ``src``): the tests import
-    every package below it. Its folders are walked to the bottom; what no import reaches
-    there (hidden folders such as ``.git``, a venv, ``node_modules``) is left out."""
+    every package below it. Its folders are walked to the bottom; the hidden ones, which no
+    import can name (``.git``, ``.venv``), and the user's checkout below it are left out."""
     python, site = private_base(tmp_path)
     src = tmp_path / "sibling" / "src"
     (src / "dep" / "sub").mkdir(parents=True)
     (src / "dep" / "__init__.py").write_text("")
     (src / "dep" / "sub" / "__init__.py").write_text("")
     (src / "dep" / "sub" / "val.py").write_text("X = 1\n")
-    for skipped in (".git/objects", "venv/lib", "node_modules/left-pad"):
+    for skipped in (".git/objects", ".venv/lib"):
         (src / skipped).mkdir(parents=True)
         (src / skipped / "f").write_text("1\n")
-    (src / "venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
     (site / "_dep.pth").write_text(str(src) + "\n")
     checkout = src / "work" / "app"  # the user's checkout below it: the gates' business
     checkout.mkdir(parents=True)
@@ -293,13 +292,53 @@ def test_a_subpackage_of_a_source_folder_a_pth_puts_on_the_path_is_watched(tmp_p
     watch = envprint.Watch(where)
     assert run(python, "from dep.sub import val; print(val.X)") == "1"
     (src / "dep" / "sub" / "val.py").write_text("X = 666\n")
-    for skipped in (".git/objects", "venv/lib", "node_modules/left-pad"):
+    for skipped in (".git/objects", ".venv/lib"):
         (src / skipped / "f").write_text("2\n")
     (checkout / "app.py").write_text("X = 2\n")
     assert run(python, "from dep.sub import val; print(val.X)") == "666"  # the cheat works
     assert {p for p, _ in watch.changed()} == {str(src / "dep" / "sub" / "val.py")}
     stdlib = os.path.dirname(run(python, "import os; print(os.__file__)"))
     assert stdlib in where.top  # the standard library stays top level only
+
+
+def test_nothing_written_into_a_source_folder_hides_a_folder_of_it_from_the_walk(tmp_path):
+    """What leaves a folder of a source folder out of the walk is its name (hidden) or where
+    it is (the checkout), never what it holds: a ``pyvenv.cfg`` dropped beside forged
+    caches in a ``__pycache__`` (a review helper's cheat, when a folder holding one was taken
+    for a venv and skipped) is itself an addition, and so is each cache."""
+    python, site = private_base(tmp_path)
+    src = tmp_path / "sibling" / "src"
+    (src / "pkg").mkdir(parents=True)
+    (src / "mod.py").write_text("X = 1\n")
+    (src / "pkg" / "__init__.py").write_text("X = 1\n")
+    (site / "_sib.pth").write_text(f"{src}\n")
+    watch = envprint.Watch(envprint.layout(str(python), ()))
+    assert run(python, "import mod, pkg; print(mod.X, pkg.X)") == "1 1"
+    forged = [forged_cache(src / "mod.py", "X = 666\n"),
+              forged_cache(src / "pkg" / "__init__.py", "X = 666\n")]
+    for cache in forged:
+        (cache.parent / "pyvenv.cfg").write_text("")
+    assert run(python, "import mod, pkg; print(mod.X, pkg.X)") == "666 666"  # the cheat works
+    changed = {p for p, _ in watch.changed()}
+    assert {str(c) for c in forged} | {str(c.parent / "pyvenv.cfg") for c in forged} <= changed
+
+
+def test_a_remembered_answer_is_asked_again_after_a_forged_start_up_cache(tmp_path):
+    """envprint.watch reuses where the interpreter looks only while a walk equals the one
+    taken right after asking, byte-code caches included: a ``.pth`` imports a module whose
+    forged cache puts another folder on the start-up path, and the digest the results cache
+    uses (caches left out) would not have moved (a review helper's reproduction)."""
+    python, site = private_base(tmp_path)
+    (site / "_hook.py").write_text("")
+    (site / "hook.pth").write_text("import _hook\n")
+    first = envprint.watch(str(python), ())
+    evil = tmp_path / "evil"
+    evil.mkdir()
+    forged_cache(site / "_hook.py", f"import sys; sys.path.append({str(evil)!r})\n")
+    assert str(evil) in run(python, "import sys; print(sys.path)")  # the cheat works
+    again = envprint.watch(str(python), ())
+    assert again.digest == first.digest  # the results cache's digest did not move
+    assert str(evil) in again.where.sources
 
 
 # --- 4. byte code the probe judges harmless ---------------------------------------------

@@ -148,6 +148,9 @@ def _preflight_once(runner) -> None:
     elif b.preflight(head).status == "pass":
         row = runner.store.cached(key)
         _PREFLIGHTS[key] = (set(row["data"]["passed_ids"]), row["evidence"])
+        b.env = None  # the base's tests ran since that walk: the run walks anew, as later ones
+    else:
+        b.env = None
 
 
 def play(s: Scenario, workdir: Path, shared_preflight: bool = True) -> Outcome:

@@ -26,9 +26,9 @@ tests run without touching a watched folder, so each is named here too:
   setuptools' editable finders map packages to (``__editable___*_finder.py``'s ``MAPPING``:
   on no path, imported all the same) and every start-up path entry that is not the standard
   library (a ``.pth`` naming a sibling checkout's ``src``: hatchling's, flit's, PDM's editable
-  installs, ``setup.py develop``), without what no import reaches there (hidden folders such
-  as ``.git``, a venv, ``node_modules``). A path entry that holds the interpreter itself, the
-  home folder or ``/`` stays top level only.
+  installs, ``setup.py develop``), without the hidden folders there (``.git``, ``.venv``: no
+  import names them). A path entry that holds the interpreter itself, the home folder or
+  ``/`` stays top level only.
 
 Folders under the user's checkout or the worktrees are left to the gates, except the
 interpreter's own (a ``.venv`` in the checkout is watched).
@@ -77,7 +77,7 @@ class Layout:
     ``top`` folders (top level and its ``__pycache__`` only), ``files`` (each by content,
     as the prefix's ``pyvenv.cfg`` always is), ``deep`` folders (walked recursively, not
     site folders: ``encodings``), ``sources`` (code installed in development mode: walked
-    recursively without hidden folders, venvs and ``node_modules``) and ``exclude``
+    recursively without hidden folders) and ``exclude``
     (resolved folders a linked folder is not followed into: the user's checkout, the
     worktrees). All absolute paths."""
 

@@ -19,8 +19,8 @@ contain/envlayout.py):
 - its user site folder (computed from ``HOME``/``PYTHONUSERBASE`` *now*, not when andon
   started), likewise; ``encodings`` recursively (every process imports it from source);
 - code installed in development mode (the folders editable finders map to, the start-up
-  path entries a ``.pth`` adds), every file recursively, less hidden folders, venvs and
-  ``node_modules``;
+  path entries a ``.pth`` adds), every file recursively, less hidden folders (``.git``,
+  ``.venv``: no import names them);
 - the other folders on its start-up ``sys.path`` outside the user's checkout and its
   executables' folders: their top level and its ``__pycache__`` only (the standard library,
   ``lib-dynload``, ``bin``);
@@ -147,11 +147,11 @@ def _walk(folder: str, out: dict[str, object], recursive: bool,
                     out[e.path] = ("dir" if os.access(e.path, os.R_OK | os.X_OK)
                                    else "dir:unlistable")
                     # top level only: the folder's own files and the caches Python loads
-                    # in their place; a source folder (``prune``) without what no import
-                    # reaches: hidden folders (.git), a venv, node_modules
-                    if prune and (e.name[0] == "." or e.name == "node_modules"
-                                  or (prune is not True and e.path in prune)
-                                  or os.path.exists(os.path.join(e.path, "pyvenv.cfg"))):
+                    # in their place; a source folder (``prune``) without the folders no
+                    # import can name (hidden ones: .git, .venv) and the checkout or
+                    # worktrees below it. Nothing a file inside can make skipped (a
+                    # pyvenv.cfg dropped into a __pycache__ hid its forged caches)
+                    if prune and (e.name[0] == "." or (prune is not True and e.path in prune)):
                         continue
                     if recursive or (where == folder and e.name == "__pycache__"):
                         stack.append(e.path)
@@ -280,18 +280,18 @@ def describe(changed: list[tuple[str, str]], where: Layout, when: str,
 
 
 
-def digest(fp: dict[str, object]) -> str:
-    """64 hex digits (SHA-256) naming a :func:`fingerprint` less its ``__pycache__`` folders:
-    equal exactly when every other path and marker is. A key of the results cache
-    (gates/cache.py) names it: what is installed where the tests' interpreter looks decides
-    their outcome as much as the tree does. Byte-code caches are left out because any
-    Python run that imports a module not yet compiled writes one (andon's own commands, when
-    the tests share its interpreter; uv installs none): counted, they would empty the cache
-    until everything was compiled. A forged one is the walk's business within a run
-    (:meth:`Watch.changed`)."""
+def digest(fp: dict[str, object], caches: bool = False) -> str:
+    """64 hex digits (SHA-256) naming a :func:`fingerprint` less its ``__pycache__`` folders
+    (with them when ``caches``): equal exactly when every other path and marker is. A key of
+    the results cache (gates/cache.py) names it: what is installed where the tests'
+    interpreter looks decides their outcome as much as the tree does. Byte-code caches are
+    left out because any Python run that imports a module not yet compiled writes one
+    (andon's own commands, when the tests share its interpreter; uv installs none): counted,
+    they would empty the cache until everything was compiled. A forged one is the walk's
+    business within a run (:meth:`Watch.changed`)."""
     h = hashlib.sha256()
     for path, marker in sorted(fp.items()):
-        if "/__pycache__/" in path or path.endswith("/__pycache__"):
+        if not caches and ("/__pycache__/" in path or path.endswith("/__pycache__")):
             continue
         h.update(f"{path}\0{marker!r}\0".encode("utf-8", "surrogateescape"))
     return h.hexdigest()
@@ -306,8 +306,9 @@ def watch(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Watch:
     """A :class:`Watch` of where ``interpreter`` (None: andon's own) looks, as
     ``Watch(layout(interpreter, exclude))`` — without asking the interpreter again
     (:func:`layout` starts a subprocess, 15-30 ms) when this process asked it before, with
-    the same ``HOME``, ``PATH`` and ``PYTHONUSERBASE``, and a walk of that answer now has the
-    digest the walk right after asking had. The answer rests only on files that walk covers:
+    the same ``HOME``, ``PATH`` and ``PYTHONUSERBASE``, and a walk of that answer now equals
+    the walk right after asking, byte-code caches included (a forged cache of a module a
+    ``.pth`` imports can move the start-up path). The answer rests only on files that walk covers:
     the interpreter and the libraries it maps at start-up, its ``pyvenv.cfg`` and ``._pth``
     files, ``site.py`` and the rest of the standard library's top level, every ``.pth``,
     ``*customize.py`` and editable finder in its site folders and user site. Otherwise it
@@ -318,10 +319,10 @@ def watch(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Watch:
     if key in _asked:
         where, then = _asked[key]
         w = Watch(where)
-        if w.digest == then:
+        if digest(w.base, caches=True) == then:
             return w
     w = Watch(layout(interpreter, exclude))
-    _asked[key] = (w.where, w.digest)
+    _asked[key] = (w.where, digest(w.base, caches=True))
     return w
 
 
