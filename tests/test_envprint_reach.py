@@ -341,6 +341,29 @@ def test_a_remembered_answer_is_asked_again_after_a_forged_start_up_cache(tmp_pa
     assert str(evil) in again.where.sources
 
 
+def test_a_standard_library_landmark_made_beside_the_base_interpreter_is_a_change(tmp_path):
+    """A start-up looks for its prefix from the executable's folder (a venv's ``home``)
+    upward, taking the first folder with ``lib/pythonX.Y/os.py``: made in the base's
+    ``bin`` (user-writable under pyenv, uv, conda), a standard library there replaces the
+    real one for every test process (a review helper's reproduction). Each landmark on that
+    way is watched, absent until made."""
+    python, _site = private_base(tmp_path)
+    subprocess.run([str(python), "-m", "venv", "--without-pip", str(tmp_path / "venv")],
+                   check=True, capture_output=True)
+    vpy = tmp_path / "venv" / "bin" / "python"
+    watch = envprint.Watch(envprint.layout(str(vpy), ()))
+    real = Path(run(vpy, "import os; print(os.__file__)")).parent
+    fake = python.parent / "lib" / real.name
+    fake.mkdir(parents=True)
+    for e in real.iterdir():  # the real standard library, linked, with json replaced
+        if e.name != "json":
+            (fake / e.name).symlink_to(e.resolve())
+    (fake / "json").mkdir()
+    (fake / "json" / "__init__.py").write_text("X = 666\n")
+    assert run(vpy, "import json; print(json.X)") == "666"  # the cheat works
+    assert str(fake / "os.py") in {p for p, _ in watch.changed()}
+
+
 # --- 4. byte code the probe judges harmless ---------------------------------------------
 
 def fake(tmp_path: Path) -> Layout:

@@ -15,7 +15,10 @@ tests run without touching a watched folder, so each is named here too:
   path entry that is not a folder (``lib/python311.zip`` comes first and almost never
   exists), every shared library mapped into the process at start-up (``libpython``, found
   through the executable's RUNPATH, and the C libraries; from ``/proc/self/maps``),
-  ``/etc/ld.so.preload`` and ``/etc/ld.so.cache`` (where the loader finds each library).
+  ``/etc/ld.so.preload`` and ``/etc/ld.so.cache`` (where the loader finds each library);
+  in each folder from an executable's up to its prefix, the landmarks by which a start-up
+  would take that folder as its prefix instead (``lib/pythonX.Y/os.py``, ``lib-dynload``,
+  the zipped library, ``Modules/Setup.local``), absent until someone makes them.
   A base interpreter's ``bin`` is not walked: the tools installed beside it are no test
   process's business;
 - ``encodings``, the one standard-library package every process imports from source before
@@ -164,6 +167,8 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
                   os.path.join(folder, "pybuilddir.txt"),
                   os.path.join(os.path.dirname(folder), "pyvenv.cfg")]
         files += [os.path.join(os.path.dirname(folder), "lib", name) for name in libpython]
+        files += _landmarks(folder, info["version"],
+                            {prefix, Path(info["base_prefix"]).resolve()})
     files += info.get("maps", [])  # libpython and every shared library start-up loaded
     for d in _editable_folders(site_dirs):
         if outside(d):
@@ -176,6 +181,24 @@ def layout(interpreter: str | None, exclude: tuple[Path, ...] = ()) -> Layout:
                   tuple(dict.fromkeys(t for t in top if t not in site_dirs)),
                   tuple(dict.fromkeys(files)), tuple(deep), tuple(str(s) for s in skip),
                   tuple(dict.fromkeys(s for s in sources if s not in site_dirs)))
+
+
+def _landmarks(folder: str, version: str, prefixes: set[Path]) -> list[str]:
+    """What a start-up looks for in each folder from the executable's ``folder`` up to its
+    prefix (excluded) to take that folder as its prefix instead: the standard library's
+    ``os.py``, its ``lib-dynload``, the zipped library, a build folder's
+    ``Modules/Setup.local``. Absent there (else the prefix would be that folder); made by
+    anyone who can write there (the base's ``bin`` under pyenv, uv or conda), they would
+    replace the standard library of every test process."""
+    out: list[str] = []
+    here = Path(folder).resolve()
+    while here not in prefixes and here.parent != here:
+        std = here / "lib" / f"python{version}"
+        out += [str(std / "os.py"), str(std / "lib-dynload"),
+                str(here / "lib" / f"python{version.replace('.', '')}.zip"),
+                str(here / "Modules" / "Setup.local")]
+        here = here.parent
+    return out
 
 
 def _links(*executables: str) -> list[str]:
