@@ -197,3 +197,28 @@ def test_a_set_up_that_cannot_start_or_times_out_names_the_setting(tmp_path):
     r = clone_setup.ensure(config, root, tmp_path / "ev", "preflight")
     assert r is not None and "timed out after 0.5 s" in r.problem
     assert "[test] setup_timeout_s" in r.problem
+
+
+def test_a_set_up_in_a_clone_of_agent_code_is_never_kept_for_other_clones(tmp_path):
+    """The cache's key names the set-up inputs, not every file a build reads (an extension's
+    C source the agent changed, a file the build imports). Kept from a clone of agent code,
+    its output would be copied into a later clone of the base — the next preflight or red
+    judged against the agent's build. A set-up in a run of agent code reads the cache and
+    writes nothing to it; one of trusted code (the base, a merge) keeps its output."""
+    from andon import clone_setup
+    from andon.config import load_config
+
+    setup = ["python", "-c", "open('built.txt', 'w').write(open('src/verpkg/__init__.py')"
+                             ".read())"]
+    root = vcs_project(tmp_path / "c", setup=setup)
+    config = load_config(root)
+    ev = root / ".andon" / "evidence" / "P1" / "1"
+    ev.mkdir(parents=True)
+    cache = root / ".andon" / "setup-cache"
+    r = clone_setup.ensure(config, root, ev, "suite", "digest", agent_code=True)
+    assert r is not None and r.problem is None and (root / "built.txt").exists()
+    assert not cache.exists() or not any(cache.iterdir())
+    (root / "built.txt").unlink()
+    r = clone_setup.ensure(config, root, ev, "preflight", "digest")
+    assert r is not None and r.problem is None and not r.cached
+    assert [p.name for p in cache.iterdir() if (p / "files.json").is_file()] == [r.key]

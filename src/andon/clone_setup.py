@@ -24,6 +24,9 @@ commit set up (the other limit of this cache; ``setup_cache = false`` runs the s
 clone). A clone already set up with the same key in this process (and
 whose generated files are still there) is not set up again.
 
+**Only trusted code is kept.** A set-up in a clone holding an agent's change reads the cache
+but writes nothing to it.
+
 **Failure.** ``ensure`` returns a SetupRun whose ``problem`` says why (exit status and the first
 error line of the output); the caller records it instead of running the tests.
 """
@@ -134,10 +137,13 @@ def _fetches_backend(argv: list[str]) -> bool:
 
 
 def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str,
-           env_digest: str | None = None) -> SetupRun | None:
+           env_digest: str | None = None, agent_code: bool = False) -> SetupRun | None:
     """Set ``cwd`` up for its tests (see the module docstring); None when there is nothing
     to do (no ``[test] setup``, or already set up). ``env_digest``: the tests' environment
-    (``envprint.digest``; None: unknown, and the key names none). Writes
+    (``envprint.digest``; None: unknown, and the key names none). ``agent_code``: ``cwd``
+    holds an agent's change; what its set-up generates is never kept for other clones (the
+    key does not name every file a build reads: the base's next clone would get the agent's
+    build). Writes
     ``<evidence_dir>/<name>.setup.log``. Never raises for what the step does."""
     if not config.test.setup:
         return None
@@ -158,7 +164,7 @@ def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str,
         return SetupRun(_argv(config, Path("{scratch}")), str(cwd), None,
                         time.monotonic() - started, None, f"copied {len(files)} file(s) "
                         f"from the set-up cache {cached}", True, key, files)
-    return _run(config, cwd, evidence_dir, name, key, cached)
+    return _run(config, cwd, evidence_dir, name, key, None if agent_code else cached)
 
 
 def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,

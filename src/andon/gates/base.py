@@ -245,7 +245,8 @@ def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     # The same rootdir and config file in every run, whatever is selected (runners/rootdir.py):
     # otherwise a selected file deep in a monorepo gets ids the full-suite runs never use.
     argv += pinned_args(cwd, plan_start(argv).args)
-    setup = clone_setup.ensure(config, cwd, evidence_dir, name, env_digest)
+    setup = clone_setup.ensure(config, cwd, evidence_dir, name, env_digest,
+                               agent_code=canaries is not None)
     # The tests are not run in a clone that is not set up, or whose tests would import an
     # installed copy of the code: they would fail, or pass, for reasons of their own.
     if setup is not None and setup.problem:
