@@ -211,14 +211,9 @@ def test_a_symlink_in_site_packages_is_watched_through_to_its_target(tmp_path):
     assert str(site / "somepkg" / "__init__.py") in {p for p, _ in watch.changed()}
 
 
-def test_an_editable_finders_source_folder_is_watched(tmp_path):
-    """setuptools' editable installs (``__editable___<dist>_finder.py``, put on
-    ``sys.meta_path`` by a ``.pth``) map a package to a folder that is not on sys.path:
-    layout() never sees it, not even at its top level."""
-    python, site = private_base(tmp_path)
-    src = tmp_path / "elsewhere" / "dep"
-    src.mkdir(parents=True)
-    (src / "__init__.py").write_text("X = 1\n")
+def editable_finder(site: Path, src: Path) -> None:
+    """A setuptools-style editable install of package ``dep`` from ``src``: a finder module
+    mapping it there, put on ``sys.meta_path`` by a ``.pth`` in ``site``."""
     (site / "__editable___dep_1_0_finder.py").write_text(
         "import importlib.util, sys\n"
         f"MAPPING = {{'dep': {str(src)!r}}}\n"
@@ -233,6 +228,17 @@ def test_an_editable_finders_source_folder_is_watched(tmp_path):
         "    sys.meta_path.append(_Finder)\n")
     (site / "__editable__.dep-1.0.pth").write_text(
         "import __editable___dep_1_0_finder; __editable___dep_1_0_finder.install()\n")
+
+
+def test_an_editable_finders_source_folder_is_watched(tmp_path):
+    """setuptools' editable installs (``__editable___<dist>_finder.py``, put on
+    ``sys.meta_path`` by a ``.pth``) map a package to a folder that is not on sys.path:
+    layout() never sees it, not even at its top level."""
+    python, site = private_base(tmp_path)
+    src = tmp_path / "elsewhere" / "dep"
+    src.mkdir(parents=True)
+    (src / "__init__.py").write_text("X = 1\n")
+    editable_finder(site, src)
     watch = envprint.Watch(envprint.layout(str(python), ()))
     assert run(python, "import dep; print(dep.X)") == "1"
     (src / "__init__.py").write_text("X = 666\n")
@@ -249,20 +255,7 @@ def test_a_subpackage_of_an_editable_finders_source_folder_is_watched(tmp_path):
     (src / "__init__.py").write_text("")
     (src / "sub" / "__init__.py").write_text("")
     (src / "sub" / "val.py").write_text("X = 1\n")
-    (site / "__editable___dep_1_0_finder.py").write_text(
-        "import importlib.util, sys\n"
-        f"MAPPING = {{'dep': {str(src)!r}}}\n"
-        "class _Finder:\n"
-        "    @classmethod\n"
-        "    def find_spec(cls, name, path=None, target=None):\n"
-        "        if name in MAPPING:\n"
-        "            return importlib.util.spec_from_file_location(\n"
-        "                name, MAPPING[name] + '/__init__.py',\n"
-        "                submodule_search_locations=[MAPPING[name]])\n"
-        "def install():\n"
-        "    sys.meta_path.append(_Finder)\n")
-    (site / "__editable__.dep-1.0.pth").write_text(
-        "import __editable___dep_1_0_finder; __editable___dep_1_0_finder.install()\n")
+    editable_finder(site, src)
     watch = envprint.Watch(envprint.layout(str(python), ()))
     assert run(python, "from dep.sub import val; print(val.X)") == "1"
     (src / "sub" / "val.py").write_text("X = 666\n")
