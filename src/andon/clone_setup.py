@@ -21,8 +21,8 @@ such as ``uv run``; ``andon validate``, experiments, the plan stage and a merge 
 take no fingerprint) the key names none, as before: a build made before an upgrade is
 then copied after it. A version computed from the commit is then the one of the first
 commit set up (the other limit of this cache; ``setup_cache = false`` runs the step in every
-clone). A clone already set up with the same key in this process (and
-whose generated files are still there) is not set up again.
+clone). A clone already set up with the same key in this process (and whose generated files
+are still there) is not set up again.
 
 **Only trusted code is kept.** A set-up in a clone holding an agent's change reads the cache
 but writes nothing to it.
@@ -143,8 +143,8 @@ def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str,
     (``envprint.digest``; None: unknown, and the key names none). ``agent_code``: ``cwd``
     holds an agent's change; what its set-up generates is never kept for other clones (the
     key does not name every file a build reads: the base's next clone would get the agent's
-    build). Writes
-    ``<evidence_dir>/<name>.setup.log``. Never raises for what the step does."""
+    build). Writes ``<evidence_dir>/<name>.setup.log``. Never raises for what the step
+    does."""
     if not config.test.setup:
         return None
     cwd = Path(cwd).absolute()
