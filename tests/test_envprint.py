@@ -451,3 +451,18 @@ def test_a_watch_asks_the_interpreter_again_only_when_what_its_answer_rests_on_c
     assert str(src) in moved.where.sources
     (src / "dep" / "__init__.py").write_text("X = 2\n")
     assert str(src / "dep" / "__init__.py") in {p for p, _ in moved.changed()}
+
+
+def test_what_the_loader_reads_before_any_python_is_watched_by_content(tmp_path):
+    """Every process of the tests' interpreter maps its shared libraries as
+    ``/etc/ld.so.preload`` and ``/etc/ld.so.cache`` say (root's files; a test cannot
+    rewrite them): both are named, by content, so creating the first or rewriting the
+    second between two walks is a change."""
+    python, _ = _venv(tmp_path)
+    where = envprint.layout(python, ())
+    assert {"/etc/ld.so.preload", "/etc/ld.so.cache"} <= set(where.files)
+    fp = envprint.fingerprint(where)
+    cache = fp["/etc/ld.so.cache"]
+    assert fp["/etc/ld.so.preload"] == "absent" or str(fp["/etc/ld.so.preload"]).startswith(
+        "sha256:")
+    assert not Path("/etc/ld.so.cache").exists() or str(cache).startswith("sha256:")
