@@ -66,7 +66,9 @@ def _runs(ctx, work, how: str):
         return list(run_lanes(ctx, [(work, [Planned("h-1")])], agent_code=True).values())
     twin = work.parent / "twin"
     shutil.copytree(work, twin, symlinks=True)
-    lanes = [(work, [Planned("h-1"), Planned("h-2")]), (twin, [Planned("h-3"), Planned("h-4")])]
+    # a slot each, as every plan of the gates has: runs of one slot share a fork server
+    lanes = [(work, [Planned("h-1", slot=0), Planned("h-2", slot=1)]),
+             (twin, [Planned("h-3", slot=2), Planned("h-4", slot=3)])]
     return list(run_lanes(ctx, lanes, agent_code=True).values())
 
 

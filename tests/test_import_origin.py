@@ -140,13 +140,34 @@ def test_a_forked_lane_holds_the_clean_answers_and_asks_none_again(tmp_path, mon
     (tmp_path / "ev").mkdir()
     ctx = GateContext(repo=None, config=config, packet=None, worktree=root,  # type: ignore
                       evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
-    made = lanes.run_lanes(ctx, [(_clone(root, tmp_path / "c2"), [lanes.Planned("hermetic-2")]),
-                                 (_clone(root, tmp_path / "c3"), [lanes.Planned("hermetic-3")])],
-                           agent_code=False)
+    two = [(_clone(root, tmp_path / "c2"), [lanes.Planned("hermetic-2", slot=1)]),
+           (_clone(root, tmp_path / "c3"), [lanes.Planned("hermetic-3", slot=2)])]
+    made = lanes.run_lanes(ctx, two, agent_code=False)
     assert sorted(made) == ["hermetic-2", "hermetic-3"]
     for r in made.values():
         assert r.results and {x.outcome for x in r.results.values()} == {"passed"}
     assert not log.exists()
+
+
+def test_lanes_that_share_a_slot_are_refused_before_any_run(tmp_path):
+    """Two lanes with a run of the same slot would share one fork server's socket, and one
+    lane could read the other's answer and leave it waiting a minute: a ValueError, and no
+    lane starts."""
+    from andon.config import load_config
+    from andon.gates import lanes
+    from andon.gates.base import GateContext
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=1, hermetic_runs=1))
+    ctx = GateContext(repo=None, config=load_config(root), packet=None,  # type: ignore
+                      worktree=root, evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
+    with pytest.raises(ValueError, match="'h-3' has slot 0, as a run of another lane"):
+        lanes.run_lanes(ctx, [(root, [lanes.Planned("h-1"), lanes.Planned("h-2", slot=1)]),
+                              (root, [lanes.Planned("h-3")])], agent_code=False)
+    assert not (tmp_path / "ev").exists()  # nothing ran: no evidence folder was made
+    # the same slot in order and in random order are two servers: allowed
+    made = lanes.run_lanes(ctx, [(root, [lanes.Planned("h-1")]),
+                                 (root, [lanes.Planned("h-r", seed=5)])], agent_code=False)
+    assert sorted(made) == ["h-1", "h-r"]
 
 
 def test_a_lane_that_raises_is_a_harness_error_with_its_traceback(tmp_path, monkeypatch):
@@ -171,9 +192,10 @@ def test_a_lane_that_raises_is_a_harness_error_with_its_traceback(tmp_path, monk
     monkeypatch.setattr(lanes.forked, "start", lambda *a, **k: started.append(
         real_start(*a, **k)) or started[-1])
     with pytest.raises(RuntimeError, match=r"(?s)test lane 1 failed.*OSError: disk gone"):
-        lanes.run_lanes(ctx, [(_clone(root, tmp_path / "c2"), [lanes.Planned("hermetic-2")]),
-                              (_clone(root, tmp_path / "c3"), [lanes.Planned("hermetic-3")])],
-                        agent_code=False)
+        lanes.run_lanes(ctx, [
+            (_clone(root, tmp_path / "c2"), [lanes.Planned("hermetic-2", slot=1)]),
+            (_clone(root, tmp_path / "c3"), [lanes.Planned("hermetic-3", slot=2)])],
+            agent_code=False)
     assert len(started) == 2
     for child in started:  # the failed lane collected, the other killed: both reaped
         with pytest.raises(ChildProcessError):

@@ -120,7 +120,9 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
     Returns the runs made, by name.
 
     Raises RuntimeError (with the lane's traceback) when a lane process fails: a harness error,
-    never a verdict."""
+    never a verdict; ValueError when two lanes have a run of the same slot (and order), which
+    would share one fork server's socket: the answer to one lane's request can be read by the
+    other, and the first then waits out forkserver.ANSWER_TIMEOUT_S."""
     if len(lanes) == 1:
         cwd, plan = lanes[0]
         out: dict[str, SuiteRun] = {}
@@ -133,6 +135,11 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
             if stop is not None and stop(r):
                 break
         return out
+    owner: dict[tuple[int, bool], int] = {}
+    for i, (_, plan) in enumerate(lanes):
+        for p in plan:
+            if owner.setdefault((p.slot, p.seed is not None), i) != i:
+                raise ValueError(f"run {p.name!r} has slot {p.slot}, as a run of another lane")
     # outside every clone; named neutrally like the clones
     work = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     children: list[forked.Child] = []
