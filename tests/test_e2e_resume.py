@@ -531,10 +531,12 @@ def test_editable_install_with_uncommitted_fix_in_the_checkout_is_not_a_pass(tmp
     assert gates["red"]["status"] == "pass", gates["red"]["summary"]
     assert gates["suite"]["status"] == "fail"
     assert any(f["kind"] == "fail-to-pass" for f in gates["suite"]["evidence"]["findings"])
-    worktree_ops = str(tmp_path / "worktrees" / "P1-1" / "src" / "calc" / "ops.py")
     for gate in ("red", "suite"):
         for r in gates[gate]["evidence"]["runs"]:
+            # the tree the run was made in: red's a clone of the plant commit (the worktree
+            # was being written meanwhile), the suite's the worktree or a clone of it
+            assert r["cwd"] != str(root)
             log = Path(r["log_path"]).read_text()
-            assert worktree_ops in log, (gate, log)
+            assert str(Path(r["cwd"]) / "src" / "calc" / "ops.py") in log, (gate, log)
             assert str(ops) not in log, (gate, log)
     assert git(root, "status", "--porcelain") == " M src/calc/ops.py\n"

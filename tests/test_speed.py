@@ -240,6 +240,44 @@ def test_set_up_files_built_in_another_environment_are_not_copied_into_a_clone(t
     assert (report.exit_status, report.merged) == (EXIT_OK, ["P2"]), report.message
 
 
+@pytest.mark.parametrize("set_up", [False, True], ids=["no set-up", "with [test] setup"])
+def test_red_runs_in_a_clone_of_its_own_while_git_writes_the_worktree(tmp_path, set_up):
+    """Red, before any agent, judges a commit: its runs are made in a clone of the plant
+    commit (outside the worktree root) while git writes the worktree, and the agent starts in
+    the whole worktree. With ``[test] setup``, red runs in the worktree, so the agent starts on
+    a tree already set up (here: the file the set-up writes is there)."""
+    import json
+    import sys
+    build = [sys.executable, "-c", "open('built.txt', 'w')"]
+    add = {"test": f"setup = {json.dumps(build)}\n"} if set_up else None
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=3, hermetic_runs=1,
+                                           hermetic_random_order=False,
+                                           worktree_root=tmp_path / "wt", add=add),
+                        files={".gitignore": "built.txt\n"})
+    seen = {}
+
+    def agent(ctx):
+        seen.update(planted=(ctx.worktree / "tests" / "test_mul_p1.py").is_file(),
+                    head=(ctx.worktree / ".git" / "HEAD").is_file(),
+                    built=(ctx.worktree / "built.txt").is_file())
+        return honest_mul(ctx)
+
+    runner = runner_for(root, agent)
+    assert runner.run().merged == ["P1"]
+    (attempt,) = runner.store.attempts("P1")
+    red = next(g for g in runner.store.gate_results(attempt["id"]) if g["gate"] == "red")
+    cwds = [Path(r["cwd"]) for r in red["evidence"]["runs"]]
+    assert [r["name"] for r in red["evidence"]["runs"]] == ["red-1", "red-2", "red-3"]
+    worktree = tmp_path / "wt" / "P1-1"
+    if set_up:
+        assert cwds[:2] == [worktree, worktree] and seen["built"]
+    else:
+        assert not any(c.is_relative_to(tmp_path / "wt") for c in cwds), cwds
+        assert not seen["built"]
+    assert seen["planted"] and seen["head"]
+
+
 def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see(tmp_path):
     """``uv run pytest``, ``tox``, a script: the environment andon could fingerprint would be
     its own interpreter's, not the tests'. No key, so no preflight or red result is kept."""

@@ -1,4 +1,9 @@
-"""One attempt at one packet: worktree → plant → red → stages → snapshots → gates → reviews.
+"""One attempt at one packet: plant → worktree (red beside it) → stages → snapshots → gates
+→ reviews.
+
+Git writes the worktree in a thread while red, which needs only the planted commit, runs in a
+clone of its own (unless ``[test] setup`` is set: then red runs in the worktree, made first);
+nothing else runs before both are done.
 
 Stages run in order, each a fresh agent run with only its own inputs:
 
@@ -22,7 +27,9 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from . import budget, fault_injection, leftovers, reaper, sandbox
@@ -90,6 +97,7 @@ class Attempt:
         self.prompt_dir = repo.root / config.agent.prompt_dir if config.agent.prompt_dir else None
         self.implement_template = (repo.root / config.agent.prompt_template
                                    if config.agent.prompt_template else None)
+        self._making: Future | None = None  # the worktree, while red runs in a clone
 
     # -- the flow -----------------------------------------------------------------------
 
@@ -137,10 +145,32 @@ class Attempt:
             self.repo.remove_worktree(self.worktree)
         tip = self.row["candidate_sha"] if review_again else \
             self.ctx.atdd_sha or self.ctx.plant_sha
-        self.repo.add_worktree(self.worktree, self.row["branch"], tip,
-                               self.config.andon.agent_history)
+        make = partial(self.repo.add_worktree, self.worktree, self.row["branch"], tip,
+                       self.config.andon.agent_history)
+        # Red runs before any agent. Its runs need only the commit red judges, so they go to
+        # a clone of their own (a shared object store: cheap) while git writes the worktree,
+        # whose clone is the attempt's largest cost on a big repository (issue 18). A
+        # [test] setup keeps red in the worktree: the agent then starts on a set-up tree.
+        if not review_again and not self.config.test.setup:
+            with ThreadPoolExecutor(1, thread_name_prefix="andon-worktree") as pool:
+                self._making = pool.submit(make)
+                self.ctx.worktree_ready = False
+                try:
+                    return self._stages(review_again, resume_from_atdd, start)
+                finally:
+                    wait([self._making])  # never left half made for the clean-up
+        make()
         fault_injection.point("after-worktree")
+        return self._stages(review_again, resume_from_atdd, start)
 
+    def _worktree_made(self) -> None:
+        """Wait for the worktree red's runs did without; raises what making it raised."""
+        if self._making is not None and not self.ctx.worktree_ready:
+            self._making.result()
+            self.ctx.worktree_ready = True
+            fault_injection.point("after-worktree")
+
+    def _stages(self, review_again: bool, resume_from_atdd: bool, start: str) -> AttemptResult:
         reviews = [s for s in self.stages if s in REVIEW_STAGES]
         if review_again:
             if not self._candidate_again():
@@ -248,6 +278,7 @@ class Attempt:
             reaper.discard(stage_dir)
 
     def _run_agent(self, stage: str, prompt: str, prompt_file: Path, ev: Path, extra: dict):
+        self._worktree_made()  # red made it wait; every path runs red first
         agent = self.agent_for(stage)
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
         if stop is not None:
@@ -375,9 +406,12 @@ class Attempt:
         # scope, atdd-scope and patterns only read git; a gate judge skips runs nothing
         runs = gate.skip_reason(self.ctx) is None and not ahead and name not in (
             scope.NAME, atdd_scope.NAME, patterns.NAME)
-        before = leftovers.untracked(self.repo, self.worktree) if runs else set()
+        # red before any agent runs in a clone while the worktree is made: nothing to tidy
+        in_worktree = runs and self.ctx.worktree_ready
+        before = leftovers.untracked(self.repo, self.worktree) if in_worktree else set()
         result = judge(gate, self.ctx)
-        if runs and (gone := leftovers.remove_added(self.repo, self.worktree, before)):
+        self._worktree_made()
+        if in_worktree and (gone := leftovers.remove_added(self.repo, self.worktree, before)):
             result.details["removed_after_runs"] = gone  # not the agent's: leftovers.py
         # Code under test ran here: a file it left in the interpreter's site-packages would
         # steer every later run (issues 18, 12). A skipped gate ran nothing.

@@ -102,6 +102,8 @@ class GateContext:
     # the atdd agent ran in this worktree during this attempt (red: its tests are the
     # agent's, and the worktree may hold more than its commit, so nothing is cached)
     atdd_just_ran: bool = False
+    # False while git still writes the worktree (attempt.py): red then runs in a clone
+    worktree_ready: bool = True
     # PASS_TO_PASS ids shown flaky on the base during this attempt (gates/flaky_base.py)
     flaky_on_base: dict[str, dict] = field(default_factory=dict)
     steady_on_base: dict[str, int] = field(default_factory=dict)  # id -> base runs all passed

@@ -187,26 +187,27 @@ def _lane(config: Config, evidence_dir: Path, cwd: Path, runs: list[tuple[str, d
     return len(made)
 
 
-def red_runs(ctx: GateContext, tests: list[str], n: int,
+def red_runs(ctx: GateContext, home: Path, tests: list[str], n: int,
              at_the_same_time: bool) -> list[SuiteRun]:
     """The red gate's ``n`` runs of ``tests`` (``red-1`` … ``red-n``, in that order;
     ``red-atdd-1`` … after an atdd stage, whose tests red judges again). One
-    after the other in the worktree, unless ``at_the_same_time`` (the worktree holds exactly
-    the commit red judges: no agent has run in it), ``n`` ≥ 3 and ``jobs`` > 1: then the
-    first ``n - 1`` runs stay one after the other in the worktree (a planted test that turns
-    green on its second run in the same tree is still seen) while ``red-n`` runs at the same
-    time in a fresh clone of that commit (its own interpreter, hash seed and fresh tree, as
-    any run's). A lane that is not clean does not stop: red judges every run."""
+    after the other in ``home`` (the worktree, or a clone of the commit red judges while the
+    worktree is made), unless ``at_the_same_time`` (``home`` holds exactly that commit: no
+    agent has run in it), ``n`` ≥ 3 and ``jobs`` > 1: then the first ``n - 1`` runs stay one
+    after the other in ``home`` (a planted test that turns green on its second run in the
+    same tree is still seen) while ``red-n`` runs at the same time in a fresh clone of that
+    commit (its own interpreter, hash seed and fresh tree, as any run's). A lane that is not
+    clean does not stop: red judges every run."""
     # red runs again after an atdd stage, in the same attempt: its own names, so the first
     # red's evidence files (hashed in the record) are never written over
     stem = "red-atdd" if ctx.atdd_sha else "red"
     if not at_the_same_time or n < 3 or jobs(ctx.config) < 2:
-        return [ctx.suite(ctx.worktree, f"{stem}-{i}", select=tests, slot=i - 1)
+        return [ctx.suite(home, f"{stem}-{i}", select=tests, slot=i - 1)
                 for i in range(1, n + 1)]
     tip = ctx.atdd_sha or ctx.plant_sha
     here = [Planned(f"{stem}-{i}", select=tests, slot=i - 1) for i in range(1, n)]
     with fresh_clone(ctx.repo, tip, f"red-{ctx.packet.id}") as cwd:
-        made = run_lanes(ctx, [(ctx.worktree, here),
+        made = run_lanes(ctx, [(home, here),
                                (cwd, [Planned(f"{stem}-{n}", select=tests, slot=n - 1)])],
                          agent_code=False)
     return [made[f"{stem}-{i}"] for i in range(1, n + 1)]

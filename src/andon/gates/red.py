@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Sequence
+from pathlib import Path
 
 from . import clash, lanes
-from .base import Finding, GateContext, GateResult, planted_tests
+from .base import Finding, GateContext, GateResult, fresh_clone, planted_tests
 from .cache import red_key
 
 NAME = "red"
@@ -37,11 +38,21 @@ def run(ctx: GateContext) -> GateResult:
     cache (gates/cache.py ``red_key``) and a later attempt with the same key records the
     cached pass (``details["cached"]``) and runs nothing. A failure is never cached: it is
     run again, in case it was the machine's."""
+    if ctx.worktree_ready:
+        return _run_in(ctx, ctx.worktree)
+    # no agent has run yet and git is still writing the worktree: a clone holds the same
+    # commit (and, as the worktree, nothing else)
+    with fresh_clone(ctx.repo, ctx.atdd_sha or ctx.plant_sha, f"red-{ctx.packet.id}") as here:
+        return _run_in(ctx, here)
+
+
+def _run_in(ctx: GateContext, home: Path) -> GateResult:
+    """The gate, its runs in ``home``: the worktree, or a clone of the commit red judges."""
     tests = ctx.planted_tests()
     written_by_atdd: Sequence[str] = ctx.atdd_tests if ctx.atdd_just_ran else ()
     cacheable = not ctx.atdd_just_ran
     # before any run: a clash is not visible on the base (see clash.py)
-    if found := clash.of_packet(ctx.repo, ctx.plant_sha, ctx.config, ctx.worktree, tests,
+    if found := clash.of_packet(ctx.repo, ctx.plant_sha, ctx.config, home, tests,
                                 sorted(ctx.packet.hidden_files)):
         spec = not written_by_atdd or any(f.path not in written_by_atdd for f in found)
         return GateResult(NAME, "fail", found[0].message, "specification" if spec else "test",
@@ -55,7 +66,7 @@ def run(ctx: GateContext) -> GateResult:
                           f"{hit['created_at'][:19]})",
                           details={"red_ids": hit["data"]["red_ids"], "cached": True,
                                    "cache_key": key})
-    runs = lanes.red_runs(ctx, tests, n, at_the_same_time=cacheable)
+    runs = lanes.red_runs(ctx, home, tests, n, at_the_same_time=cacheable)
     for r in runs:
         if r.report_problem:
             return GateResult(NAME, "error", f"{r.name}: {r.report_problem}", "environment",
