@@ -859,3 +859,17 @@ def test_a_test_command_naming_a_path_that_does_not_exist_says_so_at_preflight(t
     said = " ".join((r.stdout + r.stderr).split())
     assert "pytest says: file or directory not found: tests_nope (check [test] command)" \
         in said, said
+
+
+@pytest.mark.parametrize("option", ["-C", "--repo"])
+def test_the_repository_named_after_the_command_is_a_usage_error_that_says_where_it_goes(
+        tmp_path, option):
+    """`andon status -C PATH` (the repository after the command, where git also refuses it):
+    exit 2, click's own error, and where the option goes; nothing is read or written."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    before = sorted(p.relative_to(root) for p in root.rglob("*"))
+    r = andon(root, "status", option, str(root))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"No such option '{option}'" in r.stderr
+    assert "-C/--repo goes before the command: andon -C PATH status" in r.stderr
+    assert sorted(p.relative_to(root) for p in root.rglob("*")) == before

@@ -36,6 +36,12 @@ class _Group(click.Group):
             return super().invoke(ctx)
         except BrokenPipeError:  # a plain write (rich's own: common.out.on_broken_pipe)
             broken_pipe()
+        except click.NoSuchOption as exc:
+            # as with git's -C, the repository is named before the command, not after it
+            if exc.option_name in ("-C", "--repo") and ctx.invoked_subcommand:
+                exc.message += (f" -C/--repo goes before the command: andon -C PATH "
+                                f"{ctx.invoked_subcommand} ...")
+            raise
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
