@@ -151,7 +151,7 @@ def test_a_forked_lane_holds_the_clean_answers_and_asks_none_again(tmp_path, mon
 
 def test_lanes_that_share_a_slot_are_refused_before_any_run(tmp_path):
     """Two lanes with a run of the same slot would share one fork server's socket, and one
-    lane could read the other's answer and leave it waiting a minute: a ValueError, and no
+    lane could read the other's answer and leave it waiting a minute: InvalidArgument, and no
     lane starts."""
     from andon.config import load_config
     from andon.gates import lanes
@@ -160,7 +160,8 @@ def test_lanes_that_share_a_slot_are_refused_before_any_run(tmp_path):
                         config=config_toml(red_runs=1, hermetic_runs=1))
     ctx = GateContext(repo=None, config=load_config(root), packet=None,  # type: ignore
                       worktree=root, evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
-    with pytest.raises(ValueError, match="'h-3' has slot 0, as a run of another lane"):
+    from andon.errors import InvalidArgument
+    with pytest.raises(InvalidArgument, match="'h-3' has slot 0, as a run of another lane"):
         lanes.run_lanes(ctx, [(root, [lanes.Planned("h-1"), lanes.Planned("h-2", slot=1)]),
                               (root, [lanes.Planned("h-3")])], agent_code=False)
     assert not (tmp_path / "ev").exists()  # nothing ran: no evidence folder was made

@@ -1,9 +1,5 @@
-"""One attempt at one packet: plant → worktree (red beside it) → stages → snapshots → gates
-→ reviews.
-
-Git writes the worktree in a thread while red, which needs only the planted commit, runs in a
-clone of its own (unless ``[test] setup`` is set: then red runs in the worktree, made first);
-nothing else runs before both are done.
+"""One attempt at one packet: plant → worktree, red beside it (worktree_build.py) → stages →
+snapshots → gates → reviews.
 
 Stages run in order, each a fresh agent run with only its own inputs:
 
@@ -27,7 +23,6 @@ import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -46,6 +41,7 @@ from .review.stage import Reviewer, ReviewInput
 from .runners.pytest import collectable
 from .store import StoreProtocol, now
 from .workspace import Repo, SnapshotError
+from .worktree_build import WorktreeBuild
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")
 
@@ -97,7 +93,7 @@ class Attempt:
         self.prompt_dir = repo.root / config.agent.prompt_dir if config.agent.prompt_dir else None
         self.implement_template = (repo.root / config.agent.prompt_template
                                    if config.agent.prompt_template else None)
-        self._making: Future | None = None  # the worktree, while red runs in a clone
+        self._worktree: WorktreeBuild | None = None  # set by run()
 
     # -- the flow -----------------------------------------------------------------------
 
@@ -147,28 +143,9 @@ class Attempt:
             self.ctx.atdd_sha or self.ctx.plant_sha
         make = partial(self.repo.add_worktree, self.worktree, self.row["branch"], tip,
                        self.config.andon.agent_history)
-        # Red runs before any agent. Its runs need only the commit red judges, so they go to
-        # a clone of their own (a shared object store: cheap) while git writes the worktree,
-        # whose clone is the attempt's largest cost on a big repository (issue 18). A
-        # [test] setup keeps red in the worktree: the agent then starts on a set-up tree.
-        if not review_again and not self.config.test.setup:
-            with ThreadPoolExecutor(1, thread_name_prefix="andon-worktree") as pool:
-                self._making = pool.submit(make)
-                self.ctx.worktree_ready = False
-                try:
-                    return self._stages(review_again, resume_from_atdd, start)
-                finally:
-                    wait([self._making])  # never left half made for the clean-up
-        make()
-        fault_injection.point("after-worktree")
-        return self._stages(review_again, resume_from_atdd, start)
-
-    def _worktree_made(self) -> None:
-        """Wait for the worktree red's runs did without; raises what making it raised."""
-        if self._making is not None and not self.ctx.worktree_ready:
-            self._making.result()
-            self.ctx.worktree_ready = True
-            fault_injection.point("after-worktree")
+        with WorktreeBuild(make, self.ctx, beside_red=not review_again
+                           and not self.config.test.setup) as self._worktree:
+            return self._stages(review_again, resume_from_atdd, start)
 
     def _stages(self, review_again: bool, resume_from_atdd: bool, start: str) -> AttemptResult:
         reviews = [s for s in self.stages if s in REVIEW_STAGES]
@@ -278,7 +255,7 @@ class Attempt:
             reaper.discard(stage_dir)
 
     def _run_agent(self, stage: str, prompt: str, prompt_file: Path, ev: Path, extra: dict):
-        self._worktree_made()  # red made it wait; every path runs red first
+        self._worktree.wait()  # type: ignore[union-attr]  # red ran first, beside it
         agent = self.agent_for(stage)
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
         if stop is not None:
@@ -308,30 +285,18 @@ class Attempt:
                    else [])
         own = guard.packet_files(self.packet.dir or self.packet.source,
                                  bool(self.packet.dir), self.repo.root)
-        self._outside(stage, guard.blamable(changed, own, self.config.andon.packets_dir
-                                            .strip("/"), CONFIG_NAME),
-                      self.repo.restore_refs(refs_before, (
-                          f"refs/heads/{self.config.andon.integration_branch}",)))
+        reached = scope.reached_outside(
+            stage, guard.blamable(changed, own, self.config.andon.packets_dir.strip("/"),
+                                  CONFIG_NAME),
+            self.repo.restore_refs(refs_before, (
+                f"refs/heads/{self.config.andon.integration_branch}",)))
+        if reached is not None:
+            raise _WroteOutside(reached)
         env = self._env_changed(scope.NAME, f"while the {stage} agent ran")
         if env is not None:
             raise _WroteOutside(env)
         self.env_clean = True
         return run
-
-    def _outside(self, stage: str, changed: list[tuple[str, str]], moved: list[str]) -> None:
-        """End the attempt if the stage's agent reached into the user's repository: watched
-        files changed (``outside-worktree``) or refs moved (``tamper``; already put back)."""
-        findings = [Finding("outside-worktree", f"{p} was {how} outside the worktree while "
-                            f"the {stage} agent ran", path=p) for p, how in changed]
-        findings += [Finding("tamper", f"ref {m} was moved, deleted or made by the {stage} "
-                             "agent (put back)", path=m) for m in moved]
-        what = ([f"changed {len(changed)} file(s) outside its worktree, in your checkout: "
-                 + ", ".join(p for p, _ in changed)] if changed else []) \
-            + ([f"moved git refs it does not own: {', '.join(moved)} (put back)"] if moved
-               else [])
-        if findings:
-            raise _WroteOutside(GateResult(scope.NAME, "fail", f"the {stage} agent "
-                                           + "; ".join(what), "permission", findings))
 
     def _snapshot(self, stage: str) -> str | None:
         """The commit of what the stage left, or None after recording why there is none (the
@@ -410,7 +375,8 @@ class Attempt:
         in_worktree = runs and self.ctx.worktree_ready
         before = leftovers.untracked(self.repo, self.worktree) if in_worktree else set()
         result = judge(gate, self.ctx)
-        self._worktree_made()
+        if self._worktree is not None:
+            self._worktree.wait()
         if in_worktree and (gone := leftovers.remove_added(self.repo, self.worktree, before)):
             result.details["removed_after_runs"] = gone  # not the agent's: leftovers.py
         # Code under test ran here: a file it left in the interpreter's site-packages would

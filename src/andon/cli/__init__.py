@@ -38,10 +38,11 @@ class _Group(click.Group):
             broken_pipe()
         except click.NoSuchOption as exc:
             # as with git's -C, the repository is named before the command, not after it
-            if exc.option_name in ("-C", "--repo") and ctx.invoked_subcommand:
-                exc.message += (f" -C/--repo goes before the command: andon -C PATH "
-                                f"{ctx.invoked_subcommand} ...")
-            raise
+            if exc.option_name not in ("-C", "--repo") or not ctx.invoked_subcommand:
+                raise
+            raise click.NoSuchOption(
+                exc.option_name, f"{exc.message} -C/--repo goes before the command: andon -C "
+                f"PATH {ctx.invoked_subcommand} ...", exc.possibilities, exc.ctx) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -38,6 +38,7 @@ from .. import forked, tempdir
 from ..config import Config
 from ..contain import forkpool
 from ..contain.channel import plan as plan_start
+from ..errors import InvalidArgument
 from ..runners.pytest import SuiteRun, harness_args, harness_env, resolved_command
 from .base import GateContext, fresh_clone, run_project_suite
 
@@ -120,7 +121,7 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
     Returns the runs made, by name.
 
     Raises RuntimeError (with the lane's traceback) when a lane process fails: a harness error,
-    never a verdict; ValueError when two lanes have a run of the same slot (and order), which
+    never a verdict; InvalidArgument when two lanes have a run of the same slot (and order), which
     would share one fork server's socket: the answer to one lane's request can be read by the
     other, and the first then waits out forkserver.ANSWER_TIMEOUT_S."""
     if len(lanes) == 1:
@@ -139,7 +140,8 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
     for i, (_, plan) in enumerate(lanes):
         for p in plan:
             if owner.setdefault((p.slot, p.seed is not None), i) != i:
-                raise ValueError(f"run {p.name!r} has slot {p.slot}, as a run of another lane")
+                raise InvalidArgument(f"run {p.name!r} has slot {p.slot}, as a run of another "
+                                      "lane")
     # outside every clone; named neutrally like the clones
     work = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     children: list[forked.Child] = []

@@ -323,3 +323,21 @@ def _first_changed_line(ctx: GateContext, base: str, head: str, path: str) -> in
 
 def _verb(status: str) -> str:
     return {"D": "deleted", "A": "added", "T": "type changed"}.get(status, "modified")
+
+
+def reached_outside(stage: str, changed: list[tuple[str, str]], moved: list[str]
+                    ) -> GateResult | None:
+    """The failing result (layer ``permission``) that ends an attempt whose ``stage`` agent
+    reached into the user's repository: watched files ``changed`` ((path, how) pairs:
+    ``outside-worktree``) or refs ``moved`` (``tamper``; already put back); None if neither."""
+    findings = [Finding("outside-worktree", f"{p} was {how} outside the worktree while "
+                        f"the {stage} agent ran", path=p) for p, how in changed]
+    findings += [Finding("tamper", f"ref {m} was moved, deleted or made by the {stage} "
+                         "agent (put back)", path=m) for m in moved]
+    what = ([f"changed {len(changed)} file(s) outside its worktree, in your checkout: "
+             + ", ".join(p for p, _ in changed)] if changed else []) \
+        + ([f"moved git refs it does not own: {', '.join(moved)} (put back)"] if moved else [])
+    if not findings:
+        return None
+    return GateResult(NAME, "fail", f"the {stage} agent " + "; ".join(what), "permission",
+                      findings)
