@@ -16,6 +16,7 @@ import pytest
 from helpers import (
     MUL_TEST,
     config_toml,
+    git,
     honest_mul,
     make_project,
     mul_packet,
@@ -276,6 +277,108 @@ def test_red_runs_in_a_clone_of_its_own_while_git_writes_the_worktree(tmp_path, 
         assert not any(c.is_relative_to(tmp_path / "wt") for c in cwds), cwds
         assert not seen["built"]
     assert seen["planted"] and seen["head"]
+
+
+def test_a_process_the_worktree_build_starts_during_a_red_run_is_not_swept_with_it(
+        tmp_path, monkeypatch):
+    """After each of its runs, red (made in this process at ``jobs = 1``) kills every child
+    of the process that started during the run: an agent's or a test's leftovers. The
+    worktree is written meanwhile; a process it starts during red-1 and that is still alive
+    when red-1 ends must survive, or the agent gets a half-written worktree. Here the build
+    starts ``head -c 1`` while red-1 runs; it copies the byte written once red-1 has ended
+    and swept."""
+    import os
+    import subprocess
+
+    from andon import worktrees
+    from andon.gates import base as gbase
+    from andon.runners import pytest as runners_pytest
+    go_r, go_w = os.pipe()      # red-1 runs: start the helper
+    up_r, up_w = os.pipe()      # the helper has started
+    end_r, end_w = os.pipe()    # red-1 has ended and swept: the helper may copy its byte
+    now = {"run": None}
+    real_suite, real_end = gbase.run_suite, runners_pytest.end_child
+    real_identity = worktrees._identity
+
+    def suite(*a, **k):
+        now["run"] = a[3]
+        return real_suite(*a, **k)
+
+    def end_child(proc, known, *a, **k):
+        if now["run"] != "red-1":
+            return real_end(proc, known, *a, **k)
+        now["run"] = None  # once
+        os.write(go_w, b"x")
+        os.read(up_r, 1)
+        try:
+            return real_end(proc, known, *a, **k)
+        finally:
+            os.write(end_w, b"x")
+
+    def identity(repo):  # in the process that writes the worktree
+        os.read(go_r, 1)
+        helper = subprocess.Popen(["head", "-c", "1"], stdin=end_r, stdout=subprocess.PIPE)
+        os.write(up_w, b"x")
+        if helper.communicate()[0] != b"x":
+            raise RuntimeError("the worktree's helper process was killed")
+        return real_identity(repo)
+    monkeypatch.setattr(gbase, "run_suite", suite)
+    monkeypatch.setattr(runners_pytest, "end_child", end_child)
+    monkeypatch.setattr(worktrees, "_identity", identity)
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=2, hermetic_runs=1,
+                                           hermetic_random_order=False,
+                                           add={"test": "jobs = 1"}))
+    try:
+        report = runner_for(root, honest_mul).run()
+    finally:
+        for fd in (go_r, go_w, up_r, up_w, end_r, end_w):
+            os.close(fd)
+    assert report.merged == ["P1"], report.message
+
+
+def test_red_is_recorded_when_the_worktree_cannot_be_made(tmp_path):
+    """The worktree fails (its branch exists already) while red ran beside it: red's result
+    and runs are in the store, then the harness error that says what failed."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=3, hermetic_runs=1,
+                                           hermetic_random_order=False))
+    git(root, "branch", "andon/P1/1")
+    calls = []
+    runner = runner_for(root, lambda ctx: calls.append(ctx) or "done")
+    runner.run()
+    assert calls == []
+    (attempt,) = runner.store.attempts("P1")
+    gates = runner.store.gate_results(attempt["id"])
+    assert [g["gate"] for g in gates] == ["red", "harness"], gates
+    assert gates[0]["status"] == "pass"
+    assert [r["name"] for r in gates[0]["evidence"]["runs"]] == ["red-1", "red-2", "red-3"]
+    assert "the worktree could not be made: " in gates[1]["summary"]
+    assert "andon/P1/1" in gates[1]["summary"]
+
+
+def test_a_cached_red_makes_no_clone(tmp_path, monkeypatch):
+    """Attempt 2 on the same base finds red in the results cache: no clone is made for it
+    (the clone red's runs would have used)."""
+    from andon.gates import red
+    clones = []
+    real = red.fresh_clone
+
+    def counting(repo, sha, label):
+        clones.append(label)
+        return real(repo, sha, label)
+    monkeypatch.setattr(red, "fresh_clone", counting)
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=config_toml(red_runs=3, hermetic_runs=1,
+                                           hermetic_random_order=False))
+    seen = []
+
+    def agent(ctx):
+        seen.append(len(clones))
+        return (wrong_mul if ctx.attempt == 1 else honest_mul)(ctx)
+    runner = runner_for(root, agent)
+    assert runner.run().merged == ["P1"]
+    assert seen == [1, 1]
 
 
 def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see(tmp_path):

@@ -139,8 +139,7 @@ class Attempt:
         if self.worktree.exists() or self.worktree.is_symlink():
             # left by an earlier repository at the same path (kept worktrees): not ours now
             self.repo.remove_worktree(self.worktree)
-        tip = self.row["candidate_sha"] if review_again else \
-            self.ctx.atdd_sha or self.ctx.plant_sha
+        tip = self.row["candidate_sha"] if review_again else self.ctx.atdd_sha or self.ctx.plant_sha
         make = partial(self.repo.add_worktree, self.worktree, self.row["branch"], tip,
                        self.config.andon.agent_history)
         with WorktreeBuild(make, self.ctx, beside_red=not review_again
@@ -375,8 +374,6 @@ class Attempt:
         in_worktree = runs and self.ctx.worktree_ready
         before = leftovers.untracked(self.repo, self.worktree) if in_worktree else set()
         result = judge(gate, self.ctx)
-        if self._worktree is not None:
-            self._worktree.wait()
         if in_worktree and (gone := leftovers.remove_added(self.repo, self.worktree, before)):
             result.details["removed_after_runs"] = gone  # not the agent's: leftovers.py
         # Code under test ran here: a file it left in the interpreter's site-packages would
@@ -388,7 +385,10 @@ class Attempt:
             if outside is not None:
                 outside.runs = result.runs
                 result = outside
-        return self._record(result, started, time.monotonic() - t0)
+        recorded = self._record(result, started, time.monotonic() - t0)
+        if self._worktree is not None:  # red's record first: kept if the worktree failed
+            self._worktree.wait()
+        return recorded
 
     def _env_changed(self, gate: str, when: str) -> GateResult | None:
         """A failing ``gate`` result with ``outside-worktree`` findings if the tests'

@@ -76,5 +76,7 @@ def red_key(ctx: GateContext, tests: list[str], runs: int) -> str | None:
     hidden = hashlib.sha256()
     for rel, (data, executable) in sorted(ctx.packet.hidden_blobs().items()):
         hidden.update(f"{rel}\0{int(executable)}\0{len(data)}\0".encode() + data)
+    # the packets folder: what the clash check (gates/clash.py), which a cached pass skips,
+    # leaves out of the suite
     return key("red", ctx.config, base, tree, hidden.hexdigest(), sorted(tests), runs,
-               ctx.env_digest)
+               ctx.env_digest, ctx.config.andon.packets_dir)

@@ -38,17 +38,30 @@ def run(ctx: GateContext) -> GateResult:
     cache (gates/cache.py ``red_key``) and a later attempt with the same key records the
     cached pass (``details["cached"]``) and runs nothing. A failure is never cached: it is
     run again, in case it was the machine's."""
+    tests = ctx.planted_tests()
+    n = ctx.config.gates.red_runs
+    # The cache before anything else: a pass was kept only when the clash check below had
+    # found nothing, and the key names every input of that check.
+    key = red_key(ctx, tests, n) if not ctx.atdd_just_ran and ctx.store is not None else None
+    if key and (hit := ctx.store.cached(key)) and hit["kind"] == NAME:
+        return GateResult(NAME, "pass", f"cached, no test run: {hit['data']['summary']} "
+                          f"(same base, planted and hidden files, test settings and "
+                          f"tests' environment; run "
+                          f"{hit['created_at'][:19]})",
+                          details={"red_ids": hit["data"]["red_ids"], "cached": True,
+                                   "cache_key": key})
     if ctx.worktree_ready:
-        return _run_in(ctx, ctx.worktree)
-    # no agent has run yet and git is still writing the worktree: a clone holds the same
+        return _run_in(ctx, ctx.worktree, tests, n, key)
+    # no agent has run yet and the worktree is still being written: a clone holds the same
     # commit (and, as the worktree, nothing else)
     with fresh_clone(ctx.repo, ctx.atdd_sha or ctx.plant_sha, f"red-{ctx.packet.id}") as here:
-        return _run_in(ctx, here)
+        return _run_in(ctx, here, tests, n, key)
 
 
-def _run_in(ctx: GateContext, home: Path) -> GateResult:
-    """The gate, its runs in ``home``: the worktree, or a clone of the commit red judges."""
-    tests = ctx.planted_tests()
+def _run_in(ctx: GateContext, home: Path, tests: list[str], n: int, key: str | None
+            ) -> GateResult:
+    """The gate's runs in ``home`` (the worktree, or a clone of the commit red judges); a
+    pass is kept under ``key`` (None: not cached)."""
     written_by_atdd: Sequence[str] = ctx.atdd_tests if ctx.atdd_just_ran else ()
     cacheable = not ctx.atdd_just_ran
     # before any run: a clash is not visible on the base (see clash.py)
@@ -57,15 +70,6 @@ def _run_in(ctx: GateContext, home: Path) -> GateResult:
         spec = not written_by_atdd or any(f.path not in written_by_atdd for f in found)
         return GateResult(NAME, "fail", found[0].message, "specification" if spec else "test",
                           found)
-    n = ctx.config.gates.red_runs
-    key = red_key(ctx, tests, n) if cacheable and ctx.store is not None else None
-    if key and (hit := ctx.store.cached(key)) and hit["kind"] == NAME:
-        return GateResult(NAME, "pass", f"cached, no test run: {hit['data']['summary']} "
-                          f"(same base, planted and hidden files, test settings and "
-                          f"tests' environment; run "
-                          f"{hit['created_at'][:19]})",
-                          details={"red_ids": hit["data"]["red_ids"], "cached": True,
-                                   "cache_key": key})
     runs = lanes.red_runs(ctx, home, tests, n, at_the_same_time=cacheable)
     for r in runs:
         if r.report_problem:
