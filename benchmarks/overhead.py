@@ -58,7 +58,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from andon import reaper, tempdir
+from andon import reaper, tempdir, worktree_build
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
 from andon.contain import envprint
@@ -217,6 +217,9 @@ class Meter:
         self.lags: list[float] = []
         self.deletions: list[float] = []  # seconds per tree deleted by andon.reaper's thread
         self.walks: list[float] = []  # seconds per fingerprint of the tests' environment
+        # seconds the attempt waited for its worktree after red (worktree_build.py: a forked
+        # process writes it beside red's runs, so its git is not in self.git)
+        self.worktree_waits: list[float] = []
         # every git process this interpreter started, through Repo._run or not (guard's
         # config reads, scope's cat-file --batch): one entry each
         self.git_procs: list[str] = []
@@ -268,6 +271,16 @@ class Meter:
                 meter.walks.append(time.perf_counter() - t0)
 
         self._patch(envprint, "fingerprint", fingerprint)
+        orig_worktree_wait = worktree_build.WorktreeBuild.wait
+
+        def worktree_wait(build):
+            t0 = time.perf_counter()
+            try:
+                return orig_worktree_wait(build)
+            finally:
+                meter.worktree_waits.append(time.perf_counter() - t0)
+
+        self._patch(worktree_build.WorktreeBuild, "wait", worktree_wait)
         self._patch(gbase, "run_suite", run_suite)
         orig_popen = subprocess.Popen.__init__
 
@@ -307,10 +320,10 @@ class Meter:
 
     def snapshot(self) -> tuple:
         return ({k: list(v) for k, v in self.git.items()}, len(self.suite_calls), len(self.lags),
-                len(self.walks), len(self.git_procs))
+                len(self.walks), len(self.git_procs), len(self.worktree_waits))
 
     def since(self, snap: tuple) -> dict:
-        git0, n_suite, n_lag, n_walk, n_procs = snap
+        git0, n_suite, n_lag, n_walk, n_procs, n_wait = snap
         git = {k: v[len(git0.get(k, [])):] for k, v in self.git.items()}
         git = {k: v for k, v in git.items() if v}
         calls = self.suite_calls[n_suite:]
@@ -320,7 +333,8 @@ class Meter:
                 "suite_calls": calls,
                 "suite_wrap_s": sum(wall - d for _, d, wall in calls),
                 "lag_s": sum(self.lags[n_lag:]),
-                "walk_s": sum(self.walks[n_walk:]), "walk_n": len(self.walks) - n_walk}
+                "walk_s": sum(self.walks[n_walk:]), "walk_n": len(self.walks) - n_walk,
+                "worktree_wait_s": sum(self.worktree_waits[n_wait:])}
 
 
 # -- the measurement ------------------------------------------------------------------------
@@ -564,8 +578,11 @@ def main() -> int:
     print(f"  agent                                           {agent_s:6.3f} s")
     print(f"  the tests' environment, fingerprinted           {walk_s:6.3f} s  ({walk_n:.0f} "
           f"walks of {env_entries:,} entries: {python}; contain/envprint.py)")
+    wt_s = mean([r["meter"]["worktree_wait_s"] for r in timed])
+    print(f"  waiting for the worktree after red              {wt_s:6.3f} s  (a forked process "
+          f"writes it while red runs: worktree_build.py; its git is not counted above)")
     print(f"  the rest (store, packets, prompt, Python)       "
-          f"{over - git_s - wrap_s - agent_s - walk_s:6.3f} s")
+          f"{over - git_s - wrap_s - agent_s - walk_s - wt_s:6.3f} s")
     if meter.deletions:
         print(f"  (not in the overhead: deleting the trees andon was done with took "
               f"{sum(meter.deletions) / max(1, len(rows)):.3f} s per packet in the "
