@@ -6,15 +6,19 @@ processes — after an agent stage it sweeps every leftover child of the process
 child needs nothing pickled (scripted agents are Python callables) and a child that crashes
 takes nothing else with it.
 
-The child: ignores SIGINT (Ctrl-C reaches the whole process group; the parent decides), asks
+The child: ignores SIGINT and leaves the parent's process group, so that a Ctrl-C at the
+terminal reaches neither it nor what it starts (the parent decides), asks
 the kernel to SIGKILL it when the parent dies (``PR_SET_PDEATHSIG``, Linux), becomes its own
 subreaper on demand (the flag is not inherited), runs ``fn()``, writes ``{"value": …}`` or
 ``{"error", "traceback"}`` as JSON to a pipe and leaves with ``os._exit`` (no parent clean-up
-runs twice). The caller must hold no SQLite connection across :func:`start` (close it before,
-reopen after): SQLite's locks must not cross a fork.
+runs twice). A child that uses the store must not inherit an open SQLite connection (close
+it before :func:`start`, reopen after): SQLite's locks must not cross a fork. One that never
+touches it (a test lane, the worktree's build) may: it leaves with ``os._exit``, which runs
+no finaliser, and fcntl locks are each process's own.
 
-Used by ``andon experiment run`` (experiments/pool.py) for its runs and by ``andon run
---workers`` (workers.py) for its attempts.
+Used by ``andon experiment run`` (experiments/pool.py) for its runs, by ``andon run
+--workers`` (workers.py) for its attempts, by gates/lanes.py for test lanes and by
+worktree_build.py for an attempt's worktree.
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ def start(fn: Callable[[], Any], close: Iterable[int] = ()) -> Child:
     code = 1  # the child: never returns, never runs the parent's clean-up
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
+        # out of the terminal's process group too: a Ctrl-C reaches every process of that
+        # group, and git (which sets its own handlers) would die of it mid-clone
+        os.setpgid(0, 0)
         os.close(r)
         for fd in close:
             with contextlib.suppress(OSError):

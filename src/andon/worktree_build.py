@@ -59,8 +59,8 @@ class WorktreeBuild:
         calls return at once."""
         if self._child is None:
             return
-        child, self._child = self._child, None
-        ended = forked.collect(child)
+        ended = forked.collect(self._child)
+        self._child = None  # only once collected: an interrupt above leaves it to __exit__
         if "error" in ended:
             raise WorktreeFailed(ended["error"], ended.get("traceback"))
         self.ctx.worktree_ready = True
@@ -71,7 +71,9 @@ class WorktreeBuild:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
-        # leaving on an error: the process is waited for, and the first error is the one told
+        # leaving on an error (an interrupt in wait() too): the process is waited for before
+        # anyone removes the worktree (killed, its git would write on into the path), and the
+        # first error is the one told
         if self._child is not None:
             forked.collect(self._child)
             self._child = None
