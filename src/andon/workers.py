@@ -25,7 +25,8 @@ recorded. Merges are serialised by the lock in merge.py (an flock on
 runs the suite on the exact merged commit first, so the integration branch is green at
 every commit.
 
-Ctrl-C (SIGINT) once: no new claims, the running attempts finish (workers ignore SIGINT);
+Ctrl-C (SIGINT) once: no new claims, the running attempts finish (workers ignore SIGINT and
+lead process groups of their own: forked.py);
 twice: the workers are killed, their attempts marked ``interrupted`` (packets ``ready``), a
 merge under way left to the next run's recovery, and ``KeyboardInterrupt`` goes up.
 """
