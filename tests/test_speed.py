@@ -42,10 +42,19 @@ def wrong_mul(ctx) -> str:
     return "done"
 
 
-def test_a_retry_on_the_same_base_repeats_no_red_run(tmp_path):
+def test_a_retry_on_the_same_base_repeats_no_red_run(tmp_path, monkeypatch):
     """Attempt 1 (wrong mul) runs red twice and fails in the suite; attempt 2 on the same
     base records red as cached and starts no pytest before its agent: the planted module was
-    imported exactly as often when attempt 2's agent started as when attempt 1 ended."""
+    imported exactly as often when attempt 2's agent started as when attempt 1 ended. Nor
+    does it make a clone for red's runs (attempt 1 made one, beside its worktree)."""
+    from andon.gates import red
+    clones = []
+    real_clone = red.fresh_clone
+
+    def counting_clone(repo, sha, label):
+        clones.append(label)
+        return real_clone(repo, sha, label)
+    monkeypatch.setattr(red, "fresh_clone", counting_clone)
     counter = tmp_path / "imports.txt"
     md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", allowed_paths=["src/calc/**"])
     root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py":
@@ -55,7 +64,7 @@ def test_a_retry_on_the_same_base_repeats_no_red_run(tmp_path):
     seen = []
 
     def agent(ctx):
-        seen.append(count(counter))
+        seen.append((count(counter), len(clones)))
         return (wrong_mul if ctx.attempt == 1 else honest_mul)(ctx)
 
     runner = runner_for(root, agent)
@@ -70,8 +79,8 @@ def test_a_retry_on_the_same_base_repeats_no_red_run(tmp_path):
     assert red2["evidence"]["red_ids"] == red1["evidence"]["red_ids"]
     # attempt 1: 2 red runs before its agent; then the suite gate's plain-first run and, the
     # planted test failing there, the same selection under the usual profile (2): attempt 2's
-    # agent starts with no run in between
-    assert seen == [2, 4]
+    # agent starts with no run in between (and no clone)
+    assert seen == [(2, 1), (4, 1)]
 
 
 def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_path):
@@ -355,30 +364,6 @@ def test_red_is_recorded_when_the_worktree_cannot_be_made(tmp_path):
     assert [r["name"] for r in gates[0]["evidence"]["runs"]] == ["red-1", "red-2", "red-3"]
     assert "the worktree could not be made: " in gates[1]["summary"]
     assert "andon/P1/1" in gates[1]["summary"]
-
-
-def test_a_cached_red_makes_no_clone(tmp_path, monkeypatch):
-    """Attempt 2 on the same base finds red in the results cache: no clone is made for it
-    (the clone red's runs would have used)."""
-    from andon.gates import red
-    clones = []
-    real = red.fresh_clone
-
-    def counting(repo, sha, label):
-        clones.append(label)
-        return real(repo, sha, label)
-    monkeypatch.setattr(red, "fresh_clone", counting)
-    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
-                        config=config_toml(red_runs=3, hermetic_runs=1,
-                                           hermetic_random_order=False))
-    seen = []
-
-    def agent(ctx):
-        seen.append(len(clones))
-        return (wrong_mul if ctx.attempt == 1 else honest_mul)(ctx)
-    runner = runner_for(root, agent)
-    assert runner.run().merged == ["P1"]
-    assert seen == [1, 1]
 
 
 def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see(tmp_path):
