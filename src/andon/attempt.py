@@ -93,7 +93,7 @@ class Attempt:
         self.prompt_dir = repo.root / config.agent.prompt_dir if config.agent.prompt_dir else None
         self.implement_template = (repo.root / config.agent.prompt_template
                                    if config.agent.prompt_template else None)
-        self._worktree: WorktreeBuild | None = None  # set by run()
+        self._worktree: WorktreeBuild  # set by run(), around every gate and stage
 
     # -- the flow -----------------------------------------------------------------------
 
@@ -254,7 +254,7 @@ class Attempt:
             reaper.discard(stage_dir)
 
     def _run_agent(self, stage: str, prompt: str, prompt_file: Path, ev: Path, extra: dict):
-        self._worktree.wait()  # type: ignore[union-attr]  # red ran first, beside it
+        self._worktree.wait()  # red ran first, beside it
         agent = self.agent_for(stage)
         stop = budget.check(self.store, self.config.budgets, self.row, self.run_started, True)
         if stop is not None:
@@ -386,8 +386,7 @@ class Attempt:
                 outside.runs = result.runs
                 result = outside
         recorded = self._record(result, started, time.monotonic() - t0)
-        if self._worktree is not None:  # red's record first: kept if the worktree failed
-            self._worktree.wait()
+        self._worktree.wait()  # after red's record: kept if the worktree failed
         return recorded
 
     def _env_changed(self, gate: str, when: str) -> GateResult | None:
