@@ -422,6 +422,10 @@ def test_status_board_counts_skipped_gates_apart_and_explains_unknown_cost(merge
     assert "cost ? · <1 s" in row and "$?" not in row and " 0 s" not in row, row
     legend = [ln for ln in lines if ln.startswith("cost ?")]
     assert legend and "reported no usage" in " ".join(" ".join(lines).split()), r.stdout
+    # the gates column's marks are read in words under the table (newcomer pass)
+    text = " ".join(" ".join(lines).split())
+    assert "6 ✓ = six passed · 3 – = three skipped, which checked nothing" in text, r.stdout
+    assert "4 suites 1 s = its runs of the whole suite and their time" in text, r.stdout
 
 
 @pytest.mark.parametrize("columns", [50, 60, 71])
@@ -563,6 +567,25 @@ def test_the_board_shows_the_cause_of_a_repeated_failure_first(tmp_path):
     cell = " ".join(ln.split("│")[-2].strip() for ln in out.splitlines() if ln.count("│") > 6)
     assert cell.startswith("same failure twice: the agent changed nothing"), out
     assert "fingerprint" not in cell, out
+
+
+def test_the_board_cuts_a_long_name_with_an_ellipsis_and_never_folds_it(tmp_path):
+    """A block reason naming a test id wider than the result column: at 80 columns the cell
+    folded it into pieces ("tests.test_parenth" / "eses::test_parenth" / ...) that read as
+    other names (newcomer pass). A word is now whole, or cut once with "…"."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=2)})
+    wrong = "printf '\\n\\ndef mul(a, b):\\n    return a + b\\n' >> src/calc/ops.py"
+    assert andon(root, "run", "--agent", "command", "--command", wrong).returncode == 1
+    reason = json.loads(andon(root, "status", "--json").stdout)["packets"][0][
+        "last_attempt"]["reason"]
+    out = andon(root, "status", env={"COLUMNS": "80"}).stdout
+    cell = [ln.split("│")[-2].strip() for ln in out.splitlines() if ln.count("│") > 6]
+    words = set(reason.replace("same failure as attempt", "same failure twice:").split())
+    width = max(len(ln) for ln in cell)
+    assert any(len(w) > width for w in words), (reason, out)  # a name wider than the column
+    for piece in " ".join(cell).split():
+        assert piece in words or (piece.endswith("…") and any(
+            w.startswith(piece[:-1]) for w in words)) or piece == "…", (piece, out)
 
 
 def test_check_with_no_packets_says_there_are_none_yet(tmp_path):

@@ -27,6 +27,10 @@ GATE_SHORT = {"hermetic": "herm", "preflight": "pre"}
 _SAME_FAILURE = re.compile(r"^same failure as attempt \d+ \(fingerprint \w+\): no new "
                            r"evidence — ")
 # what the result says of a packet taken off the queue, and of a file no run has reached
+# the gates column, read once: its marks are not colours alone (a log or a pipe loses them)
+GATES_LEGEND = ("gates (the last attempt's): 6 ✓ = six passed · 3 – = three skipped, which "
+                "checked nothing · scope ✗ = the first that failed (! = it could not run) · "
+                "4 suites 1 s = its runs of the whole suite and their time")
 REMOVED_RESULT = "packet file removed: not run again (its history stays in the store)"
 NOT_RUN_RESULT = "not run yet"
 
@@ -147,11 +151,14 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
         else:
             caption = ("nothing ran yet: the packets are read from their files; `andon run` "
                        "starts them\n" + caption)
+    shown = [_row(r, held.get(r["id"], "")) for r in rows]
+    if any(r.gates for r in shown):
+        caption += f"\n{GATES_LEGEND}"
     if any(r["usage"]["runs"] and r["usage"]["cost_usd"] is None for r in rows):
         caption += ("\ncost ? = the agent reported no usage (no tokens, no cost); "
                     "see `andon show`")
     return Board(f"andon board — integration branch {config.andon.integration_branch}",
-                 [_row(r, held.get(r["id"], "")) for r in rows], caption, bool(workers))
+                 shown, caption, bool(workers))
 
 
 @dataclass(frozen=True)
@@ -191,7 +198,9 @@ class Board:
             table.add_column("tries", justify="right")
             table.add_column("gates", no_wrap=True)
             table.add_column("agents", no_wrap=True)
-        table.add_column("result", overflow="fold", ratio=1)
+        # a word wider than the column (a test id, a path) is cut with "…", never folded into
+        # pieces that read as other names: the full reason is in `andon show`
+        table.add_column("result", overflow="ellipsis", ratio=1)
         if self.workers:
             table.add_column("worker", no_wrap=True)
         for r in self.rows:
