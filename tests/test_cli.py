@@ -788,6 +788,10 @@ def test_demo_runs_every_outcome_as_expected(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr
     assert "every outcome as expected" in r.stdout
     assert "UNEXPECTED" not in r.stdout
+    # what to do next is said, not left to guess (newcomer pass): the scripted agents end
+    # with the demo, the halted queue goes on with the reader's own agent
+    demo = tmp_path / "demo"
+    assert f"-C {demo} unblock B07" in r.stdout and f"-C {demo} run --agent " in r.stdout
 
 
 def test_an_uncommitted_relative_agent_script_is_refused_before_anything_runs(tmp_path):

@@ -180,8 +180,12 @@ def _run(out: Console, root: Path, runner: Runner, approve: bool = True) -> int:
               f"                {a} show B03   (the tampered planted test)\n"
               f"                {a} show B04   (the forbidden path)\n"
               f"                {a} show B05   (the reviewer's verdicts)\n"
-              f"                {a} show B07   (why the line halted)", markup=False,
-              soft_wrap=True)
+              f"                {a} show B07   (why the line halted)\n"
+              # the scripted agents live only in this command: the rest of the queue is
+              # for an agent of the reader's own
+              f"go on:          {a} unblock B07\n"
+              f"                {a} run --agent claude-code   (B07 and B08 with your agent; "
+              "`andon run --help` lists the others)", markup=False, soft_wrap=True)
     out.print("[green]demo: every outcome as expected[/]" if ok else
               "[red]demo: some outcomes were not as expected[/]")
     return 0 if ok else 1
