@@ -657,6 +657,10 @@ def test_show_names_the_gates_and_the_merge_commit(merged):
     head = git(root, "rev-parse", "andon/integration").strip()
     assert f"merged as {head}" in r.stdout
     assert "src/calc/ops.py" in r.stdout  # the diff stat
+    # the suite run's "exit 1" under a passing gate says why, and that the count moves
+    text = " ".join(r.stdout.split())
+    assert re.search(r"run suite: exit 1, .* \(\d canary test\(s\) fail on purpose, a "
+                     r"number drawn for each run: docs/gates.md\)", text), r.stdout
 
 
 def test_show_json_has_attempts_with_gates_and_evidence(merged):

@@ -122,7 +122,10 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                 # without this, "exit 1" under a passing gate reads as a failure andon ignored
                 planted = sum(v == "failed" for v in (integ.get("canaries") or {}).values())
                 if planted:
-                    chan += f" ({planted} canary test(s) fail on purpose: docs/gates.md)"
+                    # how many is drawn per run (docs/gates.md): a count that moves between
+                    # runs is not a sign of anything
+                    chan += (f" ({planted} canary test(s) fail on purpose, a number drawn "
+                             "for each run: docs/gates.md)")
                 log = _at(r.get("log_path"), away)
                 out.print(f"      run {visible(r.get('name'))}: exit {r.get('exit_status')}, "
                           f"{r.get('duration_s', 0):.1f} s, log {log}{chan}",
