@@ -13,6 +13,7 @@ work), and the CPU the run used against what the machine had (cores × wall seco
 
     benchmarks/suite_cpu.py                 # the whole suite (as scripts/test runs it)
     benchmarks/suite_cpu.py tests/redteam   # any pytest arguments
+    SUITE_CPU_ROWS=rows.jsonl benchmarks/suite_cpu.py   # every test's figures kept there too
 
 Exits with pytest's status (1 as well when no test ran)."""
 
@@ -78,6 +79,8 @@ def main(args: list[str]) -> int:
                for p in out.glob("*.jsonl")}
     shutil.rmtree(out)
     rows = [r for w in workers.values() for r in w]
+    if keep := os.environ.get("SUITE_CPU_ROWS"):
+        Path(keep).write_text("".join(json.dumps(r) + "\n" for r in rows))
     if not rows:
         print(f"no test ran (pytest exit status {status})", file=sys.stderr)
         return status or 1
