@@ -547,8 +547,14 @@ def main() -> int:
     mismatch = [r["id"] for r in timed if abs(r["suites"] - r["suites_store"]) > 0.01
                 and "preflight" not in r["runs"]]
     if mismatch:
-        print(f"note: suite time seen in-process differs from the store's evidence for "
-              f"{', '.join(mismatch)}")
+        # a check of this script's meter, not of andon: the overhead column subtracts the
+        # runs this process saw; a run it did not see (made in a forked lane) is in the store
+        diffs = ", ".join(f"{r['id']} {r['suites_store'] - r['suites']:+.2f} s" for r in timed
+                          if r["id"] in mismatch)
+        print(f"note: the store's runs (their duration_s) minus the suite seconds seen in this "
+              f"process, which the overhead column subtracts: {diffs}. A positive difference is "
+              f"run time counted as overhead above, a negative one runs this process saw that "
+              f"no gate's evidence holds")
     else:
         print("(suite times above agree with the duration_s of the runs in the store's gate "
               "evidence)")
