@@ -9,6 +9,7 @@ runs are counted by the tests themselves: a planted module appends a line to a c
 from __future__ import annotations
 
 import shutil
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -368,7 +369,8 @@ def test_red_is_recorded_when_the_worktree_cannot_be_made(tmp_path):
 
 def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see(tmp_path):
     """``uv run pytest``, ``tox``, a script: the environment andon could fingerprint would be
-    its own interpreter's, not the tests'. No key, so no preflight or red result is kept."""
+    its own interpreter's, not the tests'. No environment key: a preflight's key names the
+    run (each Baseline is one run's), so no other run reads what it kept."""
     from andon.baseline import Baseline
     from andon.config import load_config
     from andon.state import open_store
@@ -382,10 +384,14 @@ def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see
         cfg.test.command = command
         return Baseline(repo, cfg, open_store(repo), "refs/heads/andon/integration",
                         tmp_path / "ev", lambda s: None)
-    assert baseline(["python", "-m", "pytest"]).key(tree) is not None
+    plain = baseline(["python", "-m", "pytest"])
+    assert plain.key(tree) == baseline(["python", "-m", "pytest"]).key(tree)  # any run's
+    assert plain.key(tree).startswith("preflight:")
     for wrapper in (["uv", "run", "pytest"], ["tox", "-e", "py"], ["./run-tests.sh"]):
-        assert baseline(wrapper).key(tree) is None
-        assert baseline(wrapper).digest() is None
+        one, other = baseline(wrapper), baseline(wrapper)
+        assert one.digest() is None
+        assert one.key(tree).startswith(f"preflight-run:{one.run_scope}:")
+        assert one.key(tree) != other.key(tree)  # another run's
 
 
 def test_a_wrapper_test_command_preflights_once_per_run_not_once_per_attempt(tmp_path):
@@ -403,12 +409,58 @@ def test_a_wrapper_test_command_preflights_once_per_run_not_once_per_attempt(tmp
         root = make_project(tmp_path / f"repo{workers}", {"P1": mul_packet("P1"),
                                                           "P2": mul_packet("P2")},
                             config=config)
-        said: list[str] = []
-        runner = runner_for(root, honest_mul, echo=said.append)
+        runner = runner_for(root, honest_mul)
         runner.workers = workers
         runner.run()
-        preflights = [s for s in said if s.startswith("preflight: running")]
-        assert len(preflights) == 1, (workers, said)
+        # counted by their evidence (_preflight/<tree>): a worker's lines are its own
+        preflights = list((runner.evidence_root / "_preflight").iterdir())
+        assert len(preflights) == 1, (workers, preflights)
+
+
+SQUARE_TEST = "from calc.sq import square\n\n\ndef test_square():\n    assert square(3) == 9\n"
+
+
+def test_a_wrapper_test_command_preflights_no_head_a_worker_merged(tmp_path):
+    """With a test command whose interpreter andon cannot see, what passes on a tree is kept
+    by the run itself, not the store. A worker process's merge told only that process, so
+    the next attempt forked from the dispatcher, starting on the head that merge made, ran
+    the whole suite again as a preflight: one more full-suite run per merge with
+    ``--workers``. The worker now hands what it learnt back with its result."""
+    import stat
+    wrapper = tmp_path / "run-tests.sh"
+    wrapper.write_text(f'#!/bin/sh\nexec {project_test_command()[0]} -m pytest "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         test_command=[str(wrapper)])
+    square = packet_md("P2", "square", "calc.sq.square squares.", requires=["P1"],
+                       allowed_paths=["src/calc/**"])
+
+    def by_packet(ctx) -> str:
+        if ctx.packet.id == "P1":
+            return honest_mul(ctx)
+        write(ctx, "src/calc/sq.py", "def square(x):\n    return x * x\n")
+        return "done"
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"),
+                                            "P2": (square, {"tests/test_sq_p2.py": SQUARE_TEST})},
+                        config=config)
+    said: list[str] = []
+    runner = runner_for(root, by_packet, echo=said.append)
+    runner.workers = 2
+    report = runner.run()
+    assert sorted(report.merged) == ["P1", "P2"], said
+    # each preflight keeps its evidence under _preflight/<tree> (a worker's lines are its own)
+    preflights = sorted(p.name for p in (runner.evidence_root / "_preflight").iterdir())
+    assert len(preflights) == 1, preflights  # P2 started on P1's merge, known from its worker
+    # what held for that run is gone with it: nothing in the store, and the next run (its
+    # head P2's merge, which that run knew passing) preflights again
+    db = sqlite3.connect(root / ".andon" / "andon.db")
+    left = db.execute("SELECT count(*) FROM results_cache WHERE key LIKE 'preflight-run:%'")
+    assert left.fetchone()[0] == 0
+    db.close()
+    said: list[str] = []
+    runner_for(root, by_packet, echo=said.append).run()
+    assert any("preflight: running" in s for s in said), said
+    assert len(list((runner.evidence_root / "_preflight").iterdir())) == 2
 
 
 class _Stop(Exception):

@@ -112,6 +112,16 @@ def test_every_record_reads_back_the_same(store_target):
     assert s.cached("nope") is None
     s.set_baseline("b", {"t::a", "t::b"}, {})
     assert s.baseline("b") == {"t::a", "t::b"} and s.baseline("k") is None
+    # a run's own keys go at its end, by their prefix, and nothing else does ("_" and "%"
+    # are no wildcards here)
+    for k in ("preflight-run:ab12:1", "preflight-run:ab12:2", "preflight-run:ab13:1",
+              "preflight-run:a_12:1"):
+        s.set_baseline(k, {"t::a"}, {})
+    s.drop_cached("preflight-run:ab12:")
+    assert s.baseline("preflight-run:ab12:1") is None and s.baseline("preflight-run:ab12:2") is None
+    assert s.baseline("preflight-run:ab13:1") == {"t::a"} and s.baseline("b") == {"t::a", "t::b"}
+    s.drop_cached("preflight-run:a%")
+    assert s.baseline("preflight-run:a_12:1") == {"t::a"}
     s.event("note", "P1", a["id"], {"x": [1, 2]})
     assert s.events("P1", "note")[0]["data"] == {"x": [1, 2]}
     assert [p["id"] for p in s.packets()] == ["P1"]

@@ -7,21 +7,25 @@ base branch's). :meth:`Baseline.preflight` runs the whole suite there once per t
 and said so). :meth:`Baseline.passing` gives the test ids that pass on a tree, the
 PASS_TO_PASS set an attempt is held to. Every key names the tests' interpreter's
 environment as this process found it (:meth:`Baseline.watch`): a package upgraded there
-since a tree passed makes its preflight run again.
+since a tree passed makes its preflight run again. With no environment to name (a wrapper
+test command), a key names the run instead (``run_baseline_key``): what a run found holds
+for that run, in every worker process of it, and is dropped when it ends.
 """
 
 from __future__ import annotations
 
+import contextlib
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 
 from .config import CONFIG_NAME, Config
 from .contain import envprint
 from .contain.interpreter import python_of
-from .errors import ConfigError, UsageError
+from .errors import ConfigError, StoreError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
-from .gates.cache import baseline_key
+from .gates.cache import baseline_key, run_baseline_key, run_scope_prefix
 from .store import StoreProtocol
 from .workspace import Repo
 
@@ -40,9 +44,11 @@ class Baseline:
         # once its own watch is taken (after a preflight that ran code)
         self.env: envprint.Watch | None = None
         self._no_env = False
-        # tree → ids that passed, found by this process: what holds when there is no key
-        # (within a run, the run's own walk watches the environment)
-        self.seen: dict[str, set[str]] = {}
+        # without an environment digest (a wrapper test command) what passes on a tree holds
+        # for one run only (its own walk watches the environment): kept in the store under
+        # keys that name this token, so that the run's worker processes share it (a worker
+        # copies it), and dropped when the run ends (forget_run)
+        self.run_scope = secrets.token_hex(16)
 
     def watch(self) -> envprint.Watch | None:
         """The fingerprint of the tests' interpreter's environment (contain/envprint.py)
@@ -72,16 +78,24 @@ class Baseline:
         env = self.watch()
         return env.digest if env is not None else None
 
-    def key(self, tree: str) -> str | None:
-        """The preflight baseline's key for ``tree`` (None: no environment, no cache)."""
+    def key(self, tree: str) -> str:
+        """The preflight baseline's key for ``tree``: in this environment, or, with no
+        digest, for this run only (:attr:`run_scope`)."""
         digest = self.digest()
-        return baseline_key(self.config, tree, digest) if digest is not None else None
+        return (baseline_key(self.config, tree, digest) if digest is not None
+                else run_baseline_key(self.config, tree, self.run_scope))
 
     def known(self, tree: str) -> set[str] | None:
-        """The cached ids that pass on ``tree`` in this environment, or None; with no key,
-        what this process found (:attr:`seen`)."""
-        key = self.key(tree)
-        return self.store.baseline(key) if key is not None else self.seen.get(tree)
+        """The cached ids that pass on ``tree`` in this environment (with no digest: found
+        earlier in this run), or None."""
+        return self.store.baseline(self.key(tree))
+
+    def forget_run(self) -> None:
+        """Drop what was kept for this run only, at its end: no other run reads it. A store
+        that cannot be reached keeps those rows, which nothing reads again (no error: the
+        run's own outcome is what its caller is reporting)."""
+        with contextlib.suppress(StoreError):
+            self.store.drop_cached(run_scope_prefix(self.run_scope))
 
     def remember(self, tree: str, passed: set[str], evidence: dict,
                  ran_in: str | None = "") -> None:
@@ -92,9 +106,7 @@ class Baseline:
         if not passed or (ran_in != "" and ran_in != self.digest()):
             return
         key = self.key(tree)
-        if key is None:
-            self.seen.setdefault(tree, set(passed))
-        elif self.store.baseline(key) is None:
+        if self.store.baseline(key) is None:
             self.store.set_baseline(key, passed, evidence)
 
     def head(self) -> str:
@@ -106,11 +118,12 @@ class Baseline:
         tree = self.repo.resolve(f"{sha}^{{tree}}")
         # the tree, the test settings, the tests' environment, andon's version
         key = self.key(tree)
-        if key is not None and self.store.baseline(key) is not None:
+        if self.store.baseline(key) is not None:
             # said, as red says its cache: silence read as "the preflight was skipped"
+            when = ("in this environment" if self.digest() is not None
+                    else "earlier in this run")
             self.echo(f"preflight: pass: cached, no test run: the tree of "
-                      f"{self.config.andon.integration_branch} ({sha[:10]}) passed before, "
-                      "in this environment")
+                      f"{self.config.andon.integration_branch} ({sha[:10]}) passed {when}")
             return GateResult("preflight", "pass", f"cached for tree {tree[:10]}",
                               details={"cached": True})
         self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
@@ -119,10 +132,8 @@ class Baseline:
         ev.mkdir(parents=True, exist_ok=True)
         result = preflight.run(self.repo, self.config, sha, ev, self.digest())
         self.echo(f"preflight: {result.status}: {result.summary}")
-        if result.status == "pass" and key is not None:
+        if result.status == "pass":
             self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())
-        elif result.status == "pass":
-            self.seen[tree] = set(result.details["passed_ids"])
         return result
 
     def passing(self, tree: str) -> set[str]:

@@ -181,6 +181,7 @@ class Runner:
                 if self._attempt(packet) == "done":
                     report.merged.append(packet.id)
         finally:
+            self.baseline.forget_run()
             for left in reaper.drain():  # the trees this run discarded, deleted by now
                 self.echo(f"note: andon could not delete {left}")
             lock.close()
@@ -350,7 +351,10 @@ class Runner:
                 self.repo.root / self.config.andon.packets_dir, self.repo.root, True)}
             self.store.transition(packet_id, "merging", "approved", a["id"], {"by": who})
             red = outcome.red_ids(self.store, a["id"])
-            return self._merge(self.packets[packet_id], self.store.attempt(a["id"]), red)
+            try:
+                return self._merge(self.packets[packet_id], self.store.attempt(a["id"]), red)
+            finally:
+                self.baseline.forget_run()
 
     def reject(self, packet_id: str, who: str, why: str) -> str:
         """A person rejects a packet in ``awaiting_human``: back to ``needs_work`` with the

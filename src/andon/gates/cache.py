@@ -12,7 +12,8 @@ else — the agent, the packet's prose, the time of day — is left out on purpo
 change what a test run on that tree reports.
 
 - ``baseline_key(config, tree, env)``: the preflight's passed ids for a tree (also stored
-  after a merge, from the hermetic runs of the merged tree).
+  after a merge, from the hermetic runs of the merged tree); ``run_baseline_key(config,
+  tree, scope)`` the same for one run when the environment has no digest.
 - ``red_key(ctx, tests, runs)``: red's outcome on the commit it ran on (base tree + planted
   bytes = the plant commit's tree; the atdd commit's tree when there is one), the packet's
   hidden bytes, the test files judged and ``red_runs``, in the environment
@@ -63,6 +64,18 @@ def baseline_key(config: Config, tree: str, env: str) -> str:
     """The preflight baseline's key: ``tree`` (a tree sha) tested in the environment whose
     fingerprint digest is ``env``."""
     return key("preflight", config, tree, env)
+
+
+def run_scope_prefix(scope: str) -> str:
+    """What every key of :func:`run_baseline_key` for the run ``scope`` starts with."""
+    return f"preflight-run:{scope}:"
+
+
+def run_baseline_key(config: Config, tree: str, scope: str) -> str:
+    """The preflight baseline's key for ``tree`` when the environment has no digest (a
+    wrapper test command): good for one run only, ``scope`` (a random token the run's
+    worker processes share), and dropped with the rest of that run's when it ends."""
+    return key(run_scope_prefix(scope)[:-1], config, tree)
 
 
 def red_key(ctx: GateContext, tests: list[str], runs: int) -> str | None:

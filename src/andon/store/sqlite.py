@@ -360,6 +360,13 @@ class Store(Claims, DashboardReads, ExperimentRows):
                        " evidence = excluded.evidence, created_at = excluded.created_at",
                        (key, kind, json.dumps(data), json.dumps(evidence), now()))
 
+    def drop_cached(self, prefix: str) -> None:
+        """Remove every cached result whose key starts with ``prefix`` (a run's own keys,
+        gates/cache.py ``run_scope_prefix``); none is no error."""
+        with self.tx() as db:
+            db.execute("DELETE FROM results_cache WHERE substr(key, 1, ?) = ?",
+                       (len(prefix), prefix))
+
     def baseline(self, key: str) -> set[str] | None:
         """Test ids that passed in a full-suite run the harness made of the tree ``key``
         names (gates/cache.py ``baseline_key``), or None."""
