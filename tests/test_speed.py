@@ -394,6 +394,35 @@ def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see
         assert one.key(tree) != other.key(tree)  # another run's
 
 
+@pytest.mark.parametrize("wrapper", [False, True], ids=["interpreter", "wrapper"])
+def test_what_passes_on_a_base_that_is_no_longer_the_head_is_that_bases_own(tmp_path, wrapper):
+    """A retry keeps its first attempt's base; when the branch moved since and nothing is
+    known of that base's tree (a new run with a wrapper command, an upgraded environment),
+    its PASS_TO_PASS set came from a preflight of the *head*, and so was empty: an attempt
+    that broke an existing test was held to nothing. The base itself is preflighted now."""
+    import stat
+
+    from andon.baseline import Baseline
+    from andon.config import load_config
+    from andon.state import open_store
+    from andon.workspace import Repo
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    old_base = git(root, "rev-parse", "HEAD").strip()
+    (root / "tests" / "test_more.py").write_text("def test_more():\n    assert True\n")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "the branch moves on")
+    repo, config = Repo(root), load_config(root)
+    if wrapper:
+        script = tmp_path / "run-tests.sh"
+        script.write_text(f'#!/bin/sh\nexec {project_test_command()[0]} -m pytest "$@"\n')
+        script.chmod(script.stat().st_mode | stat.S_IEXEC)
+        config.test.command = [str(script)]
+    baseline = Baseline(repo, config, open_store(repo), "HEAD", tmp_path / "ev", lambda s: None)
+    passing = baseline.passing(old_base)
+    assert {"tests.test_ops::test_add", "tests.test_ops::test_div"} <= passing, passing
+    assert not any("test_more" in t for t in passing)  # the head's own test is not the base's
+
+
 def test_a_wrapper_test_command_preflights_once_per_run_not_once_per_attempt(tmp_path):
     """Nothing is kept across runs for a test command whose interpreter andon cannot see,
     but within one run what the preflight found holds (the run's own walk watches the

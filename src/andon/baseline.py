@@ -136,19 +136,23 @@ class Baseline:
             self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())
         return result
 
-    def passing(self, tree: str) -> set[str]:
-        """The test ids that pass on ``tree`` (from the store; else a preflight of the
-        integration branch's head).
+    def passing(self, sha: str) -> set[str]:
+        """The test ids that pass on commit ``sha``'s tree (from the store; else a preflight
+        of that commit: an attempt's base, a moved head a merge lands on).
 
         Raises:
-            UsageError: the integration branch no longer passes its suite.
+            UsageError: that commit no longer passes its own suite.
         """
+        tree = self.repo.resolve(f"{sha}^{{tree}}")
         known = self.known(tree)
         if known is None:
-            sha = self.repo.resolve(self.ref)
-            if self.preflight(sha).status != "pass":
-                raise UsageError("the integration branch no longer passes its suite")
-            known = self.known(tree) or set()
+            # that commit itself, not the branch's head: a retry keeps the base of its
+            # first attempt, and the head's tree would leave this one's unknown (none held)
+            result = self.preflight(sha)
+            if result.status != "pass":
+                raise UsageError(f"{sha[:10]} no longer passes its own suite: "
+                                 f"{result.summary}")
+            known = set(result.details.get("passed_ids") or ()) or self.known(tree) or set()
         return known
 
 

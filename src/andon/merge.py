@@ -42,8 +42,8 @@ def merge_attempt(repo: Repo, config: Config, packet: Packet, attempt: dict,
                   passed: Sequence[str] = ()) -> MergeOutcome:
     """Merge ``attempt`` (a store row with base/candidate shas) and return what happened.
 
-    ``baseline_of(tree_sha) -> set[str]`` gives PASS_TO_PASS ids for a tree; ``passed`` names
-    the gates and reviews the attempt passed, for the commit message. Returns
+    ``baseline_of(commit_sha) -> set[str]`` gives PASS_TO_PASS ids for a commit's tree;
+    ``passed`` names the gates and reviews the attempt passed, for the commit message. Returns
     ``merged_sha=None`` with a failing ``check`` when the merged result is not green or
     conflicts. Never moves a ref unless the merged commit is known to pass.
     """
@@ -155,8 +155,7 @@ def _check_merged(repo: Repo, config: Config, packet: Packet, commit: str, onto:
             r = run_project_suite(config, cwd, evidence_dir, "merge-check")
     finally:
         repo.git("update-ref", "-d", tmp_ref)
-    onto_tree = repo.rev_parse(f"{onto}^{{tree}}")
-    findings = judge(r, planted_tests(packet), red_ids, baseline_of(onto_tree))
+    findings = judge(r, planted_tests(packet), red_ids, baseline_of(onto))
     if findings:
         return GateResult("merge", "fail", summarise(findings, "merged onto the moved "
                           "integration branch"), "code", findings, [r]), set()

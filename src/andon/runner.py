@@ -305,7 +305,7 @@ class Runner:
             result = Attempt(
                 self.repo, self.config, self.store, packet, a,
                 lambda stage: self.agent_for(packet, stage),
-                self.baseline.passing(self.repo.resolve(f"{base}^{{tree}}")),
+                self.baseline.passing(base),
                 retry.previous_failure(self.store, packet.id, self.packets.get(packet.id)),
                 wt, ev,
                 lambda g: self.echo(f"  {g.gate}: {g.status}: {g.summary}"),
