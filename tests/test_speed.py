@@ -423,44 +423,61 @@ def test_what_passes_on_a_base_that_is_no_longer_the_head_is_that_bases_own(tmp_
     assert not any("test_more" in t for t in passing)  # the head's own test is not the base's
 
 
-def test_a_wrapper_test_command_preflights_once_per_run_not_once_per_attempt(tmp_path):
-    """Nothing is kept across runs for a test command whose interpreter andon cannot see,
-    but within one run what the preflight found holds (the run's own walk watches the
-    environment): one preflight, with one worker or two, however many attempts follow."""
+def wrapper_config(tmp_path: Path) -> str:
+    """FAST settings with a ``[test] command`` andon cannot see through: a shell script."""
     import stat
     wrapper = tmp_path / "run-tests.sh"
-    python = project_test_command()[0]
-    wrapper.write_text(f'#!/bin/sh\nexec {python} -m pytest "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {project_test_command()[0]} -m pytest "$@"\n')
     wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
-                         test_command=[str(wrapper)])
+    return config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                       test_command=[str(wrapper)])
+
+
+@pytest.fixture
+def preflights(tmp_path, monkeypatch):
+    """Every preflight (a full-suite run) made from now on, in this process or a worker
+    process forked from it: the commits they ran on, one line each in a file."""
+    from andon.gates import preflight
+    log, real = tmp_path / "preflights.log", preflight.run
+
+    def counted(repo, config, sha, *args, **kwargs):
+        with open(log, "a") as f:
+            f.write(sha + "\n")
+        return real(repo, config, sha, *args, **kwargs)
+    monkeypatch.setattr(preflight, "run", counted)
+    return lambda: log.read_text().split() if log.exists() else []
+
+
+def test_a_wrapper_test_command_preflights_once_per_run_not_once_per_attempt(tmp_path,
+                                                                            preflights):
+    """Nothing is kept across runs for a test command whose interpreter andon cannot see,
+    but within one run what the preflight found holds (the run's own walk watches the
+    environment): one preflight, with one worker or two, however many attempts follow —
+    P2's merge check, on the head P1 merged in another worker process, included."""
+    config = wrapper_config(tmp_path)
     for workers in (1, 2):
         root = make_project(tmp_path / f"repo{workers}", {"P1": mul_packet("P1"),
                                                           "P2": mul_packet("P2")},
                             config=config)
+        before = len(preflights())
         runner = runner_for(root, honest_mul)
         runner.workers = workers
-        runner.run()
-        # counted by their evidence (_preflight/<tree>): a worker's lines are its own
-        preflights = list((runner.evidence_root / "_preflight").iterdir())
-        assert len(preflights) == 1, (workers, preflights)
+        merged = runner.run().merged
+        if workers == 2:  # side by side, so P2 merged onto P1's merge (one worker: P1 first,
+            # and P2's planted test already passes on that head)
+            assert sorted(merged) == ["P1", "P2"]
+        assert len(preflights()) - before == 1, (workers, preflights())
 
 
 SQUARE_TEST = "from calc.sq import square\n\n\ndef test_square():\n    assert square(3) == 9\n"
 
 
-def test_a_wrapper_test_command_preflights_no_head_a_worker_merged(tmp_path):
-    """With a test command whose interpreter andon cannot see, what passes on a tree is kept
-    by the run itself, not the store. A worker process's merge told only that process, so
-    the next attempt forked from the dispatcher, starting on the head that merge made, ran
-    the whole suite again as a preflight: one more full-suite run per merge with
-    ``--workers``. The worker now hands what it learnt back with its result."""
-    import stat
-    wrapper = tmp_path / "run-tests.sh"
-    wrapper.write_text(f'#!/bin/sh\nexec {project_test_command()[0]} -m pytest "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
-                         test_command=[str(wrapper)])
+def test_a_wrapper_test_command_preflights_no_head_a_worker_merged(tmp_path, preflights):
+    """With a test command whose interpreter andon cannot see, what passes on a tree holds
+    for the run only. It was kept in the process's memory, so a worker process's merge told
+    only that process: the next attempt, forked on the head that merge made, ran the whole
+    suite again as a preflight — one more full-suite run per merge with ``--workers``. The
+    run's workers share it through the store now, and it is gone when the run ends."""
     square = packet_md("P2", "square", "calc.sq.square squares.", requires=["P1"],
                        allowed_paths=["src/calc/**"])
 
@@ -471,25 +488,64 @@ def test_a_wrapper_test_command_preflights_no_head_a_worker_merged(tmp_path):
         return "done"
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"),
                                             "P2": (square, {"tests/test_sq_p2.py": SQUARE_TEST})},
-                        config=config)
-    said: list[str] = []
-    runner = runner_for(root, by_packet, echo=said.append)
+                        config=wrapper_config(tmp_path))
+    runner = runner_for(root, by_packet)
     runner.workers = 2
-    report = runner.run()
-    assert sorted(report.merged) == ["P1", "P2"], said
-    # each preflight keeps its evidence under _preflight/<tree> (a worker's lines are its own)
-    preflights = sorted(p.name for p in (runner.evidence_root / "_preflight").iterdir())
-    assert len(preflights) == 1, preflights  # P2 started on P1's merge, known from its worker
-    # what held for that run is gone with it: nothing in the store, and the next run (its
-    # head P2's merge, which that run knew passing) preflights again
+    assert sorted(runner.run().merged) == ["P1", "P2"]
+    assert len(preflights()) == 1, preflights()  # P2 started on P1's merge, known
     db = sqlite3.connect(root / ".andon" / "andon.db")
     left = db.execute("SELECT count(*) FROM results_cache WHERE key LIKE 'preflight-run:%'")
-    assert left.fetchone()[0] == 0
+    assert left.fetchone()[0] == 0  # what held for that run is gone with it
     db.close()
-    said: list[str] = []
-    runner_for(root, by_packet, echo=said.append).run()
-    assert any("preflight: running" in s for s in said), said
-    assert len(list((runner.evidence_root / "_preflight").iterdir())) == 2
+
+
+def test_a_run_only_baseline_changed_in_the_store_is_not_used(tmp_path, preflights):
+    """An agent that can write the store (no sandbox) empties the ids a run kept for a tree,
+    so that later attempts are held to no PASS_TO_PASS test: the row no longer matches the
+    run's signature, andon says so and preflights again."""
+    from andon.baseline import Baseline
+    from andon.config import load_config
+    from andon.state import open_store
+    from andon.workspace import Repo
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
+                        config=wrapper_config(tmp_path))
+    repo, said = Repo(root), []
+    baseline = Baseline(repo, load_config(root), open_store(repo), "HEAD", tmp_path / "ev",
+                        said.append)
+    head = git(root, "rev-parse", "HEAD").strip()
+    want = baseline.passing(head)
+    assert want and baseline.passing(head) == want and len(preflights()) == 1
+    db = sqlite3.connect(root / ".andon" / "andon.db")
+    db.execute("""UPDATE results_cache SET data = '{"passed_ids": []}'""")
+    db.commit()
+    db.close()
+    assert baseline.passing(head) == want and len(preflights()) == 2
+    assert any("changed outside andon" in s for s in said), said
+    other = Baseline(repo, load_config(root), open_store(repo), "HEAD", tmp_path / "ev",
+                     said.append)
+    assert other.known(repo.resolve(f"{head}^{{tree}}")) is None  # another run's: not read
+
+
+def test_the_run_only_rows_of_a_run_killed_a_day_ago_are_dropped(tmp_path):
+    """A run killed outright never drops its run-only rows; the next run drops those over a
+    day old (a live run's rows are younger, and one that lost them preflights again)."""
+    from andon.baseline import Baseline
+    from andon.config import load_config
+    from andon.state import open_store
+    from andon.workspace import Repo
+    root = make_project(tmp_path / "repo", {})
+    store = open_store(Repo(root))
+    for k in ("preflight-run:dead:1", "preflight-run:live:1", "preflight:kept"):
+        store.set_baseline(k, {"t::a"}, {})
+    db = sqlite3.connect(root / ".andon" / "andon.db")
+    db.execute("UPDATE results_cache SET created_at = '2000-01-01T00:00:00.000+00:00' "
+               "WHERE key != 'preflight-run:live:1'")
+    db.commit()
+    db.close()
+    Baseline(Repo(root), load_config(root), store, "HEAD", tmp_path / "ev",
+             lambda s: None).forget_old_runs()
+    assert store.baseline("preflight-run:dead:1") is None
+    assert store.baseline("preflight-run:live:1") == store.baseline("preflight:kept") == {"t::a"}
 
 
 class _Stop(Exception):

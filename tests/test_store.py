@@ -122,6 +122,11 @@ def test_every_record_reads_back_the_same(store_target):
     assert s.baseline("preflight-run:ab13:1") == {"t::a"} and s.baseline("b") == {"t::a", "t::b"}
     s.drop_cached("preflight-run:a%")
     assert s.baseline("preflight-run:a_12:1") == {"t::a"}
+    # only those made before a time, when one is given (ISO 8601 UTC, as the store writes)
+    s.drop_cached("preflight-run:", before="2000-01-01T00:00:00.000+00:00")
+    assert s.baseline("preflight-run:a_12:1") == {"t::a"}
+    s.drop_cached("preflight-run:", before="2999-01-01T00:00:00.000+00:00")
+    assert s.baseline("preflight-run:a_12:1") is None and s.baseline("b") == {"t::a", "t::b"}
     s.event("note", "P1", a["id"], {"x": [1, 2]})
     assert s.events("P1", "note")[0]["data"] == {"x": [1, 2]}
     assert [p["id"] for p in s.packets()] == ["P1"]

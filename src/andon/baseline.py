@@ -14,15 +14,18 @@ for that run, in every worker process of it, and is dropped when it ends.
 
 from __future__ import annotations
 
-import contextlib
+import hashlib
+import hmac
+import json
 import secrets
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from .config import CONFIG_NAME, Config
 from .contain import envprint
 from .contain.interpreter import python_of
-from .errors import ConfigError, StoreError, UsageError
+from .errors import ConfigError, UsageError
 from .gates import preflight
 from .gates.base import GateResult
 from .gates.cache import baseline_key, run_baseline_key, run_scope_prefix
@@ -46,9 +49,12 @@ class Baseline:
         self._no_env = False
         # without an environment digest (a wrapper test command) what passes on a tree holds
         # for one run only (its own walk watches the environment): kept in the store under
-        # keys that name this token, so that the run's worker processes share it (a worker
-        # copies it), and dropped when the run ends (forget_run)
+        # keys that name this token, so that the run's worker processes share it (join_run),
+        # and dropped when the run ends (forget_run). Each such row is signed with a secret
+        # only this run's processes hold: an agent that can write the store could otherwise
+        # shrink the PASS_TO_PASS set later attempts of the run are held to
         self.run_scope = secrets.token_hex(16)
+        self._run_secret = secrets.token_bytes(32)
 
     def watch(self) -> envprint.Watch | None:
         """The fingerprint of the tests' interpreter's environment (contain/envprint.py)
@@ -87,15 +93,48 @@ class Baseline:
 
     def known(self, tree: str) -> set[str] | None:
         """The cached ids that pass on ``tree`` in this environment (with no digest: found
-        earlier in this run), or None."""
-        return self.store.baseline(self.key(tree))
+        earlier in this run, and signed by it), or None."""
+        key = self.key(tree)
+        row = self.store.cached(key)
+        if row is None or row["kind"] != "preflight":
+            return None
+        ids = set(row["data"]["passed_ids"])
+        if key.startswith(run_scope_prefix(self.run_scope)) and not hmac.compare_digest(
+                str(row["evidence"].get("run_mac", "")), self._mac(key, ids)):
+            self.echo(f"note: what passes on tree {tree[:10]}, kept for this run only, was "
+                      "changed outside andon: not used (if you did not change it, an agent "
+                      "did); its preflight runs again")
+            return None
+        return ids
+
+    def join_run(self, other: Baseline) -> None:
+        """Share ``other``'s run-only results (a worker process of the same run)."""
+        self.run_scope, self._run_secret = other.run_scope, other._run_secret
+
+    def _keep(self, key: str, ids: set[str], evidence: dict) -> None:
+        if key.startswith(run_scope_prefix(self.run_scope)):
+            evidence = {**evidence, "run_mac": self._mac(key, ids)}
+        self.store.set_baseline(key, ids, evidence)
+
+    def _mac(self, key: str, ids: set[str]) -> str:
+        text = json.dumps([key, sorted(ids)])
+        return hmac.new(self._run_secret, text.encode(), hashlib.sha256).hexdigest()
 
     def forget_run(self) -> None:
-        """Drop what was kept for this run only, at its end: no other run reads it. A store
-        that cannot be reached keeps those rows, which nothing reads again (no error: the
-        run's own outcome is what its caller is reporting)."""
-        with contextlib.suppress(StoreError):
+        """Drop what was kept for this run only, at its end: no other run reads it. Rows the
+        store does not drop now (it cannot be reached; the run was killed) are never read
+        again, and a later run drops them a day on (:meth:`forget_old_runs`); so no error
+        here: the run's own outcome is what its caller is reporting."""
+        try:
             self.store.drop_cached(run_scope_prefix(self.run_scope))
+        except Exception as exc:  # noqa: BLE001 - a clean-up must not hide the run's outcome
+            self.echo(f"note: this run's own baselines stay in the store, unread: {exc}")
+
+    def forget_old_runs(self) -> None:
+        """Drop the run-only rows of runs that started over a day ago (killed before their
+        end dropped them; a run still going after a day preflights again what it lost)."""
+        day_ago = (datetime.now(UTC) - timedelta(days=1)).isoformat(timespec="milliseconds")
+        self.store.drop_cached(run_scope_prefix(), before=day_ago)
 
     def remember(self, tree: str, passed: set[str], evidence: dict,
                  ran_in: str | None = "") -> None:
@@ -105,9 +144,8 @@ class Baseline:
         when it is this process's; "" means the runs are this process's own."""
         if not passed or (ran_in != "" and ran_in != self.digest()):
             return
-        key = self.key(tree)
-        if self.store.baseline(key) is None:
-            self.store.set_baseline(key, passed, evidence)
+        if self.known(tree) is None:
+            self._keep(self.key(tree), passed, evidence)
 
     def head(self) -> str:
         """The commit attempts start from (see :func:`integration_head`)."""
@@ -118,7 +156,7 @@ class Baseline:
         tree = self.repo.resolve(f"{sha}^{{tree}}")
         # the tree, the test settings, the tests' environment, andon's version
         key = self.key(tree)
-        if self.store.baseline(key) is not None:
+        if self.known(tree) is not None:
             # said, as red says its cache: silence read as "the preflight was skipped"
             when = ("in this environment" if self.digest() is not None
                     else "earlier in this run")
@@ -133,7 +171,7 @@ class Baseline:
         result = preflight.run(self.repo, self.config, sha, ev, self.digest())
         self.echo(f"preflight: {result.status}: {result.summary}")
         if result.status == "pass":
-            self.store.set_baseline(key, set(result.details["passed_ids"]), result.evidence())
+            self._keep(key, set(result.details["passed_ids"]), result.evidence())
         return result
 
     def passing(self, sha: str) -> set[str]:

@@ -126,6 +126,7 @@ class Runner:
             submodules.check_available(self.repo, head)
             # every clone below reads packs, not thousands of loose files (issue 18)
             self.repo.pack_loose()
+            self.baseline.forget_old_runs()
             pf = self.baseline.preflight(head)
             # a run-level event when it fails, and on the first pass after a failure: the
             # board tells "stopped at preflight" from "nothing ran"; a passing run that

@@ -334,7 +334,7 @@ def _work(runner: Line, job: Job, claimed: tuple) -> str:
     mine.baseline = Baseline(runner.repo, runner.config, store, runner.ref,
                              runner.evidence_root, mine.echo, runner.baseline.exclude)
     mine.baseline.env = runner.baseline.env  # the environment the run's keys name
-    mine.baseline.run_scope = runner.baseline.run_scope  # what holds for this run only
+    mine.baseline.join_run(runner.baseline)  # what holds for this run only
     try:
         return mine._work(job.packet, *claimed)
     finally:

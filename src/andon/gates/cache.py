@@ -66,9 +66,10 @@ def baseline_key(config: Config, tree: str, env: str) -> str:
     return key("preflight", config, tree, env)
 
 
-def run_scope_prefix(scope: str) -> str:
-    """What every key of :func:`run_baseline_key` for the run ``scope`` starts with."""
-    return f"preflight-run:{scope}:"
+def run_scope_prefix(scope: str = "") -> str:
+    """What every key of :func:`run_baseline_key` for the run ``scope`` starts with (no
+    scope: the keys of every run)."""
+    return f"preflight-run:{scope}:" if scope else "preflight-run:"
 
 
 def run_baseline_key(config: Config, tree: str, scope: str) -> str:

@@ -360,12 +360,16 @@ class Store(Claims, DashboardReads, ExperimentRows):
                        " evidence = excluded.evidence, created_at = excluded.created_at",
                        (key, kind, json.dumps(data), json.dumps(evidence), now()))
 
-    def drop_cached(self, prefix: str) -> None:
+    def drop_cached(self, prefix: str, before: str | None = None) -> None:
         """Remove every cached result whose key starts with ``prefix`` (a run's own keys,
-        gates/cache.py ``run_scope_prefix``); none is no error."""
+        gates/cache.py ``run_scope_prefix``), only those made before ``before`` (an ISO
+        8601 UTC time as :func:`now` writes) when given; none is no error."""
+        sql = "DELETE FROM results_cache WHERE substr(key, 1, ?) = ?"
+        args: tuple[Any, ...] = (len(prefix), prefix)
+        if before is not None:
+            sql, args = sql + " AND created_at < ?", (*args, before)
         with self.tx() as db:
-            db.execute("DELETE FROM results_cache WHERE substr(key, 1, ?) = ?",
-                       (len(prefix), prefix))
+            db.execute(sql, args)
 
     def baseline(self, key: str) -> set[str] | None:
         """Test ids that passed in a full-suite run the harness made of the tree ``key``
