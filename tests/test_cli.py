@@ -425,7 +425,7 @@ def test_status_board_counts_skipped_gates_apart_and_explains_unknown_cost(merge
     # the gates column's marks are read in words under the table (newcomer pass)
     text = " ".join(" ".join(lines).split())
     assert "6 ✓ = six passed · 3 – = three skipped, which checked nothing" in text, r.stdout
-    assert "4 suites 1 s = its runs of the whole suite and their time" in text, r.stdout
+    assert "N suites T s = its N runs of the whole suite, T seconds in all" in text, r.stdout
 
 
 @pytest.mark.parametrize("columns", [50, 60, 71])
@@ -796,6 +796,8 @@ def test_demo_runs_every_outcome_as_expected(tmp_path):
     # with the demo, the halted queue goes on with the reader's own agent
     demo = tmp_path / "demo"
     assert f"-C {demo} unblock B07" in r.stdout and f"-C {demo} run --agent " in r.stdout
+    text = " ".join(r.stdout.split())  # the halted packet first: unblocked as it is, it halts
+    assert f"sharpen {demo}/packets/B07-parenthesised-negative/packet.md" in text, r.stdout
 
 
 def test_an_uncommitted_relative_agent_script_is_refused_before_anything_runs(tmp_path):
@@ -904,3 +906,25 @@ def test_the_repository_named_after_the_command_is_a_usage_error_that_says_where
     assert f"No such option '{option}'" in r.stderr
     assert "-C/--repo goes before the command: andon -C PATH status" in r.stderr
     assert sorted(p.relative_to(root) for p in root.rglob("*")) == before
+
+
+def test_no_help_shows_a_docstrings_markup():
+    """`andon status --help` printed ``halted_by`` with its reST quotes (newcomer pass):
+    a command's docstring is its --help, read in a terminal, not rendered."""
+    import click
+    from click.testing import CliRunner
+
+    from andon.cli import main
+
+    def commands(group: click.Group, path: list[str]):
+        for name, cmd in group.commands.items():
+            yield [*path, name]
+            if isinstance(cmd, click.Group):
+                yield from commands(cmd, [*path, name])
+    seen = 0
+    for path in [[], *commands(main, [])]:
+        r = CliRunner().invoke(main, [*path, "--help"])
+        assert r.exit_code == 0, (path, r.output)
+        assert "``" not in r.output and ":func:" not in r.output, (path, r.output)
+        seen += 1
+    assert seen > 20  # every command and subcommand, not an empty walk

@@ -143,8 +143,8 @@ def _reader(ctx: click.Context, store_url: str | None, require_commit: bool = Tr
 @click.pass_context
 def status(ctx: click.Context, as_json: bool, store_url: str | None) -> None:
     """The board: every packet, its state, attempts, last result, and the tokens, cost and
-    agent time it used (--json: per packet and for all packets, plus ``halted_by``: the
-    blocked packet that stops the line, or null, and ``merged_ahead``: the commits the
+    agent time it used (--json: per packet and for all packets, plus "halted_by": the
+    blocked packet that stops the line, or null, and "merged_ahead": the commits the
     integration branch holds that the base branch lacks, or null). With --store URL (or
     $ANDON_STORE_URL) outside a clone, the store's packets alone. In a terminal narrower
     than 72 columns, tries, gates and agents share one column."""

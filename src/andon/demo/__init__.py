@@ -175,6 +175,7 @@ def _run(out: Console, root: Path, runner: Runner, approve: bool = True) -> int:
     if report.message:
         out.print(visible(report.message, lines=True), markup=False, soft_wrap=True)
     a = f"{how_to_call()} -C {root}"
+    b07 = next((root / config.andon.packets_dir).glob("B07-*/packet.md"), "B07's packet.md")
     out.print(f"\nthe repository: {root}\nthe evidence:   {root / '.andon' / 'evidence'}\n"
               f"look closer:    {a} status\n"
               f"                {a} show B03   (the tampered planted test)\n"
@@ -182,10 +183,11 @@ def _run(out: Console, root: Path, runner: Runner, approve: bool = True) -> int:
               f"                {a} show B05   (the reviewer's verdicts)\n"
               f"                {a} show B07   (why the line halted)\n"
               # the scripted agents live only in this command: the rest of the queue is
-              # for an agent of the reader's own
-              f"go on:          {a} unblock B07\n"
-              f"                {a} run --agent claude-code   (B07 and B08 with your agent; "
-              "`andon run --help` lists the others)", markup=False, soft_wrap=True)
+              # for an agent of the reader's own, after the packet that halted is sharpened
+              f"go on:          sharpen {b07} (what failed: show B07), then\n"
+              f"                {a} unblock B07\n"
+              f"                {a} run --agent claude-code   (B07 and B08 with your own agent; "
+              "`doctor` lists those installed)", markup=False, soft_wrap=True)
     out.print("[green]demo: every outcome as expected[/]" if ok else
               "[red]demo: some outcomes were not as expected[/]")
     return 0 if ok else 1

@@ -29,7 +29,7 @@ _SAME_FAILURE = re.compile(r"^same failure as attempt \d+ \(fingerprint \w+\): n
 # the gates column, read once: its marks are not colours alone (a log or a pipe loses them)
 GATES_LEGEND = ("gates (the last attempt's): 6 ✓ = six passed · 3 – = three skipped, which "
                 "checked nothing · scope ✗ = the first that failed (! = it could not run) · "
-                "4 suites 1 s = its runs of the whole suite and their time")
+                "N suites T s = its N runs of the whole suite, T seconds in all")
 # what the result says of a packet taken off the queue, and of a file no run has reached
 REMOVED_RESULT = "packet file removed: not run again (its history stays in the store)"
 NOT_RUN_RESULT = "not run yet"
