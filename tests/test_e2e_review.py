@@ -35,6 +35,7 @@ from helpers import (
     packet_md,
     review_document,
     runner_for,
+    wrapper_config,
     write,
 )
 
@@ -356,6 +357,58 @@ def test_after_a_broken_review_only_the_review_runs_again_on_the_same_candidate(
     assert {"scope", "suite", "hermetic"} <= set(g2)
     merged_tree = git(root, "rev-parse", "andon/integration^{tree}").strip()
     assert merged_tree == git(root, "rev-parse", a1["candidate_sha"] + "^{tree}").strip()
+
+
+class _Stop(Exception):
+    """Raised from the run's output once attempt 1 has failed: the run ends there."""
+
+
+def test_a_carried_base_that_no_longer_passes_its_suite_is_left_for_the_head(tmp_path):
+    """A retry carries its first attempt's base (here: a broken review, so the candidate too).
+    When that base no longer passes its own suite in a later run (the branch moved on, the
+    environment changed under a wrapper test command, so nothing of it is known), asking what
+    passes there stopped the run, and the next run the same way: the retry now starts afresh
+    from the integration head, and says so."""
+    implemented: list[int] = []
+
+    def agent(ctx):
+        implemented.append(ctx.attempt)
+        return honest_mul(ctx)
+
+    def reviewer(ctx):
+        return put(ctx, _missing(ctx) if ctx.attempt == 1 else doc(ctx))
+
+    marker = tmp_path / "environment-changed"
+    guard = (f"import os\n\n\ndef test_env():\n    assert not os.path.exists({str(marker)!r})"
+             " or os.path.exists('src/calc/moved.py')\n")
+    root = project(tmp_path, {"P1": inv_packet("P1")}, files={"tests/test_env.py": guard},
+                   config=wrapper_config(tmp_path))
+
+    def stop_after_attempt_1(line: str) -> None:
+        if line.startswith("P1: needs work"):
+            raise _Stop
+    with pytest.raises(_Stop):
+        runner_for(root, agent, reviewer=reviewer, echo=stop_after_attempt_1).run()
+    old_base = runner_for(root, agent).store.attempts("P1")[0]["base_sha"]
+    # the branch moves on (a person's commit on it), then the environment changes: the old
+    # base fails its suite now, the head passes it
+    side = tmp_path / "side"
+    git(root, "worktree", "add", "-q", str(side), "andon/integration")
+    (side / "src" / "calc" / "moved.py").write_text("")
+    git(side, "add", "-A")
+    git(side, "commit", "-qm", "the branch moves on")
+    git(root, "worktree", "remove", "--force", str(side))
+    marker.write_text("")
+    head = git(root, "rev-parse", "andon/integration").strip()
+    said: list[str] = []
+    runner = runner_for(root, agent, reviewer=reviewer, echo=said.append)
+    report = runner.run()
+    assert report.merged == ["P1"], (report.message, said)
+    a2 = runner.store.attempts("P1")[1]
+    assert a2["base_sha"] == head != old_base and a2["start_stage"] is None
+    assert implemented == [1, 2]  # afresh: the agent works again, on the head
+    assert any(f"{old_base[:10]}, the base of the attempt this one carries on from, no longer "
+               "passes its own suite: attempt 2 starts afresh" in s for s in said), said
 
 
 def test_a_packet_edited_between_runs_is_not_carried_over(tmp_path):

@@ -24,6 +24,7 @@ from helpers import (
     packet_md,
     project_test_command,
     runner_for,
+    wrapper_config,
     write,
 )
 
@@ -423,16 +424,6 @@ def test_what_passes_on_a_base_that_is_no_longer_the_head_is_that_bases_own(tmp_
     assert not any("test_more" in t for t in passing)  # the head's own test is not the base's
 
 
-def wrapper_config(tmp_path: Path) -> str:
-    """FAST settings with a ``[test] command`` andon cannot see through: a shell script."""
-    import stat
-    wrapper = tmp_path / "run-tests.sh"
-    wrapper.write_text(f'#!/bin/sh\nexec {project_test_command()[0]} -m pytest "$@"\n')
-    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
-    return config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
-                       test_command=[str(wrapper)])
-
-
 @pytest.fixture
 def preflights(tmp_path, monkeypatch):
     """Every preflight (a full-suite run) made from now on, in this process or a worker
@@ -490,12 +481,16 @@ def test_a_wrapper_test_command_preflights_no_head_a_worker_merged(tmp_path, pre
                                             "P2": (square, {"tests/test_sq_p2.py": SQUARE_TEST})},
                         config=wrapper_config(tmp_path))
     runner = runner_for(root, by_packet)
+    # a run killed long ago left a row of its own: this run drops it
+    runner.store.set_baseline("preflight-run:dead:1", {"t::a"}, {})
+    db = sqlite3.connect(root / ".andon" / "andon.db")
+    db.execute("UPDATE results_cache SET created_at = '2000-01-01T00:00:00.000+00:00'")
+    db.commit()
     runner.workers = 2
     assert sorted(runner.run().merged) == ["P1", "P2"]
     assert len(preflights()) == 1, preflights()  # P2 started on P1's merge, known
-    db = sqlite3.connect(root / ".andon" / "andon.db")
     left = db.execute("SELECT count(*) FROM results_cache WHERE key LIKE 'preflight-run:%'")
-    assert left.fetchone()[0] == 0  # what held for that run is gone with it
+    assert left.fetchone()[0] == 0  # what held for that run is gone with it, the old row too
     db.close()
 
 
@@ -518,9 +513,22 @@ def test_a_run_only_baseline_changed_in_the_store_is_not_used(tmp_path, prefligh
     db = sqlite3.connect(root / ".andon" / "andon.db")
     db.execute("""UPDATE results_cache SET data = '{"passed_ids": []}'""")
     db.commit()
-    db.close()
     assert baseline.passing(head) == want and len(preflights()) == 2
     assert any("changed outside andon" in s for s in said), said
+    # a row this run signed, for another tree, put under this tree's key: the key is signed
+    # too; and a row of the wrong shape is not used either, rather than stopping the run
+    tree = repo.resolve(f"{head}^{{tree}}")
+    baseline.remember("0" * 40, {"tests.test_ops::test_add"}, {})
+    db.execute("UPDATE results_cache SET data = (SELECT data FROM results_cache WHERE key = ?),"
+               " evidence = (SELECT evidence FROM results_cache WHERE key = ?) WHERE key = ?",
+               (baseline.key("0" * 40), baseline.key("0" * 40), baseline.key(tree)))
+    db.commit()
+    assert baseline.known(tree) is None and baseline.passing(head) == want
+    db.execute("UPDATE results_cache SET evidence = '[]', data = '{\"passed_ids\": 5}'")
+    db.commit()
+    db.close()
+    assert baseline.known(tree) is None and baseline.passing(head) == want
+    assert len(preflights()) == 4
     other = Baseline(repo, load_config(root), open_store(repo), "HEAD", tmp_path / "ev",
                      said.append)
     assert other.known(repo.resolve(f"{head}^{{tree}}")) is None  # another run's: not read

@@ -98,10 +98,13 @@ class Baseline:
         row = self.store.cached(key)
         if row is None or row["kind"] != "preflight":
             return None
-        ids = set(row["data"]["passed_ids"])
-        if key.startswith(run_scope_prefix(self.run_scope)) and not hmac.compare_digest(
-                str(row["evidence"].get("run_mac", "")), self._mac(key, ids)):
-            self.echo(f"note: what passes on tree {tree[:10]}, kept for this run only, was "
+        data, evidence = row["data"], row["evidence"]
+        raw = data.get("passed_ids") if isinstance(data, dict) else None
+        ids = set(map(str, raw)) if isinstance(raw, list) else None
+        mac = evidence.get("run_mac") if isinstance(evidence, dict) else None
+        if ids is None or (key.startswith(run_scope_prefix(self.run_scope))
+                           and not hmac.compare_digest(str(mac), self._mac(key, ids))):
+            self.echo(f"note: what passes on tree {tree[:10]}, as the store keeps it, was "
                       "changed outside andon: not used (if you did not change it, an agent "
                       "did); its preflight runs again")
             return None
@@ -164,8 +167,10 @@ class Baseline:
                       f"{self.config.andon.integration_branch} ({sha[:10]}) passed {when}")
             return GateResult("preflight", "pass", f"cached for tree {tree[:10]}",
                               details={"cached": True})
-        self.echo(f"preflight: running the full suite on {self.config.andon.integration_branch}"
-                  f" ({sha[:10]})")
+        head = sha == self.repo.rev_parse(self.ref)
+        self.echo(f"preflight: running the full suite on {sha[:10]}"
+                  + (f" ({self.config.andon.integration_branch})" if head else
+                     ", an attempt's base the branch has moved past"))
         ev = self.evidence_root / "_preflight" / tree[:12]
         ev.mkdir(parents=True, exist_ok=True)
         result = preflight.run(self.repo, self.config, sha, ev, self.digest())

@@ -139,14 +139,6 @@ def claim_next(runner: Line, only: list[str] | None, busy: set[str],
         runner.worker = None
 
 
-def baseline_for(runner: Line, base: str) -> None:
-    """Make sure the store knows what passes on ``base`` (a commit) before an attempt
-    starts from it: another worker's merge may have moved the integration branch since the
-    last preflight, and :meth:`Baseline.passing` would otherwise preflight the newer head."""
-    if runner.baseline.known(runner.repo.resolve(f"{base}^{{tree}}")) is None:
-        runner.baseline.preflight(base)
-
-
 def drain(runner: Line, only: list[str] | None, report: Report) -> Report:
     """Work the queue with ``runner.workers`` worker processes until it is empty, a packet
     blocks, or only waiting work is left (the same ends as the one-worker loop). Called by
