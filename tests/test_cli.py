@@ -567,6 +567,12 @@ def test_the_board_shows_the_cause_of_a_repeated_failure_first(tmp_path):
     cell = " ".join(ln.split("│")[-2].strip() for ln in out.splitlines() if ln.count("│") > 6)
     assert cell.startswith("same failure twice: the agent changed nothing"), out
     assert "fingerprint" not in cell, out
+    # unblocked, it is ready again: its row says the reason is its last attempt's, not
+    # why it waits now (newcomer pass)
+    assert andon(root, "unblock", "P1").returncode == 0
+    out = andon(root, "status", env={"COLUMNS": "120"}).stdout
+    row = " ".join(ln.split("│")[-2].strip() for ln in out.splitlines() if ln.count("│") > 6)
+    assert row.startswith("last attempt: same failure twice: the agent changed"), out
 
 
 def test_the_board_cuts_a_long_name_with_an_ellipsis_and_never_folds_it(tmp_path):

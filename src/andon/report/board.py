@@ -225,8 +225,10 @@ def _row(r: dict[str, Any], worker: str) -> _Row:
     elif last and last["reason"]:
         # the cause first: the fingerprint is in `andon show`, and at 80 columns the
         # preamble alone filled the clipped cell
-        result = clip(_SAME_FAILURE.sub(r"same failure twice: ",
-                                        last["reason"].splitlines()[0]), 160)
+        reason = _SAME_FAILURE.sub(r"same failure twice: ", last["reason"].splitlines()[0])
+        if r["state"] == "ready":  # unblocked (or recovered): not why it waits now
+            reason = f"last attempt: {reason}"
+        result = clip(reason, 160)
     elif r.get("not_run"):
         result = NOT_RUN_RESULT
     else:
