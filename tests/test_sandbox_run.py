@@ -103,3 +103,28 @@ def test_a_helper_left_in_a_session_of_its_own_dies_with_the_sandboxed_stage(tmp
     assert r.returncode == 0, r.stdout + r.stderr
     left = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
     assert left.strip() == "", f"the helper outlived its sandboxed stage: {left}"
+
+
+@pytest.mark.skipif(CAPS.cgroup_pids is None, reason="no pids cgroup this process may make")
+def test_a_stale_group_of_the_same_name_does_not_lift_the_process_cap():
+    """A stage's group was named after andon's pid and a counter. A group left behind by an
+    earlier process of the same (reused) pid made the mkdir fail, and the stage fell back to
+    RLIMIT_NPROC, which the kernel ignores for root: a fork bomb in CI then took every pid
+    of the machine. A stale group of the name the next stage would have taken no longer
+    matters."""
+    import os
+
+    from andon.sandbox import limits
+    n = next(limits._seq)  # the next stage of this process would be n + 1
+    stale = CAPS.cgroup_pids / f"andon-{os.getpid()}-{n + 1}"
+    stale.mkdir(exist_ok=True)
+    try:
+        caps = limits.Caps(memory_mb=None, max_processes=64)
+        try:
+            assert caps.pids is not None and caps.pids != stale, caps.rlimits
+            assert (caps.pids / "pids.max").read_text().strip() == "64"
+            assert caps.rlimits == []
+        finally:
+            caps.close()
+    finally:
+        stale.rmdir()

@@ -2,7 +2,7 @@
 
 Where this process may make cgroups (``probe._cgroup``: cgroup v1's ``pids`` / ``memory``
 hierarchies, or a v2 group with those controllers delegated), each stage gets a fresh group
-``andon-<pid>-<n>`` with ``pids.max`` and ``memory.limit_in_bytes`` (v1) / ``memory.max``
+``andon-<pid>-<n>-<random>`` with ``pids.max`` and ``memory.limit_in_bytes`` (v1) / ``memory.max``
 (v2). The agent enters it before its first instruction: ``launch.py`` writes its own pid to
 ``cgroup.procs`` and only then execs the agent (or bubblewrap), so no child escapes the cap.
 A watcher thread reads ``pids.events`` (``max N``: a fork was refused) and the memory
@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import secrets
 import signal
 import threading
 from pathlib import Path
@@ -44,7 +45,10 @@ class Caps:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         caps = capabilities()
-        name = f"andon-{os.getpid()}-{next(_seq)}"
+        # never a name a group left behind by an earlier process of the same (reused) pid
+        # still holds: the mkdir would fail and the cap fall back to RLIMIT_NPROC, which the
+        # kernel ignores for root (a fork bomb took every pid of the machine)
+        name = f"andon-{os.getpid()}-{next(_seq)}-{secrets.token_hex(4)}"
         if max_processes:
             g = self._make(caps.cgroup_pids, name)
             if g is not None and _write(g / "pids.max", str(max_processes)):
