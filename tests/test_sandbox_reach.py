@@ -324,3 +324,26 @@ def test_an_agent_cli_found_through_a_linked_folder_starts_inside_the_sandbox(tm
     assert r.exit_status == 0, (ctx.evidence_dir / "implement.stderr.log").read_text()
     assert (ctx.worktree / "src/calc/ops.py").read_text().endswith(MUL_EDIT["src/calc/ops.py"])
     assert r.sandbox == "fs"
+
+
+def test_a_process_cap_the_kernel_will_not_enforce_is_said_in_the_stages_notes(tmp_path,
+                                                                            monkeypatch):
+    """Without a pids cgroup the cap falls back to RLIMIT_NPROC, which the kernel ignores
+    for root: the stage ran uncapped while its notes named the cap. Now they say it was not
+    enforced, and why (the memory cap's RLIMIT_AS holds for root too)."""
+    from dataclasses import replace
+
+    from andon.agents.process import stage_notes
+    from andon.sandbox import limits
+    monkeypatch.setattr(limits, "capabilities",
+                        lambda: replace(CAPS, cgroup_pids=None, cgroup_memory=None))
+    monkeypatch.setattr(limits.os, "getuid", lambda: 0)
+    plan = sandbox.plan_for("none", Config.model_validate(
+        {"agent": {"memory_mb": 512, "max_processes": 40}}), tmp_path, tmp_path)
+    (tmp_path / "in").write_text("")
+    p = run_process(["/bin/sh", "-c", "true"], tmp_path, {"PATH": "/usr/bin:/bin"},
+                    tmp_path / "in", tmp_path / "out", 60, sandbox=plan)
+    notes = stage_notes(p, plan)
+    said = [n for n in notes if "not enforced" in n]
+    assert said == ["max_processes = 40 not enforced: no pids cgroup could be made here, and "
+                    "the kernel ignores RLIMIT_NPROC for root"], notes

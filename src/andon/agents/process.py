@@ -48,13 +48,15 @@ class ProcessRun:
     sandbox: str = "none"      # the level achieved: "none", "fs" or "fs+net"
     limit_hit: str | None = None  # the [agent] cap the stage hit (memory_mb, max_processes)
     network: tuple[str, ...] = ()  # what andon's proxy refused and let through (notes)
+    unenforced: tuple[str, ...] = ()  # the [agent] caps nothing enforced here, and why
 
 
 def stage_notes(p: ProcessRun, plan: Plan | None) -> list[str]:
-    """The lines a stage's usage notes start with, in order: the cap it hit, the sandbox
-    level achieved (``Plan.describe``), what andon's proxy refused and let through, the
-    processes the agent left running."""
+    """The lines a stage's usage notes start with, in order: the cap it hit, the caps
+    nothing enforced, the sandbox level achieved (``Plan.describe``), what andon's proxy
+    refused and let through, the processes the agent left running."""
     notes = [f"ended at a limit: {p.limit_hit}"] if p.limit_hit else []
+    notes += p.unenforced
     if plan is not None:
         notes.append(plan.describe())
     notes += p.network
@@ -212,4 +214,5 @@ def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_path: Pat
                       time.monotonic() - started, transcript_path, out.written, out.dropped,
                       stderr_path, *leftovers,
                       sandbox=sandbox.level if sandbox is not None else "none",
-                      limit_hit=caps.hit() if caps is not None else None)
+                      limit_hit=caps.hit() if caps is not None else None,
+                      unenforced=tuple(caps.unenforced) if caps is not None else ())

@@ -42,6 +42,7 @@ class Caps:
         self.groups: list[Path] = []
         self.rlimits: list[str] = []
         self._hit: str | None = None
+        self.unenforced: list[str] = []  # caps asked for that nothing enforces here (notes)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         caps = capabilities()
@@ -59,6 +60,10 @@ class Caps:
                 # RLIMIT_NPROC counts every task of the user, not of the stage: on top of
                 # what the user runs already, or an honest agent could not fork at all
                 self.rlimits += ["--nproc", str(max_processes + _user_tasks())]
+                if os.getuid() == 0:
+                    self.unenforced.append(
+                        f"max_processes = {max_processes} not enforced: no pids cgroup could "
+                        "be made here, and the kernel ignores RLIMIT_NPROC for root")
         else:
             self.pids = None
         self.memory: Path | None = None
