@@ -325,11 +325,9 @@ def test_an_invalid_review_is_asked_again_and_fails_the_attempt_as_verifier(tmp_
     assert len(asked) == 4
 
 
-def test_after_a_broken_review_only_the_review_runs_again_on_the_same_candidate(tmp_path):
-    """A ``verifier`` failure is the reviewer's fault, not the agent's: the next attempt does
-    not run the implementing agent again. It reuses the candidate commit (red carried over
-    from the attempt that ran it, every gate after implement run again on it) and asks the
-    reviewer again; a valid accept merges exactly that candidate."""
+def broken_first_review():
+    """(the attempts the implementing agent ran in, an honest agent that records them, a
+    reviewer whose first review misses an invariant and whose later ones are valid)."""
     implemented: list[int] = []
 
     def agent(ctx):
@@ -338,6 +336,15 @@ def test_after_a_broken_review_only_the_review_runs_again_on_the_same_candidate(
 
     def reviewer(ctx):
         return put(ctx, _missing(ctx) if ctx.attempt == 1 else doc(ctx))
+    return implemented, agent, reviewer
+
+
+def test_after_a_broken_review_only_the_review_runs_again_on_the_same_candidate(tmp_path):
+    """A ``verifier`` failure is the reviewer's fault, not the agent's: the next attempt does
+    not run the implementing agent again. It reuses the candidate commit (red carried over
+    from the attempt that ran it, every gate after implement run again on it) and asks the
+    reviewer again; a valid accept merges exactly that candidate."""
+    implemented, agent, reviewer = broken_first_review()
 
     root = project(tmp_path, {"P1": inv_packet("P1")})
     runner = runner_for(root, agent, reviewer=reviewer)
@@ -369,14 +376,7 @@ def test_a_carried_base_that_no_longer_passes_its_suite_is_left_for_the_head(tmp
     environment changed under a wrapper test command, so nothing of it is known), asking what
     passes there stopped the run, and the next run the same way: the retry now starts afresh
     from the integration head, and says so."""
-    implemented: list[int] = []
-
-    def agent(ctx):
-        implemented.append(ctx.attempt)
-        return honest_mul(ctx)
-
-    def reviewer(ctx):
-        return put(ctx, _missing(ctx) if ctx.attempt == 1 else doc(ctx))
+    implemented, agent, reviewer = broken_first_review()
 
     marker = tmp_path / "environment-changed"
     guard = (f"import os\n\n\ndef test_env():\n    assert not os.path.exists({str(marker)!r})"
