@@ -15,7 +15,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import textwrap
 import time
 from collections.abc import Callable, Mapping
@@ -492,11 +491,62 @@ def venv_site() -> Path:
     return Path(site.getsitepackages()[0])
 
 
+_FACTS = """
+import json, os, sys, sysconfig
+base = sys.base_prefix
+print(json.dumps({
+    "base_prefix": base,
+    "base_executable": os.path.realpath(getattr(sys, "_base_executable", sys.executable)),
+    "stdlib": sysconfig.get_paths(vars={"base": base, "platbase": base,
+                                        "installed_base": base})["stdlib"],
+    "libdir": sysconfig.get_config_var("LIBDIR"),
+    "soname": sysconfig.get_config_var("INSTSONAME"),
+    "shared": bool(sysconfig.get_config_var("Py_ENABLE_SHARED"))}))
+"""
+
+
+def interpreter_facts(python: str) -> dict:
+    """What :func:`private_base` and the tests of a build's own files need to know of the
+    interpreter ``python`` (asked in a fresh isolated process of it): ``base_prefix``,
+    ``base_executable`` (symlinks resolved), ``stdlib``, ``libdir``, ``soname`` (libpython's
+    file name), ``shared`` (built with ``--enable-shared``). Raises CalledProcessError."""
+    out = subprocess.run([python, "-I", "-c", _FACTS], capture_output=True, text=True,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def machine_python(check: str) -> str | None:
+    """An interpreter of this machine for which the Python code ``check`` runs without an
+    error, ``sys.executable`` first, then the ``python3*`` on ``PATH`` and in pyenv's
+    versions: its path, or None when none does. For the tests of what only some builds
+    have — scripts/test makes the suite's venv from Debian's python3.11 (no PEP 706
+    extraction filters before 3.11.4; a static executable, no shared libpython), and the
+    machine's other Pythons have what it lacks."""
+    seen: set[str] = set()
+    candidates = [sys.executable]
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        candidates += sorted(str(p) for p in Path(folder or ".").glob("python3*"))
+    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.*/bin/python3"))
+    for python in candidates:
+        real = os.path.realpath(python)
+        if real in seen or not os.access(python, os.X_OK) or python.endswith("-config"):
+            continue
+        seen.add(real)
+        try:
+            ok = subprocess.run([python, "-I", "-c", check], capture_output=True,
+                                timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            continue
+        if ok:
+            return python
+    return None
+
+
 class NoPrivateBase(RuntimeError):
     """This machine's interpreter cannot be relocated into a throwaway prefix."""
 
 
-def private_base(tmp: Path) -> tuple[Path, Path]:
+def private_base(tmp: Path, python: str | None = None) -> tuple[Path, Path]:
     """(python, site-packages) of a throwaway *base* interpreter under ``tmp``: a copy of
     the real interpreter's executable in ``tmp/base/bin`` and a ``lib`` folder whose entries
     (the standard library
@@ -506,18 +556,19 @@ def private_base(tmp: Path) -> tuple[Path, Path]:
     ``site.getsitepackages()``, not a virtualenv's) is a folder in ``tmp``: a cheat can write
     there as it would into ``/usr/lib/python3/dist-packages``, and the machine's interpreter is
     never written. Its site-packages reaches andon's own (pytest) through a path-only ``.pth``.
+    ``python``: another interpreter of the machine to copy (default: the suite's own base,
+    see :func:`machine_python`).
 
     Raises:
         NoPrivateBase: the copied executable does not start, or starts with its real prefix
             (a build that does not compute its prefix from the executable's place).
     """
-    real = Path(sys.base_prefix)
-    exe = Path(getattr(sys, "_base_executable", sys.executable)).resolve()
+    facts = interpreter_facts(python or sys.executable)
+    real, exe = Path(facts["base_prefix"]), Path(facts["base_executable"])
+    stdlib = Path(facts["stdlib"])
     base = tmp / "base"
     (base / "bin").mkdir(parents=True)
     shutil.copy2(exe, base / "bin" / exe.name)
-    stdlib = Path(sysconfig.get_paths(vars={"base": str(real), "platbase": str(real),
-                                           "installed_base": str(real)})["stdlib"])
     for entry in (real / "lib").iterdir():
         if entry.name == stdlib.name:
             continue
