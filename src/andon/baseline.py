@@ -157,8 +157,6 @@ class Baseline:
     def preflight(self, sha: str) -> GateResult:
         """The ``preflight`` gate on commit ``sha``: cached per tree once it passed."""
         tree = self.repo.resolve(f"{sha}^{{tree}}")
-        # the tree, the test settings, the tests' environment, andon's version
-        key = self.key(tree)
         if self.known(tree) is not None:
             # said, as red says its cache: silence read as "the preflight was skipped"
             when = ("in this environment" if self.digest() is not None
@@ -167,6 +165,13 @@ class Baseline:
                       f"{self.config.andon.integration_branch} ({sha[:10]}) passed {when}")
             return GateResult("preflight", "pass", f"cached for tree {tree[:10]}",
                               details={"cached": True})
+        return self._preflight_run(sha, tree)
+
+    def _preflight_run(self, sha: str, tree: str) -> GateResult:
+        """The preflight's full-suite run on ``sha`` (whose tree is ``tree``, not known),
+        kept when it passes."""
+        # the tree, the test settings, the tests' environment, andon's version
+        key = self.key(tree)
         head = sha == self.repo.rev_parse(self.ref)
         self.echo(f"preflight: running the full suite on {sha[:10]}"
                   + (f" ({self.config.andon.integration_branch})" if head else
@@ -191,11 +196,11 @@ class Baseline:
         if known is None:
             # that commit itself, not the branch's head: a retry keeps the base of its
             # first attempt, and the head's tree would leave this one's unknown (none held)
-            result = self.preflight(sha)
+            result = self._preflight_run(sha, tree)
             if result.status != "pass":
                 raise UsageError(f"{sha[:10]} no longer passes its own suite: "
                                  f"{result.summary}")
-            known = set(result.details.get("passed_ids") or ()) or self.known(tree) or set()
+            known = set(result.details["passed_ids"])
         return known
 
 
