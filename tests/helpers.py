@@ -542,6 +542,20 @@ def machine_python(check: str) -> str | None:
     return None
 
 
+def needs_python(check: str, why: str) -> str:
+    """:func:`machine_python` for ``check``, or the test skipped saying ``why`` — failed
+    with ``CI=true``: CI's machine has such a Python (pyenv's), so its absence there is a
+    broken set-up, not a reason to test less (as tests/realcli.py does for agent CLIs)."""
+    import pytest
+    python = machine_python(check)
+    if python is None:
+        message = f"no Python on this machine has {why}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
 class NoPrivateBase(RuntimeError):
     """This machine's interpreter cannot be relocated into a throwaway prefix."""
 

@@ -33,7 +33,7 @@ from helpers import (
     forged_cache,
     interpreter_facts,
     link_stdlib,
-    machine_python,
+    needs_python,
 )
 from helpers import private_base as _private_base
 
@@ -555,9 +555,9 @@ def test_the_shared_libpython_the_executable_loads_is_watched(tmp_path):
     ``libpython3.11.so._pth`` in it is). A library put there in its place runs before
     Python does. Here the copy's RUNPATH is made ``$ORIGIN/../lib`` (same length or shorter,
     patched in place) so the throwaway base loads the library from its own ``lib``."""
-    shared = machine_python(SHARED_BUILD)
-    if not shutil.which("gcc") or shared is None:
-        pytest.skip("needs gcc and a shared-libpython build (pyenv's, uv's) on this machine")
+    if not shutil.which("gcc"):
+        pytest.skip("needs gcc")
+    shared = needs_python(SHARED_BUILD, "a shared libpython loaded through a RUNPATH (pyenv's)")
     python, _ = private_base(tmp_path, shared)
     facts = interpreter_facts(shared)
     libdir, soname = facts["libdir"], facts["soname"]

@@ -20,7 +20,7 @@ import andon
 from andon import worktrees
 from andon.workspace import Repo
 
-from helpers import git, machine_python
+from helpers import git, needs_python
 
 # The filtered path run in a fresh process of another interpreter of the machine, when the
 # suite's own has no filters (scripts/test makes its venv from Debian's python3.11, 3.11.2):
@@ -93,10 +93,8 @@ def python(request, monkeypatch) -> Exporter:
         return Exporter()
     if hasattr(tarfile, "data_filter"):
         return Exporter()
-    other = machine_python("import tarfile; tarfile.data_filter")
-    if other is None:
-        pytest.fail("no Python on this machine has extraction filters (3.11.4 or later)")
-    return Exporter(other)
+    return Exporter(needs_python("import tarfile; tarfile.data_filter",
+                                 "PEP 706's extraction filters (3.11.4 or later)"))
 
 
 def repository(tmp_path: Path, files: dict[str, str | None], links: dict[str, str]) -> Repo:
