@@ -102,10 +102,9 @@ def _suite(proj: Path, n: int, work_ms: float) -> None:
 def _real_suite(work: Path, sdist: Path, planted: str) -> tuple[Path, int, str]:
     """Unpack a project's sdist below ``work``; return its folder, its test count (one plain
     pytest run) and the test file the canaries go beside."""
-    import tarfile
+    from real_sources import unpack_sdist
 
-    with tarfile.open(sdist) as tar:
-        tar.extractall(work / "real", filter="data")
+    unpack_sdist(sdist, work / "real")
     (proj,) = (work / "real").iterdir()
     out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                           "--co", "tests"], cwd=proj, capture_output=True, text=True).stdout

@@ -42,7 +42,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import tarfile
 import tempfile
 import textwrap
 import time
@@ -96,8 +95,7 @@ def fetch_sdist(p: Project) -> Path:
 
 
 def unpack(sdist: Path, dest: Path) -> Path:
-    with tarfile.open(sdist) as tar:
-        tar.extractall(dest, filter="data")
+    rs.unpack_sdist(sdist, dest)
     return dest / sdist.name.removesuffix(".tar.gz")
 
 

@@ -17,6 +17,7 @@ Two ways to take code out (``Project.revert``):
 from __future__ import annotations
 
 import ast
+import tarfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,17 @@ from pathlib import Path
 
 class EditError(Exception):
     pass
+
+
+def unpack_sdist(sdist: Path, dest: Path) -> None:
+    """Extract the sdist ``sdist`` into ``dest``: under PEP 706's ``data`` filter where this
+    Python has it (3.11.4 and later); on one before (Debian 12's 3.11.2, which scripts/test
+    makes .venv from) as it is: these benchmarks read pinned PyPI releases only."""
+    with tarfile.open(sdist) as tar:
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:
+            tar.extractall(dest)
 
 
 @dataclass(frozen=True)
