@@ -667,6 +667,8 @@ def test_show_names_the_gates_and_the_merge_commit(merged):
     text = " ".join(r.stdout.split())
     assert re.search(r"run suite: exit 1, .* \(\d canary test\(s\) fail on purpose, a "
                      r"number drawn for each run: docs/gates.md\)", text), r.stdout
+    # the term on every run's line is said once, under the first
+    assert text.count("(verdict channel: what andon's own plugin saw of each test") == 1, text
 
 
 def test_show_json_has_attempts_with_gates_and_evidence(merged):

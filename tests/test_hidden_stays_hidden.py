@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.console import Console
+
 from andon.prompt import PreviousFailure, redacted_failure
+from andon.report.evidence import packet_detail, show_packet
 
 from helpers import MUL_TEST, SHIPPED, andon, make_project, packet_md, runner_for
 
@@ -69,6 +72,10 @@ def test_the_retry_prompt_says_only_that_a_hidden_test_failed_and_where(tmp_path
     # tests, alone" above a hidden test's failure)
     assert first["summary"].startswith("the planted and hidden tests, alone, in both profiles: "
                                        "hidden test "), first["summary"]
+    # andon show says once what "both profiles" are
+    out = Console(record=True, width=200)
+    show_packet(out, packet_detail(runner.store, None, "P1"))
+    assert " ".join(out.export_text().split()).count("(both profiles: pytest's usual run") == 1
 
     prompt, prompt_file, on_disk, worktree = seen[2]
     kept = (Path(a2["evidence_dir"]) / "implement.prompt.md").read_text()

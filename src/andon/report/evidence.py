@@ -18,6 +18,14 @@ from ..store import StoreProtocol
 from ..workspace import Repo
 from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of, usage_text
 
+# what the two terms of the runs' lines mean, said once per packet (docs/gates.md has more)
+CHANNEL_NOTE = ("verdict channel: what andon's own plugin saw of each test, sent out of the "
+                "run as it happened; a JUnit report that disagrees with it is forged; \"used\": "
+                "the run had one: docs/gates.md")
+PROFILES_NOTE = ("both profiles: pytest's usual run, and the plain one, which leaves out "
+                 "what tells a test run from real use (output capture, assertion rewriting, "
+                 "pytest's hooks): docs/gates.md")
+
 
 def packet_detail(store: StoreProtocol, repo: Repo | None, packet_id: str
                   ) -> dict[str, Any] | None:
@@ -80,6 +88,7 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
     out.print(f"packet file: {visible(p['source'])}", markup=False)
     if d.get("usage", {}).get("runs"):
         out.print(f"agents used: {usage_text(d['usage'])}", markup=False)
+    told_channel = told_profiles = False
     for a in d["attempts"]:
         counted = "" if a["counted"] else " (interrupted; not counted)"
         never = "" if a["stages"] else (" (never started: the attempt stopped before its "
@@ -110,6 +119,9 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             mark = GATE_MARK.get(g["status"]) or markup_safe(g["status"])  # GATE_MARK: markup
             out.print(f"  {mark} {markup_safe(g['gate'])}{layer}: "
                       f"{markup_safe(g['summary'])}", soft_wrap=True)
+            if "both profiles" in g["summary"] and not told_profiles:
+                told_profiles = True
+                out.print(f"      ({PROFILES_NOTE})", markup=False, soft_wrap=True)
             for f in g["evidence"].get("findings", [])[:10]:
                 where = f["path"] or f["test_id"] or ""
                 if f.get("line") and f["path"]:
@@ -130,6 +142,9 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
                 out.print(f"      run {visible(r.get('name'))}: exit {r.get('exit_status')}, "
                           f"{r.get('duration_s', 0):.1f} s, log {log}{chan}",
                           markup=False, soft_wrap=True)
+                if chan and not told_channel:  # the term, once per packet
+                    told_channel = True
+                    out.print(f"        ({CHANNEL_NOTE})", markup=False, soft_wrap=True)
         for r in a.get("reviews", []):
             _show_review(out, r)
         for e in d.get("events", []):  # the person's decision at a human gate
