@@ -409,6 +409,8 @@ def test_a_carried_base_that_no_longer_passes_its_suite_is_left_for_the_head(tmp
     assert implemented == [1, 2]  # afresh: the agent works again, on the head
     assert any(f"{old_base[:10]}, the base of the attempt this one carries on from, no longer "
                "passes its own suite: attempt 2 starts afresh" in s for s in said), said
+    assert f"preflight: running the full suite on {old_base[:10]}, an attempt's base the " \
+           "branch has moved past" in said, said
 
 
 def test_a_packet_edited_between_runs_is_not_carried_over(tmp_path):

@@ -182,6 +182,10 @@ def test_an_upgraded_package_in_the_tests_environment_runs_the_preflight_again(t
     said: list[str] = []
     assert runner_for(root, honest_mul, echo=said.append).run(only=["P1"]).merged == ["P1"]
     assert not any("cached" in s for s in said if s.startswith("preflight"))
+    # a first run's preflight is on the head attempts start from (before the integration
+    # branch exists, the base branch's), not on "an attempt's base the branch has moved past"
+    assert any(s.startswith("preflight: running the full suite on ")
+               and s.endswith(" (andon/integration)") for s in said), said
     (site / "helperlib.py").write_text("VALUE = 2\n")  # the "upgrade"
     said.clear()
     report = runner_for(root, honest_mul, echo=said.append).run()
@@ -738,7 +742,7 @@ def test_show_and_the_board_count_each_attempts_full_suite_runs_and_their_second
     text = andon(root, "show", "P1").stdout
     assert f"test runs: 2 full-suite run(s) {full:.1f} s; 4 test run(s) in all" in text
     board = andon(root, "status").stdout
-    assert f"2 suites {full:.0f} s" in board
+    assert f"2 suites {'<1' if full < 1 else f'{full:.0f}'} s" in board
     status = json.loads(andon(root, "status", "--json").stdout)
     assert status["packets"][0]["last_attempt"]["test_runs"]["full_suite_runs"] == 2
 

@@ -172,7 +172,9 @@ class Baseline:
         kept when it passes."""
         # the tree, the test settings, the tests' environment, andon's version
         key = self.key(tree)
-        head = sha == self.repo.rev_parse(self.ref)
+        # the head attempts start from (the base branch's before the integration branch
+        # exists: a first run's preflight), not an older base a retry carries
+        head = sha == self.head()
         self.echo(f"preflight: running the full suite on {sha[:10]}"
                   + (f" ({self.config.andon.integration_branch})" if head else
                      ", an attempt's base the branch has moved past"))
