@@ -237,7 +237,7 @@ def _row(r: dict[str, Any], worker: str) -> _Row:
     if last and last["test_runs"]["full_suite_runs"]:
         t = last["test_runs"]  # verification time: full-suite runs of the last attempt
         n = t["full_suite_runs"]
-        gates_cell += f"\n{n} suite{'' if n == 1 else 's'} {t['full_suite_s']:.0f} s"
+        gates_cell += f"\n{n} suite{'' if n == 1 else 's'} {_seconds(t['full_suite_s'])}"
     agents_cell = _usage_cell(r["usage"])
     if r.get("sandbox"):  # the level the last attempt's agent actually ran at
         agents_cell += f"\nsandbox {r['sandbox']}"
@@ -245,6 +245,11 @@ def _row(r: dict[str, Any], worker: str) -> _Row:
     style = "dim" if r["removed"] else STYLE.get(r["state"], "white")
     return _Row(markup_safe(r["id"]), f"[{style}]{markup_safe(state)}[/]", str(r["attempts"]),
                 gates_cell, agents_cell, markup_safe(result), markup_safe(worker))
+
+
+def _seconds(s: float) -> str:
+    """Whole seconds for the board; ``<1 s`` under one (a rounded "0 s" reads as nothing)."""
+    return "<1 s" if s < 1 else f"{s:.0f} s"
 
 
 def clip(text: str, limit: int) -> str:
@@ -274,10 +279,7 @@ def _usage_cell(u: dict[str, Any]) -> str:
     if not u["runs"]:
         return ""
     cost = "cost ?" if u["cost_usd"] is None else f"${u['cost_usd']:.2f}"
-    if u["wall_s"] is None:
-        wall = "time ?"
-    else:
-        wall = "<1 s" if u["wall_s"] < 1 else f"{u['wall_s']:.0f} s"
+    wall = "time ?" if u["wall_s"] is None else _seconds(u["wall_s"])
     return f"{cost} · {wall}"
 
 
