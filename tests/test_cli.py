@@ -670,6 +670,9 @@ def test_show_names_the_gates_and_the_merge_commit(merged):
                      r"number drawn for each run: docs/gates.md\)", text), r.stdout
     # the term on every run's line is said once, under the first
     assert text.count("(verdict channel: what andon's own plugin saw of each test") == 1, text
+    # and the suite gate's "(passed in the plain profile first)" has the profiles' note
+    assert "passed in the plain profile first" in text, text
+    assert text.count("(the plain profile: a pytest run without") == 1, text
 
 
 def test_show_json_has_attempts_with_gates_and_evidence(merged):

@@ -75,7 +75,8 @@ def test_the_retry_prompt_says_only_that_a_hidden_test_failed_and_where(tmp_path
     # andon show says once what "both profiles" are
     out = Console(record=True, width=200)
     show_packet(out, packet_detail(runner.store, None, "P1"))
-    assert " ".join(out.export_text().split()).count("(both profiles: pytest's usual run") == 1
+    shown = " ".join(out.export_text().split())
+    assert shown.count("(the plain profile: a pytest run without") == 1, shown
 
     prompt, prompt_file, on_disk, worktree = seen[2]
     kept = (Path(a2["evidence_dir"]) / "implement.prompt.md").read_text()

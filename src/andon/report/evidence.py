@@ -22,9 +22,9 @@ from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of
 CHANNEL_NOTE = ("verdict channel: what andon's own plugin saw of each test, sent out of the "
                 "run as it happened; a JUnit report that disagrees with it is forged; \"used\": "
                 "the run had one: docs/gates.md")
-PROFILES_NOTE = ("both profiles: pytest's usual run, and the plain one, which leaves out "
-                 "what tells a test run from real use (output capture, assertion rewriting, "
-                 "pytest's hooks): docs/gates.md")
+PROFILES_NOTE = ("the plain profile: a pytest run without what tells a test run from real "
+                 "use (output capture, assertion rewriting, pytest's hooks); the usual one is "
+                 "pytest's own; \"both profiles\": the two: docs/gates.md")
 
 
 def packet_detail(store: StoreProtocol, repo: Repo | None, packet_id: str
@@ -119,7 +119,7 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             mark = GATE_MARK.get(g["status"]) or markup_safe(g["status"])  # GATE_MARK: markup
             out.print(f"  {mark} {markup_safe(g['gate'])}{layer}: "
                       f"{markup_safe(g['summary'])}", soft_wrap=True)
-            if "both profiles" in g["summary"] and not told_profiles:
+            if "profile" in g["summary"] and not told_profiles:
                 told_profiles = True
                 out.print(f"      ({PROFILES_NOTE})", markup=False, soft_wrap=True)
             for f in g["evidence"].get("findings", [])[:10]:
