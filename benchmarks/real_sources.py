@@ -30,7 +30,9 @@ class EditError(Exception):
 def unpack_sdist(sdist: Path, dest: Path) -> None:
     """Extract the sdist ``sdist`` into ``dest``: under PEP 706's ``data`` filter where this
     Python has it (3.11.4 and later); on one before (Debian 12's 3.11.2, which scripts/test
-    makes .venv from) as it is: these benchmarks read pinned PyPI releases only."""
+    makes .venv from) as it is. So only an archive the person running the benchmark trusts:
+    real_project.py's pinned PyPI releases (their sha256 checked), or the file they name
+    with gates.py's ``--real-sdist``."""
     with tarfile.open(sdist) as tar:
         if hasattr(tarfile, "data_filter"):
             tar.extractall(dest, filter="data")

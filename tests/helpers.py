@@ -516,17 +516,22 @@ def interpreter_facts(python: str) -> dict:
 
 
 def machine_python(check: str) -> str | None:
-    """An interpreter of this machine for which the Python code ``check`` runs without an
-    error, ``sys.executable`` first, then the ``python3*`` on ``PATH`` and in pyenv's
-    versions: its path, or None when none does. For the tests of what only some builds
-    have — scripts/test makes the suite's venv from Debian's python3.11 (no PEP 706
-    extraction filters before 3.11.4; a static executable, no shared libpython), and the
-    machine's other Pythons have what it lacks."""
+    """An interpreter of this machine, 3.11 or later, for which the Python code ``check``
+    runs without an error, ``sys.executable`` first, then the ``python3*`` on ``PATH``, then
+    pyenv's versions, newest first: its path, or None when none does. For the tests of what
+    only some builds have — scripts/test makes the suite's venv from Debian's python3.11 (no
+    PEP 706 extraction filters before 3.11.4; a static executable, no shared libpython), and
+    the machine's other Pythons have what it lacks."""
     seen: set[str] = set()
     candidates = [sys.executable]
     for folder in os.environ.get("PATH", "").split(os.pathsep):
         candidates += sorted(str(p) for p in Path(folder or ".").glob("python3*"))
-    candidates += sorted(str(p) for p in Path.home().glob(".pyenv/versions/3.*/bin/python3"))
+    # pyenv's, newest first (3.13 before 3.9: not the order of their names)
+    pyenvs = Path.home().glob(".pyenv/versions/3.*/bin/python3")
+    candidates += sorted((str(p) for p in pyenvs), reverse=True,
+                         key=lambda p: [int(n) for n in re.findall(r"\d+", p.split("/")[-3])])
+    # only a Python andon supports (pyproject's requires-python)
+    check = "import sys\nassert sys.version_info >= (3, 11)\n" + check
     for python in candidates:
         real = os.path.realpath(python)
         if real in seen or not os.access(python, os.X_OK) or python.endswith("-config"):

@@ -675,6 +675,24 @@ def test_show_names_the_gates_and_the_merge_commit(merged):
     assert text.count("(the plain profile: a pytest run without") == 1, text
 
 
+def test_the_profiles_note_goes_under_its_gate_not_under_a_test_id_that_says_profile(merged):
+    """The note is for the suite and hermetic gates' own words: a test named
+    ``test_edit_profile`` in an earlier gate's summary does not take it (it is said once,
+    so it would then be missing where the words are)."""
+    from rich.console import Console
+
+    from andon.report.evidence import show_packet
+    root, _ = merged
+    d = json.loads(andon(root, "show", "P1", "--json").stdout)
+    red = next(g for g in d["attempts"][0]["gates"] if g["gate"] == "red")
+    red["summary"] = "tests/test_profile.py::test_edit_profile fails on the base"
+    out = Console(record=True, width=400)
+    show_packet(out, d)
+    lines = out.export_text().splitlines()
+    (at,) = [i for i, ln in enumerate(lines) if "(the plain profile: a pytest run" in ln]
+    assert "suite: " in lines[at - 1] and "in the plain profile first" in lines[at - 1], lines
+
+
 def test_show_json_has_attempts_with_gates_and_evidence(merged):
     """`andon show P1 --json` parses: the packet, its attempts with gates whose evidence
     names the suite runs and their logs on disk, and the events."""

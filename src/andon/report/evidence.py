@@ -119,7 +119,9 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             mark = GATE_MARK.get(g["status"]) or markup_safe(g["status"])  # GATE_MARK: markup
             out.print(f"  {mark} {markup_safe(g['gate'])}{layer}: "
                       f"{markup_safe(g['summary'])}", soft_wrap=True)
-            if "profile" in g["summary"] and not told_profiles:
+            # the suite and hermetic gates' own words, not a test id that holds "profile"
+            if ("both profiles" in g["summary"] or "in the plain profile first" in g["summary"]
+                    ) and not told_profiles:
                 told_profiles = True
                 out.print(f"      ({PROFILES_NOTE})", markup=False, soft_wrap=True)
             for f in g["evidence"].get("findings", [])[:10]:
