@@ -387,8 +387,7 @@ def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see
     def baseline(command):
         cfg = config.model_copy(deep=True)
         cfg.test.command = command
-        return Baseline(repo, cfg, open_store(repo), "refs/heads/andon/integration",
-                        tmp_path / "ev", lambda s: None)
+        return Baseline(repo, cfg, open_store(repo), tmp_path / "ev", lambda s: None)
     plain = baseline(["python", "-m", "pytest"])
     assert plain.key(tree) == baseline(["python", "-m", "pytest"]).key(tree)  # any run's
     assert plain.key(tree).startswith("preflight:")
@@ -422,7 +421,7 @@ def test_what_passes_on_a_base_that_is_no_longer_the_head_is_that_bases_own(tmp_
         script.write_text(f'#!/bin/sh\nexec {project_test_command()[0]} -m pytest "$@"\n')
         script.chmod(script.stat().st_mode | stat.S_IEXEC)
         config.test.command = [str(script)]
-    baseline = Baseline(repo, config, open_store(repo), "HEAD", tmp_path / "ev", lambda s: None)
+    baseline = Baseline(repo, config, open_store(repo), tmp_path / "ev", lambda s: None)
     passing = baseline.passing(old_base)
     assert {"tests.test_ops::test_add", "tests.test_ops::test_div"} <= passing, passing
     assert not any("test_more" in t for t in passing)  # the head's own test is not the base's
@@ -509,7 +508,7 @@ def test_a_run_only_baseline_changed_in_the_store_is_not_used(tmp_path, prefligh
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         config=wrapper_config(tmp_path))
     repo, said = Repo(root), []
-    baseline = Baseline(repo, load_config(root), open_store(repo), "HEAD", tmp_path / "ev",
+    baseline = Baseline(repo, load_config(root), open_store(repo), tmp_path / "ev",
                         said.append)
     head = git(root, "rev-parse", "HEAD").strip()
     want = baseline.passing(head)
@@ -533,7 +532,7 @@ def test_a_run_only_baseline_changed_in_the_store_is_not_used(tmp_path, prefligh
     db.close()
     assert baseline.known(tree) is None and baseline.passing(head) == want
     assert len(preflights()) == 4
-    other = Baseline(repo, load_config(root), open_store(repo), "HEAD", tmp_path / "ev",
+    other = Baseline(repo, load_config(root), open_store(repo), tmp_path / "ev",
                      said.append)
     assert other.known(repo.resolve(f"{head}^{{tree}}")) is None  # another run's: not read
 
@@ -554,7 +553,7 @@ def test_the_run_only_rows_of_a_run_killed_a_day_ago_are_dropped(tmp_path):
                "WHERE key != 'preflight-run:live:1'")
     db.commit()
     db.close()
-    Baseline(Repo(root), load_config(root), store, "HEAD", tmp_path / "ev",
+    Baseline(Repo(root), load_config(root), store, tmp_path / "ev",
              lambda s: None).forget_old_runs()
     assert store.baseline("preflight-run:dead:1") is None
     assert store.baseline("preflight-run:live:1") == store.baseline("preflight:kept") == {"t::a"}

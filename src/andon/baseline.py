@@ -34,14 +34,15 @@ from .workspace import Repo
 
 
 class Baseline:
-    """The integration branch ``ref`` of ``repo``; preflight evidence goes under
+    """What passes on the integration branch of ``repo`` (``config``'s, or its base branch
+    before it exists: :meth:`head`); preflight evidence goes under
     ``evidence_root/_preflight/<tree>``, progress to ``echo``. ``exclude``: folders the
     environment's fingerprint leaves to the gates (the checkout, the worktrees)."""
 
-    def __init__(self, repo: Repo, config: Config, store: StoreProtocol, ref: str,
+    def __init__(self, repo: Repo, config: Config, store: StoreProtocol,
                  evidence_root: Path, echo: Callable[[str], None],
                  exclude: tuple[Path, ...] = ()):
-        self.repo, self.config, self.store, self.ref = repo, config, store, ref
+        self.repo, self.config, self.store = repo, config, store
         self.evidence_root, self.echo, self.exclude = evidence_root, echo, exclude
         # the tests' environment the keys name: taken on first use, or given by the runner
         # once its own watch is taken (after a preflight that ran code)

@@ -72,7 +72,7 @@ class Runner:
         # tell it that it is being judged), and run() removes it when it ends empty.
         self.worktree_root = Path(root) if root else Path(tempfile.gettempdir()) / (
             "wt-" + hashlib.sha1(str(repo.root).encode()).hexdigest()[:12])
-        self.baseline = Baseline(repo, config, store, self.ref, self.evidence_root, echo,
+        self.baseline = Baseline(repo, config, store, self.evidence_root, echo,
                                  (repo.root, self.worktree_root))
         self.packets: dict[str, Packet] = {}
         self.run_started: str | None = None   # set by run(): the scope of [budgets.run]

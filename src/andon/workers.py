@@ -323,8 +323,8 @@ def _work(runner: Line, job: Job, claimed: tuple) -> str:
     remote = getattr(runner.repo, "remote", None)
     mine.repo.remote = remote  # type: ignore[attr-defined]  # remote.py, several machines
     mine.echo = lambda s: runner.echo(f"[{job.worker}] {s}")
-    mine.baseline = Baseline(runner.repo, runner.config, store, runner.ref,
-                             runner.evidence_root, mine.echo, runner.baseline.exclude)
+    mine.baseline = Baseline(runner.repo, runner.config, store, runner.evidence_root,
+                             mine.echo, runner.baseline.exclude)
     mine.baseline.env = runner.baseline.env  # the environment the run's keys name
     mine.baseline.join_run(runner.baseline)  # what holds for this run only
     try:
