@@ -216,6 +216,13 @@ def make_project(root: Path, packets: Mapping[str, tuple[str, Mapping[str, str]]
     return root
 
 
+def baseline_ids(store, key: str) -> set[str] | None:
+    """The ids a ``preflight`` row of ``store`` keeps under ``key`` (Store.set_baseline), or
+    None: read as the rows are, without baseline.py's checks."""
+    row = store.cached(key)
+    return set(row["data"]["passed_ids"]) if row and row["kind"] == "preflight" else None
+
+
 def mul_packet(pid: str = "P1", **fields: object) -> tuple[str, dict[str, str]]:
     fields.setdefault("allowed_paths", ["src/calc/**"])
     return packet_md(pid, "multiply", "calc.ops.mul multiplies.", **fields), {

@@ -371,13 +371,10 @@ class Store(Claims, DashboardReads, ExperimentRows):
         with self.tx() as db:
             db.execute(sql, args)
 
-    def baseline(self, key: str) -> set[str] | None:
-        """Test ids that passed in a full-suite run the harness made of the tree ``key``
-        names (gates/cache.py ``baseline_key``), or None."""
-        row = self.cached(key)
-        return set(row["data"]["passed_ids"]) if row and row["kind"] == "preflight" else None
-
     def set_baseline(self, key: str, passed_ids: set[str], evidence: dict[str, Any]) -> None:
+        """Keep ``passed_ids`` (test ids that passed in a full-suite run the harness made of
+        the tree ``key`` names: gates/cache.py) as a ``preflight`` result; read back, and
+        checked, by baseline.py ``Baseline.known``."""
         self.set_cached(key, "preflight", {"passed_ids": sorted(passed_ids)}, evidence)
 
     def reopen(self) -> None:
