@@ -20,6 +20,8 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
+import cli_fork
+
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import DEFAULT_TOML, load_config
 from andon.runner import Runner
@@ -313,19 +315,25 @@ IN_PROCESS = frozenset({"init", "check", "status", "show"})
 
 
 def andon(root: Path, *args: str, env: Mapping[str, str] | None = None,
-          timeout: float = 300, real_process: bool = False) -> subprocess.CompletedProcess:
+          timeout: float = 300, real_process: bool = False, fresh: bool = False
+          ) -> subprocess.CompletedProcess:
     """Run the CLI against ``root`` (as ``andon -C root ARGS``); ``run`` gets the accepting
     reviewer unless the test names one (see ``with_reviewer``). Commands in ``IN_PROCESS``,
-    and ``--help``, run in this process unless ``real_process``; everything else in a
-    subprocess (`python -m andon`). Either way: returncode, stdout and stderr as text, the
-    environment being os.environ + GIT_ENV + COLUMNS=200 + ``env``."""
+    and ``--help``, run in this process unless ``real_process`` or ``fresh``; everything else
+    in a process of its own, `python -m andon`: forked from a server with andon imported
+    (tests/cli_fork.py), or a fresh interpreter with ``fresh``. Either way: returncode, stdout
+    and stderr as text, the environment being os.environ + GIT_ENV + COLUMNS=200 + ``env``."""
     args = with_reviewer(args)
     env = {**GIT_ENV, "COLUMNS": "200", **(env or {})}
-    if not real_process and args and (args[0] in IN_PROCESS or "--help" in args):
+    if not (real_process or fresh) and args and (args[0] in IN_PROCESS or "--help" in args):
         return _in_process(root, args, env)
-    return subprocess.run([sys.executable, "-m", "andon", "-C", str(root), *args],
-                          capture_output=True, text=True, timeout=timeout, check=False,
-                          env={**os.environ, **env})
+    argv, full_env = ["-C", str(root), *args], {**os.environ, **env}
+    forked = (None if fresh or os.environ.get("ANDON_TESTS_FRESH_CLI")
+              else cli_fork.run(argv, full_env, timeout))
+    if forked is not None:
+        return forked
+    return subprocess.run([sys.executable, "-m", "andon", *argv], capture_output=True,
+                          text=True, timeout=timeout, check=False, env=full_env)
 
 
 def _in_process(root: Path, args: tuple[str, ...], env: Mapping[str, str]
