@@ -6,8 +6,9 @@ with the pyproject's addopts, xdist on every core) with a plugin that records, f
 test, its wall seconds and the CPU seconds (user + system) of the worker process and of the
 child processes it waited for (``getrusage``: RUSAGE_SELF and RUSAGE_CHILDREN; a daemon
 started by a session fixture and never waited for, such as a PostgreSQL server, is not
-counted; the fork servers of contain/forkpool.py reap the runs they fork, so a live
-server's own CPU and its runs' are read from ``/proc``). Then prints the CPU by test file
+counted; the fork servers of contain/forkpool.py reap the runs they fork, and the server
+of tests/cli_fork.py the `python -m andon` processes it forks, so a live server's own CPU
+and its children's are read from ``/proc``). Then prints the CPU by test file
 and the most expensive tests, each worker's busy seconds (how evenly xdist spread the
 work), and the CPU the run used against what the machine had (cores × wall seconds).
 
@@ -40,8 +41,13 @@ def _servers():
     # reaped runs' are read from /proc
     import sys
     pool = sys.modules.get("andon.contain.forkpool")
+    pids = list(pool.pids() if pool else ())
+    # tests/cli_fork.py's server reaps the `python -m andon` processes it forks, too
+    cli = getattr(sys.modules.get("cli_fork"), "_server", None)
+    if cli is not None and cli[0].poll() is None:
+        pids.append(cli[0].pid)
     total = 0.0
-    for pid in (pool.pids() if pool else ()):
+    for pid in pids:
         try:
             with open(f"/proc/{pid}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
