@@ -44,8 +44,8 @@ def _servers():
     pids = list(pool.pids() if pool else ())
     # tests/cli_fork.py's server reaps the `python -m andon` processes it forks, too
     cli = getattr(sys.modules.get("cli_fork"), "_server", None)
-    if cli is not None and cli[0].poll() is None:
-        pids.append(cli[0].pid)
+    if cli is not None and cli.proc.poll() is None:
+        pids.append(cli.proc.pid)
     total = 0.0
     for pid in pids:
         try:
@@ -58,8 +58,11 @@ def _servers():
 
 
 def _cpu():
+    # the servers first: a poll() there may reap one that ended, whose CPU then reaches
+    # RUSAGE_CHILDREN in this same sample
+    servers = _servers()
     s, c = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime + _servers()
+    return s.ru_utime + s.ru_stime, c.ru_utime + c.ru_stime + servers
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
