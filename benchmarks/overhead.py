@@ -234,6 +234,9 @@ class Meter:
             try:
                 return orig_run(self, args, *a, **kw)
             finally:
+                args = list(args)
+                while args[:1] == ["-c"]:  # git's own options (worktrees.PARALLEL_CHECKOUT)
+                    args = args[2:]
                 words = [x for x in args if not x.startswith("-")]
                 sub = " ".join(words[:2]) if words[:1] == ["worktree"] else \
                     (words[0] if words else "?")

@@ -33,6 +33,7 @@ from pathlib import Path
 from .. import treewalk
 from ..errors import UsageError
 from ..workspace import Repo
+from ..worktrees import PARALLEL_CHECKOUT
 
 # How long to wait for the filesystem clock to move past the export's last write before
 # giving up and reading every file at the check (a filesystem with coarse timestamps).
@@ -106,8 +107,8 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
                               for p, (mode, blob) in entries.items())
         env = {"GIT_INDEX_FILE": str(Path(tmp) / "index")}
         repo._run(("update-index", "--add", "-z", "--index-info"), None, index_info, True, env)
-        repo._run(("checkout-index", "--all", "--force", f"--prefix={dest}/"), None, None,
-                  True, env)
+        repo._run((*PARALLEL_CHECKOUT, "checkout-index", "--all", "--force",
+                   f"--prefix={dest}/"), None, None, True, env)
     trusted = _past_tick(dest)
     seen = _walk(dest)
     tree = ExportedTree(dest, trusted_stat=trusted)
