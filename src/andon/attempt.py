@@ -337,7 +337,8 @@ class Attempt:
         return ReviewInput(self.repo, self.config, self.packet, self.store, self.row["id"],
                            self.row["start_stage"], self.stages, self.ctx.plant_sha,
                            self.ctx.candidate_sha, self.ev,
-                           [g.gate for g in self.out.gates if not g.ok], self._agent)
+                           [g.gate for g in self.out.gates if not g.ok], self._agent,
+                           self.worktree)
 
     # -- helpers ------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ Raises GitError (a git command failed) and UsageError (``dest`` exists).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -86,13 +87,15 @@ def _bytecode_cache(path: str) -> bool:
     return "__pycache__" in parts[:-1] or parts[-1].endswith((".pyc", ".pyo"))
 
 
-def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True
-                ) -> ExportedTree:
+def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = lambda p: True,
+                linked_from: Path | None = None) -> ExportedTree:
     """Write the files of ``rev`` whose repo-relative paths ``keep`` accepts into ``dest``
     (created, with its parents; no ``.git``) and return the :class:`ExportedTree` that checks
     it later. Submodules (gitlinks) are left out, as ``git archive`` left them out. Time:
     git's checkout of the kept files plus one ``lstat`` each; no file is read back.
-    UsageError if ``dest`` exists; GitError if ``rev`` is not a commit."""
+    ``linked_from`` (the attempt's worktree, on the same filesystem): each regular file there
+    is hard-linked instead when it is ``rev``'s, read after its stat was recorded
+    (:func:`_link`). UsageError if ``dest`` exists; GitError if ``rev`` is not a commit."""
     dest = Path(dest)
     if dest.exists() or dest.is_symlink():
         raise UsageError(f"export destination already exists: {dest}")
@@ -100,8 +103,34 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
     entries = {e.path: (e.mode, e.sha) for e in repo.entries(sha)
                if e.kind == "blob" and keep(e.path)}
     dest.mkdir(parents=True)
+    linked = _link(linked_from, dest, entries) if linked_from is not None else set()
+    _checkout(repo, dest, {p: e for p, e in entries.items() if p not in linked})
+    trusted = _past_tick(dest)
+    seen = _walk(dest)
+    # a linked file's bytes are the worktree's: read now, after the stat above was taken,
+    # so that a write before it shows here and one after it changes that stat
+    algorithm = "sha256" if len(sha) == 64 else "sha1"
+    wrong = {p: entries[p] for p in linked
+             if os.lstat(dest / p).st_nlink != 2 or _git_entry(dest / p, algorithm) != entries[p]}
+    if wrong:
+        for p in wrong:
+            os.unlink(dest / p)
+        _checkout(repo, dest, wrong)
+        trusted = _past_tick(dest) and trusted
+        seen.update({p: _key(os.lstat(dest / p)) for p in wrong})
+    tree = ExportedTree(dest, trusted_stat=trusted)
+    for path, (mode, blob) in entries.items():
+        if path in seen:
+            tree.entries[path] = (mode, blob, seen[path])
+    return tree
+
+
+def _checkout(repo: Repo, dest: Path, entries: dict[str, tuple[str, str]]) -> None:
+    """git writes ``entries`` (path → (mode, blob)) under ``dest``."""
+    if not entries:
+        return
     with tempfile.TemporaryDirectory(prefix="andon-export-") as tmp:
-        # a temporary index of exactly the kept files; git writes them under dest, reading
+        # a temporary index of exactly these files; git writes them under dest, reading
         # nothing from dest (no .git there) and running no filter of the checkout's
         index_info = b"".join(f"{mode} {blob}\t".encode() + os.fsencode(p) + b"\0"
                               for p, (mode, blob) in entries.items())
@@ -109,13 +138,65 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
         repo._run(("update-index", "--add", "-z", "--index-info"), None, index_info, True, env)
         repo._run((*PARALLEL_CHECKOUT, "checkout-index", "--all", "--force",
                    f"--prefix={dest}/"), None, None, True, env)
-    trusted = _past_tick(dest)
-    seen = _walk(dest)
-    tree = ExportedTree(dest, trusted_stat=trusted)
-    for path, (mode, blob) in entries.items():
-        if path in seen:
-            tree.entries[path] = (mode, blob, seen[path])
-    return tree
+
+
+def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[str]:
+    """Hard-link into ``dest`` each regular file of ``entries`` that ``source`` holds with
+    the entry's executable bit and no other link; return their paths. A link allocates no
+    inode: 6,000 files in 0.11-0.13 s in any state of this machine's disk, where git's
+    writes took 0.06-1.3 s (benchmarks/README.md, nineteenth and twentieth passes). Each
+    folder of ``source`` is opened without following a symbolic link, so a folder the
+    worktree has turned into one leads nowhere outside it; other filesystems (EXDEV) link
+    nothing. The bytes are not read here: :func:`export_tree` reads them once the stat is
+    recorded. A reviewer's write to a linked file reaches the worktree's too; it is found
+    as any change (:meth:`ExportedTree.changed`), and the attempt fails."""
+    linked: set[str] = set()
+    folders: dict[str, int | None] = {"": None}
+    try:
+        folders[""] = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        for path, (mode, _blob) in entries.items():
+            if mode not in ("100644", "100755"):
+                continue
+            parent, _, name = path.rpartition("/")
+            fd = _folder(folders, parent)
+            if fd is None:
+                continue
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
+                        or bool(st.st_mode & stat.S_IXUSR) != (mode == "100755")):
+                    continue
+                (dest / path).parent.mkdir(parents=True, exist_ok=True)
+                os.link(name, dest / path, src_dir_fd=fd, follow_symlinks=False)
+            except OSError as e:
+                if e.errno == errno.EXDEV:
+                    break
+                continue
+            linked.add(path)
+    except OSError:
+        pass
+    finally:
+        for fd in folders.values():
+            if fd is not None:
+                os.close(fd)
+    return linked
+
+
+def _folder(folders: dict[str, int | None], rel: str) -> int | None:
+    """An fd of ``source``'s folder ``rel`` ("a/b"), each step opened without following a
+    symbolic link (cached in ``folders``); None if any step is not a plain folder."""
+    if rel in folders:
+        return folders[rel]
+    up, _, name = rel.rpartition("/")
+    parent = _folder(folders, up)
+    fd = None
+    if parent is not None:
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
+        except OSError:
+            fd = None
+    folders[rel] = fd
+    return fd
 
 
 def _past_tick(dest: Path) -> bool:

@@ -55,6 +55,7 @@ class ReviewInput:
     evidence_dir: Path
     red_gates: list[str]         # the attempt's gates that are not green, by name
     run_agent: Callable[..., AgentRun]
+    worktree: Path | None = None  # the candidate's files there are linked into the export
 
 
 class Reviewer:
@@ -82,7 +83,8 @@ class Reviewer:
                         or path_matches(p, planted))
 
             hide = stage == "review-correctness"
-            exported = export_tree(repo, cand, wt, keep=lambda p: not (hide and test_like(p)))
+            exported = export_tree(repo, cand, wt, keep=lambda p: not (hide and test_like(p)),
+                                   linked_from=a.worktree)
             diff = self._diff(test_like, with_tests=not hide)
             stages = [s for s in a.stages if s in ("atdd", "implement")]
             errors: list[str] = []
