@@ -6,12 +6,14 @@ not see) and must change nothing in it. The old way — ``git archive`` into mem
 tarfile writing every file, a sha256 of every file before and after the reviewer — cost
 seconds on a repository of 6,000 files (issue 18). Here:
 
-- git writes the files (``checkout-index`` from a temporary index holding only the paths the
-  reviewer may see), in C, straight from the object store;
+- the worktree's files that are the candidate's are hard-linked (no inode to allocate:
+  :func:`_link`); git writes the others (``checkout-index`` from a temporary index holding
+  only the paths the reviewer may see), in C, straight from the object store;
 - each file's ``lstat`` (inode, mode, size, mtime, ctime in nanoseconds) is recorded, and the
   filesystem clock is waited out past the last write (one tick, a few milliseconds; see
   :func:`_past_tick`), so that any later write, rename, link or ``chmod`` gives the entry a
-  later ctime — which no process can set back;
+  later ctime — which no process can set back; a linked file is read against its blob only
+  then, and written by git instead when it differs;
 - after the reviewer, the directory is walked once (``lstat`` only) and only the entries
   whose stat changed are read, against their blob's git hash: a file merely touched is not
   a change (as before), one edited with its size and mtime restored is.
@@ -92,7 +94,8 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
     """Write the files of ``rev`` whose repo-relative paths ``keep`` accepts into ``dest``
     (created, with its parents; no ``.git``) and return the :class:`ExportedTree` that checks
     it later. Submodules (gitlinks) are left out, as ``git archive`` left them out. Time:
-    git's checkout of the kept files plus one ``lstat`` each; no file is read back.
+    git's checkout of the kept files plus one ``lstat`` each, or a link and a read of each
+    file linked.
     ``linked_from`` (the attempt's worktree, on the same filesystem): each regular file there
     is hard-linked instead when it is ``rev``'s, read after its stat was recorded
     (:func:`_link`). UsageError if ``dest`` exists; GitError if ``rev`` is not a commit."""
