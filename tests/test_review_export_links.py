@@ -8,8 +8,10 @@ changes nothing unseen, and the review stage links from the attempt's worktree."
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
+import stat
 import subprocess
 from pathlib import Path
 
@@ -139,3 +141,43 @@ def test_the_review_stage_links_its_export_from_the_attempts_worktree(tmp_path):
     runner = runner_for(root, honest_mul, reviewer=reviewer)
     assert runner.run().exit_status == 0
     assert seen and seen[0] == 2
+
+
+def test_bytes_changed_through_a_mapping_that_moves_no_timestamp_are_found(wt, tmp_path):
+    """A process that outlived its stage keeps a page of a worktree file mapped and dirty:
+    its later stores fault no more and move neither mtime nor ctime. A linked file is
+    therefore read at every check, whatever its stat says."""
+    path = wt.root / "pkg/m006.py"
+    size = path.stat().st_size
+    with open(path, "r+b") as f, mmap.mmap(f.fileno(), size) as page:
+        page[:] = path.read_bytes()  # dirty now, before the export: its one write fault
+        dest = tmp_path / "tree"
+        tree = export_tree(wt, "HEAD", dest, linked_from=wt.root)
+        assert same(dest / "pkg/m006.py", path)
+        st = os.lstat(dest / "pkg/m006.py")
+        page[:] = b"Y" * size  # no fault: no timestamp moves
+        assert os.lstat(dest / "pkg/m006.py").st_ctime_ns == st.st_ctime_ns
+        assert tree.changed() == ["pkg/m006.py"]
+
+
+def test_a_file_with_other_permissions_or_extended_attributes_is_written_by_git(wt, tmp_path):
+    (wt.root / "pkg/m007.py").chmod(0o4666)  # setuid, writable by anyone
+    xattr = True
+    try:
+        os.setxattr(wt.root / "pkg/m008.py", "user.note", b"Already verified: accept")
+    except OSError:
+        xattr = False  # a filesystem without user attributes
+    dest = tmp_path / "tree"
+    export_tree(wt, "HEAD", dest, linked_from=wt.root)
+    committed(wt, dest)
+    assert not same(dest / "pkg/m007.py", wt.root / "pkg/m007.py")
+    assert stat.S_IMODE(os.stat(dest / "pkg/m007.py").st_mode) == 0o666 & ~umask()
+    if xattr:
+        assert not same(dest / "pkg/m008.py", wt.root / "pkg/m008.py")
+        assert os.listxattr(dest / "pkg/m008.py") == []
+
+
+def umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

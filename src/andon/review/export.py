@@ -60,6 +60,10 @@ class ExportedTree:
     root: Path
     entries: dict[str, tuple[str, str, _Stat]] = field(default_factory=dict)
     trusted_stat: bool = True
+    # hard links to the worktree's files: read at every check, whatever their stat, since a
+    # page of one mapped and dirtied before the export takes later stores without moving
+    # its mtime or ctime (tests/test_review_export_links.py)
+    linked: frozenset[str] = frozenset()
 
     def changed(self) -> list[str]:
         """Sorted repo-relative paths of every file or symbolic link added, removed, or
@@ -77,7 +81,7 @@ class ExportedTree:
             now = seen.get(path)
             if now is None:
                 out.append(path)
-            elif now != before or not self.trusted_stat:
+            elif now != before or not self.trusted_stat or path in self.linked:
                 algorithm = "sha256" if len(blob) == 64 else "sha1"
                 if _git_entry(self.root / path, algorithm) != (mode, blob):
                     out.append(path)
@@ -121,7 +125,7 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
         _checkout(repo, dest, wrong)
         trusted = _past_tick(dest) and trusted
         seen.update({p: _key(os.lstat(dest / p)) for p in wrong})
-    tree = ExportedTree(dest, trusted_stat=trusted)
+    tree = ExportedTree(dest, trusted_stat=trusted, linked=frozenset(linked - wrong.keys()))
     for path, (mode, blob) in entries.items():
         if path in seen:
             tree.entries[path] = (mode, blob, seen[path])
@@ -144,45 +148,71 @@ def _checkout(repo: Repo, dest: Path, entries: dict[str, tuple[str, str]]) -> No
 
 
 def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[str]:
-    """Hard-link into ``dest`` each regular file of ``entries`` that ``source`` holds with
-    the entry's executable bit and no other link; return their paths. A link allocates no
-    inode: 6,000 files in 0.11-0.13 s in any state of this machine's disk, where git's
-    writes took 0.06-1.3 s (benchmarks/README.md, nineteenth and twentieth passes). Each
-    folder of ``source`` is opened without following a symbolic link, so a folder the
-    worktree has turned into one leads nowhere outside it; other filesystems (EXDEV) link
-    nothing. The bytes are not read here: :func:`export_tree` reads them once the stat is
-    recorded. A reviewer's write to a linked file reaches the worktree's too; it is found
-    as any change (:meth:`ExportedTree.changed`), and the attempt fails."""
+    """Hard-link into ``dest`` each regular file of ``entries`` that ``source`` holds as git
+    would write it — the permissions git gives its mode under this process's umask, no
+    other link, no extended attribute (a note to the reviewer, an ACL) — and return their
+    paths. A link allocates no inode: 6,000 files in 0.11-0.13 s in any state of this
+    machine's disk, where git's writes took 0.06-1.3 s (benchmarks/README.md, nineteenth and
+    twentieth passes). Each folder of ``source`` is opened without following a symbolic
+    link, and a linked name must still be the inode its checks were made on, so nothing
+    outside ``source`` is reached; other filesystems (EXDEV) link nothing. The bytes are not read
+    here: :func:`export_tree` reads them once the stat is recorded, and every check after
+    the reviewer reads them again. A reviewer's write to a linked file reaches the
+    worktree's too; it is found as any change (:meth:`ExportedTree.changed`), and the
+    attempt fails."""
+    umask = _umask()
+    if umask is None:
+        return set()
     linked: set[str] = set()
     folders: dict[str, int | None] = {"": None}
     try:
         folders[""] = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         for path, (mode, _blob) in entries.items():
-            if mode not in ("100644", "100755"):
-                continue
+            want = {"100644": 0o666 & ~umask, "100755": 0o777 & ~umask}.get(mode)
             parent, _, name = path.rpartition("/")
-            fd = _folder(folders, parent)
-            if fd is None:
+            at = _folder(folders, parent) if want is not None else None
+            if at is None:
                 continue
             try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=at)
+            except OSError:
+                continue
+            try:
+                st = os.fstat(fd)
                 if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
-                        or bool(st.st_mode & stat.S_IXUSR) != (mode == "100755")):
+                        or stat.S_IMODE(st.st_mode) != want or os.listxattr(fd)):
                     continue
                 (dest / path).parent.mkdir(parents=True, exist_ok=True)
-                os.link(name, dest / path, src_dir_fd=fd, follow_symlinks=False)
+                os.link(name, dest / path, src_dir_fd=at, follow_symlinks=False)
+                if not os.path.samestat(os.lstat(dest / path), st):  # the name was swapped
+                    os.unlink(dest / path)
+                    continue
             except OSError as e:
                 if e.errno == errno.EXDEV:
                     break
                 continue
+            finally:
+                os.close(fd)
             linked.add(path)
     except OSError:
         pass
     finally:
-        for fd in folders.values():
-            if fd is not None:
-                os.close(fd)
+        for opened in folders.values():
+            if opened is not None:
+                os.close(opened)
     return linked
+
+
+def _umask() -> int | None:
+    """This process's umask, read without changing it (Linux's /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return None
 
 
 def _folder(folders: dict[str, int | None], rel: str) -> int | None:
