@@ -21,7 +21,7 @@ from andon.review import export as export_mod
 from andon.review.export import export_tree
 from andon.workspace import Repo
 
-from helpers import git, honest_mul, make_project, mul_packet, runner_for
+from helpers import git, honest_mul, make_project, mul_packet, nest_deep, runner_for
 
 
 @pytest.fixture
@@ -181,3 +181,26 @@ def umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_a_file_deeper_than_pythons_recursion_limit_is_linked(tmp_path, deep_ok):
+    """1,100 folders deep: each step is opened in a loop, not a recursion, and only the
+    folders above the current file stay open."""
+    depth = 1100
+    root = tmp_path / "wt"
+    nest_deep(root, depth)
+    deep = "d/" * depth + "f.py"
+    fd = os.open(root / ("d/" * depth), os.O_RDONLY)
+    try:
+        os.write(w := os.open("f.py", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd), b"DEEP = 1\n")
+        os.close(w)
+    finally:
+        os.close(fd)
+    (root / "top.py").write_text("TOP = 1\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "deep")
+    repo, dest = Repo(root), tmp_path / "tree"
+    export_tree(repo, "HEAD", dest, linked_from=root)
+    assert os.path.samestat(os.lstat(dest / deep), os.lstat(root / deep))
+    assert same(dest / "top.py", root / "top.py")

@@ -14,9 +14,10 @@ seconds on a repository of 6,000 files (issue 18). Here:
   :func:`_past_tick`), so that any later write, rename, link or ``chmod`` gives the entry a
   later ctime — which no process can set back; a linked file is read against its blob only
   then, and written by git instead when it differs;
-- after the reviewer, the directory is walked once (``lstat`` only) and only the entries
-  whose stat changed are read, against their blob's git hash: a file merely touched is not
-  a change (as before), one edited with its size and mtime restored is.
+- after the reviewer, the directory is walked once (``lstat`` only) and the entries whose
+  stat changed are read, against their blob's git hash, with every linked one (a page
+  mapped before the export takes writes that move no timestamp): a file merely touched is
+  not a change (as before), one edited with its size and mtime restored is.
 
 Raises GitError (a git command failed) and UsageError (``dest`` exists).
 """
@@ -154,8 +155,9 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
     paths. A link allocates no inode: 6,000 files in 0.11-0.13 s in any state of this
     machine's disk, where git's writes took 0.06-1.3 s (benchmarks/README.md, nineteenth and
     twentieth passes). Each folder of ``source`` is opened without following a symbolic
-    link, and a linked name must still be the inode its checks were made on, so nothing
-    outside ``source`` is reached; other filesystems (EXDEV) link nothing. The bytes are not read
+    link (:class:`_Folders`), and a linked name must still be the inode its checks were
+    made on, so nothing outside ``source`` is reached; other filesystems (EXDEV) link
+    nothing. The bytes are not read
     here: :func:`export_tree` reads them once the stat is recorded, and every check after
     the reviewer reads them again. A reviewer's write to a linked file reaches the
     worktree's too; it is found as any change (:meth:`ExportedTree.changed`), and the
@@ -164,13 +166,13 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
     if umask is None:
         return set()
     linked: set[str] = set()
-    folders: dict[str, int | None] = {"": None}
+    folders = _Folders(source)
+    made = {""}  # folders of dest made so far
     try:
-        folders[""] = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
         for path, (mode, _blob) in entries.items():
             want = {"100644": 0o666 & ~umask, "100755": 0o777 & ~umask}.get(mode)
             parent, _, name = path.rpartition("/")
-            at = _folder(folders, parent) if want is not None else None
+            at = folders.fd(parent) if want is not None else None
             if at is None:
                 continue
             try:
@@ -182,7 +184,7 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
                 if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
                         or stat.S_IMODE(st.st_mode) != want or os.listxattr(fd)):
                     continue
-                (dest / path).parent.mkdir(parents=True, exist_ok=True)
+                _made(dest, parent, made)
                 os.link(name, dest / path, src_dir_fd=at, follow_symlinks=False)
                 if not os.path.samestat(os.lstat(dest / path), st):  # the name was swapped
                     os.unlink(dest / path)
@@ -194,13 +196,63 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
             finally:
                 os.close(fd)
             linked.add(path)
-    except OSError:
-        pass
     finally:
-        for opened in folders.values():
-            if opened is not None:
-                os.close(opened)
+        folders.close()
     return linked
+
+
+def _made(dest: Path, rel: str, made: set[str]) -> None:
+    """Folder ``rel`` of ``dest`` and those above it made, in a loop (pathlib's ``mkdir``
+    recurses once per level); ``made`` holds those already there."""
+    missing = []
+    while rel not in made:
+        missing.append(rel)
+        rel = rel.rpartition("/")[0]
+    for folder in reversed(missing):
+        os.mkdir(dest / folder)
+        made.add(folder)
+
+
+class _Folders:
+    """fds of the folders of ``source`` on the way to the current one, each opened from the
+    last without following a symbolic link. Only that chain is open (git lists a tree's
+    paths in order, so each folder is opened once), and it is walked in a loop: a tree
+    nested deeper than Python's recursion limit, or wider than the fd limit, is no error."""
+
+    def __init__(self, source: Path) -> None:
+        self.chain: list[tuple[str, int]] = []  # (name, fd), the top first
+        try:
+            self.top: int | None = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            self.top = None
+
+    def fd(self, rel: str) -> int | None:
+        """The fd of folder ``rel`` ("a/b"; "" the top), or None if a step of it is not a
+        plain folder."""
+        if self.top is None:
+            return None
+        names = rel.split("/") if rel else []
+        keep = 0
+        while keep < min(len(names), len(self.chain)) and self.chain[keep][0] == names[keep]:
+            keep += 1
+        for _, fd in self.chain[keep:]:
+            os.close(fd)
+        del self.chain[keep:]
+        for name in names[keep:]:
+            at = self.chain[-1][1] if self.chain else self.top
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=at)
+            except OSError:
+                return None
+            self.chain.append((name, fd))
+        return self.chain[-1][1] if self.chain else self.top
+
+    def close(self) -> None:
+        for _, fd in self.chain:
+            os.close(fd)
+        self.chain.clear()
+        if self.top is not None:
+            os.close(self.top)
 
 
 def _umask() -> int | None:
@@ -213,23 +265,6 @@ def _umask() -> int | None:
     except (OSError, ValueError):
         pass
     return None
-
-
-def _folder(folders: dict[str, int | None], rel: str) -> int | None:
-    """An fd of ``source``'s folder ``rel`` ("a/b"), each step opened without following a
-    symbolic link (cached in ``folders``); None if any step is not a plain folder."""
-    if rel in folders:
-        return folders[rel]
-    up, _, name = rel.rpartition("/")
-    parent = _folder(folders, up)
-    fd = None
-    if parent is not None:
-        try:
-            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent)
-        except OSError:
-            fd = None
-    folders[rel] = fd
-    return fd
 
 
 def _past_tick(dest: Path) -> bool:
