@@ -23,7 +23,8 @@ Where the platform has ``pidfd_open``, it also measures how late the harness not
 suite process has exited (it polls): that lag is inside the suites' ``duration_s``.
 
 ``--profile`` profiles one more packet with cProfile and prints the top entries by cumulative
-time to stderr. Exits 0 (a measurement); says clearly when the aim (< 1 s) is missed.
+time to stderr. Exits 0 (a measurement); says clearly when the aim is missed (< 1 s per
+packet on the few-hundred-file repository, < 1.5 s at 6,000 files and more).
 
 The generated repository is in the system temp dir (a user's checkout is on their disk);
 the trees only the harness reads (gate clones, test runs' HOME and TMPDIR) go where
