@@ -10,7 +10,8 @@ for failed tests: ``tmp_path_retention_policy`` in pyproject.toml). All of them 
 the system temp dir.
 
 The ``e2e`` marker (``-m "not e2e"`` is the quick loop) is set by rule, so new files are
-sorted without a list of names: see ``is_e2e``.
+sorted without a list of names: see ``is_e2e``. The ``waits`` tests run first: see
+``_waits_first``.
 """
 
 import os
@@ -65,16 +66,18 @@ def pytest_configure(config):
 
 
 def pytest_xdist_auto_num_workers(config):
-    """``-n auto`` (pyproject.toml's addopts): two workers per core, not one. Much of the
+    """``-n auto`` (pyproject.toml's addopts): two workers per core and one more. Much of the
     suite's time is waiting, not computing — agent timeouts in the hang tests, an agent CLI's
     own retry back-off, leases lapsing, subprocesses blocked on each other — and a second
-    worker per core computes meanwhile. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when
-    set (as in xdist itself); ``-n N`` and ``-n 0`` are unchanged."""
+    worker per core computes meanwhile. The one more: for the first half of the run,
+    WAIT_LANES workers are in the ``waits`` tests (below), and the rest still number more
+    than the cores. ``PYTEST_XDIST_AUTO_NUM_WORKERS`` still decides when set (as in xdist
+    itself); ``-n N`` and ``-n 0`` are unchanged."""
     env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if env and env.isdigit():
         return int(env)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 2 * (cores or 1)
+    return 2 * (cores or 1) + 1
 
 
 def pytest_unconfigure(config):
@@ -138,6 +141,34 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if is_e2e(item):
             item.add_marker(pytest.mark.e2e)
+    _waits_first(items)
+
+
+# The tests marked ``waits`` (pyproject.toml) spend most of their wall time on a timeout, a
+# back-off or a lease: about five minutes in all, a fifth of a CPU-second each. Left where they
+# fall, xdist hands some of them out last, and the suite ended with them alone on an idle
+# machine (20-25 s of the 2-core run). So they go first, shared round-robin between
+# WAIT_LANES of the workers: worksteal hands worker j the j-th of its first contiguous blocks
+# and steals only from a block's end, so each lane starts at once and overlaps the rest.
+# One lane would last as long as the suite; with two, the extra worker of
+# pytest_xdist_auto_num_workers computes beside them (benchmarks/README.md, twenty-first pass).
+WAIT_LANES = 2
+
+
+def _waits_first(items):
+    waits = [i for i in items if i.get_closest_marker("waits")]
+    rest = [i for i in items if not i.get_closest_marker("waits")]
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    lanes = [waits[j::WAIT_LANES] for j in range(WAIT_LANES)] if workers > WAIT_LANES \
+        else [waits]
+    order, left = [], len(items)
+    for j in range(workers):
+        size = left // (workers - j)  # as xdist's WorkStealingScheduling.check_schedule
+        left -= size
+        head = lanes[j] if j < len(lanes) else []
+        order += head + rest[:size - len(head)]
+        rest = rest[size - len(head):]
+    items[:] = order + rest
 
 
 # -- shared fixtures ---------------------------------------------------------------------

@@ -147,8 +147,11 @@ def test_rewriting_the_planted_test_is_rejected_as_tamper(tmp_path, aider, sandb
     assert chats(s), "aider never asked the model"
 
 
-@pytest.mark.parametrize("fail,said", [("401", "invalid x-api-key"),
-                                       ("500", "InternalServerError"), ("hang", None)])
+@pytest.mark.parametrize("fail,said", [
+    ("401", "invalid x-api-key"),
+    pytest.param("500", "InternalServerError", marks=pytest.mark.waits),
+    pytest.param("hang", None, marks=pytest.mark.waits),
+])
 def test_a_model_api_that_fails_ends_as_environment(tmp_path, aider, fail, said):
     # hang: the stage's timeout is the whole wait. 60 s leaves aider 4x the ~13 s it took
     # to send its first request on 2 cores at load 10 (its start imports litellm), which

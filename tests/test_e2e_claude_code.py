@@ -161,7 +161,7 @@ def test_tokens_and_cost_equal_what_the_server_sent_and_the_cli_reported(tmp_pat
 @pytest.mark.parametrize("fail,said", [
     ("401", "api key"),
     ("500", "500"),
-    ("hang", None),
+    pytest.param("hang", None, marks=pytest.mark.waits),
 ])
 def test_a_model_api_that_fails_ends_as_environment_not_as_the_packets_fault(
         tmp_path, claude, fail, said):

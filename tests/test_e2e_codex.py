@@ -125,7 +125,7 @@ def test_patching_the_planted_test_is_rejected_as_tamper(tmp_path, codex, sandbo
 
 
 @pytest.mark.parametrize("fail,said", [("401", "401"), ("500", "turn.failed"),
-                                       ("hang", None)])
+                                       pytest.param("hang", None, marks=pytest.mark.waits)])
 def test_a_model_api_that_fails_ends_as_environment(tmp_path, codex, fail, said):
     with ModelServer(Script([patch_turn("src/calc/ops.py", MUL_PATCH)], fail=fail)) as s:
         root = project(tmp_path, s.url, timeout_s=20 if fail == "hang" else 120,

@@ -114,7 +114,7 @@ def test_writing_over_the_planted_test_is_rejected_as_tamper(tmp_path, gemini, s
     assert_tamper_outcome(root, show, sandbox)
 
 
-@pytest.mark.parametrize("fail", ["401", "hang"])
+@pytest.mark.parametrize("fail", ["401", pytest.param("hang", marks=pytest.mark.waits)])
 def test_a_model_api_that_fails_ends_as_environment(tmp_path, gemini, fail):
     root = project(tmp_path, timeout_s=20 if fail == "hang" else 120, max_attempts=3)
     with ModelServer(Script(HONEST, fail=fail)) as s:

@@ -59,6 +59,7 @@ def store_rows(url: str, read: Callable) -> object:
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 def test_a_machine_killed_mid_attempt_loses_its_packet_after_the_lease(
         tmp_path: Path, pg_store_target):
     sync = tmp_path / "sync"
@@ -120,6 +121,7 @@ def _release(fifo: Path) -> None:
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 @pytest.mark.parametrize("point", ["before-update-ref", "after-update-ref"])
 def test_a_merge_left_by_a_dead_machine_is_finished_once_by_another(
         tmp_path: Path, pg_store_target, point: str):
@@ -171,6 +173,7 @@ def test_a_merge_left_by_a_dead_machine_is_finished_once_by_another(
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 def test_postgresql_down_mid_run_under_two_machines(tmp_path: Path, pg_cluster,
                                                     pg_store_target):
     """The server goes down while each machine's agent works a packet, and stays down

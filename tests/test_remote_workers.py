@@ -56,6 +56,7 @@ def start_worker(tmp_path: Path, name: str, url: str, bare: Path, *extra: str,
 
 
 @pytest.mark.e2e
+@pytest.mark.waits
 def test_two_machines_drain_a_queue_once(tmp_path: Path, pg_store_target):
     bare = remote_repo(tmp_path)
     url = pg_store_target.target

@@ -111,3 +111,31 @@ def test_leaves_a_file(tmp_path):
     assert Path(tmp).is_relative_to(system_tmp) and not Path(tmp).is_relative_to(private)
     # what stays is pytest's own folder of tmp_path roots, nothing of the tests'
     assert all(p.name.startswith("pytest-of-") for p in system_tmp.iterdir())
+
+
+def test_the_waits_tests_start_first_shared_between_two_workers(tmp_path):
+    """The ``waits`` tests go to the front of the first two workers' blocks, whatever their
+    place in the files: a real xdist run (worksteal, three workers) records each worker's
+    order, and each lane begins with its share."""
+    root = suite(tmp_path)
+    log = tmp_path / "log"
+    log.mkdir()
+    record = (f"def record(name):\n    import os\n"
+              f"    with open({str(log)!r} + '/' + os.environ['PYTEST_XDIST_WORKER'], 'a') as f:\n"
+              f"        f.write(name + '\\n')\n")
+    plain = "".join(f"def test_plain_{i}():\n    record('plain_{i}')\n" for i in range(30))
+    waits = "".join(f"@pytest.mark.waits\ndef test_waits_{i}():\n    record('waits_{i}')\n"
+                    for i in range(4))
+    (root / "tests" / "test_mixed.py").write_text(f"import pytest\n{record}{plain}{waits}")
+    (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    e2e: end to end\n"
+                                     "    waits: waits\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "3",
+                        "--dist", "worksteal", "-q", "tests/test_mixed.py"], cwd=root,
+                       capture_output=True, text=True, timeout=120, check=False,
+                       env={k: v for k, v in os.environ.items()
+                            if not k.startswith(("PYTEST_", "ANDON_TESTS"))})
+    assert p.returncode == 0, p.stdout + p.stderr
+    orders = [f.read_text().split() for f in sorted(log.iterdir())]
+    assert sum(len(o) for o in orders) == 34
+    heads = sorted(o[:2] for o in orders if o[0].startswith("waits_"))
+    assert heads == [["waits_0", "waits_2"], ["waits_1", "waits_3"]], orders
