@@ -27,6 +27,7 @@ import pytest
 
 # tests/helpers.py holds the shared builders; make it importable as `helpers`.
 sys.path.insert(0, str(Path(__file__).parent))
+import rewrite_cache
 from project_python import build_project_python
 
 # The system temp dir before this suite redirects it: for the one test that needs a folder
@@ -78,6 +79,14 @@ def pytest_xdist_auto_num_workers(config):
         return int(env)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return 2 * (cores or 1) + 1
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    # in the xdist controller, before xdist's own sessionstart starts the workers
+    if getattr(session.config.option, "numprocesses", None) and \
+            not hasattr(session.config, "workerinput"):
+        rewrite_cache.warm(session.config, [Path(__file__).parent])
 
 
 def pytest_unconfigure(config):

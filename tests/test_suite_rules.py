@@ -60,7 +60,8 @@ def suite(tmp_path: Path) -> Path:
     root = tmp_path / "suite"
     (root / "tests" / "deep").mkdir(parents=True)
     shutil.copy(CONFTEST, root / "tests" / "conftest.py")
-    shutil.copy(CONFTEST.parent / "project_python.py", root / "tests")  # conftest imports it
+    for module in ("project_python.py", "rewrite_cache.py"):  # conftest imports them
+        shutil.copy(CONFTEST.parent / module, root / "tests")
     (root / "pytest.ini").write_text("[pytest]\nmarkers =\n    e2e: end to end\n")
     (root / "tests" / "test_mixed.py").write_text(MODULE)
     (root / "tests" / "deep" / "test_e2e_named.py").write_text("def test_any():\n    pass\n")
@@ -139,3 +140,24 @@ def test_the_waits_tests_start_first_shared_between_two_workers(tmp_path):
     assert sum(len(o) for o in orders) == 34
     heads = sorted(o[:2] for o in orders if o[0].startswith("waits_"))
     assert heads == [["waits_0", "waits_2"], ["waits_1", "waits_3"]], orders
+
+
+def test_the_controller_writes_the_rewritten_test_modules_before_the_workers_start(tmp_path):
+    """With PYTHONDONTWRITEBYTECODE=1 (this machine's and CI's), pytest writes no cache of
+    its rewritten test modules, and every xdist worker rewrote them all again: the
+    controller writes them first. The workers then run the rewritten code: a failing
+    ``assert`` still says what differed."""
+    root = suite(tmp_path)
+    (root / "tests" / "test_mixed.py").write_text(
+        "def test_lists():\n    assert [1, 2] == [1, 3]\n")
+    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
+                        "-q", "tests/test_mixed.py"], cwd=root,
+                       capture_output=True, text=True, timeout=120, check=False,
+                       env={**{k: v for k, v in os.environ.items()
+                               if not k.startswith(("PYTEST_", "ANDON_TESTS"))},
+                            "PYTHONDONTWRITEBYTECODE": "1"})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "At index 1 diff: 2 != 3" in p.stdout, p.stdout
+    caches = {f.name.split(".")[0] for f in (root / "tests" / "__pycache__").iterdir()
+              if "-pytest-" in f.name}
+    assert caches == {"test_mixed", "conftest"}, caches
