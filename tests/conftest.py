@@ -146,11 +146,16 @@ def _codes(code):
             yield from _codes(c)
 
 
+@pytest.hookimpl(wrapper=True)
 def pytest_collection_modifyitems(config, items):
+    # a wrapper: the e2e marker is set before -m deselects by it, and the order is made
+    # after -m, -k and --deselect have left the items the workers run
     for item in items:
         if is_e2e(item):
             item.add_marker(pytest.mark.e2e)
+    result = yield
     _waits_first(items)
+    return result
 
 
 # The tests marked ``waits`` (pyproject.toml) spend most of their wall time on a timeout, a
@@ -167,7 +172,8 @@ WAIT_LANES = 2
 def _waits_first(items):
     waits = [i for i in items if i.get_closest_marker("waits")]
     rest = [i for i in items if not i.get_closest_marker("waits")]
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "")
+    workers = max(1, int(count)) if count.isdigit() else 1
     lanes = [waits[j::WAIT_LANES] for j in range(WAIT_LANES)] if workers > WAIT_LANES \
         else [waits]
     order, left = [], len(items)

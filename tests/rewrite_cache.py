@@ -45,16 +45,20 @@ _config: pytest.Config | None = None  # the forked pool's processes read it
 def warm(config: pytest.Config, folders: list[Path]) -> None:
     """Write the rewritten byte code of every ``test_*.py`` and ``conftest.py`` below
     ``folders``, and the ordinary byte code of every other ``.py`` there, where missing or
-    stale; on ``os.cpu_count()`` forked processes. Errors (a syntax error, a read-only
-    folder) write nothing for that file: pytest reports them when it collects."""
+    stale; on one forked process per core. A file that fails (a syntax error, a NUL byte, a
+    read-only folder) gets nothing: pytest rewrites it itself when it collects and reports
+    what is wrong. As with any cache pytest writes, a rewrite warning ("assertion is always
+    true") is shown only by the run that rewrites the module, and this pass shows none."""
     global _config
-    if assertstate_key is None:
+    # no assertion state: --assert=plain, where pytest rewrites nothing
+    if assertstate_key is None or config.stash.get(assertstate_key, None) is None:
         return
     files = sorted({p for d in folders for p in d.rglob("*.py") if "__pycache__" not in p.parts})
     if not files:
         return
     _config = config
-    with multiprocessing.get_context("fork").Pool(os.cpu_count() or 1) as pool:
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    with multiprocessing.get_context("fork").Pool(cores or 1) as pool:
         pool.map(_one, files, chunksize=4)
 
 
@@ -64,11 +68,11 @@ def _one(path: Path) -> None:
         if path.name.startswith("test_") or path.name == "conftest.py":
             pyc = get_cache_dir(path) / (path.name[:-3] + PYC_TAIL)
             if _read_pyc(path, pyc) is None:
-                pyc.parent.mkdir(exist_ok=True)
+                pyc.parent.mkdir(parents=True, exist_ok=True)
                 source_hash, co = _rewrite_test(path, _config)
                 _write_pyc(_config.stash[assertstate_key], co, source_hash, pyc)
         else:
             py_compile.compile(str(path), cfile=importlib.util.cache_from_source(str(path)),
                                doraise=True)
-    except (OSError, SyntaxError, py_compile.PyCompileError):
+    except Exception:  # noqa: BLE001 - any failure: pytest rewrites it itself, and says why
         pass

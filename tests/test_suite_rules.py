@@ -150,14 +150,49 @@ def test_the_controller_writes_the_rewritten_test_modules_before_the_workers_sta
     root = suite(tmp_path)
     (root / "tests" / "test_mixed.py").write_text(
         "def test_lists():\n    assert [1, 2] == [1, 3]\n")
-    p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
-                        "-q", "tests/test_mixed.py"], cwd=root,
-                       capture_output=True, text=True, timeout=120, check=False,
-                       env={**{k: v for k, v in os.environ.items()
-                               if not k.startswith(("PYTEST_", "ANDON_TESTS"))},
-                            "PYTHONDONTWRITEBYTECODE": "1"})
+    env = {**{k: v for k, v in os.environ.items()
+              if not k.startswith(("PYTEST_", "ANDON_TESTS"))}, "PYTHONDONTWRITEBYTECODE": "1"}
+    argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "-q",
+            "tests/test_mixed.py"]
+    # --assert=plain: pytest keeps no assertion state and rewrites nothing; nor does this
+    plain = subprocess.run([*argv, "--assert=plain"], cwd=root, capture_output=True,
+                           text=True, timeout=120, check=False, env=env)
+    assert plain.returncode == 1 and "INTERNALERROR" not in plain.stdout + plain.stderr, \
+        plain.stdout + plain.stderr
+    assert not (root / "tests" / "__pycache__").exists()
+    p = subprocess.run(argv, cwd=root, capture_output=True, text=True, timeout=120,
+                       check=False, env=env)
     assert p.returncode == 1, p.stdout + p.stderr
     assert "At index 1 diff: 2 != 3" in p.stdout, p.stdout
-    caches = {f.name.split(".")[0] for f in (root / "tests" / "__pycache__").iterdir()
+    caches = {f.name.split(".")[0]: f for f in (root / "tests" / "__pycache__").iterdir()
               if "-pytest-" in f.name}
-    assert caches == {"test_mixed", "conftest"}, caches
+    assert set(caches) == {"test_mixed", "conftest"}, caches
+    # pytest's own check, as a worker makes it before using a cache
+    from _pytest.assertion.rewrite import _read_pyc
+    for name, pyc in caches.items():
+        assert _read_pyc(root / "tests" / f"{name}.py", pyc) is not None, pyc
+
+
+def test_waits_first_keeps_every_test_once_whatever_the_worker_count(monkeypatch):
+    """Only the order changes: for no xdist, one worker, a count of 0 set by hand, and
+    more workers than lanes, every test is there exactly once."""
+    import conftest
+
+    class Item:
+        def __init__(self, n, waits):
+            self.n, self.waits = n, waits
+
+        def get_closest_marker(self, name):
+            return True if name == "waits" and self.waits else None
+
+    for count in (None, "0", "1", "2", "5", "x"):
+        if count is None:
+            monkeypatch.delenv("PYTEST_XDIST_WORKER_COUNT", raising=False)
+        else:
+            monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", count)
+        for waits in (set(), {3, 7, 19}):
+            items = [Item(n, n in waits) for n in range(23)]
+            conftest._waits_first(items)
+            assert sorted(i.n for i in items) == list(range(23)), count
+            if waits:
+                assert {i.n for i in items[:2]} <= waits, count
