@@ -77,8 +77,12 @@ def pytest_xdist_auto_num_workers(config):
     env = os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS")
     if env and env.isdigit():
         return int(env)
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 2 * (cores or 1) + 1
+    return 2 * _cores() + 1
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+        else os.cpu_count() or 1
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -86,7 +90,7 @@ def pytest_sessionstart(session):
     # in the xdist controller, before xdist's own sessionstart starts the workers
     if getattr(session.config.option, "numprocesses", None) and \
             not hasattr(session.config, "workerinput"):
-        rewrite_cache.warm(session.config, [Path(__file__).parent])
+        rewrite_cache.warm(session.config, [Path(__file__).parent], _cores())
 
 
 def pytest_unconfigure(config):

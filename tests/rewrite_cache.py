@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import importlib.util
 import multiprocessing
-import os
 import py_compile
 from pathlib import Path
 
@@ -42,10 +41,10 @@ except ImportError:  # moved in some later pytest: nothing is written
 _config: pytest.Config | None = None  # the forked pool's processes read it
 
 
-def warm(config: pytest.Config, folders: list[Path]) -> None:
+def warm(config: pytest.Config, folders: list[Path], processes: int) -> None:
     """Write the rewritten byte code of every ``test_*.py`` and ``conftest.py`` below
     ``folders``, and the ordinary byte code of every other ``.py`` there, where missing or
-    stale; on one forked process per core. A file that fails (a syntax error, a NUL byte, a
+    stale; on ``processes`` forked processes. A file that fails (a syntax error, a NUL byte, a
     read-only folder) gets nothing: pytest rewrites it itself when it collects and reports
     what is wrong. As with any cache pytest writes, a rewrite warning ("assertion is always
     true") is shown only by the run that rewrites the module, and this pass shows none."""
@@ -57,8 +56,7 @@ def warm(config: pytest.Config, folders: list[Path]) -> None:
     if not files:
         return
     _config = config
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    with multiprocessing.get_context("fork").Pool(cores or 1) as pool:
+    with multiprocessing.get_context("fork").Pool(processes) as pool:
         pool.map(_one, files, chunksize=4)
 
 
