@@ -131,7 +131,7 @@ def test_an_untouched_export_is_checked_without_reading_a_file(repo, tmp_path, m
     assert tree.changed() == [] and read == []
     (tmp_path / "tree/src/pkg/m012.py").write_text("X = 120\n")
     assert tree.changed() == ["src/pkg/m012.py"]
-    assert read == [tmp_path / "tree/src/pkg/m012.py"]
+    assert read == [str(tmp_path / "tree/src/pkg/m012.py")]
 
 
 def test_without_a_clock_tick_every_file_is_read(repo, tmp_path, monkeypatch):

@@ -57,10 +57,12 @@ def module_name(path: str, packages: set[str]) -> str:
 
 
 def _collected(path: str, patterns: Sequence[str], roots: Sequence[str], skip: str) -> bool:
-    p = PurePosixPath(path)
-    if not any(fnmatch(p.name, pat) for pat in patterns):
+    # split as strings: called for every file of the tree (a PurePosixPath each was most of
+    # the check at 6,000 files)
+    *folders, name = path.split("/")
+    if not any(fnmatch(name, pat) for pat in patterns):
         return False
-    if path.startswith(skip.strip("/") + "/") or any(fnmatch(part, pat) for part in p.parts[:-1]
+    if path.startswith(skip.strip("/") + "/") or any(fnmatch(part, pat) for part in folders
                                             for pat in _NORECURSE):
         return False
     return not roots or any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
@@ -83,8 +85,8 @@ def clashes(tree: Iterable[str], new: Iterable[str], args: Sequence[str] = (),
     ini = ini or {}
     new = sorted(set(new))
     files = set(tree) | set(new)
-    packages = {str(PurePosixPath(f).parent) for f in files
-                if PurePosixPath(f).name == "__init__.py"}
+    packages = {f.rpartition("/")[0] or "." for f in files
+                if f.rpartition("/")[2] == "__init__.py"}
     patterns = ini.get("python_files") or _DEFAULT_FILES
     words = [a for a in args if not a.startswith("-")]
     roots = [w.split("::")[0] for w in words if any(

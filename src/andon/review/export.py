@@ -78,13 +78,14 @@ class ExportedTree:
         nothing in it is merged; a cache the commit itself holds is compared as any file."""
         seen = _walk(self.root)
         out = sorted(p for p in seen.keys() - self.entries.keys() if not _bytecode_cache(p))
+        root = os.fspath(self.root)  # joined as strings: a Path per entry was a third of it
         for path, (mode, blob, before) in self.entries.items():
             now = seen.get(path)
             if now is None:
                 out.append(path)
             elif now != before or not self.trusted_stat or path in self.linked:
                 algorithm = "sha256" if len(blob) == 64 else "sha1"
-                if _git_entry(self.root / path, algorithm) != (mode, blob):
+                if _git_entry(os.path.join(root, path), algorithm) != (mode, blob):
                     out.append(path)
         return sorted(out)
 
@@ -118,14 +119,16 @@ def export_tree(repo: Repo, rev: str, dest: Path, keep: Callable[[str], bool] = 
     # a linked file's bytes are the worktree's: read now, after the stat above was taken,
     # so that a write before it shows here and one after it changes that stat
     algorithm = "sha256" if len(sha) == 64 else "sha1"
+    at = os.fspath(dest)
     wrong = {p: entries[p] for p in linked
-             if os.lstat(dest / p).st_nlink != 2 or _git_entry(dest / p, algorithm) != entries[p]}
+             if os.lstat(os.path.join(at, p)).st_nlink != 2
+             or _git_entry(os.path.join(at, p), algorithm) != entries[p]}
     if wrong:
         for p in wrong:
-            os.unlink(dest / p)
+            os.unlink(os.path.join(at, p))
         _checkout(repo, dest, wrong)
         trusted = _past_tick(dest) and trusted
-        seen.update({p: _key(os.lstat(dest / p)) for p in wrong})
+        seen.update({p: _key(os.lstat(os.path.join(at, p))) for p in wrong})
     tree = ExportedTree(dest, trusted_stat=trusted, linked=frozenset(linked - wrong.keys()))
     for path, (mode, blob) in entries.items():
         if path in seen:
@@ -167,6 +170,7 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
         return set()
     linked: set[str] = set()
     folders = _Folders(source)
+    to = os.fspath(dest)
     made = {""}  # folders of dest made so far
     try:
         for path, (mode, _blob) in entries.items():
@@ -184,10 +188,11 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
                 if (not stat.S_ISREG(st.st_mode) or st.st_nlink != 1
                         or stat.S_IMODE(st.st_mode) != want or os.listxattr(fd)):
                     continue
-                _made(dest, parent, made)
-                os.link(name, dest / path, src_dir_fd=at, follow_symlinks=False)
-                if not os.path.samestat(os.lstat(dest / path), st):  # the name was swapped
-                    os.unlink(dest / path)
+                _made(to, parent, made)
+                target = os.path.join(to, path)
+                os.link(name, target, src_dir_fd=at, follow_symlinks=False)
+                if not os.path.samestat(os.lstat(target), st):  # the name was swapped
+                    os.unlink(target)
                     continue
             except OSError as e:
                 if e.errno == errno.EXDEV:
@@ -201,7 +206,7 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
     return linked
 
 
-def _made(dest: Path, rel: str, made: set[str]) -> None:
+def _made(dest: str, rel: str, made: set[str]) -> None:
     """Folder ``rel`` of ``dest`` and those above it made, in a loop (pathlib's ``mkdir``
     recurses once per level); ``made`` holds those already there."""
     missing = []
@@ -209,7 +214,7 @@ def _made(dest: Path, rel: str, made: set[str]) -> None:
         missing.append(rel)
         rel = rel.rpartition("/")[0]
     for folder in reversed(missing):
-        os.mkdir(dest / folder)
+        os.mkdir(os.path.join(dest, folder))
         made.add(folder)
 
 
@@ -309,7 +314,7 @@ def blob_id(data: bytes, algorithm: str = "sha1") -> str:
     return hashlib.new(algorithm, b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def _git_entry(path: Path, algorithm: str) -> tuple[str, str] | None:
+def _git_entry(path: str, algorithm: str) -> tuple[str, str] | None:
     """(git mode, blob id) of what is at ``path`` now, as git would record it without
     conversion; None for a folder, a special file or nothing."""
     try:
@@ -321,7 +326,8 @@ def _git_entry(path: Path, algorithm: str) -> tuple[str, str] | None:
     elif stat.S_ISREG(st.st_mode):
         mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
         try:
-            data = path.read_bytes()
+            with open(path, "rb") as f:
+                data = f.read()
         except OSError:
             return None
     else:
