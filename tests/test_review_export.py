@@ -134,6 +134,49 @@ def test_an_untouched_export_is_checked_without_reading_a_file(repo, tmp_path, m
     assert read == [str(tmp_path / "tree/src/pkg/m012.py")]
 
 
+def _swap_after_lstat(monkeypatch, target: Path, swap) -> None:
+    """``swap()`` runs right after the first ``lstat`` of ``target``: a reviewer's process
+    that changes the entry between the check's look at it and its read."""
+    real, done = os.lstat, []
+
+    def lstat(path, *args, **kwargs):
+        st = real(path, *args, **kwargs)
+        if os.fspath(path) == str(target) and not done:
+            done.append(True)
+            swap()
+        return st
+    monkeypatch.setattr(export_mod.os, "lstat", lstat)
+
+
+def test_a_link_removed_between_its_stat_and_its_read_is_a_change_not_a_crash(
+        repo, tmp_path, monkeypatch):
+    """The check after the reviewer reads a symbolic link whose stat changed; a link gone
+    by then is reported as changed (it was an OSError out of the whole check)."""
+    tree = export_tree(repo, "HEAD", tmp_path / "tree")
+    link = tmp_path / "tree/first.py"
+    os.utime(link, (0, 0), follow_symlinks=False)  # its stat moved: read at the check
+    _swap_after_lstat(monkeypatch, link, lambda: os.unlink(link))
+    assert tree.changed() == ["first.py"]
+
+
+def test_a_file_swapped_for_a_link_to_the_same_bytes_after_its_stat_is_a_change(
+        repo, tmp_path, monkeypatch):
+    """A file replaced, between the check's stat and its read, by a symbolic link to a
+    file with the very same bytes: the read does not follow the link (git would record a
+    link there), so the swap is reported."""
+    tree = export_tree(repo, "HEAD", tmp_path / "tree")
+    f = tmp_path / "tree/src/pkg/m013.py"
+    same = tmp_path / "same.py"
+    same.write_bytes(f.read_bytes())
+    f.touch()  # its stat moved: read at the check
+
+    def swap():
+        os.unlink(f)
+        os.symlink(same, f)
+    _swap_after_lstat(monkeypatch, f, swap)
+    assert tree.changed() == ["src/pkg/m013.py"]
+
+
 def test_without_a_clock_tick_every_file_is_read(repo, tmp_path, monkeypatch):
     """A filesystem whose clock does not move in time (coarse timestamps): stat cannot be
     trusted, so the check reads every file — slower, never blind."""

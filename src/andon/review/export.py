@@ -316,20 +316,31 @@ def blob_id(data: bytes, algorithm: str = "sha1") -> str:
 
 def _git_entry(path: str, algorithm: str) -> tuple[str, str] | None:
     """(git mode, blob id) of what is at ``path`` now, as git would record it without
-    conversion; None for a folder, a special file or nothing."""
+    conversion; None for a folder, a special file or nothing. What is read is what was
+    looked at: an entry gone or swapped for another kind in between (a process of the
+    reviewer's racing the check) is None, so it differs from any blob."""
     try:
         st = os.lstat(path)
     except OSError:
         return None
     if stat.S_ISLNK(st.st_mode):
-        mode, data = "120000", os.fsencode(os.readlink(path))
-    elif stat.S_ISREG(st.st_mode):
-        mode = "100755" if st.st_mode & stat.S_IXUSR else "100644"
         try:
-            with open(path, "rb") as f:
-                data = f.read()
-        except OSError:
+            return "120000", blob_id(os.fsencode(os.readlink(path)), algorithm)
+        except OSError:  # not a link any more
             return None
-    else:
+    if not stat.S_ISREG(st.st_mode):
         return None
-    return mode, blob_id(data, algorithm)
+    try:
+        # a link swapped in since the lstat is not followed; a FIFO does not block
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        with open(fd, "rb") as f:
+            now = os.fstat(fd)
+            if not stat.S_ISREG(now.st_mode):
+                return None
+            data = f.read()
+    except OSError:
+        return None
+    return "100755" if now.st_mode & stat.S_IXUSR else "100644", blob_id(data, algorithm)
