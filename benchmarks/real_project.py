@@ -15,7 +15,8 @@ out of ``_get_user_media_dir`` and plants ``test_user_media_dir_env_var`` (6 cas
 
 Per project, two ``andon run`` (real CLI) on copies of the base: an honest ``command`` agent
 writes the original code back (expected: merged, the suite gate ran the full suite); a cheating
-one empties the planted tests (expected: scope-gate tamper, never merged). Prints wall times,
+one empties the planted tests (expected: never merged — a scope-gate tamper, or under the agent
+sandbox a write the OS refused, so one attempt and no retry). Prints wall times,
 each gate's time with its suite runs and set-ups, the suite run directly with pytest (before and
 after), and per attempt its full-suite runs and time to verdict as a multiple of the suite
 alone, with the load average. Exits 1 if an expectation fails. ``--keep`` keeps the temporary
@@ -285,7 +286,9 @@ def print_run(title: str, r: dict) -> None:
             print(f"    {g['gate']:<8} {g['status']:<5} {g['duration_s']:6.2f} s"
                   f"{fmt_runs(g['evidence'].get('runs', []))}")
             for f in g["evidence"].get("findings", [])[:3]:
-                print(f"      {f['kind']}: {f['path'] or f['test_id']} — {f['message'][:100]}")
+                where = f["path"] or f["test_id"]
+                print(f"      {f['kind']}: " + (f"{where} — " if where else "")
+                      + f["message"][:100])
             for x in g["evidence"].get("flaky_on_base", [])[:4]:
                 print(f"      flaky on the base (not counted): {x['test_id']} — failed on base "
                       f"run {x['failed_on_base_run']!r}: {x['message'][:80]}")
