@@ -5,8 +5,8 @@ Such a tree can nest folders deeper than Python's recursion limit (a few thousan
 ``RecursionError``, which no ``except OSError`` catches: a walk meant to find the agent's
 change stopped the line as a harness error instead. This walk keeps its own stack.
 
-No andon imports: the environment fingerprint, the manifests, the review export and the
-joint plan's ``.git`` search all use it.
+No andon imports: the environment fingerprint, the manifests, the review export, the
+worktree pool and the joint plan's ``.git`` search all use it.
 """
 
 from __future__ import annotations
@@ -47,3 +47,60 @@ def entries(root: str | os.PathLike[str], *,
                 continue
             if is_dir and (descend is None or descend(rel, entry)):
                 stack.append((rel + "/", entry.path))
+
+
+def umask() -> int | None:
+    """This process's umask, read without changing it (Linux's ``/proc/self/status``; None
+    elsewhere). With it, the permissions git gives a file it writes: ``0o666 & ~umask`` for
+    mode 100644, ``0o777 & ~umask`` for 100755 and for a folder."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+class Folders:
+    """fds of the folders of ``source`` on the way to the current one, each opened from the
+    last without following a symbolic link, so that a folder swapped for a link while a walk
+    runs leads nowhere else. Only that chain is open (paths visited in git's order open each
+    folder once), and it is walked in a loop: a tree nested deeper than Python's recursion
+    limit, or wider than the fd limit, is no error. ``close()`` when done."""
+
+    def __init__(self, source: str | os.PathLike[str]) -> None:
+        self.chain: list[tuple[str, int]] = []  # (name, fd), the top first
+        try:
+            self.top: int | None = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            self.top = None
+
+    def fd(self, rel: str) -> int | None:
+        """The fd of folder ``rel`` ("a/b"; "" the top), or None if a step of it is not a
+        plain folder."""
+        if self.top is None:
+            return None
+        names = rel.split("/") if rel else []
+        keep = 0
+        while keep < min(len(names), len(self.chain)) and self.chain[keep][0] == names[keep]:
+            keep += 1
+        for _, fd in self.chain[keep:]:
+            os.close(fd)
+        del self.chain[keep:]
+        for name in names[keep:]:
+            at = self.chain[-1][1] if self.chain else self.top
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=at)
+            except OSError:
+                return None
+            self.chain.append((name, fd))
+        return self.chain[-1][1] if self.chain else self.top
+
+    def close(self) -> None:
+        for _, fd in self.chain:
+            os.close(fd)
+        self.chain.clear()
+        if self.top is not None:
+            os.close(self.top)

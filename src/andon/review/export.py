@@ -158,18 +158,17 @@ def _link(source: Path, dest: Path, entries: dict[str, tuple[str, str]]) -> set[
     paths. A link allocates no inode: 6,000 files in 0.11-0.13 s in any state of this
     machine's disk, where git's writes took 0.06-1.3 s (benchmarks/README.md, nineteenth and
     twentieth passes). Each folder of ``source`` is opened without following a symbolic
-    link (:class:`_Folders`), and a linked name must still be the inode its checks were
-    made on, so nothing outside ``source`` is reached; other filesystems (EXDEV) link
-    nothing. The bytes are not read
-    here: :func:`export_tree` reads them once the stat is recorded, and every check after
-    the reviewer reads them again. A reviewer's write to a linked file reaches the
-    worktree's too; it is found as any change (:meth:`ExportedTree.changed`), and the
-    attempt fails."""
-    umask = _umask()
+    link (:class:`andon.treewalk.Folders`), and a linked name must still be the inode its
+    checks were made on, so nothing outside ``source`` is reached; other filesystems
+    (EXDEV) link nothing. The bytes are not read here: :func:`export_tree` reads them once
+    the stat is recorded, and every check after the reviewer reads them again. A
+    reviewer's write to a linked file reaches the worktree's too; it is found as any change
+    (:meth:`ExportedTree.changed`), and the attempt fails."""
+    umask = treewalk.umask()
     if umask is None:
         return set()
     linked: set[str] = set()
-    folders = _Folders(source)
+    folders = treewalk.Folders(source)
     to = os.fspath(dest)
     made = {""}  # folders of dest made so far
     try:
@@ -216,60 +215,6 @@ def _made(dest: str, rel: str, made: set[str]) -> None:
     for folder in reversed(missing):
         os.mkdir(os.path.join(dest, folder))
         made.add(folder)
-
-
-class _Folders:
-    """fds of the folders of ``source`` on the way to the current one, each opened from the
-    last without following a symbolic link. Only that chain is open (git lists a tree's
-    paths in order, so each folder is opened once), and it is walked in a loop: a tree
-    nested deeper than Python's recursion limit, or wider than the fd limit, is no error."""
-
-    def __init__(self, source: Path) -> None:
-        self.chain: list[tuple[str, int]] = []  # (name, fd), the top first
-        try:
-            self.top: int | None = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            self.top = None
-
-    def fd(self, rel: str) -> int | None:
-        """The fd of folder ``rel`` ("a/b"; "" the top), or None if a step of it is not a
-        plain folder."""
-        if self.top is None:
-            return None
-        names = rel.split("/") if rel else []
-        keep = 0
-        while keep < min(len(names), len(self.chain)) and self.chain[keep][0] == names[keep]:
-            keep += 1
-        for _, fd in self.chain[keep:]:
-            os.close(fd)
-        del self.chain[keep:]
-        for name in names[keep:]:
-            at = self.chain[-1][1] if self.chain else self.top
-            try:
-                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=at)
-            except OSError:
-                return None
-            self.chain.append((name, fd))
-        return self.chain[-1][1] if self.chain else self.top
-
-    def close(self) -> None:
-        for _, fd in self.chain:
-            os.close(fd)
-        self.chain.clear()
-        if self.top is not None:
-            os.close(self.top)
-
-
-def _umask() -> int | None:
-    """This process's umask, read without changing it (Linux's /proc; None elsewhere)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _past_tick(dest: Path) -> bool:
