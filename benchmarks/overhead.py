@@ -460,6 +460,9 @@ def main() -> int:
     ap.add_argument("--modules", type=int, default=300)
     ap.add_argument("--profile", action="store_true",
                     help="also profile one extra packet with cProfile (top 10 to stderr)")
+    ap.add_argument("--profile-out", metavar="FILE",
+                    help="with --profile: also write the whole profile there (pstats format: "
+                         "python -m pstats FILE)")
     ap.add_argument("--keep", action="store_true", help="keep the generated repository")
     ap.add_argument("--suite-imports", type=int, default=None, metavar="N",
                     help="each package's test file imports only its first N modules (default: "
@@ -605,6 +608,8 @@ def main() -> int:
     if res["profiler"] is not None:
         s = io.StringIO()
         stats = pstats.Stats(res["profiler"], stream=s)
+        if args.profile_out:
+            stats.dump_stats(args.profile_out)
         stats.sort_stats("cumulative").print_stats(10)
         s.write("\nand by own time (where the wall clock is actually spent):\n")
         stats.sort_stats("tottime").print_stats(10)
