@@ -39,6 +39,8 @@ AndonError
 ├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)
 ├── worktree_build.WorktreeFailed  the process writing an attempt's worktree failed (its error)
+├── worktree_pool.NotReusable   a finished worktree cannot become the next (why in the
+│                               message): a fresh clone is made, it never escapes
 ├── workspace.MergeConflict     a squash-merge conflicts; ``paths`` lists the conflicted files
 ├── StoreError                  the store cannot be used (schema version, held by a runner)
 │   └── StoreUnavailable        the PostgreSQL server cannot be reached (after the bounded

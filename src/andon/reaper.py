@@ -58,19 +58,21 @@ def _new_queue_in_child() -> None:
 os.register_at_fork(after_in_child=_new_queue_in_child)
 
 
-def discard(path: Path, aside: bool = False) -> None:
+def discard(path: Path, aside: bool = False, into: Path | None = None) -> None:
     """Have the tree (or file, or symbolic link: never followed) at ``path`` deleted in the
     background; return at once. With ``aside`` the path is free when this returns (the tree
-    was renamed into ``.andon-trash-*`` beside it), unless its folder refuses that: then it
-    is deleted where it is. Nothing at ``path`` is fine. Raises nothing for a tree that cannot
-    be deleted: :func:`drain` says it."""
+    was renamed into ``.andon-trash-*`` beside it, or in ``into``, a folder on the same
+    filesystem), unless its folder refuses that: then it is deleted where it is. Nothing at
+    ``path`` is fine. Raises nothing for a tree that cannot be deleted: :func:`drain` says
+    it."""
     path = Path(path)
     if not (path.exists() or path.is_symlink()):
         return
     if aside:
         trash = None
         try:
-            trash = Path(tempfile.mkdtemp(prefix=f"{TRASH}{os.getpid()}-", dir=path.parent))
+            trash = Path(tempfile.mkdtemp(prefix=f"{TRASH}{os.getpid()}-",
+                                          dir=into or path.parent))
             os.rename(path, trash / "tree")
             path = trash
         except OSError:  # deleted where it is, then

@@ -36,6 +36,7 @@ from .pool_leases import lease_s
 from .state import state_dir
 from .store import Store, StoreProtocol, chain, now
 from .workspace import Repo
+from .worktree_pool import flush as flush_worktree_pool
 
 ZERO = "0" * 40
 
@@ -183,6 +184,7 @@ class Runner:
                     report.merged.append(packet.id)
         finally:
             self.baseline.forget_run()
+            flush_worktree_pool(self.worktree_root)
             for left in reaper.drain():  # the trees this run discarded, deleted by now
                 self.echo(f"note: andon could not delete {left}")
             lock.close()
@@ -330,7 +332,7 @@ class Runner:
             ).run()
         finally:
             if not self.keep:
-                self.repo.remove_worktree(wt)
+                self.repo.remove_worktree(wt, reuse=True)
         fault_injection.point("after-gates")
         failure = result.failure
         if failure is not None:

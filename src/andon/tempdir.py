@@ -4,9 +4,10 @@ An attempt writes the project's files out up to three times — its worktree, th
 suite and hermetic runs share, its review export — and every test run gets a fresh HOME and
 TMPDIR. On a disk each file created is a journal update. On the virtual machines
 this project is tested on, an empty file took 20-40 µs to create on the disk in quiet spells
-and 250-1,200 µs in slow spells lasting minutes (after bursts of deletions: the root
-filesystem is mounted with ``discard``), while a tmpfs (``/dev/shm``) stayed at 20-40 µs
-throughout: 18,000 creations per packet at 6,000 files is 0.5 s or 5-20 s (issue 18,
+and 250-1,200 µs in slow spells lasting minutes after bursts of deletions (the root
+filesystem is ext4 without a journal, where the kernel checks every inode freed in the last
+minute before it hands out another: worktree_pool.py), while a tmpfs (``/dev/shm``) stayed
+at 20-40 µs throughout: 18,000 creations per packet at 6,000 files is 0.5 s or 5-20 s (issue 18,
 benchmarks/README.md). Debian 13, Fedora and Arch mount ``/tmp`` as a tmpfs anyway, so on
 those machines andon's trees were in memory already.
 

@@ -318,9 +318,10 @@ class Repo(ObjectReads):
         """:func:`andon.worktrees.add_worktree`: a single-branch clone for an agent."""
         return worktrees.add_worktree(self, path, branch, start, history)
 
-    def remove_worktree(self, path: Path) -> None:
-        """:func:`andon.worktrees.remove_worktree`, whatever state the agent left it in."""
-        worktrees.remove_worktree(self, path)
+    def remove_worktree(self, path: Path, reuse: bool = False) -> None:
+        """:func:`andon.worktrees.remove_worktree`, whatever state the agent left it in;
+        with ``reuse`` the tree may wait for the next attempt (worktree_pool.py)."""
+        worktrees.remove_worktree(self, path, reuse)
 
     def list_worktrees(self) -> list[Path]:
         """Every linked worktree git knows of, the main one first."""

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from . import reaper, submodules, treewalk
+from . import reaper, submodules, treewalk, worktree_pool
 from .errors import AndonError, UsageError
 from .objects import Entry
 
@@ -104,13 +104,18 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     # --no-local makes git send a pack of what ``branch`` reaches instead of hard-linking
     # or borrowing the whole object store; a file:// URL is needed for --depth.
     depth = ("--depth", "1") if history == "shallow" else ()
-    repo.git(*PARALLEL_CHECKOUT, "clone", "--quiet", "--no-local", "--single-branch",
+    clone = (*PARALLEL_CHECKOUT, "clone", "--quiet", "--no-local", "--single-branch",
              "--no-tags", *depth,
              *(a for key, value in _identity(repo).items() for a in ("-c", f"{key}={value}")),
-             *NO_AUTO_GC, "--branch", branch, repo.git_dir.as_uri(), str(path))
-    repo.git("remote", "remove", "origin", cwd=path)
-    # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
-    shutil.rmtree(path / ".git" / "logs", ignore_errors=True)
+             *NO_AUTO_GC, "--branch", branch, repo.git_dir.as_uri())
+    def without_checkout(at: Path) -> Path:
+        repo.git(*clone, "--no-checkout", str(at))
+        _unlink_origin(repo, at)
+        return at / ".git"
+
+    if not worktree_pool.reuse(repo.git, path, start, without_checkout):
+        repo.git(*clone, str(path))
+        _unlink_origin(repo, path)
     submodules.populate(repo, path, repo.resolve(start))
     # git's own record of the checkout it just made, before any agent runs: the stat data
     # that lets the snapshot hash only what changed (copy2 keeps its mtime, by which git
@@ -118,6 +123,12 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     with contextlib.suppress(OSError):
         shutil.copy2(path / ".git" / "index", index_of(path))
     return path
+
+
+def _unlink_origin(repo: Git, clone: Path) -> None:
+    repo.git("remote", "remove", "origin", cwd=clone)
+    # "clone: from <the user's repository>" (absent with core.logAllRefUpdates=false)
+    shutil.rmtree(clone / ".git" / "logs", ignore_errors=True)
 
 
 def index_of(worktree: Path) -> Path:
@@ -157,17 +168,21 @@ def _identity(repo: Git) -> dict[str, str]:
             for key, stand_in in (("user.name", "agent"), ("user.email", "agent@andon.localhost"))}
 
 
-def remove_worktree(repo: Git, path: Path) -> None:
+def remove_worktree(repo: Git, path: Path, reuse: bool = False) -> None:
     """Remove the worktree at ``path`` whatever state the agent left it in (a directory
     already gone is fine), then prune git's records of linked worktrees — unless ``path``
     holds a ``.git`` folder (andon's worktrees are clones: git has no record of them, and
     the linked worktrees of an older andon hold a ``.git`` file). The path is free
-    when this returns; the files are deleted in the background (:mod:`andon.reaper`). The
-    caller names only paths it created. UsageError for the top level or a path inside or
-    around it."""
+    when this returns; the files are deleted in the background (:mod:`andon.reaper`), or,
+    with ``reuse``, the tree waits for the next attempt's :func:`add_worktree`
+    (:mod:`andon.worktree_pool`). The caller names only paths it created. UsageError for
+    the top level or a path inside or around it."""
     path = _unresolved_last(path)
     if path == repo.root or repo.root.is_relative_to(path) or path.is_relative_to(repo.root):
         raise UsageError(f"refusing to remove {path}: it is or holds the main work tree")
+    if reuse and worktree_pool.put(path):
+        index_of(path).unlink(missing_ok=True)
+        return
     dot_git = path / ".git"
     linked = not dot_git.is_dir() or dot_git.is_symlink()  # or gone: git may know of it
     if linked and path in list_worktrees(repo):  # a linked worktree from an older andon

@@ -1,0 +1,277 @@
+"""Worktrees used again: a finished attempt's tree, reset to the next attempt's start (issue 18).
+
+Writing an attempt's worktree creates an inode per file, and throwing it away frees them. On
+ext4 without a journal (the root filesystem of the virtual machines andon is tested on), the
+kernel will not hand out an inode freed in the last minute or more and checks every such one
+on its way to a free one (``recently_deleted`` in fs/ext4/ialloc.c): right after a worktree
+of 6,000 files was deleted, writing the next one took 1.1-1.9 s instead of 0.25 s, 70 % of
+it in that check (``perf``; benchmarks/README.md, twenty-third pass). A tree used again
+allocates and frees almost nothing.
+
+Nothing in a used tree is trusted: an agent worked there, and the code it wrote ran there.
+:func:`reset` makes it what a fresh clone of the new branch would be:
+
+- its ``.git`` is set aside whole and replaced by the ``.git`` of a fresh ``--no-checkout``
+  clone (the clone ``worktrees.add_worktree`` makes, less its checkout);
+- every entry is ``lstat``-ed, never followed, and kept only when the new commit holds it,
+  as the kind of entry git writes for it, owned by this user and the tree's group, with
+  exactly the permissions git gives its mode under this umask, one link, no extended
+  attribute (an ACL is one) and no inode flag that changes what can be done with it
+  (immutable, append-only, fs-verity, encrypted, case-folded); anything else goes, a
+  folder whole;
+- git reads the commit into a new index and hashes every file left (``update-index
+  --refresh``: no stat data to trust), writes those that differ or are missing, and ``git
+  status --ignored`` must then be empty.
+
+A tree is not used again, and the fresh clone is made as before, when a checkout's bytes may
+differ from the blobs (a ``.gitattributes`` in the commit, ``core.autocrlf``/``core.eol``),
+when the commit has submodules, or when any step fails. ``[andon] keep_worktrees`` keeps
+every tree where it is, as before.
+
+The limit: a process the last occupant left running with a descriptor open in the tree can
+still write there after the reset — as one can into a fresh worktree, whose path is
+predictable; the harness kills what an agent leaves behind (``contain/procgroup``), and
+under the agent sandbox the worktree root is hidden.
+
+Trees wait in the worktree root as ``.andon-pool-*`` (at most :data:`CAP`); a run empties the
+pool when it ends (:func:`flush`), and a tree a killed run left there is used or emptied by the
+next.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import stat
+import struct
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from . import reaper, treewalk
+from .errors import AndonError
+
+POOL = ".andon-pool-"
+CAP = 4  # trees waiting in one worktree root; more are deleted as before
+
+_FS_IOC_GETFLAGS = 0x80086601
+# immutable, append-only, encrypted, fs-verity, case-folded (linux/fs.h): each changes what
+# the next agent can do with the entry, and none is ever on what git writes
+_ODD_FLAGS = 0x10 | 0x20 | 0x800 | 0x100000 | 0x40000000
+
+
+class NotReusable(AndonError):
+    """This tree cannot become the new worktree; the message says why. The caller makes a
+    fresh clone."""
+
+
+def put(path: Path) -> bool:
+    """Move the finished worktree at ``path`` into the pool beside it (one ``rename``: the
+    path is free at once). False when it is not an andon clone (no ``.git`` folder) or the
+    pool is full: the caller removes it as before."""
+    try:
+        dot_git = os.lstat(path / ".git")
+        if not stat.S_ISDIR(os.lstat(path).st_mode) or not stat.S_ISDIR(dot_git.st_mode):
+            return False
+        if len(_waiting(path.parent)) >= CAP:
+            return False
+        os.rename(path, tempfile.mkdtemp(prefix=POOL, dir=path.parent) + "/tree")
+    except OSError:
+        return False
+    return True
+
+
+def take(root: Path) -> Path | None:
+    """Claim a tree waiting in ``root``'s pool: it is renamed into a folder of this process's
+    (``.andon-trash-<pid>-*``, which the next run's sweep deletes if this process dies) and
+    that path returned, or None when none could be claimed (another process took it first)."""
+    for folder in _waiting(root):
+        staging = Path(tempfile.mkdtemp(prefix=f"{reaper.TRASH}{os.getpid()}-", dir=root))
+        try:
+            os.rename(folder / "tree", staging / "tree")
+        except OSError:
+            staging.rmdir()
+            continue
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+        return staging / "tree"
+    return None
+
+
+def flush(root: Path) -> int:
+    """Delete (in the background) every tree waiting in ``root``'s pool; how many."""
+    waiting = _waiting(root)
+    for folder in waiting:
+        reaper.discard(folder, aside=True)
+    return len(waiting)
+
+
+def _waiting(root: Path) -> list[Path]:
+    try:
+        return [root / n for n in sorted(os.listdir(root)) if n.startswith(POOL)]
+    except OSError:
+        return []
+
+
+def reuse(git: Callable[..., str], path: Path, start: str,
+          clone: Callable[[Path], Path]) -> bool:
+    """Make the worktree ``path`` from a tree waiting in the pool beside it, reset to
+    ``start`` (:func:`reset`) with the ``.git`` that ``clone(folder)`` makes (a fresh clone
+    of the branch without its checkout; returns its ``.git``); False, with nothing left at
+    ``path``, when no tree waits or it cannot be used: the caller clones afresh."""
+    tree = take(path.parent)
+    if tree is None:
+        return False
+    try:
+        new_git_dir = clone(Path(tempfile.mkdtemp(dir=tree.parent)) / "clone")
+        reset(git, tree, new_git_dir, start)
+        os.rename(tree, path)
+        return True
+    except (AndonError, OSError):
+        return False
+    finally:
+        reaper.discard(tree.parent)  # what the reset set aside, or the whole tree
+
+
+def reset(git: Callable[..., str], tree: Path, new_git_dir: Path, start: str) -> None:
+    """Make ``tree`` a checkout of ``start`` that equals a fresh clone's (module doc):
+    ``new_git_dir`` (a fresh ``--no-checkout`` clone's ``.git``, on the same filesystem)
+    replaces its ``.git``. ``git(*args, cwd=..., check=..., input=...)`` runs git and returns
+    its output (``Repo.git``). NotReusable when a condition of the module doc does not hold;
+    GitError or OSError when a step fails. Either way the caller discards ``tree``."""
+    mask = treewalk.umask()
+    if mask is None:
+        raise NotReusable("this process's umask cannot be read")
+    top = os.lstat(tree)
+    if not _plain_dir(top, 0o777 & ~mask, top.st_gid) or _odd(os.fspath(tree), None, True):
+        raise NotReusable("the tree's own folder is not as git makes one")
+    reaper.discard(tree / ".git", aside=True, into=tree.parent)
+    os.rename(new_git_dir, tree / ".git")
+    files = _blobs(git, tree, start)
+    _keep_only(tree, files, mask, top.st_gid, tree.parent)
+    git("read-tree", start, cwd=tree)
+    git("update-index", "-q", "--refresh", cwd=tree, check=False)  # 1: some need writing
+    stale = git("diff-files", "-z", "--name-only", cwd=tree)
+    if stale:
+        git("checkout-index", "-q", "-f", "-u", "-z", "--stdin", cwd=tree,
+            input=os.fsencode(stale))
+    left = git("status", "--porcelain=v1", "-z", "--ignored=matching",
+               "--untracked-files=all", cwd=tree)
+    if left:
+        raise NotReusable(f"the reset tree still differs from {start[:10]}: {left[:200]!r}")
+
+
+def _blobs(git: Callable[..., str], tree: Path, start: str) -> dict[str, str]:
+    """Repo-relative path → git mode of every entry of ``start``; NotReusable for what makes
+    a checkout's bytes or layout more than the blobs (attributes, submodules)."""
+    # andon's git reads no attributes file outside the repository (core.attributesFile is
+    # /dev/null for each of its commands: workspace.Repo._run)
+    listed = git("config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$", cwd=tree,
+                 check=False)
+    for entry in filter(None, listed.split("\0")):
+        key, _, value = entry.partition("\n")
+        if not (key == "core.autocrlf" and value.lower() in ("false", "input", "no", "off")):
+            raise NotReusable(f"git's {key} may make a checkout differ from the blobs")
+    files: dict[str, str] = {}
+    for line in filter(None, git("ls-tree", "-r", "-z", "--full-tree", start,
+                                 cwd=tree).split("\0")):
+        meta, _, path = line.partition("\t")
+        mode = meta.split(" ", 1)[0]
+        if mode == "160000":
+            raise NotReusable("the commit has submodules")
+        if path == ".gitattributes" or path.endswith("/.gitattributes"):
+            raise NotReusable("the commit has a .gitattributes")
+        files[path] = mode
+    return files
+
+
+def _keep_only(tree: Path, files: dict[str, str], mask: int, gid: int, outside: Path) -> None:
+    """Remove from ``tree`` (its ``.git`` aside) every entry a fresh checkout of ``files``
+    would not have exactly so (module doc); a folder removed goes to ``outside`` first.
+    Every name is reached from a folder opened without following a link (a folder swapped
+    for a link while this runs leads nowhere else), and the walk keeps its own stack."""
+    perms = {"100644": 0o666 & ~mask, "100755": 0o777 & ~mask}
+    folders = {p.rpartition("/")[0] for p in files}
+    for f in list(folders):
+        while f:
+            f = f.rpartition("/")[0]
+            folders.add(f)
+    opened = treewalk.Folders(tree)
+    try:
+        stack = [""]
+        while stack:
+            rel = stack.pop()
+            at = opened.fd(rel)
+            if at is None:
+                raise NotReusable(f"{rel or 'the tree'} is no longer a folder")
+            with os.scandir(at) as it:
+                names = [e.name for e in it]
+            for name in names:
+                path = f"{rel}/{name}" if rel else name
+                if path == ".git":
+                    continue
+                st = os.stat(name, dir_fd=at, follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode):
+                    if path in folders and _plain_dir(st, 0o777 & ~mask, gid) \
+                            and not _odd(name, at, True):
+                        stack.append(path)
+                        continue
+                elif _as_git_writes(name, at, st, files.get(path), perms, gid):
+                    continue
+                _remove(name, at, st, outside)
+    finally:
+        opened.close()
+
+
+def _as_git_writes(name: str, at: int, st: os.stat_result, mode: str | None,
+                   perms: dict[str, int], gid: int) -> bool:
+    """Whether entry ``name`` of the folder ``at`` is what git writes for ``mode`` (None:
+    nothing)."""
+    if mode == "120000":
+        return stat.S_ISLNK(st.st_mode) and st.st_uid == os.geteuid()
+    return (mode in perms and stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+            and st.st_uid == os.geteuid() and st.st_gid == gid
+            and stat.S_IMODE(st.st_mode) == perms[mode] and not _odd(name, at, False))
+
+
+def _plain_dir(st: os.stat_result, perms: int, gid: int) -> bool:
+    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_gid == gid
+            and stat.S_IMODE(st.st_mode) == perms)
+
+
+def _odd(name: str, at: int | None, folder: bool) -> bool:
+    """An extended attribute or an odd inode flag on ``name`` (in the folder ``at``; None:
+    a path), a folder or a regular file opened without following a link; True when it
+    cannot be read."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | (os.O_DIRECTORY if folder else 0), dir_fd=at)
+    except OSError:
+        return True
+    try:
+        if os.listxattr(fd):
+            return True
+        try:
+            flags = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, b"\0" * 4))[0]
+        except OSError:  # a filesystem without inode flags
+            return False
+        return bool(flags & _ODD_FLAGS)
+    except OSError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def _remove(name: str, at: int, st: os.stat_result, outside: Path) -> None:
+    try:
+        if stat.S_ISDIR(st.st_mode):
+            # out of the tree at once, deleted in the background whatever the agent did to
+            # its permissions (reaper.delete_tree)
+            trash = Path(tempfile.mkdtemp(prefix=f"{reaper.TRASH}{os.getpid()}-", dir=outside))
+            os.rename(name, trash / "tree", src_dir_fd=at)
+            reaper.discard(trash)
+        else:
+            os.unlink(name, dir_fd=at)
+    except OSError as e:
+        raise NotReusable(f"{name} cannot be removed: {e.strerror}") from e

@@ -1,0 +1,202 @@
+"""A finished attempt's worktree used again for the next (issue 18, worktree_pool.py): the
+tree an agent leaves is hostile, and what the next attempt gets must be exactly what a fresh
+clone of its branch would be — whatever the last occupant did to files, links, permissions,
+extended attributes or ``.git``."""
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from andon import worktree_pool
+from andon.workspace import Repo
+from andon.worktrees import remove_worktree
+
+from helpers import git, honest_mul, make_project, mul_packet, packet_md, runner_for, write
+
+OUTSIDE = "outside.txt"
+
+
+def _project(tmp_path: Path, files: dict[str, str] | None = None) -> Repo:
+    root = make_project(tmp_path / "repo", files={
+        "src/calc/extra.py": "X = 1\n", "docs/guide.md": "# guide\n", "run.sh": "echo hi\n",
+        "data.txt": "1\n",
+        ".gitignore": "__pycache__/\n*.log\n", **(files or {})})
+    os.chmod(root / "run.sh", 0o755)
+    os.symlink("guide.md", root / "docs" / "link.md")
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", "exec bit and a link")
+    return Repo(root)
+
+
+def _state(tree: Path) -> dict[str, tuple]:
+    """Every entry below ``tree`` but .git: kind, permissions, links, xattrs, bytes."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(tree):
+        if dirpath == str(tree):
+            dirnames.remove(".git")
+        for name in dirnames + filenames:
+            p = os.path.join(dirpath, name)
+            st = os.lstat(p)
+            rel = os.path.relpath(p, tree)
+            if stat.S_ISLNK(st.st_mode):
+                out[rel] = ("link", os.readlink(p))
+                continue
+            xattrs = tuple(os.listxattr(p, follow_symlinks=False))
+            body = Path(p).read_bytes() if stat.S_ISREG(st.st_mode) else None
+            out[rel] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_nlink,
+                        xattrs, body)
+    return out
+
+
+def _git_facts(tree: Path) -> dict[str, str]:
+    return {"refs": git(tree, "for-each-ref", "--format=%(refname) %(objectname)"),
+            "head": git(tree, "symbolic-ref", "HEAD"),
+            "remotes": git(tree, "remote"),
+            "status": git(tree, "status", "--porcelain", "--ignored", "--untracked-files=all"),
+            "logs": str((tree / ".git" / "logs").exists()),
+            "hooks": str(sorted(p.name for p in (tree / ".git" / "hooks").iterdir()
+                                if not p.name.endswith(".sample"))),
+            "config": git(tree, "config", "--local", "--list")}
+
+
+def _fresh_and_reused(repo: Repo, tmp_path: Path, spoil) -> tuple[Path, Path, int]:
+    """(a fresh clone of a new branch, the same branch made from a pooled tree that
+    ``spoil(tree)`` left, the inode of an untouched file of that tree)."""
+    root = tmp_path / "worktrees"
+    root.mkdir()
+    base = repo.resolve("HEAD")
+    first = repo.add_worktree(root / "P1-1", "andon/P1/1", base)
+    spoil(first)
+    inode = os.lstat(first / "src" / "calc" / "__init__.py").st_ino
+    remove_worktree(repo, first, reuse=True)
+    assert not first.exists() and len(worktree_pool._waiting(root)) == 1
+    reused = repo.add_worktree(root / "P2-1", "andon/P2/1", base)
+    fresh = repo.add_worktree(tmp_path / "fresh" / "P2-1", "andon/P2/fresh", base)
+    return fresh, reused, inode
+
+
+def _hostile(tree: Path) -> None:
+    outside = tree.parent.parent / OUTSIDE
+    outside.write_text("X = 1\n")
+    ops = tree / "src" / "calc" / "ops.py"
+    st = os.stat(ops)
+    ops.write_text(ops.read_text().replace("a + b", "a - b"))  # same size,
+    os.utime(ops, ns=(st.st_atime_ns, st.st_mtime_ns))         # mtime put back
+    extra = tree / "src" / "calc" / "extra.py"                  # a hard link out, same bytes
+    extra.unlink()
+    os.link(outside, extra)
+    (tree / "docs" / "guide.md").chmod(0o4755)                  # setuid and the exec bit
+    (tree / "data.txt").chmod(0o2666)                           # bits git does not track
+    os.setxattr(tree / "run.sh", "user.note", b"to the next agent")
+    (tree / "docs" / "link.md").unlink()
+    os.symlink("/etc/passwd", tree / "docs" / "link.md")        # a link elsewhere
+    (tree / "build.log").write_text("ignored\n")                # ignored and untracked
+    (tree / "notes.txt").write_text("untracked\n")
+    (tree / "src" / "calc" / "__pycache__").mkdir()
+    (tree / "src" / "calc" / "__pycache__" / "ops.cpython-311.pyc").write_bytes(b"forged")
+    os.mkfifo(tree / "fifo")
+    (tree / "nested").mkdir()
+    git(tree / "nested", "init", "-q")
+    (tree / "tests").chmod(0o700)
+    git(tree, "commit", "-q", "--allow-empty", "-m", "a commit of the last occupant")
+    (tree / ".git" / "hooks" / "post-checkout").write_text("#!/bin/sh\ntouch /tmp/pwned\n")
+    git(tree, "config", "core.fsmonitor", "true")
+
+
+def test_a_pooled_tree_an_agent_spoiled_becomes_exactly_a_fresh_clone(tmp_path):
+    repo = _project(tmp_path)
+    fresh, reused, inode = _fresh_and_reused(repo, tmp_path, _hostile)
+    assert _state(reused) == _state(fresh)
+    facts, want = _git_facts(reused), _git_facts(fresh)
+    assert facts == {**want, "refs": want["refs"].replace("andon/P2/fresh", "andon/P2/1"),
+                     "head": "refs/heads/andon/P2/1\n"}
+    assert (tmp_path / OUTSIDE).read_text() == "X = 1\n"  # the hard link's other name
+    # the untouched files are the same inodes: the tree was used again, not cloned afresh
+    assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino == inode
+    # the last occupant's commit is not in the new object store
+    assert git(reused, "rev-list", "--all") == git(fresh, "rev-list", "--all")
+    assert git(reused, "count-objects", "-v") == git(fresh, "count-objects", "-v")
+
+
+@pytest.mark.parametrize("blocker", ["gitattributes", "autocrlf"])
+def test_a_checkout_that_may_differ_from_the_blobs_is_cloned_afresh(tmp_path, blocker,
+                                                                    monkeypatch):
+    repo = _project(tmp_path, {".gitattributes": "*.md text eol=crlf\n"}
+                    if blocker == "gitattributes" else None)
+    if blocker == "autocrlf":  # the user's own settings, which every clone reads
+        (tmp_path / "gitconfig").write_text("[core]\n\tautocrlf = true\n")
+        monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    fresh, reused, inode = _fresh_and_reused(repo, tmp_path, lambda tree: None)
+    assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode
+    assert _state(reused) == _state(fresh)
+    assert not worktree_pool._waiting(tmp_path / "worktrees")
+
+
+def test_the_pool_holds_at_most_cap_trees_and_a_run_empties_it(tmp_path):
+    repo = _project(tmp_path)
+    root = tmp_path / "worktrees"
+    base = repo.resolve("HEAD")
+    made = [repo.add_worktree(root / f"P{n}-1", f"andon/P{n}/1", base)
+            for n in range(worktree_pool.CAP + 1)]
+    for wt in made:
+        remove_worktree(repo, wt, reuse=True)
+        assert not wt.exists()
+    assert len(worktree_pool._waiting(root)) == worktree_pool.CAP
+    assert worktree_pool.flush(root) == worktree_pool.CAP
+    assert not worktree_pool._waiting(root)
+
+
+def test_a_run_uses_the_last_worktree_again_and_leaves_no_tree_behind(tmp_path):
+    sub = packet_md("P2", "subtract", "calc.ops.sub subtracts.", allowed_paths=["src/calc/**"])
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"), "P2": (sub, {
+        "tests/test_sub.py": "from calc.ops import sub\n\n\ndef test_sub():\n"
+                             "    assert sub(3, 1) == 2\n"})})
+    seen = {}
+
+    def first(ctx):
+        seen["inode"] = os.lstat(ctx.worktree / "src" / "calc" / "__init__.py").st_ino
+        (ctx.worktree / "src" / "calc" / "__pycache__").mkdir()  # ignored: not in the commit
+        (ctx.worktree / "src" / "calc" / "__pycache__" / "x.pyc").write_bytes(b"from P1")
+        return honest_mul(ctx)
+
+    def second(ctx):
+        seen["again"] = os.lstat(ctx.worktree / "src" / "calc" / "__init__.py").st_ino
+        seen["leftover"] = (ctx.worktree / "src" / "calc" / "__pycache__").exists()
+        seen["mul"] = "def mul" in (ctx.worktree / "src" / "calc" / "ops.py").read_text()
+        write(ctx, "src/calc/ops.py", "\n\ndef sub(a, b):\n    return a - b\n", append=True)
+        return "implemented sub"
+
+    runner = runner_for(root, {"P1": first, "P2": second})
+    report = runner.run()
+    assert report.merged == ["P1", "P2"], [(e["packet_id"], e["kind"], e.get("data"))
+                                           for e in runner.store.events()]
+    assert seen == {"inode": seen["inode"], "again": seen["inode"], "leftover": False,
+                    "mul": True}
+    assert not runner.worktree_root.exists() or not os.listdir(runner.worktree_root)
+
+
+def test_a_folder_swapped_for_a_link_during_the_reset_removes_nothing_outside(
+        tmp_path, monkeypatch):
+    """A process of the last occupant still running could swap a folder of the tree for a
+    link while the reset walks it: what the reset removes is named from the folder it
+    opened, never through the link."""
+    repo = _project(tmp_path)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "junk.txt").write_text("the user's\n")
+    checked = worktree_pool._as_git_writes
+
+    def swap_then_check(name, at, st, mode, perms, gid):
+        if name == "junk.txt":
+            calc = Path(os.readlink(f"/proc/self/fd/{at}"))
+            calc.rename(calc.with_name("calc.moved"))
+            calc.symlink_to(victim)
+        return checked(name, at, st, mode, perms, gid)
+
+    monkeypatch.setattr(worktree_pool, "_as_git_writes", swap_then_check)
+    fresh, reused, _ = _fresh_and_reused(
+        repo, tmp_path, lambda tree: (tree / "src" / "calc" / "junk.txt").write_text("x\n"))
+    assert (victim / "junk.txt").read_text() == "the user's\n"
+    assert _state(reused) == _state(fresh)
