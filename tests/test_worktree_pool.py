@@ -18,6 +18,12 @@ from helpers import git, honest_mul, make_project, mul_packet, packet_md, runner
 OUTSIDE = "outside.txt"
 
 
+@pytest.fixture(autouse=True)
+def small_trees_too(monkeypatch):
+    """These projects have a dozen files; the pool keeps only trees of MIN_FILES or more."""
+    monkeypatch.setattr(worktree_pool, "MIN_FILES", 0)
+
+
 def _project(tmp_path: Path, files: dict[str, str] | None = None) -> Repo:
     root = make_project(tmp_path / "repo", files={
         "src/calc/extra.py": "X = 1\n", "docs/guide.md": "# guide\n", "run.sh": "echo hi\n",
@@ -61,7 +67,8 @@ def _git_facts(tree: Path) -> dict[str, str]:
             "config": git(tree, "config", "--local", "--list")}
 
 
-def _fresh_and_reused(repo: Repo, tmp_path: Path, spoil) -> tuple[Path, Path, int]:
+def _fresh_and_reused(repo: Repo, tmp_path: Path, spoil, pooled: int = 1
+                      ) -> tuple[Path, Path, int]:
     """(a fresh clone of a new branch, the same branch made from a pooled tree that
     ``spoil(tree)`` left, the inode of an untouched file of that tree)."""
     root = tmp_path / "worktrees"
@@ -71,7 +78,7 @@ def _fresh_and_reused(repo: Repo, tmp_path: Path, spoil) -> tuple[Path, Path, in
     spoil(first)
     inode = os.lstat(first / "src" / "calc" / "__init__.py").st_ino
     remove_worktree(repo, first, reuse=True)
-    assert not first.exists() and len(worktree_pool._waiting(root)) == 1
+    assert not first.exists() and len(worktree_pool._waiting(root)) == pooled
     reused = repo.add_worktree(root / "P2-1", "andon/P2/1", base)
     fresh = repo.add_worktree(tmp_path / "fresh" / "P2-1", "andon/P2/fresh", base)
     return fresh, reused, inode
@@ -199,4 +206,12 @@ def test_a_folder_swapped_for_a_link_during_the_reset_removes_nothing_outside(
     fresh, reused, _ = _fresh_and_reused(
         repo, tmp_path, lambda tree: (tree / "src" / "calc" / "junk.txt").write_text("x\n"))
     assert (victim / "junk.txt").read_text() == "the user's\n"
+    assert _state(reused) == _state(fresh)
+
+
+def test_a_small_tree_is_cloned_afresh_not_kept(tmp_path, monkeypatch):
+    monkeypatch.setattr(worktree_pool, "MIN_FILES", 200)
+    repo = _project(tmp_path)
+    fresh, reused, inode = _fresh_and_reused(repo, tmp_path, lambda tree: None, pooled=0)
+    assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode
     assert _state(reused) == _state(fresh)
