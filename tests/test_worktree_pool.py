@@ -3,8 +3,11 @@ tree an agent leaves is hostile, and what the next attempt gets must be exactly 
 clone of its branch would be — whatever the last occupant did to files, links, permissions,
 extended attributes or ``.git``."""
 
+import fcntl
 import os
 import stat
+import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +19,9 @@ from andon.worktrees import remove_worktree
 from helpers import git, honest_mul, make_project, mul_packet, packet_md, runner_for, write
 
 OUTSIDE = "outside.txt"
+FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
+NOATIME, NODUMP = 0x80, 0x40  # two flags chattr sets that tmpfs keeps too
+ROOT = os.geteuid() == 0
 
 
 @pytest.fixture(autouse=True)
@@ -36,23 +42,37 @@ def _project(tmp_path: Path, files: dict[str, str] | None = None) -> Repo:
     return Repo(root)
 
 
+def _flags(path: str) -> int | None:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 4))[0]
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
 def _state(tree: Path) -> dict[str, tuple]:
-    """Every entry below ``tree`` but .git: kind, permissions, links, xattrs, bytes."""
+    """Every entry below ``tree`` but .git: kind, permissions, owner and group, links,
+    xattrs, inode flags, bytes or target, and whether its mtime is in the future."""
     out = {}
+    soon = time.time_ns() + 10**9
     for dirpath, dirnames, filenames in os.walk(tree):
         if dirpath == str(tree):
             dirnames.remove(".git")
         for name in dirnames + filenames:
             p = os.path.join(dirpath, name)
             st = os.lstat(p)
-            rel = os.path.relpath(p, tree)
-            if stat.S_ISLNK(st.st_mode):
-                out[rel] = ("link", os.readlink(p))
-                continue
-            xattrs = tuple(os.listxattr(p, follow_symlinks=False))
-            body = Path(p).read_bytes() if stat.S_ISREG(st.st_mode) else None
-            out[rel] = (stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_nlink,
-                        xattrs, body)
+            link = stat.S_ISLNK(st.st_mode)
+            body = os.readlink(p) if link else \
+                Path(p).read_bytes() if stat.S_ISREG(st.st_mode) else None
+            out[os.path.relpath(p, tree)] = (
+                stat.S_IFMT(st.st_mode), stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid,
+                st.st_nlink, tuple(os.listxattr(p, follow_symlinks=False)),
+                None if link else _flags(p), body, st.st_mtime_ns > soon)
     return out
 
 
@@ -107,9 +127,32 @@ def _hostile(tree: Path) -> None:
     (tree / "nested").mkdir()
     git(tree / "nested", "init", "-q")
     (tree / "tests").chmod(0o700)
+    os.link(tree / "docs" / "link.md", tree.parent.parent / "link-outside",
+            follow_symlinks=False)                              # a hard link to the link
+    big = tree / "docs" / "guide.md"                            # terabytes git would hash
+    os.truncate(big, 1 << 40)
+    for f in tree.rglob("*.py"):                                # a message in the mtimes
+        os.utime(f, ns=(0, 4102444800 * 10**9 + ord(f.name[0])), follow_symlinks=False)
+    _set_flags(tree / "data.txt", NOATIME)
+    _set_flags(tree / "docs", NODUMP)                           # a folder's pass on
+    if ROOT:                                                    # a group, an xattr of root's
+        for p in [tree / "docs", *(tree / "docs").iterdir()]:
+            os.chown(p, -1, 4242, follow_symlinks=False)
+        os.setxattr(tree / "data.txt", "trusted.note", b"x")
     git(tree, "commit", "-q", "--allow-empty", "-m", "a commit of the last occupant")
     (tree / ".git" / "hooks" / "post-checkout").write_text("#!/bin/sh\ntouch /tmp/pwned\n")
     git(tree, "config", "core.fsmonitor", "true")
+
+
+def _set_flags(path: Path, flags: int) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        now = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 4))[0]
+        fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", now | flags))
+    except OSError:
+        pass  # a filesystem without inode flags: nothing to carry over
+    finally:
+        os.close(fd)
 
 
 def test_a_pooled_tree_an_agent_spoiled_becomes_exactly_a_fresh_clone(tmp_path):
@@ -215,3 +258,36 @@ def test_a_small_tree_is_cloned_afresh_not_kept(tmp_path, monkeypatch):
     fresh, reused, inode = _fresh_and_reused(repo, tmp_path, lambda tree: None, pooled=0)
     assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode
     assert _state(reused) == _state(fresh)
+
+
+def test_names_planted_in_the_worktree_root_lead_nowhere(tmp_path):
+    """Without the sandbox an agent can write in the worktree root: a pool folder that is a
+    link to a folder of the user's holding a ``tree``, and the next worktree's harness
+    index as a link to a file of the user's. Neither is followed."""
+    repo = _project(tmp_path)
+    root = tmp_path / "worktrees"
+    root.mkdir()
+    users = tmp_path / "users-stuff"
+    (users / "tree").mkdir(parents=True)
+    (users / "tree" / "precious.txt").write_text("mine\n")
+    (root / f"{worktree_pool.POOL}planted").symlink_to(users)
+    (tmp_path / "notes.txt").write_text("mine too\n")
+    (root / ".P2-1.index").symlink_to(tmp_path / "notes.txt")
+    made = repo.add_worktree(root / "P2-1", "andon/P2/1", repo.resolve("HEAD"))
+    fresh = repo.add_worktree(tmp_path / "fresh" / "P2-1", "andon/P2/fresh",
+                              repo.resolve("HEAD"))
+    assert (users / "tree" / "precious.txt").read_text() == "mine\n"
+    assert (tmp_path / "notes.txt").read_text() == "mine too\n"
+    assert _state(made) == _state(fresh)
+
+
+def test_a_folder_of_thousands_of_leftovers_goes_whole(tmp_path):
+    repo = _project(tmp_path)
+
+    def litter(tree):
+        for n in range(worktree_pool.SPARE_ENTRIES + 1):
+            (tree / "src" / "calc" / f"junk{n}.txt").touch()
+
+    fresh, reused, inode = _fresh_and_reused(repo, tmp_path, litter)
+    assert _state(reused) == _state(fresh)
+    assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode  # written again

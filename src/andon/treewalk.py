@@ -11,8 +11,10 @@ worktree pool and the joint plan's ``.git`` search all use it.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 
 def entries(root: str | os.PathLike[str], *,
@@ -104,3 +106,28 @@ class Folders:
         self.chain.clear()
         if self.top is not None:
             os.close(self.top)
+
+
+def manifest(root: Path) -> dict[str, str]:
+    """Every file under ``root`` (not following links) → :func:`file_marker`, so any change
+    an agent makes shows up."""
+    out: dict[str, str] = {}
+    for rel, e in sorted(entries(root), key=lambda found: found[0]):
+        try:
+            marker = file_marker(Path(e.path))
+        except OSError as exc:  # e.g. a path longer than the system allows: still a change
+            marker = f"unreadable:{exc.strerror}"
+        if marker is not None:
+            out[rel] = marker
+    return out
+
+
+def file_marker(path: Path) -> str | None:
+    """sha256 of a file's bytes with its executable bit, ``link:<target>`` for a symlink
+    (never followed), None for a directory or nothing there."""
+    if path.is_symlink():
+        return "link:" + os.readlink(path)
+    if path.is_file():
+        mode = "x" if os.access(path, os.X_OK) else "-"
+        return mode + hashlib.sha256(path.read_bytes()).hexdigest()
+    return None

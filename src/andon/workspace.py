@@ -25,7 +25,8 @@ from pathlib import Path
 from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
 from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
-from andon.worktrees import SnapshotError, file_marker, manifest
+from andon.treewalk import file_marker, manifest
+from andon.worktrees import SnapshotError
 
 __all__ = ["BATCH_HEADER", "IDENTITY", "ZERO_SHA", "Change", "MergeConflict", "RefMoved",
            "Repo", "SnapshotError", "commit_message", "file_marker", "manifest"]

@@ -13,12 +13,14 @@ Nothing in a used tree is trusted: an agent worked there, and the code it wrote 
 
 - its ``.git`` is set aside whole and replaced by the ``.git`` of a fresh ``--no-checkout``
   clone (the clone ``worktrees.add_worktree`` makes, less its checkout);
-- every entry is ``lstat``-ed, never followed, and kept only when the new commit holds it,
-  as the kind of entry git writes for it, owned by this user and the tree's group, with
-  exactly the permissions git gives its mode under this umask, one link, no extended
-  attribute (an ACL is one) and no inode flag that changes what can be done with it
-  (immutable, append-only, fs-verity, encrypted, case-folded); anything else goes, a
-  folder whole;
+- every entry is ``lstat``-ed from folders opened without following a link, and kept only
+  when the new commit holds it as exactly what git would write: a folder or a regular file
+  (never a link: git writes those again), owned by this user and the group git gives what
+  it creates there, with exactly the permissions git gives its mode under this umask, the
+  blob's size, one link, no extended attribute (an ACL is one) and no inode flag a process
+  can set (``chattr``: immutable, append-only, sync, no-atime, case-folded, ...); anything
+  else goes, a folder whole, and what is kept gets the current time (a checkout's times,
+  not the last occupant's, which could carry a message to the next);
 - git reads the commit into a new index and hashes every file left (``update-index
   --refresh``: no stat data to trust); ``git status --ignored`` may then name only tracked
   files that differ or are missing, and git writes those.
@@ -40,6 +42,7 @@ and a tree a killed run left there is used or emptied by the next.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import fcntl
 import os
@@ -58,11 +61,14 @@ CAP = 4  # trees waiting in one worktree root; more are deleted as before
 # seven git processes to a clone's two (~9 ms more here), and writing 200 files costs 5-8 ms
 # where creating one takes 25-40 µs, 0.1 s after deletions on ext4 without a journal
 MIN_FILES = 200
+SPARE_ENTRIES = 1000  # entries a folder may hold beyond its commit's before it goes whole
 
 _FS_IOC_GETFLAGS = 0x80086601
-# immutable, append-only, encrypted, fs-verity, case-folded (linux/fs.h): each changes what
-# the next agent can do with the entry, and none is ever on what git writes
-_ODD_FLAGS = 0x10 | 0x20 | 0x800 | 0x100000 | 0x40000000
+# Every inode flag a process can set (chattr's letters s u c S i a d A m E j t D T V C x P F;
+# linux/fs.h): each changes what the next agent can do with the entry or with what it
+# creates inside (a folder's flags pass to new files), and none is on what git writes. The
+# flags the filesystem sets itself (extents, inline data, a folder's hashed index) are fine.
+_SET_BY_CHATTR = 0x6293CCFF
 
 
 class NotReusable(AndonError):
@@ -92,10 +98,15 @@ def _files(index: Path) -> int:
     size as the last occupant left it, a hint for whether to keep it and never trusted
     for anything else (the reset checks every entry)."""
     try:
-        with open(index, "rb") as f:
-            head = f.read(12)
+        fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
         return 0
+    try:
+        head = os.read(fd, 12)
+    except OSError:
+        return 0
+    finally:
+        os.close(fd)
     return struct.unpack(">I", head[8:12])[0] if head[:4] == b"DIRC" and len(head) == 12 else 0
 
 
@@ -104,12 +115,22 @@ def take(root: Path) -> Path | None:
     (``.andon-trash-<pid>-*``, which the next run's sweep deletes if this process dies) and
     that path returned, or None when none could be claimed (another process took it first)."""
     for folder in _waiting(root):
+        # a name planted there may be a link to a folder elsewhere that holds a "tree":
+        # nothing is reached through a link
+        try:
+            fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError:
+            continue
         staging = Path(tempfile.mkdtemp(prefix=f"{reaper.TRASH}{os.getpid()}-", dir=root))
         try:
-            os.rename(folder / "tree", staging / "tree")
+            if os.fstat(fd).st_uid != os.geteuid():
+                raise OSError("not ours")
+            os.rename("tree", staging / "tree", src_dir_fd=fd)
         except OSError:
             staging.rmdir()
             continue
+        finally:
+            os.close(fd)
         with contextlib.suppress(OSError):
             folder.rmdir()
         return staging / "tree"
@@ -142,7 +163,10 @@ def reuse(git: Callable[..., str], path: Path, start: str,
         return False
     try:
         new_git_dir = clone(Path(tempfile.mkdtemp(dir=tree.parent)) / "clone")
-        reset(git, tree, new_git_dir, start)
+        # what git creates there gets this process's group, or the root's if it is setgid
+        root = os.stat(path.parent)
+        reset(git, tree, new_git_dir, start,
+              root.st_gid if root.st_mode & stat.S_ISGID else os.getegid())
         os.rename(tree, path)
         return True
     except (AndonError, OSError):
@@ -151,22 +175,25 @@ def reuse(git: Callable[..., str], path: Path, start: str,
         reaper.discard(tree.parent)  # what the reset set aside, or the whole tree
 
 
-def reset(git: Callable[..., str], tree: Path, new_git_dir: Path, start: str) -> None:
+def reset(git: Callable[..., str], tree: Path, new_git_dir: Path, start: str, gid: int
+          ) -> None:
     """Make ``tree`` a checkout of ``start`` that equals a fresh clone's (module doc):
     ``new_git_dir`` (a fresh ``--no-checkout`` clone's ``.git``, on the same filesystem)
-    replaces its ``.git``. ``git(*args, cwd=..., check=..., input=...)`` runs git and returns
-    its output (``Repo.git``). NotReusable when a condition of the module doc does not hold;
+    replaces its ``.git``; ``gid`` is the group git gives what it creates there.
+    ``git(*args, cwd=..., check=..., input=...)`` runs git and returns its output
+    (``Repo.git``). NotReusable when a condition of the module doc does not hold;
     GitError or OSError when a step fails. Either way the caller discards ``tree``."""
     mask = treewalk.umask()
     if mask is None:
         raise NotReusable("this process's umask cannot be read")
     top = os.lstat(tree)
-    if not _plain_dir(top, 0o777 & ~mask, top.st_gid) or _odd(os.fspath(tree), None, True):
+    if not _plain_dir(top, 0o777 & ~mask, gid) or _odd(os.fspath(tree), None, True):
         raise NotReusable("the tree's own folder is not as git makes one")
     reaper.discard(tree / ".git", aside=True, into=tree.parent)
     os.rename(new_git_dir, tree / ".git")
     files = _blobs(git, tree, start)
-    _keep_only(tree, files, mask, top.st_gid, tree.parent)
+    _keep_only(tree, files, mask, gid, tree.parent)
+    os.utime(tree)
     git("read-tree", start, cwd=tree)
     git("update-index", "-q", "--refresh", cwd=tree, check=False)  # 1: some need writing
     stale = []
@@ -181,9 +208,10 @@ def reset(git: Callable[..., str], tree: Path, new_git_dir: Path, start: str) ->
             input=b"".join(os.fsencode(p) + b"\0" for p in stale))
 
 
-def _blobs(git: Callable[..., str], tree: Path, start: str) -> dict[str, str]:
-    """Repo-relative path → git mode of every entry of ``start``; NotReusable for what makes
-    a checkout's bytes or layout more than the blobs (attributes, submodules)."""
+def _blobs(git: Callable[..., str], tree: Path, start: str) -> dict[str, tuple[str, int]]:
+    """Repo-relative path → (git mode, size in bytes) of every entry of ``start``;
+    NotReusable for what makes a checkout's bytes or layout more than the blobs (attributes,
+    submodules)."""
     # andon's git reads no attributes file outside the repository (core.attributesFile is
     # /dev/null for each of its commands: workspace.Repo._run)
     listed = git("config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$", cwd=tree,
@@ -192,20 +220,21 @@ def _blobs(git: Callable[..., str], tree: Path, start: str) -> dict[str, str]:
         key, _, value = entry.partition("\n")
         if not (key == "core.autocrlf" and value.lower() in ("false", "input", "no", "off")):
             raise NotReusable(f"git's {key} may make a checkout differ from the blobs")
-    files: dict[str, str] = {}
-    for line in filter(None, git("ls-tree", "-r", "-z", "--full-tree", start,
+    files: dict[str, tuple[str, int]] = {}
+    for line in filter(None, git("ls-tree", "-r", "-l", "-z", "--full-tree", start,
                                  cwd=tree).split("\0")):
         meta, _, path = line.partition("\t")
-        mode = meta.split(" ", 1)[0]
+        mode, _kind, _oid, size = meta.split()
         if mode == "160000":
             raise NotReusable("the commit has submodules")
         if path == ".gitattributes" or path.endswith("/.gitattributes"):
             raise NotReusable("the commit has a .gitattributes")
-        files[path] = mode
+        files[path] = (mode, int(size))
     return files
 
 
-def _keep_only(tree: Path, files: dict[str, str], mask: int, gid: int, outside: Path) -> None:
+def _keep_only(tree: Path, files: dict[str, tuple[str, int]], mask: int, gid: int,
+               outside: Path) -> None:
     """Remove from ``tree`` (its ``.git`` aside) every entry a fresh checkout of ``files``
     would not have exactly so (module doc); a folder removed goes to ``outside`` first.
     Every name is reached from a folder opened without following a link (a folder swapped
@@ -216,6 +245,7 @@ def _keep_only(tree: Path, files: dict[str, str], mask: int, gid: int, outside: 
         while f:
             f = f.rpartition("/")[0]
             folders.add(f)
+    children = collections.Counter(p.rpartition("/")[0] for p in (*files, *folders) if p)
     opened = treewalk.Folders(tree)
     try:
         stack = [""]
@@ -226,32 +256,49 @@ def _keep_only(tree: Path, files: dict[str, str], mask: int, gid: int, outside: 
                 raise NotReusable(f"{rel or 'the tree'} is no longer a folder")
             with os.scandir(at) as it:
                 names = [e.name for e in it]
+            if len(names) > children[rel] + SPARE_ENTRIES:
+                # thousands of leftovers: the folder goes whole, git writes its files again
+                # (one by one they cost seconds, and the folder would stay as large)
+                if not rel:
+                    raise NotReusable("the tree holds thousands of entries its commit does not")
+                parent, _, name = rel.rpartition("/")
+                up = opened.fd(parent)
+                if up is None:
+                    raise NotReusable(f"{parent or 'the tree'} is no longer a folder")
+                _remove(name, up, os.stat(name, dir_fd=up, follow_symlinks=False), outside)
+                continue
             for name in names:
                 path = f"{rel}/{name}" if rel else name
                 if path == ".git":
                     continue
                 st = os.stat(name, dir_fd=at, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
-                    if path in folders and _plain_dir(st, 0o777 & ~mask, gid) \
-                            and not _odd(name, at, True):
+                    keep = path in folders and _plain_dir(st, 0o777 & ~mask, gid) \
+                        and not _odd(name, at, True)
+                    if keep:
                         stack.append(path)
-                        continue
-                elif _as_git_writes(name, at, st, files.get(path), perms, gid):
-                    continue
-                _remove(name, at, st, outside)
+                else:
+                    keep = _as_git_writes(name, at, st, files.get(path), perms, gid)
+                if not keep:
+                    _remove(name, at, st, outside)
+                else:  # its times are now, as a checkout's: the last occupant's say nothing
+                    os.utime(name, dir_fd=at, follow_symlinks=False)
     finally:
         opened.close()
 
 
-def _as_git_writes(name: str, at: int, st: os.stat_result, mode: str | None,
+def _as_git_writes(name: str, at: int, st: os.stat_result, blob: tuple[str, int] | None,
                    perms: dict[str, int], gid: int) -> bool:
-    """Whether entry ``name`` of the folder ``at`` is what git writes for ``mode`` (None:
-    nothing)."""
-    if mode == "120000":
-        return stat.S_ISLNK(st.st_mode) and st.st_uid == os.geteuid()
-    return (mode in perms and stat.S_ISREG(st.st_mode) and st.st_nlink == 1
+    """Whether entry ``name`` of the folder ``at`` is what git writes for ``blob`` ((mode,
+    size); None: nothing) as far as metadata tell: git then hashes it. A link is never kept
+    (git writes one in no time, and a link's group, links and attributes are the last
+    occupant's); nor a file of another size than the blob's (a sparse file of terabytes
+    costs its maker nothing and git hours to hash)."""
+    if blob is None or blob[0] not in perms:
+        return False
+    return (stat.S_ISREG(st.st_mode) and st.st_size == blob[1] and st.st_nlink == 1
             and st.st_uid == os.geteuid() and st.st_gid == gid
-            and stat.S_IMODE(st.st_mode) == perms[mode] and not _odd(name, at, False))
+            and stat.S_IMODE(st.st_mode) == perms[blob[0]] and not _odd(name, at, False))
 
 
 def _plain_dir(st: os.stat_result, perms: int, gid: int) -> bool:
@@ -275,7 +322,7 @@ def _odd(name: str, at: int | None, folder: bool) -> bool:
             flags = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, b"\0" * 4))[0]
         except OSError:  # a filesystem without inode flags
             return False
-        return bool(flags & _ODD_FLAGS)
+        return bool(flags & _SET_BY_CHATTR)
     except OSError:
         return True
     finally:

@@ -14,7 +14,6 @@ or holds the main work tree) and SnapshotError (defined here).
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import re
@@ -120,9 +119,24 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     # git's own record of the checkout it just made, before any agent runs: the stat data
     # that lets the snapshot hash only what changed (copy2 keeps its mtime, by which git
     # tells racily clean entries)
-    with contextlib.suppress(OSError):
-        shutil.copy2(path / ".git" / "index", index_of(path))
+    _copy_index(path / ".git" / "index", index_of(path))
     return path
+
+
+def _copy_index(src: Path, dest: Path) -> None:
+    """``src`` copied to ``dest`` with its mtime (by which git tells racily clean entries),
+    or nothing: a name planted at ``dest`` (a link to a file elsewhere) is removed, never
+    written through, and one planted again in between makes the copy give up."""
+    with contextlib.suppress(OSError):
+        dest.unlink(missing_ok=True)
+        st = os.stat(src)
+        data = src.read_bytes()
+        fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, data)
+            os.utime(fd, ns=(st.st_atime_ns, st.st_mtime_ns))
+        finally:
+            os.close(fd)
 
 
 def _unlink_origin(repo: Git, clone: Path) -> None:
@@ -283,7 +297,7 @@ def export(repo: Git, rev: str, dest: Path, keep: Callable[[str], bool] = lambda
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         members = [m for m in tar.getmembers() if m.isdir() or keep(m.name)]
         _extract(tar, dest, members)
-    return manifest(dest)
+    return treewalk.manifest(dest)
 
 def _extract(tar: tarfile.TarFile, dest: Path, members: list[tarfile.TarInfo]) -> None:
     """Extract ``members`` into ``dest`` under PEP 706's ``data`` filter: nothing written
@@ -366,28 +380,3 @@ def _unresolved_last(path: Path) -> Path:
     agent replaced by a symbolic link is seen as the link, never as what it points to."""
     path = Path(path)
     return path.parent.resolve() / path.name
-
-
-def manifest(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (not following links) → :func:`file_marker`, so any change
-    an agent makes shows up."""
-    out: dict[str, str] = {}
-    for rel, e in sorted(treewalk.entries(root), key=lambda found: found[0]):
-        try:
-            marker = file_marker(Path(e.path))
-        except OSError as exc:  # e.g. a path longer than the system allows: still a change
-            marker = f"unreadable:{exc.strerror}"
-        if marker is not None:
-            out[rel] = marker
-    return out
-
-
-def file_marker(path: Path) -> str | None:
-    """sha256 of a file's bytes with its executable bit, ``link:<target>`` for a symlink
-    (never followed), None for a directory or nothing there."""
-    if path.is_symlink():
-        return "link:" + os.readlink(path)
-    if path.is_file():
-        mode = "x" if os.access(path, os.X_OK) else "-"
-        return mode + hashlib.sha256(path.read_bytes()).hexdigest()
-    return None
