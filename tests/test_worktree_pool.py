@@ -3,6 +3,7 @@ tree an agent leaves is hostile, and what the next attempt gets must be exactly 
 clone of its branch would be — whatever the last occupant did to files, links, permissions,
 extended attributes or ``.git``."""
 
+import ctypes
 import fcntl
 import os
 import stat
@@ -92,7 +93,7 @@ def _fresh_and_reused(repo: Repo, tmp_path: Path, spoil, pooled: int = 1
     """(a fresh clone of a new branch, the same branch made from a pooled tree that
     ``spoil(tree)`` left, the inode of an untouched file of that tree)."""
     root = tmp_path / "worktrees"
-    root.mkdir()
+    root.mkdir(exist_ok=True)
     base = repo.resolve("HEAD")
     first = repo.add_worktree(root / "P1-1", "andon/P1/1", base)
     spoil(first)
@@ -170,18 +171,58 @@ def test_a_pooled_tree_an_agent_spoiled_becomes_exactly_a_fresh_clone(tmp_path):
     assert git(reused, "count-objects", "-v") == git(fresh, "count-objects", "-v")
 
 
-@pytest.mark.parametrize("blocker", ["gitattributes", "autocrlf"])
+# the user's own settings, which every clone reads: autocrlf, the same behind an includeIf
+# that matches the worktree's path but not the reset's, and a template's info/attributes
+USER_CONFIG = {
+    "autocrlf": "[core]\n\tautocrlf = true\n",
+    "includeif": '[includeIf "gitdir:**/P2-1/"]\n\tpath = {tmp}/crlf.inc\n',
+    "template": "[init]\n\ttemplateDir = {tmp}/template\n",
+}
+
+
+@pytest.mark.parametrize("blocker", ["gitattributes", *USER_CONFIG])
 def test_a_checkout_that_may_differ_from_the_blobs_is_cloned_afresh(tmp_path, blocker,
                                                                     monkeypatch):
     repo = _project(tmp_path, {".gitattributes": "*.md text eol=crlf\n"}
                     if blocker == "gitattributes" else None)
-    if blocker == "autocrlf":  # the user's own settings, which every clone reads
-        (tmp_path / "gitconfig").write_text("[core]\n\tautocrlf = true\n")
+    if blocker in USER_CONFIG:
+        (tmp_path / "crlf.inc").write_text(USER_CONFIG["autocrlf"])
+        (tmp_path / "template" / "info").mkdir(parents=True)
+        (tmp_path / "template" / "info" / "attributes").write_text("*.md text eol=crlf\n")
+        (tmp_path / "gitconfig").write_text(USER_CONFIG[blocker].format(tmp=tmp_path))
         monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
     fresh, reused, inode = _fresh_and_reused(repo, tmp_path, lambda tree: None)
     assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode
     assert _state(reused) == _state(fresh)
     assert not worktree_pool._waiting(tmp_path / "worktrees")
+
+
+@pytest.mark.skipif(not ROOT, reason="giving a folder another group needs root here")
+def test_a_tree_under_a_setgid_worktree_root_is_used_again(tmp_path):
+    """git's folders there inherit the root's group and its setgid bit: so must a reset's."""
+    repo = _project(tmp_path)
+    for folder in ("worktrees", "fresh"):
+        (tmp_path / folder).mkdir()
+        os.chown(tmp_path / folder, -1, 4242)
+        (tmp_path / folder).chmod(0o2775)
+    fresh, reused, inode = _fresh_and_reused(repo, tmp_path, lambda tree: None)
+    assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino == inode
+    assert _state(reused) == _state(fresh)
+    assert os.stat(reused / "src").st_mode & stat.S_ISGID and os.stat(reused).st_gid == 4242
+
+
+def test_space_allocated_past_a_files_end_does_not_stay(tmp_path):
+    repo = _project(tmp_path)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+    def reserve(tree):
+        with open(tree / "data.txt", "r+b") as f:  # FALLOC_FL_KEEP_SIZE: the size stays 2
+            if libc.fallocate(f.fileno(), 1, 0, 64 << 20) != 0:
+                pytest.skip("no fallocate here")
+    fresh, reused, _ = _fresh_and_reused(repo, tmp_path, reserve)
+    assert os.stat(reused / "data.txt").st_blocks == os.stat(fresh / "data.txt").st_blocks
+    assert _state(reused) == _state(fresh)
 
 
 def test_the_pool_holds_at_most_cap_trees_and_a_run_empties_it(tmp_path):
@@ -238,12 +279,12 @@ def test_a_folder_swapped_for_a_link_during_the_reset_removes_nothing_outside(
     (victim / "junk.txt").write_text("the user's\n")
     checked = worktree_pool._as_git_writes
 
-    def swap_then_check(name, at, st, mode, perms, gid):
+    def swap_then_check(name, at, st, blob, want):
         if name == "junk.txt":
             calc = Path(os.readlink(f"/proc/self/fd/{at}"))
             calc.rename(calc.with_name("calc.moved"))
             calc.symlink_to(victim)
-        return checked(name, at, st, mode, perms, gid)
+        return checked(name, at, st, blob, want)
 
     monkeypatch.setattr(worktree_pool, "_as_git_writes", swap_then_check)
     fresh, reused, _ = _fresh_and_reused(

@@ -15,20 +15,27 @@ Nothing in a used tree is trusted: an agent worked there, and the code it wrote 
   clone (the clone ``worktrees.add_worktree`` makes, less its checkout);
 - every entry is ``lstat``-ed from folders opened without following a link, and kept only
   when the new commit holds it as exactly what git would write: a folder or a regular file
-  (never a link: git writes those again), owned by this user and the group git gives what
-  it creates there, with exactly the permissions git gives its mode under this umask, the
-  blob's size, one link, no extended attribute (an ACL is one) and no inode flag a process
-  can set (``chattr``: immutable, append-only, sync, no-atime, case-folded, ...); anything
-  else goes, a folder whole, and what is kept gets the current time (a checkout's times,
-  not the last occupant's, which could carry a message to the next);
+  (never a link: git writes those again) with the blob's size and no more disk than that
+  size needs (no space allocated past its end), one link, and the permissions, owner,
+  group, extended attributes (ACLs, security labels) and settable inode flags (``chattr``)
+  that a file or folder made in the same place now gets — one of each is made beside the
+  tree and read (:func:`_expected`), so the umask, a setgid root, a default ACL or a label
+  are what they are for a fresh clone; a folder also no larger than its names need (ext4
+  never shrinks one). Anything else goes, a folder whole, and what is kept gets the
+  current time (the last occupant's times could carry a message to the next);
 - git reads the commit into a new index and hashes every file left (``update-index
   --refresh``: no stat data to trust); ``git status --ignored`` may then name only tracked
   files that differ or are missing, and git writes those.
 
 A tree is not used again, and the fresh clone is made as before, when a checkout's bytes may
-differ from the blobs (a ``.gitattributes`` in the commit, ``core.autocrlf``/``core.eol``),
-when the commit has submodules, or when any step fails. ``[andon] keep_worktrees`` keeps
-every tree where it is, as before.
+differ from the blobs (a ``.gitattributes`` in the commit, ``core.autocrlf``/``core.eol``,
+an ``includeIf`` in git's settings, a ``.git/info/attributes`` from ``init.templateDir``),
+when the commit has submodules, when the last occupant left more entries than the commit has
+files (removing them one by one would cost more than a clone), or when any step fails.
+``[andon] keep_worktrees`` keeps every tree where it is, as before.
+
+What a kept file still shows of its past: its inode number and birth time, and the order in
+which a folder lists its names — what only writing every file again would change.
 
 The limit: a process the last occupant left running with a descriptor open in the tree can
 still write there after the reset — as one can into a fresh worktree, whose path is
@@ -45,6 +52,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import fcntl
+import itertools
 import os
 import stat
 import struct
@@ -114,7 +122,7 @@ def take(root: Path) -> Path | None:
     """Claim a tree waiting in ``root``'s pool: it is renamed into a folder of this process's
     (``.andon-trash-<pid>-*``, which the next run's sweep deletes if this process dies) and
     that path returned, or None when none could be claimed (another process took it first)."""
-    for folder in _waiting(root):
+    for folder in _waiting(root)[:2 * CAP]:  # names planted by the thousand cost no time
         # a name planted there may be a link to a folder elsewhere that holds a "tree":
         # nothing is reached through a link
         try:
@@ -163,10 +171,7 @@ def reuse(git: Callable[..., str], path: Path, start: str,
         return False
     try:
         new_git_dir = clone(Path(tempfile.mkdtemp(dir=tree.parent)) / "clone")
-        # what git creates there gets this process's group, or the root's if it is setgid
-        root = os.stat(path.parent)
-        reset(git, tree, new_git_dir, start,
-              root.st_gid if root.st_mode & stat.S_ISGID else os.getegid())
+        reset(git, tree, new_git_dir, start)
         os.rename(tree, path)
         return True
     except (AndonError, OSError):
@@ -175,24 +180,21 @@ def reuse(git: Callable[..., str], path: Path, start: str,
         reaper.discard(tree.parent)  # what the reset set aside, or the whole tree
 
 
-def reset(git: Callable[..., str], tree: Path, new_git_dir: Path, start: str, gid: int
-          ) -> None:
+def reset(git: Callable[..., str], tree: Path, new_git_dir: Path, start: str) -> None:
     """Make ``tree`` a checkout of ``start`` that equals a fresh clone's (module doc):
     ``new_git_dir`` (a fresh ``--no-checkout`` clone's ``.git``, on the same filesystem)
-    replaces its ``.git``; ``gid`` is the group git gives what it creates there.
-    ``git(*args, cwd=..., check=..., input=...)`` runs git and returns its output
-    (``Repo.git``). NotReusable when a condition of the module doc does not hold;
-    GitError or OSError when a step fails. Either way the caller discards ``tree``."""
-    mask = treewalk.umask()
-    if mask is None:
-        raise NotReusable("this process's umask cannot be read")
-    top = os.lstat(tree)
-    if not _plain_dir(top, 0o777 & ~mask, gid) or _odd(os.fspath(tree), None, True):
+    replaces its ``.git``. ``tree``'s folder stands where the worktree's will (what a new
+    entry gets there is read from one made beside it). ``git(*args, cwd=..., check=...,
+    input=...)`` runs git and returns its output (``Repo.git``). NotReusable when a
+    condition of the module doc does not hold; GitError or OSError when a step fails.
+    Either way the caller discards ``tree``."""
+    want = _expected(tree.parent)
+    if _meta(os.fspath(tree), None, True) != want["dir"]:
         raise NotReusable("the tree's own folder is not as git makes one")
     reaper.discard(tree / ".git", aside=True, into=tree.parent)
     os.rename(new_git_dir, tree / ".git")
     files = _blobs(git, tree, start)
-    _keep_only(tree, files, mask, gid, tree.parent)
+    _keep_only(tree, files, want, tree.parent)
     os.utime(tree)
     git("read-tree", start, cwd=tree)
     git("update-index", "-q", "--refresh", cwd=tree, check=False)  # 1: some need writing
@@ -214,12 +216,17 @@ def _blobs(git: Callable[..., str], tree: Path, start: str) -> dict[str, tuple[s
     submodules)."""
     # andon's git reads no attributes file outside the repository (core.attributesFile is
     # /dev/null for each of its commands: workspace.Repo._run)
-    listed = git("config", "-z", "--get-regexp", r"^core\.(autocrlf|eol)$", cwd=tree,
-                 check=False)
+    # (an includeIf may hold either and match the worktree's path but not this one's)
+    listed = git("config", "-z", "--get-regexp", r"^(core\.(autocrlf|eol)$|includeif\.)",
+                 cwd=tree, check=False)
     for entry in filter(None, listed.split("\0")):
         key, _, value = entry.partition("\n")
         if not (key == "core.autocrlf" and value.lower() in ("false", "input", "no", "off")):
             raise NotReusable(f"git's {key} may make a checkout differ from the blobs")
+    # what init.templateDir put there is in every clone's .git
+    with contextlib.suppress(FileNotFoundError):
+        if os.stat(tree / ".git" / "info" / "attributes").st_size:
+            raise NotReusable("the clone's .git/info/attributes may convert what it checks out")
     files: dict[str, tuple[str, int]] = {}
     for line in filter(None, git("ls-tree", "-r", "-l", "-z", "--full-tree", start,
                                  cwd=tree).split("\0")):
@@ -233,19 +240,26 @@ def _blobs(git: Callable[..., str], tree: Path, start: str) -> dict[str, tuple[s
     return files
 
 
-def _keep_only(tree: Path, files: dict[str, tuple[str, int]], mask: int, gid: int,
+def _keep_only(tree: Path, files: dict[str, tuple[str, int]], want: dict[str, tuple],
                outside: Path) -> None:
     """Remove from ``tree`` (its ``.git`` aside) every entry a fresh checkout of ``files``
     would not have exactly so (module doc); a folder removed goes to ``outside`` first.
     Every name is reached from a folder opened without following a link (a folder swapped
-    for a link while this runs leads nowhere else), and the walk keeps its own stack."""
-    perms = {"100644": 0o666 & ~mask, "100755": 0o777 & ~mask}
+    for a link while this runs leads nowhere else), and the walk keeps its own stack.
+    NotReusable past ``len(files) + SPARE_ENTRIES`` removals: a fresh clone costs less."""
     folders = {p.rpartition("/")[0] for p in files}
     for f in list(folders):
         while f:
             f = f.rpartition("/")[0]
             folders.add(f)
-    children = collections.Counter(p.rpartition("/")[0] for p in (*files, *folders) if p)
+    children: collections.Counter[str] = collections.Counter()
+    dirents: collections.Counter[str] = collections.Counter()  # ext4's bytes for the names
+    for p in (*files, *folders):
+        if p:
+            parent, _, name = p.rpartition("/")
+            children[parent] += 1
+            dirents[parent] += (8 + len(os.fsencode(name)) + 3) // 4 * 4
+    budget = len(files) + SPARE_ENTRIES
     opened = treewalk.Folders(tree)
     try:
         stack = [""]
@@ -255,7 +269,7 @@ def _keep_only(tree: Path, files: dict[str, tuple[str, int]], mask: int, gid: in
             if at is None:
                 raise NotReusable(f"{rel or 'the tree'} is no longer a folder")
             with os.scandir(at) as it:
-                names = [e.name for e in it]
+                names = [e.name for e in itertools.islice(it, children[rel] + SPARE_ENTRIES + 1)]
             if len(names) > children[rel] + SPARE_ENTRIES:
                 # thousands of leftovers: the folder goes whole, git writes its files again
                 # (one by one they cost seconds, and the folder would stay as large)
@@ -273,13 +287,17 @@ def _keep_only(tree: Path, files: dict[str, tuple[str, int]], mask: int, gid: in
                     continue
                 st = os.stat(name, dir_fd=at, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
-                    keep = path in folders and _plain_dir(st, 0o777 & ~mask, gid) \
-                        and not _odd(name, at, True)
+                    # a folder grown by names since deleted stays that large on ext4
+                    keep = path in folders and st.st_size <= 8192 + 4 * dirents[path] \
+                        and _meta(name, at, True) == want["dir"]
                     if keep:
                         stack.append(path)
                 else:
-                    keep = _as_git_writes(name, at, st, files.get(path), perms, gid)
+                    keep = _as_git_writes(name, at, st, files.get(path), want)
                 if not keep:
+                    budget -= 1
+                    if budget < 0:
+                        raise NotReusable("more leftovers than the commit has files")
                     _remove(name, at, st, outside)
                 else:  # its times are now, as a checkout's: the last occupant's say nothing
                     os.utime(name, dir_fd=at, follow_symlinks=False)
@@ -288,43 +306,62 @@ def _keep_only(tree: Path, files: dict[str, tuple[str, int]], mask: int, gid: in
 
 
 def _as_git_writes(name: str, at: int, st: os.stat_result, blob: tuple[str, int] | None,
-                   perms: dict[str, int], gid: int) -> bool:
+                   want: dict[str, tuple]) -> bool:
     """Whether entry ``name`` of the folder ``at`` is what git writes for ``blob`` ((mode,
     size); None: nothing) as far as metadata tell: git then hashes it. A link is never kept
     (git writes one in no time, and a link's group, links and attributes are the last
     occupant's); nor a file of another size than the blob's (a sparse file of terabytes
-    costs its maker nothing and git hours to hash)."""
-    if blob is None or blob[0] not in perms:
+    costs its maker nothing and git hours to hash), nor one holding more disk than its size
+    needs (space allocated past its end would stay taken under the next agent's tests)."""
+    if blob is None or blob[0] not in want:
         return False
+    block = max(st.st_blksize, 4096)
     return (stat.S_ISREG(st.st_mode) and st.st_size == blob[1] and st.st_nlink == 1
-            and st.st_uid == os.geteuid() and st.st_gid == gid
-            and stat.S_IMODE(st.st_mode) == perms[blob[0]] and not _odd(name, at, False))
+            and st.st_blocks * 512 <= (st.st_size + block - 1) // block * block + block
+            and _meta(name, at, False) == want[blob[0]])
 
 
-def _plain_dir(st: os.stat_result, perms: int, gid: int) -> bool:
-    return (stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid() and st.st_gid == gid
-            and stat.S_IMODE(st.st_mode) == perms)
+def _expected(where: Path) -> dict[str, tuple]:
+    """What a new entry gets in ``where`` (:func:`_meta`), as git makes it: "dir" for a
+    folder (``mkdir`` 0777), "100644" and "100755" for a file (``open`` with 0666 or 0777),
+    each read from one made there now and removed. So the umask, a setgid root's group and
+    bit, a default ACL, a security label and a flag the root passes on are what they are
+    for a fresh clone."""
+    probe = Path(tempfile.mkdtemp(dir=where))
+    out: dict[str, tuple] = {}
+    try:
+        os.mkdir(probe / "dir", 0o777)
+        for kind, perms in (("dir", 0), ("100644", 0o666), ("100755", 0o777)):
+            if perms:
+                os.close(os.open(probe / kind, os.O_WRONLY | os.O_CREAT | os.O_EXCL, perms))
+            meta = _meta(os.fspath(probe / kind), None, kind == "dir")
+            if meta is None:
+                raise NotReusable("a new file's metadata cannot be read here")
+            out[kind] = meta
+    finally:
+        reaper.delete_tree(probe)
+    return out
 
 
-def _odd(name: str, at: int | None, folder: bool) -> bool:
-    """An extended attribute or an odd inode flag on ``name`` (in the folder ``at``; None:
-    a path), a folder or a regular file opened without following a link; True when it
-    cannot be read."""
+def _meta(name: str, at: int | None, folder: bool) -> tuple | None:
+    """(permissions, owner, group, extended attributes with their values, the inode flags
+    a process can set) of the folder or regular file ``name`` (in the folder ``at``; None:
+    a path), opened without following a link; None when it cannot be read."""
     try:
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
                      | (os.O_DIRECTORY if folder else 0), dir_fd=at)
     except OSError:
-        return True
+        return None
     try:
-        if os.listxattr(fd):
-            return True
+        st = os.fstat(fd)
+        xattrs = tuple(sorted((x, os.getxattr(fd, x)) for x in os.listxattr(fd)))
         try:
             flags = struct.unpack("i", fcntl.ioctl(fd, _FS_IOC_GETFLAGS, b"\0" * 4))[0]
         except OSError:  # a filesystem without inode flags
-            return False
-        return bool(flags & _SET_BY_CHATTR)
+            flags = 0
+        return (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid, xattrs, flags & _SET_BY_CHATTR)
     except OSError:
-        return True
+        return None
     finally:
         os.close(fd)
 
