@@ -35,6 +35,7 @@ from .plan import drafts
 from .pool_leases import lease_s
 from .state import state_dir
 from .store import Store, StoreProtocol, chain, now
+from .tempdir import private_folder
 from .workspace import Repo
 from .worktree_pool import flush as flush_worktree_pool
 
@@ -87,7 +88,12 @@ class Runner:
         Raises:
             PacketError / ConfigError: invalid input; nothing in the store has changed.
             StoreError: another runner holds this repository.
+            UsageError: the default worktree root is a link or another user's folder.
         """
+        if not self.config.andon.worktree_root and not private_folder(self.worktree_root):
+            raise UsageError(f"{self.worktree_root} (where the agents' worktrees go) is not a "
+                             "folder only you can enter: another user made it first, or it "
+                             "is a link; remove it, or set [andon] worktree_root")
         lock = self._lock()
         try:
             packets = load_packets(self.repo.root / self.config.andon.packets_dir,

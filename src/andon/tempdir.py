@@ -126,16 +126,31 @@ def _private(parent: Path) -> Path | None:
     a directory of this user's that only they can enter (a folder someone else made there
     first could be read or swapped under the trees)."""
     folder = parent / f"tmp-{os.getuid()}"
+    return folder if private_folder(folder, tighten=False) else None
+
+
+def private_folder(folder: Path, tighten: bool = True) -> bool:
+    """Make ``folder`` (0700) if missing; whether it is now a directory of this user's that
+    only they can enter. A folder of theirs that others could enter is closed to them
+    (``chmod go-rwx``) when ``tighten``; one of another user's, or a link, never is: a name
+    in a shared temp dir that someone else made first could be read or swapped under the
+    trees andon makes there."""
     try:
         folder.mkdir(mode=0o700)
     except FileExistsError:
         pass
     except OSError:
-        return None
-    st = os.lstat(folder)
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return None
-    return folder
+        return False
+    try:
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            return False
+        if st.st_mode & 0o077 and tighten:
+            os.chmod(folder, stat.S_IMODE(st.st_mode) & 0o700, follow_symlinks=False)
+            st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and not st.st_mode & 0o077
 
 
 def choose(setting: str, tree: int, workers: int = 1, shm: Path = SHM,
