@@ -332,3 +332,35 @@ def test_a_folder_of_thousands_of_leftovers_goes_whole(tmp_path):
     fresh, reused, inode = _fresh_and_reused(repo, tmp_path, litter)
     assert _state(reused) == _state(fresh)
     assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode  # written again
+
+
+def test_forked_workers_share_the_pool_and_each_agent_finds_a_clean_tree(tmp_path):
+    """``--workers 2``: each attempt runs in a worker process forked for it, which puts its
+    tree in the pool on disk for the next worker to take. Every agent finds no leftover of
+    the one before, and some found a used tree (the same inode of an untouched file)."""
+    ids = ["P1", "P2", "P3", "P4"]
+    packets = {p: (packet_md(p, f"f{p}", f"calc.f{p.lower()} returns 1.",
+                             allowed_paths=["src/calc/**"]),
+                   {f"tests/test_f{p.lower()}.py": f"from calc.f{p.lower()} import f\n\n\n"
+                                                   "def test_f():\n    assert f() == 1\n"})
+               for p in ids}
+    root = make_project(tmp_path / "repo", packets)
+    log = tmp_path / "seen"
+
+    def agent(ctx):
+        init = os.lstat(ctx.worktree / "src" / "calc" / "__init__.py").st_ino
+        leftover = (ctx.worktree / "src" / "calc" / "__pycache__").exists()
+        with open(log, "a") as f:  # the agents run in worker processes
+            f.write(f"{init} {leftover}\n")
+        (ctx.worktree / "src" / "calc" / "__pycache__").mkdir()
+        (ctx.worktree / "src" / "calc" / "__pycache__" / "x.pyc").write_bytes(b"left")
+        write(ctx, f"src/calc/f{ctx.packet.id.lower()}.py", "def f():\n    return 1\n")
+        return "done"
+
+    runner = runner_for(root, agent)
+    runner.workers = 2
+    assert sorted(runner.run().merged) == ids
+    seen = [line.split() for line in log.read_text().splitlines()]
+    assert len(seen) == 4 and all(left == "False" for _, left in seen)
+    assert len({inode for inode, _ in seen}) < 4  # a tree was used again
+    assert not runner.worktree_root.exists() or not os.listdir(runner.worktree_root)
