@@ -27,8 +27,10 @@ ROOT = os.geteuid() == 0
 
 @pytest.fixture(autouse=True)
 def small_trees_too(monkeypatch):
-    """These projects have a dozen files; the pool keeps only trees of MIN_FILES or more."""
+    """These projects have a dozen files, in the suite's tmpfs; the pool keeps only trees of
+    MIN_FILES or more, on a disk."""
     monkeypatch.setattr(worktree_pool, "MIN_FILES", 0)
+    monkeypatch.setattr(worktree_pool, "IN_MEMORY", ())
 
 
 def _project(tmp_path: Path, files: dict[str, str] | None = None) -> Repo:
@@ -364,3 +366,13 @@ def test_forked_workers_share_the_pool_and_each_agent_finds_a_clean_tree(tmp_pat
     assert len(seen) == 4 and all(left == "False" for _, left in seen)
     assert len({inode for inode, _ in seen}) < 4  # a tree was used again
     assert not runner.worktree_root.exists() or not os.listdir(runner.worktree_root)
+
+
+def test_a_tree_in_memory_is_not_kept(tmp_path, monkeypatch):
+    """On a tmpfs creating and deleting files costs little, and a reset more than a clone."""
+    monkeypatch.setattr(worktree_pool, "filesystem_type", lambda path: "tmpfs")
+    monkeypatch.setattr(worktree_pool, "IN_MEMORY", ("tmpfs",))
+    repo = _project(tmp_path)
+    fresh, reused, inode = _fresh_and_reused(repo, tmp_path, lambda tree: None, pooled=0)
+    assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode
+    assert _state(reused) == _state(fresh)

@@ -31,7 +31,6 @@ worktree below ``/dev/shm`` does not exist ("Failed to write file", every patch 
 from __future__ import annotations
 
 import os
-import re
 import stat
 import tempfile
 from dataclasses import dataclass
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .errors import UsageError
+from .mounts import filesystem_type
 
 if TYPE_CHECKING:
     from .workspace import Repo
@@ -49,7 +49,6 @@ TMPFS_MAGIC = "tmpfs"
 # them, plus a floor for the test runs' own temporary files, which no tree size predicts
 TREES_PER_WORKER = 4
 FLOOR_BYTES = 1 << 30  # 1 GiB
-_OCTAL = re.compile(r"\\([0-7]{3})")
 
 
 @dataclass(frozen=True)
@@ -59,30 +58,6 @@ class Choice:
 
     path: Path
     why: str
-
-
-def filesystem_type(path: Path, mounts: str | None = None) -> str | None:
-    """The type (``"tmpfs"``, ``"ext4"``, …) of the filesystem holding ``path``, from the
-    longest matching mount point of ``mounts`` (the text of ``/proc/self/mounts`` when None,
-    Linux); None where that cannot be read. Mount points with spaces are octal-escaped there
-    (``\\040``), as in fstab(5)."""
-    if mounts is None:
-        try:
-            mounts = Path("/proc/self/mounts").read_text()
-        except OSError:
-            return None
-    lines = mounts.splitlines()
-    target = os.path.realpath(path)
-    best, kind = "", None
-    for line in lines:
-        fields = line.split()
-        if len(fields) < 3:
-            continue
-        point = _OCTAL.sub(lambda m: chr(int(m.group(1), 8)), fields[1])
-        inside = target == point or target.startswith(point.rstrip("/") + "/")
-        if inside and len(point) >= len(best):
-            best, kind = point, fields[2]
-    return kind
 
 
 def free_bytes(path: Path) -> int:
