@@ -4,6 +4,7 @@ clone of its branch would be — whatever the last occupant did to files, links,
 extended attributes or ``.git``."""
 
 import ctypes
+import errno
 import fcntl
 import os
 import stat
@@ -152,8 +153,9 @@ def _set_flags(path: Path, flags: int) -> None:
     try:
         now = struct.unpack("i", fcntl.ioctl(fd, FS_IOC_GETFLAGS, b"\0" * 4))[0]
         fcntl.ioctl(fd, FS_IOC_SETFLAGS, struct.pack("i", now | flags))
-    except OSError:
-        pass  # a filesystem without inode flags: nothing to carry over
+    except OSError as e:  # only a filesystem without inode flags: nothing to carry over
+        if e.errno not in (errno.ENOTTY, errno.EOPNOTSUPP):
+            raise
     finally:
         os.close(fd)
 

@@ -107,6 +107,7 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
              "--no-tags", *depth,
              *(a for key, value in _identity(repo).items() for a in ("-c", f"{key}={value}")),
              *NO_AUTO_GC, "--branch", branch, repo.git_dir.as_uri())
+
     def without_checkout(at: Path) -> Path:
         repo.git(*clone, "--no-checkout", str(at))
         _unlink_origin(repo, at)
