@@ -18,7 +18,7 @@ from andon import worktree_pool
 from andon.workspace import Repo
 from andon.worktrees import remove_worktree
 
-from helpers import git, honest_mul, make_project, mul_packet, packet_md, runner_for, write
+from helpers import andon, git, honest_mul, make_project, mul_packet, packet_md, runner_for, write
 
 OUTSIDE = "outside.txt"
 FS_IOC_GETFLAGS, FS_IOC_SETFLAGS = 0x80086601, 0x40086602
@@ -270,6 +270,15 @@ def test_a_run_uses_the_last_worktree_again_and_leaves_no_tree_behind(tmp_path):
     assert seen == {"inode": seen["inode"], "again": seen["inode"], "leftover": False,
                     "mul": True}
     assert not runner.worktree_root.exists() or not os.listdir(runner.worktree_root)
+    # the evidence says which attempt started in a tree another one used
+    made = [(e["packet_id"], e["attempt_id"], e["data"]["made"], e["data"]["path"])
+            for e in runner.store.events(kind="worktree-made")]
+    attempts = {p: runner.store.attempts(p)[0] for p in ("P1", "P2")}
+    assert made == [(p, attempts[p]["id"], how, attempts[p]["worktree"])
+                    for p, how in (("P1", "clone"), ("P2", "pool"))]
+    shown = {p: andon(root, "show", p).stdout for p in ("P1", "P2")}
+    assert "worktree: a fresh clone, written in" in shown["P1"]
+    assert "worktree: a finished attempt's tree, reset to the commit" in shown["P2"]
 
 
 def test_a_folder_swapped_for_a_link_during_the_reset_removes_nothing_outside(

@@ -140,10 +140,10 @@ class Attempt:
             # left by an earlier repository at the same path (kept worktrees): not ours now
             self.repo.remove_worktree(self.worktree)
         tip = self.row["candidate_sha"] if review_again else self.ctx.atdd_sha or self.ctx.plant_sha
-        make = partial(self.repo.add_worktree, self.worktree, self.row["branch"], tip,
+        make = partial(self.repo.make_worktree, self.worktree, self.row["branch"], tip,
                        self.config.andon.agent_history)
-        with WorktreeBuild(make, self.ctx, beside_red=not review_again
-                           and not self.config.test.setup) as self._worktree:
+        with WorktreeBuild(make, self.ctx, not review_again and not self.config.test.setup,
+                           self.row["id"]) as self._worktree:
             return self._stages(review_again, resume_from_atdd, start)
 
     def _stages(self, review_again: bool, resume_from_atdd: bool, start: str) -> AttemptResult:

@@ -319,6 +319,11 @@ class Repo(ObjectReads):
         """:func:`andon.worktrees.add_worktree`: a single-branch clone for an agent."""
         return worktrees.add_worktree(self, path, branch, start, history)
 
+    def make_worktree(self, path: Path, branch: str, start: str, history: str = "full"
+                      ) -> tuple[Path, str]:
+        """:func:`andon.worktrees.make_worktree`: the worktree and how it was written."""
+        return worktrees.make_worktree(self, path, branch, start, history)
+
     def remove_worktree(self, path: Path, reuse: bool = False) -> None:
         """:func:`andon.worktrees.remove_worktree`, whatever state the agent left it in;
         with ``reuse`` the tree may wait for the next attempt (worktree_pool.py)."""

@@ -16,10 +16,15 @@ own children.
 The worktree is made first, in this process, when red is not the first thing to run (a
 candidate reviewed again) or ``[test] setup`` is set (red then runs in the worktree, so the
 agent starts on a tree already set up).
+
+Each made worktree is an event of the attempt, ``worktree-made``: ``{"path", "made": "pool"
+| "clone", "seconds"}`` (wall seconds to write it), so that the evidence says whether an
+agent started in a tree another attempt used, reset to the commit (worktree_pool.py).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
@@ -39,19 +44,21 @@ class WorktreeFailed(AndonError):
 
 
 class WorktreeBuild:
-    """``make()`` (which writes the worktree and returns its path), run in a forked process
-    when ``beside_red``, else at once; ``ctx.worktree_ready`` says whether it is done. A
-    context manager: leaving it waits for the process, so nothing cleans up a worktree
-    still being written."""
+    """``make()`` (which writes the worktree and returns its path and how it was written:
+    ``Repo.make_worktree``), run in a forked process when ``beside_red``, else at once;
+    ``ctx.worktree_ready`` says whether it is done. Once made, the ``worktree-made`` event of
+    attempt ``attempt_id`` goes to ``ctx.store`` (none without a store). A context manager:
+    leaving it waits for the process, so nothing cleans up a worktree still being written."""
 
-    def __init__(self, make: Callable[[], Path], ctx: GateContext, beside_red: bool):
-        self.ctx = ctx
+    def __init__(self, make: Callable[[], tuple[Path, str]], ctx: GateContext,
+                 beside_red: bool, attempt_id: int | None = None):
+        self.ctx, self.attempt_id = ctx, attempt_id
         self._child: forked.Child | None = None
         if beside_red:
-            self._child = forked.start(lambda: str(make()))
+            self._child = forked.start(lambda: _timed(make))
             ctx.worktree_ready = False
         else:
-            make()
+            self._told(_timed(make))
             fault_injection.point("after-worktree")
 
     def wait(self) -> None:
@@ -63,6 +70,7 @@ class WorktreeBuild:
         self._child = None  # only once collected: an interrupt above leaves it to __exit__
         if "error" in ended:
             raise WorktreeFailed(ended["error"], ended.get("traceback"))
+        self._told(ended["value"])
         self.ctx.worktree_ready = True
         fault_injection.point("after-worktree")
 
@@ -77,3 +85,13 @@ class WorktreeBuild:
         if self._child is not None:
             forked.collect(self._child)
             self._child = None
+
+    def _told(self, made: dict) -> None:
+        if self.ctx.store is not None:
+            self.ctx.store.event("worktree-made", self.ctx.packet.id, self.attempt_id, made)
+
+
+def _timed(make: Callable[[], tuple[Path, str]]) -> dict:
+    began = time.monotonic()
+    path, how = make()
+    return {"path": str(path), "made": how, "seconds": round(time.monotonic() - began, 3)}

@@ -82,6 +82,12 @@ PARALLEL_CHECKOUT = ("-c", "checkout.workers=0")
 
 
 def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = "full") -> Path:
+    """:func:`make_worktree`'s worktree, without saying how it was made."""
+    return make_worktree(repo, path, branch, start, history)[0]
+
+
+def make_worktree(repo: Git, path: Path, branch: str, start: str, history: str = "full"
+                  ) -> tuple[Path, str]:
     """Create branch ``branch`` at ``start`` and give it a worktree at ``path`` that is a
     repository of its own: a single-branch clone of ``branch`` with no remote, no
     alternates, no tags and no other refs, so nothing in it leads to other branches, later
@@ -91,8 +97,10 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     names the repository it was cloned from, is removed. The user's
     ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
     can commit. Submodules are checked out at the commits ``start`` records, from the
-    user's checkout (:mod:`andon.submodules`). GitError if the branch
-    exists; UsageError if ``path`` exists or ``history`` is unknown."""
+    user's checkout (:mod:`andon.submodules`). Returns the path and how the tree was
+    written: ``"pool"`` (a finished attempt's tree reset to ``start``:
+    :mod:`andon.worktree_pool`) or ``"clone"``. GitError if the branch exists; UsageError
+    if ``path`` exists or ``history`` is unknown."""
     if history not in ("full", "shallow"):
         raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
     path = _unresolved_last(path)
@@ -113,7 +121,9 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
         _unlink_origin(repo, at)
         return at / ".git"
 
+    made = "pool"
     if not worktree_pool.reuse(repo.git, path, start, without_checkout):
+        made = "clone"
         repo.git(*clone, str(path))
         _unlink_origin(repo, path)
     submodules.populate(repo, path, repo.resolve(start))
@@ -121,7 +131,7 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
     # that lets the snapshot hash only what changed (copy2 keeps its mtime, by which git
     # tells racily clean entries)
     _copy_index(path / ".git" / "index", index_of(path))
-    return path
+    return path, made
 
 
 def _copy_index(src: Path, dest: Path) -> None:

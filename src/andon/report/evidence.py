@@ -25,6 +25,9 @@ CHANNEL_NOTE = ("verdict channel: what andon's own plugin saw of each test, sent
 PROFILES_NOTE = ("the plain profile: a pytest run without what tells a test run from real "
                  "use (output capture, assertion rewriting, pytest's hooks); the usual one is "
                  "pytest's own; \"both profiles\": the two: docs/gates.md")
+# an attempt's worktree made from the last one's tree (worktree_pool.py), not cloned afresh
+WORKTREE_FROM_POOL = ("a finished attempt's tree, reset to the commit and checked file by file "
+                      "(docs/gates.md, \"Worktrees used again\")")
 
 
 def packet_detail(store: StoreProtocol, repo: Repo | None, packet_id: str
@@ -99,6 +102,12 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
             out.print(f"  merged as {a['merge_sha']}", markup=False)
         if a["test_runs"]["test_runs"]:
             out.print(f"  test runs: {accounting_text(a['test_runs'])}", markup=False)
+        for e in d.get("events", []):  # written by the harness (worktree_build.py)
+            if e["kind"] == "worktree-made" and e["attempt_id"] == a["id"]:
+                made = e["data"] or {}
+                how = (WORKTREE_FROM_POOL if made.get("made") == "pool" else "a fresh clone")
+                out.print(f"  worktree: {how}, written in {made.get('seconds', 0):.1f} s",
+                          markup=False)
         if a["reason"]:
             out.print(f"  reason: {visible(a['reason'])}", markup=False, soft_wrap=True)
         for s in a["stages"]:
