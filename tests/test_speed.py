@@ -805,3 +805,38 @@ def test_a_pth_written_by_the_suite_gates_tests_is_still_caught(tmp_path):
     assert bad["gate"] == "suite"
     assert ("outside-worktree", str(drop)) in [(f["kind"], f["path"])
                                                for f in bad["evidence"]["findings"]]
+
+
+def test_the_fork_servers_an_attempt_needs_start_before_the_preflight_not_on_demand(
+        tmp_path, monkeypatch):
+    """The servers red and hermetic fork their runs from (a slot per repeated run, and the
+    random-order run's) start, all at once, before the preflight's suite runs, so that they
+    come up beside it: the first attempt starts none of its own. Counted from an empty pool."""
+    from andon.contain import forkpool
+    from andon.gates import lanes, preflight
+
+    forkpool.close_all()  # this process's servers of earlier tests would hide any start
+    order: list[tuple] = []
+    real_start, real_preflight = forkpool.Server.start, preflight.run
+
+    def start(interpreter, env, blocked, key):
+        order.append(("server", key[1], "randomly" in blocked))
+        return real_start(interpreter, env, blocked, key)
+
+    def preflight_run(*args, **kwargs):
+        order.append(("preflight",))
+        return real_preflight(*args, **kwargs)
+    monkeypatch.setattr(forkpool.Server, "start", staticmethod(start))
+    monkeypatch.setattr(preflight, "run", preflight_run)
+    root = make_project(tmp_path / "repo", {"p1": mul_packet()}, config=config_toml())
+    runner = runner_for(root, honest_mul)
+    try:
+        assert runner.run().merged == ["P1"]
+    finally:
+        forkpool.close_all()
+    wanted = [("server", slot, shuffled)
+              for slot, shuffled in lanes.servers_of_an_attempt(runner.config)]
+    assert wanted == [("server", 0, False), ("server", 1, False), ("server", 2, False),
+                      ("server", 3, True)]
+    assert sorted(order) == sorted([*wanted, ("preflight",)])
+    assert order[-1] == ("preflight",), order

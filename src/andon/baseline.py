@@ -26,7 +26,7 @@ from .config import CONFIG_NAME, Config
 from .contain import envprint
 from .contain.interpreter import python_of
 from .errors import ConfigError, UsageError
-from .gates import preflight
+from .gates import lanes, preflight
 from .gates.base import GateResult
 from .gates.cache import baseline_key, run_baseline_key, run_scope_prefix
 from .store import StoreProtocol
@@ -154,6 +154,16 @@ class Baseline:
     def head(self) -> str:
         """The commit attempts start from (see :func:`integration_head`)."""
         return integration_head(self.repo, self.config)
+
+    def start_servers(self) -> None:
+        """Start the fork servers an attempt's runs are forked from
+        (``lanes.servers_of_an_attempt``) and return at once: they come up while the preflight
+        runs, and the first attempt's red and hermetic runs find them ready instead of
+        waiting for each (0.2 CPU-s apiece). For a run's own loop only: the workers of
+        ``--workers`` are forked processes, which start servers of their own."""
+        if self.config.test.fork_server:
+            lanes.ready_servers(self.config.test_argv(), self.config.test.plugins,
+                                lanes.servers_of_an_attempt(self.config), wait=False)
 
     def preflight(self, sha: str) -> GateResult:
         """The ``preflight`` gate on commit ``sha``: cached per tree once it passed."""

@@ -131,8 +131,9 @@ class Runner:
             # git problems the user can fix, said in git's words before anything is claimed
             self.repo.check_refs_writable(self.ref)
             submodules.check_available(self.repo, head)
-            # every clone below reads packs, not thousands of loose files (issue 18)
-            self.repo.pack_loose()
+            self.repo.pack_loose()  # clones read packs, not thousands of loose files (issue 18)
+            if self.workers == 1 and type(self.store) is Store:  # up while the preflight runs
+                self.baseline.start_servers()
             self.baseline.forget_old_runs()
             pf = self.baseline.preflight(head)
             # a run-level event when it fails, and on the first pass after a failure: the

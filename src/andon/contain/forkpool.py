@@ -49,17 +49,24 @@ def server_for(interpreter: str, env: dict[str, str], args: list[str], slot: int
     return server
 
 
-def ready_all(interpreter: str, env: dict[str, str], runs: list[tuple[list[str], int]]
-              ) -> None:
-    """:func:`server_for` for each ``(args, slot)`` of ``runs``, the servers starting at the
-    same time; one that cannot start is left out (its run starts fresh, saying why)."""
+def start_all(interpreter: str, env: dict[str, str], runs: list[tuple[list[str], int]]
+              ) -> list[Server]:
+    """Start the pool's server for each ``(args, slot)`` of ``runs`` that has none, all at
+    the same time, and return without waiting for them (a run waits for its own: ``ready``);
+    one that cannot start is left out (its run starts fresh, saying why)."""
     started = []
     for args, slot in runs:
         try:
             started.append(_started(interpreter, env, args, slot))
         except Unavailable:
             pass
-    for server in started:
+    return started
+
+
+def ready_all(interpreter: str, env: dict[str, str], runs: list[tuple[list[str], int]]
+              ) -> None:
+    """:func:`start_all`, then wait for each of those servers to be ready."""
+    for server in start_all(interpreter, env, runs):
         try:
             server.ready()
         except Unavailable:

@@ -57,11 +57,12 @@ class Planned:
 
 
 def ready_servers(command: Sequence[str], plugins: Sequence[str],
-                  runs: Sequence[tuple[int, bool]]) -> None:
-    """Start, and wait for, the fork servers runs of ``command`` will be forked from — one per
-    ``(slot, shuffled)`` of ``runs`` — so that the lanes forked next borrow them (and this
-    process keeps them for its next gate) instead of each lane starting its own. A server
-    that cannot start is left to the run, which then starts fresh and says why."""
+                  runs: Sequence[tuple[int, bool]], wait: bool = True) -> None:
+    """Start, and wait for (unless not ``wait``), the fork servers runs of ``command`` will be
+    forked from — one per ``(slot, shuffled)`` of ``runs`` — so that the lanes forked next
+    borrow them (and this process keeps them for its next gate) instead of each lane starting
+    its own. A server that cannot start is left to the run, which then starts fresh and says
+    why."""
     start = plan_start(resolved_command(command))
     if start.interpreter is None:
         return
@@ -70,9 +71,20 @@ def ready_servers(command: Sequence[str], plugins: Sequence[str],
         env = harness_env(home, (), None, flags_in_env=False)
     finally:
         shutil.rmtree(home, ignore_errors=True)
-    forkpool.ready_all(start.interpreter, env, [
+    (forkpool.ready_all if wait else forkpool.start_all)(start.interpreter, env, [
         ([*start.args, *harness_args(home, plugins, "normal", 1 if shuffled else None)], slot)
         for slot, shuffled in runs])
+
+
+def servers_of_an_attempt(config: Config) -> list[tuple[int, bool]]:
+    """The ``(slot, shuffled)`` fork servers an attempt's red and hermetic runs (the suite
+    gate's among them) are forked from under ``config``: a slot per repeated run, and the
+    random-order run's after the hermetic ones."""
+    gates = config.gates
+    runs = {(slot, False) for slot in range(max(gates.red_runs, gates.hermetic_runs, 1))}
+    if gates.hermetic_random_order:
+        runs.add((gates.hermetic_runs, True))
+    return sorted(runs)
 
 
 def jobs(config: Config) -> int:
