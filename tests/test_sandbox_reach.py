@@ -347,3 +347,48 @@ def test_a_process_cap_the_kernel_will_not_enforce_is_said_in_the_stages_notes(t
     said = [n for n in notes if "not enforced" in n]
     assert said == ["max_processes = 40 not enforced: no pids cgroup could be made here, and "
                     "the kernel ignores RLIMIT_NPROC for root"], notes
+
+
+@pytest.mark.skipif(CAPS.cgroup_pids is None, reason="no pids cgroup can be made here")
+def test_the_groups_of_a_run_killed_mid_stage_are_removed_by_the_next_stage():
+    """A run killed outright (kill -9, a lost machine) leaves its stage's cgroup, which nothing
+    else removes: the next stage on the machine removes every empty ``andon-<pid>-…`` group
+    whose process no longer runs, and leaves a live process's group and a group still
+    holding a process alone."""
+    from andon.sandbox import limits
+
+    base = CAPS.cgroup_pids
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # its pid names a process that no longer runs
+    stale = base / f"andon-{gone.pid}-1-0badcafe"
+    live = base / f"andon-{os.getpid()}-999-0badcafe"
+    busy = base / f"andon-{gone.pid}-2-0badcafe"
+    holder = None
+    try:
+        for g in (stale, live, busy):
+            g.mkdir()
+        holder = subprocess.Popen(["sh", "-c", f"echo $$ > {busy}/cgroup.procs; exec sleep 60"])
+        for _ in range(1000):  # until the shell has moved itself in (at most 10 s)
+            if (busy / "cgroup.procs").read_text().strip():
+                break
+            threading.Event().wait(0.01)
+        assert (busy / "cgroup.procs").read_text().strip()
+        limits.forget_swept()
+        caps = limits.Caps(memory_mb=None, max_processes=50)
+        caps.close()
+        assert not stale.exists()
+        assert live.exists() and busy.exists()
+        assert not any(g.exists() for g in caps.groups)  # its own, removed at close
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+        for g in (stale, live, busy):
+            for _ in range(100):
+                try:
+                    g.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    threading.Event().wait(0.01)

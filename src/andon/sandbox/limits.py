@@ -12,6 +12,10 @@ and :meth:`Caps.hit` names the limit for the stage's failure (layer ``environmen
 Without a usable cgroup the launcher sets ``RLIMIT_NPROC`` (``max_processes`` on top of the
 tasks the user has now: the kernel counts the whole user) / ``RLIMIT_AS`` instead — weaker:
 the kernel ignores ``RLIMIT_NPROC`` for uid 0, and a hit is not detected.
+
+A run killed outright (``kill -9``, a lost machine) leaves its stage's group behind, empty
+once its processes end, and nothing else removes it: the first stage of each process
+removes the empty ``andon-<pid>-…`` groups of processes that no longer run (:func:`_sweep`).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from .probe import capabilities
 POLL_S = 0.1
 KILL_ROUNDS = 200
 _seq = itertools.count(1)
+_NAME = re.compile(r"andon-(\d+)-\d+-[0-9a-f]+")
+_swept: set[Path] = set()  # the hierarchies this process has swept
 
 
 class Caps:
@@ -84,6 +90,7 @@ class Caps:
     def _make(base: Path | None, name: str) -> Path | None:
         if base is None:
             return None
+        _sweep(base)
         try:
             (base / name).mkdir()
         except OSError:
@@ -145,6 +152,40 @@ class Caps:
         busy = [g for g in self.groups if not _rmdir(g)]
         if busy:
             threading.Thread(target=_remove, args=(busy,), daemon=True).start()
+
+
+def _sweep(base: Path) -> None:
+    """Remove, once per process and hierarchy, the groups in ``base`` named as this module
+    names them whose process no longer runs; ``rmdir`` removes only an empty one, so a
+    group whose stage still has a process (an agent that outlived a killed andon) stays, as
+    does any group of a pid that runs now (perhaps another process by a reused pid)."""
+    if base in _swept:
+        return
+    _swept.add(base)
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        m = _NAME.fullmatch(name)
+        if m is None or _running(int(m.group(1))):
+            continue
+        _rmdir(base / name)
+
+
+def forget_swept() -> None:
+    """Sweep again at the next group made (tests)."""
+    _swept.clear()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: it runs
+        return True
+    return True
 
 
 def _rmdir(g: Path) -> bool:
