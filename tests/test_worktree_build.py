@@ -73,7 +73,7 @@ def test_an_interrupt_while_waiting_for_the_worktree_still_waits_for_it_on_the_w
     def make():
         os.read(go_r, 1)
         made.write_text("x")
-        return tmp_path, "clone"
+        return tmp_path, {"made": "clone"}
 
     real_collect, pids = forked.collect, []
 

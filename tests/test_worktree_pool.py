@@ -387,3 +387,18 @@ def test_a_tree_in_memory_is_not_kept(tmp_path, monkeypatch):
     fresh, reused, inode = _fresh_and_reused(repo, tmp_path, lambda tree: None, pooled=0)
     assert os.lstat(reused / "src" / "calc" / "__init__.py").st_ino != inode
     assert _state(reused) == _state(fresh)
+
+
+def test_a_waiting_tree_that_cannot_be_used_is_said_to_be_refused_and_why(tmp_path):
+    """The worktree's evidence tells a clone made because the waiting tree was refused from
+    one made because none waited."""
+    repo = _project(tmp_path, {".gitattributes": "*.md text eol=crlf\n"})
+    root = tmp_path / "worktrees"
+    root.mkdir()
+    base = repo.resolve("HEAD")
+    first, how = repo.make_worktree(root / "P1-1", "andon/P1/1", base)
+    assert how == {"made": "clone"}  # none waited
+    remove_worktree(repo, first, reuse=True)
+    assert len(worktree_pool._waiting(root)) == 1
+    _, how = repo.make_worktree(root / "P2-1", "andon/P2/1", base)
+    assert how["made"] == "clone" and ".gitattributes" in how["pool_refused"], how

@@ -17,9 +17,12 @@ and a packet with no review stage goes straight from ``gating`` to ``merging``.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .errors import IllegalTransition
+
+if TYPE_CHECKING:
+    from .packet import Packet
 
 State = Literal[
     "ready", "running", "gating", "reviewing", "merging", "done",
@@ -62,3 +65,14 @@ def check(from_state: str, to_state: str) -> None:
         raise IllegalTransition(
             f"illegal transition {from_state} -> {to_state}; from {from_state} only: {allowed}"
         )
+
+
+def may_claim(rows: list[dict], packets: list[Packet], only: list[str] | None) -> bool:
+    """Whether a run could claim one of ``packets`` (those of ``only`` when given): one that
+    is not a draft and whose store row (of ``rows``, ``Store.packets()``) is claimable, in
+    flight (recovered before the loop) or not made yet (a packet new here). Requirements
+    are not looked at."""
+    state = {r["id"]: r["state"] for r in rows}
+    return any(p.status != "draft" and state.get(p.id, "ready") in CLAIMABLE | IN_FLIGHT
+               for p in packets if not only or p.id in only)
+

@@ -120,8 +120,7 @@ class Runner:
             report = RunReport()
             self.run_started = now()
             head = self.baseline.head()
-            # a hidden test committed where agents work would be in every worktree: refuse
-            # before anything is claimed, as `andon check` does (the hermetic gate checks again)
+            # a hidden test committed where agents work: refused before any claim (andon check)
             leaked = [committed_hidden_problem(self.repo.root / rel, rel) for p in packets
                       if (not only or p.id in only)
                       and (self.store.packet(p.id) or {}).get("state") != "done"
@@ -132,8 +131,9 @@ class Runner:
             self.repo.check_refs_writable(self.ref)
             submodules.check_available(self.repo, head)
             self.repo.pack_loose()  # clones read packs, not thousands of loose files (issue 18)
-            if self.workers == 1 and type(self.store) is Store:  # up while the preflight runs
-                self.baseline.start_servers()
+            if self.workers == 1 and type(self.store) is Store and not self._halted() and \
+                    lifecycle.may_claim(self.store.packets(), packets, only):
+                self.baseline.start_servers()  # up while the preflight runs
             self.baseline.forget_old_runs()
             pf = self.baseline.preflight(head)
             # a run-level event when it fails, and on the first pass after a failure: the

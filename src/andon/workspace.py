@@ -320,7 +320,7 @@ class Repo(ObjectReads):
         return worktrees.add_worktree(self, path, branch, start, history)
 
     def make_worktree(self, path: Path, branch: str, start: str, history: str = "full"
-                      ) -> tuple[Path, str]:
+                      ) -> tuple[Path, dict[str, str]]:
         """:func:`andon.worktrees.make_worktree`: the worktree and how it was written."""
         return worktrees.make_worktree(self, path, branch, start, history)
 

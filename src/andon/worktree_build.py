@@ -18,8 +18,11 @@ candidate reviewed again) or ``[test] setup`` is set (red then runs in the workt
 agent starts on a tree already set up).
 
 Each made worktree is an event of the attempt, ``worktree-made``: ``{"path", "made": "pool"
-| "clone", "seconds"}`` (wall seconds to write it), so that the evidence says whether an
-agent started in a tree another attempt used, reset to the commit (worktree_pool.py).
+| "clone", "seconds"}`` (wall seconds to write it, in the process that wrote it), with
+``"pool_refused"`` (why) when a waiting tree could not be used, so that the evidence says
+whether an agent started in a tree another attempt used, reset to the commit
+(worktree_pool.py). It is recorded when the attempt waits for its worktree, which every
+attempt that reaches its agent does.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ class WorktreeBuild:
     attempt ``attempt_id`` goes to ``ctx.store`` (none without a store). A context manager:
     leaving it waits for the process, so nothing cleans up a worktree still being written."""
 
-    def __init__(self, make: Callable[[], tuple[Path, str]], ctx: GateContext,
+    def __init__(self, make: Callable[[], tuple[Path, dict[str, str]]], ctx: GateContext,
                  beside_red: bool, attempt_id: int | None = None):
         self.ctx, self.attempt_id = ctx, attempt_id
         self._child: forked.Child | None = None
@@ -91,7 +94,7 @@ class WorktreeBuild:
             self.ctx.store.event("worktree-made", self.ctx.packet.id, self.attempt_id, made)
 
 
-def _timed(make: Callable[[], tuple[Path, str]]) -> dict:
+def _timed(make: Callable[[], tuple[Path, dict[str, str]]]) -> dict:
     began = time.monotonic()
     path, how = make()
-    return {"path": str(path), "made": how, "seconds": round(time.monotonic() - began, 3)}
+    return {"path": str(path), **how, "seconds": round(time.monotonic() - began, 3)}

@@ -166,21 +166,22 @@ def _waiting(root: Path) -> list[Path]:
 
 
 def reuse(git: Callable[..., str], path: Path, start: str,
-          clone: Callable[[Path], Path]) -> bool:
+          clone: Callable[[Path], Path]) -> tuple[bool, str | None]:
     """Make the worktree ``path`` from a tree waiting in the pool beside it, reset to
     ``start`` (:func:`reset`) with the ``.git`` that ``clone(folder)`` makes (a fresh clone
-    of the branch without its checkout; returns its ``.git``); False, with nothing left at
-    ``path``, when no tree waits or it cannot be used: the caller clones afresh."""
+    of the branch without its checkout; returns its ``.git``). Returns (True, None) when it
+    did; (False, None) when no tree waits, and (False, why) when the one taken could not be
+    used: then nothing is left at ``path``, and the caller clones afresh."""
     tree = take(path.parent)
     if tree is None:
-        return False
+        return False, None
     try:
         new_git_dir = clone(Path(tempfile.mkdtemp(dir=tree.parent)) / "clone")
         reset(git, tree, new_git_dir, start)
         os.rename(tree, path)
-        return True
-    except (AndonError, OSError):
-        return False
+        return True, None
+    except (AndonError, OSError) as exc:
+        return False, str(exc) or type(exc).__name__
     finally:
         reaper.discard(tree.parent)  # what the reset set aside, or the whole tree
 

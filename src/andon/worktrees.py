@@ -87,7 +87,7 @@ def add_worktree(repo: Git, path: Path, branch: str, start: str, history: str = 
 
 
 def make_worktree(repo: Git, path: Path, branch: str, start: str, history: str = "full"
-                  ) -> tuple[Path, str]:
+                  ) -> tuple[Path, dict[str, str]]:
     """Create branch ``branch`` at ``start`` and give it a worktree at ``path`` that is a
     repository of its own: a single-branch clone of ``branch`` with no remote, no
     alternates, no tags and no other refs, so nothing in it leads to other branches, later
@@ -98,8 +98,9 @@ def make_worktree(repo: Git, path: Path, branch: str, start: str, history: str =
     ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
     can commit. Submodules are checked out at the commits ``start`` records, from the
     user's checkout (:mod:`andon.submodules`). Returns the path and how the tree was
-    written: ``"pool"`` (a finished attempt's tree reset to ``start``:
-    :mod:`andon.worktree_pool`) or ``"clone"``. GitError if the branch exists; UsageError
+    written: ``{"made": "pool"}`` (a finished attempt's tree reset to ``start``:
+    :mod:`andon.worktree_pool`) or ``{"made": "clone"}``, with ``"pool_refused": why`` when a
+    waiting tree could not be used. GitError if the branch exists; UsageError
     if ``path`` exists or ``history`` is unknown."""
     if history not in ("full", "shallow"):
         raise UsageError(f"history must be 'full' or 'shallow', got {history!r}")
@@ -121,9 +122,11 @@ def make_worktree(repo: Git, path: Path, branch: str, start: str, history: str =
         _unlink_origin(repo, at)
         return at / ".git"
 
-    made = "pool"
-    if not worktree_pool.reuse(repo.git, path, start, without_checkout):
-        made = "clone"
+    reused, refused = worktree_pool.reuse(repo.git, path, start, without_checkout)
+    made = {"made": "pool" if reused else "clone"}
+    if refused:
+        made["pool_refused"] = refused
+    if not reused:
         repo.git(*clone, str(path))
         _unlink_origin(repo, path)
     submodules.populate(repo, path, repo.resolve(start))

@@ -105,8 +105,10 @@ def show_packet(out: Console, d: dict[str, Any]) -> None:
         for e in d.get("events", []):  # written by the harness (worktree_build.py)
             if e["kind"] == "worktree-made" and e["attempt_id"] == a["id"]:
                 made = e["data"] or {}
-                how = (WORKTREE_FROM_POOL if made.get("made") == "pool" else "a fresh clone")
-                out.print(f"  worktree: {how}, written in {made.get('seconds', 0):.1f} s",
+                how = (WORKTREE_FROM_POOL if made.get("made") == "pool" else "a fresh clone"
+                       + (" (the waiting tree was refused: see andon show --json)"
+                          if made.get("pool_refused") else ""))
+                out.print(f"  worktree: {how}, written in {made.get('seconds', 0):.2f} s",
                           markup=False)
         if a["reason"]:
             out.print(f"  reason: {visible(a['reason'])}", markup=False, soft_wrap=True)
