@@ -353,8 +353,11 @@ def test_a_process_cap_the_kernel_will_not_enforce_is_said_in_the_stages_notes(t
 def test_the_groups_of_a_run_killed_mid_stage_are_removed_by_the_next_stage():
     """A run killed outright (kill -9, a lost machine) leaves its stage's cgroup, which nothing
     else removes: the next stage on the machine removes every empty ``andon-<pid>-…`` group
-    whose process no longer runs, and leaves a live process's group and a group still
-    holding a process alone."""
+    whose process no longer runs, and leaves alone a live process's group, a group still
+    holding a process, and one made a moment ago (its maker may run in another pid
+    namespace, about to move its agent in)."""
+    import time
+
     from andon.sandbox import limits
 
     base = CAPS.cgroup_pids
@@ -363,10 +366,14 @@ def test_the_groups_of_a_run_killed_mid_stage_are_removed_by_the_next_stage():
     stale = base / f"andon-{gone.pid}-1-0badcafe"
     live = base / f"andon-{os.getpid()}-999-0badcafe"
     busy = base / f"andon-{gone.pid}-2-0badcafe"
+    young = base / f"andon-{gone.pid}-3-0badcafe"
     holder = None
     try:
-        for g in (stale, live, busy):
+        for g in (stale, live, busy, young):
             g.mkdir()
+        made = time.time() - limits.STALE_AFTER_S - 60
+        for g in (stale, live, busy):
+            os.utime(g, (made, made))
         holder = subprocess.Popen(["sh", "-c", f"echo $$ > {busy}/cgroup.procs; exec sleep 60"])
         for _ in range(1000):  # until the shell has moved itself in (at most 10 s)
             if (busy / "cgroup.procs").read_text().strip():
@@ -377,13 +384,13 @@ def test_the_groups_of_a_run_killed_mid_stage_are_removed_by_the_next_stage():
         caps = limits.Caps(memory_mb=None, max_processes=50)
         caps.close()
         assert not stale.exists()
-        assert live.exists() and busy.exists()
+        assert live.exists() and busy.exists() and young.exists()
         assert not any(g.exists() for g in caps.groups)  # its own, removed at close
     finally:
         if holder is not None:
             holder.kill()
             holder.wait()
-        for g in (stale, live, busy):
+        for g in (stale, live, busy, young):
             for _ in range(100):
                 try:
                     g.rmdir()

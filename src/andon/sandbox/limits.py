@@ -26,6 +26,7 @@ import re
 import secrets
 import signal
 import threading
+import time
 from pathlib import Path
 
 from .probe import capabilities
@@ -34,6 +35,10 @@ POLL_S = 0.1
 KILL_ROUNDS = 200
 _seq = itertools.count(1)
 _NAME = re.compile(r"andon-(\d+)-\d+-[0-9a-f]+")
+# a group younger than this is not swept: its maker may run in another pid namespace (a
+# container on the same hierarchy), where its pid means nothing here, and be about to move
+# its agent in; an empty group of a live stage exists only for that moment
+STALE_AFTER_S = 120
 _swept: set[Path] = set()  # the hierarchies this process has swept
 
 
@@ -156,9 +161,10 @@ class Caps:
 
 def _sweep(base: Path) -> None:
     """Remove, once per process and hierarchy, the groups in ``base`` named as this module
-    names them whose process no longer runs; ``rmdir`` removes only an empty one, so a
-    group whose stage still has a process (an agent that outlived a killed andon) stays, as
-    does any group of a pid that runs now (perhaps another process by a reused pid)."""
+    names them whose process no longer runs, made :data:`STALE_AFTER_S` or more ago;
+    ``rmdir`` removes only an empty one, so a group whose stage still has a process (an
+    agent that outlived a killed andon) stays, as does any group of a pid that runs now
+    (perhaps another process by a reused pid)."""
     if base in _swept:
         return
     _swept.add(base)
@@ -169,6 +175,11 @@ def _sweep(base: Path) -> None:
     for name in names:
         m = _NAME.fullmatch(name)
         if m is None or _running(int(m.group(1))):
+            continue
+        try:
+            if time.time() - os.stat(base / name).st_mtime < STALE_AFTER_S:
+                continue
+        except OSError:
             continue
         _rmdir(base / name)
 
