@@ -371,15 +371,16 @@ def test_the_groups_of_a_run_killed_mid_stage_are_removed_by_the_next_stage():
     try:
         for g in (stale, live, busy, young):
             g.mkdir()
-        made = time.time() - limits.STALE_AFTER_S - 60
-        for g in (stale, live, busy):
-            os.utime(g, (made, made))
         holder = subprocess.Popen(["sh", "-c", f"echo $$ > {busy}/cgroup.procs; exec sleep 60"])
         for _ in range(1000):  # until the shell has moved itself in (at most 10 s)
             if (busy / "cgroup.procs").read_text().strip():
                 break
             threading.Event().wait(0.01)
         assert (busy / "cgroup.procs").read_text().strip()
+        # made long ago only now: a sweep of another test process cannot take busy empty
+        made = time.time() - limits.STALE_AFTER_S - 60
+        for g in (stale, live, busy):
+            os.utime(g, (made, made))
         limits.forget_swept()
         caps = limits.Caps(memory_mb=None, max_processes=50)
         caps.close()
