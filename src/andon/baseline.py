@@ -159,7 +159,7 @@ class Baseline:
         """Start the fork servers an attempt's runs are forked from
         (``lanes.servers_of_an_attempt``) and return at once: they come up while the preflight
         runs, and the first attempt's red and hermetic runs find them ready instead of
-        waiting for each (0.2 CPU-s apiece). For a run's own loop only: the workers of
+        waiting for each (0.1 CPU-s apiece). For a run's own loop only: the workers of
         ``--workers`` are forked processes, which start servers of their own."""
         if self.config.test.fork_server:
             lanes.ready_servers(self.config.test_argv(), self.config.test.plugins,
