@@ -75,4 +75,3 @@ def may_claim(rows: list[dict], packets: list[Packet], only: list[str] | None) -
     state = {r["id"]: r["state"] for r in rows}
     return any(p.status != "draft" and state.get(p.id, "ready") in CLAIMABLE | IN_FLIGHT
                for p in packets if not only or p.id in only)
-

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import socket
 
+from .contain.procgroup import alive
 from .errors import ConfigError
 from .store import Store, StoreProtocol
 
@@ -74,15 +75,8 @@ def mine(name: str) -> bool:
 def _dead_here(name: str) -> bool:
     host, _, rest = name.partition(":")
     pid = rest.partition(":")[0]
-    if host != machine() or not pid.isdigit() or int(pid) == os.getpid():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    return host == machine() and pid.isdigit() and int(pid) != os.getpid() \
+        and not alive(int(pid))
 
 
 def release_dead_local(store: StoreProtocol) -> list[str]:

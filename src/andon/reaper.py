@@ -35,6 +35,8 @@ import threading
 from collections import deque
 from pathlib import Path
 
+from .contain.procgroup import alive
+
 TRASH = ".andon-trash-"  # + the pid of the process that set the tree aside, "-", random
 
 
@@ -100,20 +102,10 @@ def sweep(folder: Path) -> int:
     swept = 0
     for name in names:
         pid = name[len(TRASH):].partition("-")[0]
-        if name.startswith(TRASH) and pid.isdigit() and not _alive(int(pid)):
+        if name.startswith(TRASH) and pid.isdigit() and not alive(int(pid)):
             discard(Path(folder) / name)
             swept += 1
     return swept
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
 
 
 def drain() -> list[str]:

@@ -154,6 +154,18 @@ def forget_subreaper() -> None:
     _subreaper = None
 
 
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts: signal 0 is refused, not
+    undeliverable). Raises nothing for a pid that is gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _stat(pid: int | str) -> list[str] | None:
     """Fields 3… of /proc/<pid>/stat (state, ppid, pgrp, …; after the command name, which may
     hold spaces and parentheses); None if the process is gone."""

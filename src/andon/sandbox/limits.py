@@ -29,6 +29,7 @@ import threading
 import time
 from pathlib import Path
 
+from ..contain.procgroup import alive
 from .probe import capabilities
 
 POLL_S = 0.1
@@ -174,7 +175,7 @@ def _sweep(base: Path) -> None:
         return
     for name in names:
         m = _NAME.fullmatch(name)
-        if m is None or _running(int(m.group(1))):
+        if m is None or alive(int(m.group(1))):
             continue
         try:
             if time.time() - os.stat(base / name).st_mtime < STALE_AFTER_S:
@@ -182,21 +183,6 @@ def _sweep(base: Path) -> None:
         except OSError:
             continue
         _rmdir(base / name)
-
-
-def forget_swept() -> None:
-    """Sweep again at the next group made (tests)."""
-    _swept.clear()
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's: it runs
-        return True
-    return True
 
 
 def _rmdir(g: Path) -> bool:
