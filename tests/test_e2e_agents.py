@@ -61,7 +61,7 @@ def test_run_with_a_fake_agent_cli_merges_and_records_usage(tmp_path, adapter):
     assert status["usage"]["cost_unknown_runs"] == 1            # the review command's run
 
     board = andon(root, "status", env=env).stdout
-    assert "tok ·" in board and "all packets:" in board
+    assert "tok ·" in board and "agents, all packets:" in board
     text = andon(root, "show", "P1", env=env).stdout
     assert f"usage: model {model}" in text and f"({source}" in text
 

@@ -137,7 +137,8 @@ def board(store: StoreProtocol, config: Config, on_disk: Sequence[tuple[str, str
     rows = status_rows(store, on_disk, complete)
     workers = worker_rows(store)
     held = {w["packet"]: w["worker"] for w in workers if w["packet"]}
-    caption = "all packets: " + usage_text(usage_of_rows(rows))
+    # the agents' figures, not the run's: a run of scripted agents took <1 s of agent time
+    caption = "agents, all packets: " + usage_text(usage_of_rows(rows))
     if workers:  # a pool is at work (andon run --workers N): who holds what
         caption = "workers: " + " · ".join(
             f"{w['worker']} {w['packet']} {w['state']}" if w["packet"]
