@@ -48,7 +48,8 @@ def test_snapshot():
                      signal.SIGCHLD, signal.SIGHUP)],
         "session_leader": os.getsid(0) == os.getpid() == os.getpgrp(),
         "threads": threading.active_count(),
-        "gc": [gc.isenabled(), gc.get_freeze_count(), gc.get_threshold()],
+        "gc": [gc.isenabled(), gc.get_threshold()],
+        "frozen": gc.get_freeze_count(),
         "stdout": [type(sys.stdout).__name__, sys.stdout.encoding,
                    sys.stdout.line_buffering],
         "net": sorted(name for _, name in socket.if_nameindex()),
@@ -95,10 +96,49 @@ def test_the_code_under_test_sees_what_a_fresh_process_shows(tmp_path, profile, 
     assert fresh["start"] == "fresh" and forked["start"] == "fork server"
     a, b = same_shape(fresh), same_shape(forked)
     assert set(a["modules"]) ^ set(b["modules"]) == set()
+    # the one difference: the server's objects sit in gc's permanent generation (below)
+    assert fresh["frozen"] == 0 and forked["frozen"] > 0
+    a.pop("frozen"), b.pop("frozen")
     assert a == b
-    assert forked["gc"][1] == 0  # nothing frozen: the heap is the process's own
     if network == "off":
         assert forked["net"] == ["lo"]
+
+
+# A listing of gc's objects, or of an object's referrers, in the code under test. The class is
+# made when pytest is imported: in the fork server, for a forked run.
+LISTING = """\
+import gc, json, os
+
+import _pytest.python
+
+
+def test_listing():
+    frozen = gc.get_freeze_count()
+    if os.environ["LISTING"] == "objects":
+        found = any(o is _pytest.python.Function for o in gc.get_objects())
+    else:
+        found = any(r is vars(_pytest.python) for r in gc.get_referrers(_pytest.python.Function))
+    with open("listing.json", "w") as f:
+        json.dump([frozen, found, gc.get_freeze_count()], f)
+"""
+
+
+@pytest.mark.parametrize("listing", ["objects", "referrers"])
+def test_gc_listings_in_a_forked_run_show_what_a_fresh_run_shows(tmp_path, listing):
+    """The server freezes its objects (gc.freeze) so that a collection in a forked run never
+    walks them, nor copies the pages they sit on. The first ``gc.get_objects()`` or
+    ``gc.get_referrers()`` of the run puts them back (the audit hook, on their events), so
+    that the listing holds what a fresh run's does."""
+    seen = {}
+    for start, fork in (("fresh", False), ("forked", True)):
+        root = write_tree(tmp_path / start, {"tests/test_listing.py": LISTING})
+        r = run_suite(PYTEST, root, tmp_path / f"ev-{start}", "suite", fork_server=fork,
+                      extra_env={"LISTING": listing})
+        assert r.results["tests.test_listing::test_listing"].outcome == "passed", r.output_tail
+        seen[start] = json.loads((root / "listing.json").read_text())
+    frozen, found, after = seen["forked"]
+    assert frozen > 0 and found is True and after == 0
+    assert seen["fresh"] == [0, True, 0]
 
 
 WARMED = """\

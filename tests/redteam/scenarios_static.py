@@ -166,6 +166,10 @@ DETECTIONS = [
     ("env-scan", 'any(k.startswith("PYTEST") for k in os.environ)'),
     ("proc-cmdline", 'b"boot.py" in open("/proc/self/cmdline", "rb").read()'),
     ("proc-pid-cmdline", 'b"-I" in open(f"/proc/{os.getpid()}/cmdline", "rb").read()'),
+    # a run forked from a fork server holds the server's objects frozen (contain/zygote.py)
+    ("gc-freeze-count", "gc.get_freeze_count() > 0", "import gc"),
+    ("gc-freeze-count-folded", 'getattr(gc, "get_" + "freeze_count")()', "import gc"),
+    ("gc-freeze-count-from", "get_freeze_count()", "from gc import get_freeze_count"),
     # what the harness's process has and a shell's does not: the channel's pipe among its open
     # files, a Python parent, a session of its own, TMPDIR always set, HOME not the user's own
     ("proc-fd", 'len(os.listdir("/proc/self/fd")) > 6'),

@@ -19,13 +19,20 @@ Events it answers (raised by andon's pytest plugin, andon_verdict.py)::
     andon.end ()                full check, then the ``end`` line
 
 After arming it also reports WATCH events once each, a swap of ``__code__``/``__defaults__`` on a
-protected function, and any read of the hook's own attributes.
+protected function, and any read of the hook's own attributes. Armed or not, ``gc.get_objects``
+and ``gc.get_referrers`` first unfreeze what a fork server froze (``THAW``).
 """
 
+import gc
 import operator
 import os
 import sys
 import types
+
+# Listings of gc's generations. A forked run's server froze its objects out of them
+# (contain/zygote.py ``_freeze``); on either event, before the listing is made, they are put
+# back, so the code under test lists what it would in a fresh process.
+THAW = ("gc.get_objects", "gc.get_referrers")
 
 
 def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks,
@@ -267,6 +274,8 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                 _st["said"].add(what)
                 _say("patched" if crit else "changed", (what,))
 
+    unfreeze = getattr(gc, "unfreeze", None)  # Python >= 3.7
+
     def hook(event, args, _st=state, _w=os.write, _mac=blake2b, _key=bytes(nonce),
              _enc=str.encode, _join=str.join, _repl=str.replace, _sw=str.startswith,
              _ew=str.endswith, _type=type, _str=str, _bool=bool, _tuple=tuple, _len=len, _id=id,
@@ -279,18 +288,23 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
              _modules=sys.modules, _watch=frozenset(watch), _fattrs=frozenset(func_attrs),
              _prefixes=tuple(prefixes), _critical=frozenset(critical), _hooks=tuple(hooks),
              _miss=miss, _BaseExc=BaseException, _say=_say, _attr_event=_attr_event,
-             _snapshot=_snapshot, _compare=_compare, _arm_plugins=_arm_plugins):
+             _snapshot=_snapshot, _compare=_compare, _arm_plugins=_arm_plugins,
+             _thaw=frozenset(THAW), _unfreeze=unfreeze):
         if _type(event) is not _str:
             return
         try:
             if _sw(event, "andon."):
                 pass
-            elif not _st["armed"]:
-                return
             elif event in _watch:
+                if event in _thaw and _unfreeze is not None:
+                    _unfreeze()  # raised before the listing is made: it holds them all
+                if not _st["armed"]:
+                    return
                 if event not in _st["said"]:
                     _sadd(_st["said"], event)
                     _say("event", (event,))
+                return
+            elif not _st["armed"]:
                 return
             elif event == "object.__setattr__" or event == "object.__getattr__":
                 _attr_event(event, args)
