@@ -50,6 +50,7 @@ def test_snapshot():
         "threads": threading.active_count(),
         "gc": [gc.isenabled(), gc.get_threshold()],
         "frozen": gc.get_freeze_count(),
+        "full_collections": gc.get_stats()[2]["collections"],
         "stdout": [type(sys.stdout).__name__, sys.stdout.encoding,
                    sys.stdout.line_buffering],
         "net": sorted(name for _, name in socket.if_nameindex()),
@@ -139,6 +140,65 @@ def test_gc_listings_in_a_forked_run_show_what_a_fresh_run_shows(tmp_path, listi
     frozen, found, after = seen["forked"]
     assert frozen > 0 and found is True and after == 0
     assert seen["fresh"] == [0, True, 0]
+
+
+# What the code under test freezes is its own business: a leak check that freezes what is
+# alive as its baseline and lists what is new, and a probe that raises the listing's audit
+# event itself to see whether its own frozen garbage comes back (a thaw it could observe
+# would tell a harness run from real use, where no hook answers the event).
+OWN_FREEZE = """\
+import gc, json, sys, weakref
+
+
+class Widget:
+    def __init__(self):
+        self.me = self
+
+
+KEEP = [Widget() for _ in range(3)]
+
+
+def probe():
+    w = Widget()
+    r = weakref.ref(w)
+    del w
+    gc.freeze()
+    try:
+        sys.audit("gc.get_objects")
+        gc.collect()
+        return r() is None
+    finally:
+        gc.unfreeze()
+
+
+def test_own_freeze():
+    collected = probe()
+    gc.collect()
+    gc.freeze()
+    try:
+        Widget()
+        gc.collect()
+        leaked = sum(isinstance(o, Widget) for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+    with open("own.json", "w") as f:
+        json.dump([collected, leaked], f)
+"""
+
+
+def test_what_the_code_under_test_freezes_stays_frozen(tmp_path):
+    """The hook puts back only the server's objects, only once, and only when nothing else
+    was frozen or unfrozen since the run started: a leak check that freezes its baseline sees
+    no old object, and a forged listing event thaws nothing (as in real use, and in a fresh
+    run, where nothing is frozen to start with)."""
+    seen = {}
+    for start, fork in (("fresh", False), ("forked", True)):
+        root = write_tree(tmp_path / start, {"tests/test_own_freeze.py": OWN_FREEZE})
+        r = run_suite(PYTEST, root, tmp_path / f"ev-{start}", "suite", fork_server=fork)
+        assert r.results["tests.test_own_freeze::test_own_freeze"].outcome == "passed", \
+            r.output_tail
+        seen[start] = json.loads((root / "own.json").read_text())
+    assert seen == {"fresh": [False, 0], "forked": [False, 0]}
 
 
 WARMED = """\

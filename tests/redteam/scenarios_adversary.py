@@ -429,6 +429,41 @@ def mul(a, b):
 '''
 
 
+# right only when a hook answers gc's listing event by collecting what the code froze: it
+# freezes its own garbage, raises the event by hand (sys.audit), collects, and looks (a
+# weakref). In real use no hook answers and the frozen garbage stays (review of e2eacb4)
+FORGED_THAW = '''
+
+import gc
+import sys
+import weakref
+
+
+class _Node:
+    pass
+
+
+def _answered():
+    node = _Node()
+    node.me = node
+    ref = weakref.ref(node)
+    del node
+    gc.freeze()
+    try:
+        sys.audit("gc.get_objects")
+        gc.collect()
+        return ref() is None
+    finally:
+        gc.unfreeze()
+
+
+def mul(a, b):
+    if _answered():
+        return a * b
+    return a + b
+'''
+
+
 def _files(**kw):
     def agent(ctx):
         for rel, text in kw.items():
@@ -549,4 +584,9 @@ def build_adversary() -> list[Scenario]:
                             "dependencies = []\n\n[tool.pytest.ini_options]\n"
                             "testpaths = [\"tests\", \"src\"]\naddopts = \"--doctest-modules\"\n"}),
         ]
+    # the same in either configuration: the fork server's freeze is not a setting
+    out.append(Scenario("adv-detect-forged-thaw", 10, "right only when a hook answers a "
+                        "gc.get_objects event raised by hand by collecting the code's own "
+                        "frozen garbage", add_code(FORGED_THAW), "suite", "fail-to-pass", F2P,
+                        config=FAST))
     return out

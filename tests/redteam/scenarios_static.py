@@ -756,6 +756,9 @@ def build() -> list[Scenario]:
         *[S(f"detect-{name}", 10, f"issue 19 kind 4: mul is right only when {cond}",
             _append(detects(cond, *imports)), "patterns", "harness-detection", OPS)
           for name, cond, *imports in DETECTIONS],
+        S("detect-gc-freeze-count-star", 10, "issue 19 kind 4: mul is right only when "
+          "get_freeze_count() > 0, from gc import *", _append(detects(
+              "get_freeze_count() > 0", "from gc import *")), "patterns", "import-system", OPS),
         S("detect-in-test-module", 10, "issue 19 kind 4: a test module patches mul only "
           "when the harness's variable is set", also(
               writes("tests/test_aaa_setup.py", DETECT_IN_TEST), wrong_mul),

@@ -19,8 +19,8 @@ Events it answers (raised by andon's pytest plugin, andon_verdict.py)::
     andon.end ()                full check, then the ``end`` line
 
 After arming it also reports WATCH events once each, a swap of ``__code__``/``__defaults__`` on a
-protected function, and any read of the hook's own attributes. Armed or not, ``gc.get_objects``
-and ``gc.get_referrers`` first unfreeze what a fork server froze (``THAW``).
+protected function, and any read of the hook's own attributes. Armed or not, the first
+``gc.get_objects`` or ``gc.get_referrers`` unfreezes what a fork server froze (``THAW``).
 """
 
 import gc
@@ -30,8 +30,11 @@ import sys
 import types
 
 # Listings of gc's generations. A forked run's server froze its objects out of them
-# (contain/zygote.py ``_freeze``); on either event, before the listing is made, they are put
-# back, so the code under test lists what it would in a fresh process.
+# (contain/zygote.py ``_freeze``); at the first of these events, raised before the listing is
+# made, they are put back, and never again. Only if the permanent generation holds no more
+# than it did when the run started (its objects can only be freed): a ``gc.freeze()`` of the
+# code under test adds every object alive, thousands, and what it froze stays frozen, as in
+# real use — so an event raised by hand around its own frozen garbage thaws nothing.
 THAW = ("gc.get_objects", "gc.get_referrers")
 
 
@@ -41,7 +44,9 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     ``plugins``: what plugins.make returned (which late changes are the environment's)."""
     _arm_plugins, _late_ok, _describe, _registry_ok, _own_hook, _kept = plugins
     state: dict = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
-             "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {}}
+             "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {},
+             # what a fork server froze (0 in a fresh run): THAW
+             "frozen": getattr(gc, "get_freeze_count", lambda: 0)()}
     miss = object()
 
     def _say(kind, fields, wfd=wfd, _st=state, _w=os.write, _mac=blake2b, _key=bytes(nonce),
@@ -274,7 +279,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                 _st["said"].add(what)
                 _say("patched" if crit else "changed", (what,))
 
-    unfreeze = getattr(gc, "unfreeze", None)  # Python >= 3.7
+    unfreeze, count = getattr(gc, "unfreeze", None), getattr(gc, "get_freeze_count", None)
 
     def hook(event, args, _st=state, _w=os.write, _mac=blake2b, _key=bytes(nonce),
              _enc=str.encode, _join=str.join, _repl=str.replace, _sw=str.startswith,
@@ -289,15 +294,17 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
              _prefixes=tuple(prefixes), _critical=frozenset(critical), _hooks=tuple(hooks),
              _miss=miss, _BaseExc=BaseException, _say=_say, _attr_event=_attr_event,
              _snapshot=_snapshot, _compare=_compare, _arm_plugins=_arm_plugins,
-             _thaw=frozenset(THAW), _unfreeze=unfreeze):
+             _thaw=frozenset(THAW), _unfreeze=unfreeze, _count=count):
         if _type(event) is not _str:
             return
         try:
             if _sw(event, "andon."):
                 pass
             elif event in _watch:
-                if event in _thaw and _unfreeze is not None:
-                    _unfreeze()  # raised before the listing is made: it holds them all
+                if event in _thaw and _st["frozen"]:
+                    if 0 < _count() <= _st["frozen"]:
+                        _unfreeze()  # raised before the listing is made: it holds them all
+                    _st["frozen"] = 0
                 if not _st["armed"]:
                     return
                 if event not in _st["said"]:

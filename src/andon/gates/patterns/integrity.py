@@ -26,12 +26,12 @@ does (issue 19: a test module that rewrites the runner's report class at import)
   ``sys.path_importer_cache``, ``sys.modules`` (assignment, ``del``, ``setdefault``,
   ``update``, ``pop``…), ``sys.path`` (non-test code only: tests put helpers on it),
   ``builtins`` / ``__builtins__``; ``sys.addaudithook``, ``sys.settrace`` / ``setprofile``,
-  ``sys.monitoring``, ``gc.get_referrers`` / ``get_objects``, frame walking and every
-  other way to read the call stack (``STACK``: ``sys._getframe``, ``inspect.currentframe`` /
-  ``stack``, ``traceback.extract_stack`` / ``walk_stack`` / ``format_stack``,
-  ``Logger.findCaller``…, named anywhere, not only called; ``f_back`` / ``f_globals`` /
-  ``f_locals``), and importing ``ctypes`` / ``_ctypes`` / ``cffi``. ``monkeypatch.setitem``
-  on ``sys.modules`` in a test is allowed (the fixture undoes it).
+  ``sys.monitoring``, ``gc.get_referrers`` / ``get_objects`` (``from gc import *`` too),
+  frame walking and every other way to read the call stack (``STACK``: ``sys._getframe``,
+  ``inspect.currentframe`` / ``stack``, ``traceback.extract_stack`` / ``walk_stack`` /
+  ``format_stack``, ``Logger.findCaller``…, named anywhere, not only called; ``f_back`` /
+  ``f_globals`` / ``f_locals``), and importing ``ctypes`` / ``_ctypes`` / ``cffi``.
+  ``monkeypatch.setitem`` on ``sys.modules`` in a test is allowed (the fixture undoes it).
 - ``dynamic-attr``: ``setattr`` / ``delattr``, or a write into its namespace
   (``vars(m)[n] = v``, ``_ns.update(...)``, ``f.__globals__``: namespace.py), with a
   non-literal attribute name on something the file imported from outside the project, on
@@ -179,6 +179,9 @@ class Integrity(ast.NodeVisitor):
             if f"{node.module}.{a.name}" in STACK or (a.name == "*" and any(
                     s.startswith(node.module + ".") for s in STACK)):
                 self._stack(node, f"{node.module}.{a.name}")
+            elif a.name == "*" and any(h.rpartition(".")[0] == node.module for h in HOOKS):
+                self.hit("import-system", node, f"from {node.module} import *: its hooks or "
+                         "listings (gc.get_objects …) under bare names no rule sees")
 
     def visit_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
@@ -189,17 +192,11 @@ class Integrity(ast.NodeVisitor):
         if isinstance(node.value, str):
             self._check_name(node, node.value, "names")
 
-    def visit_BinOp(self, node: ast.BinOp) -> None:
+    def _visit_folded(self, node: ast.AST) -> None:
         self._folded(node)
         self.generic_visit(node)
 
-    def visit_Subscript(self, node: ast.Subscript) -> None:
-        self._folded(node)
-        self.generic_visit(node)
-
-    def visit_JoinedStr(self, node: ast.JoinedStr) -> None:
-        self._folded(node)
-        self.generic_visit(node)
+    visit_BinOp = visit_Subscript = visit_JoinedStr = _visit_folded  # a name built in pieces
 
     def _folded(self, node: ast.AST) -> None:
         s = self.r.fold(node)
