@@ -201,6 +201,43 @@ def test_what_the_code_under_test_freezes_stays_frozen(tmp_path):
     assert seen == {"fresh": [False, 0], "forked": [False, 0]}
 
 
+# Once the run thaws what the server froze (gc.unfreeze(), or the listing's event raised by
+# hand), a collection must find nothing a fresh process lacks: the server's own garbage, or
+# its modules a child stopped using, would be freed there (review of the freeze, second pass).
+THAWED = """\
+import gc, json, types
+
+
+def functions():
+    return sum(isinstance(o, types.FunctionType) for o in gc.get_objects())
+
+
+def test_a_listing_is_steady():
+    gc.collect()
+    before = functions()
+    gc.collect()
+    assert functions() == before
+
+
+def test_nothing_thawed_is_garbage():
+    gc.collect()
+    gc.unfreeze()
+    with open("thawed.json", "w") as f:
+        json.dump(gc.collect(), f)
+"""
+
+
+def test_nothing_the_server_froze_is_garbage(tmp_path):
+    for start, fork in (("fresh", False), ("forked", True)):
+        root = write_tree(tmp_path / start, {"tests/test_thawed.py": THAWED})
+        r = run_suite(PYTEST, root, tmp_path / f"ev-{start}", "suite", fork_server=fork)
+        assert r.start == ("fork server" if fork else "fresh")
+        assert {i: x.outcome for i, x in r.results.items()} == {
+            "tests.test_thawed::test_a_listing_is_steady": "passed",
+            "tests.test_thawed::test_nothing_thawed_is_garbage": "passed"}, r.output_tail
+        assert json.loads((root / "thawed.json").read_text()) == 0, start
+
+
 WARMED = """\
 import inspect, re, sys
 from pathlib import Path

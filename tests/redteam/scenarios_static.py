@@ -170,6 +170,10 @@ DETECTIONS = [
     ("gc-freeze-count", "gc.get_freeze_count() > 0", "import gc"),
     ("gc-freeze-count-folded", 'getattr(gc, "get_" + "freeze_count")()', "import gc"),
     ("gc-freeze-count-from", "get_freeze_count()", "from gc import get_freeze_count"),
+    # a thaw by hand, then a collection that frees what a fresh process never had
+    ("gc-unfreeze", "(gc.unfreeze(), gc.collect())[1] > 0", "import gc"),
+    ("gc-event-by-hand", '(sys.audit("gc.get_objects"), gc.collect())[1] > 0',
+     "import gc\nimport sys"),
     # what the harness's process has and a shell's does not: the channel's pipe among its open
     # files, a Python parent, a session of its own, TMPDIR always set, HOME not the user's own
     ("proc-fd", 'len(os.listdir("/proc/self/fd")) > 6'),

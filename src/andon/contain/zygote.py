@@ -49,7 +49,9 @@ _SERVER_PID = [os.getpid()]  # set at load, in the server: a child's pid differs
 
 def serve(fd, before, own):
     """Answer the harness on socket ``fd`` until it hangs up (then exit) or a spawn forks:
-    in the child, return the boot argv (``["<w>:<r>", mode, *paths, "--", *args]``).
+    in the child, return the boot argv (``["<w>:<r>", mode, *paths, "--", *args]``) and the
+    server's objects the child no longer uses, which the caller keeps referenced for the
+    child's whole life (:func:`_freeze` says why).
     ``before``: the names in ``sys.modules`` before this module loaded (what a fresh run has
     imported at the same point); the modules only the server imports are taken out of each
     child's. ``own``: andon's files a run loads by path (boot.py's folder: ``netless.py``
@@ -94,7 +96,7 @@ def serve(fd, before, own):
             if pid == 0:
                 os.close(r)
                 sock.close()
-                return _child(spec, fds, w, coerced, server_only, netless)
+                return _child(spec, fds, w, coerced, server_only, netless)  # argv, kept
             os.close(w)
             _close(fds)
             os.read(r, 1)  # end of file: the child has its own session
@@ -112,14 +114,20 @@ def _freeze():
     """Put every object of this process in gc's permanent generation (``gc.freeze``, Python
     >= 3.7): a collection in a child, and pytest runs two as it ends (``unraisableexception``),
     neither walks them nor copies the pages they sit on (about a fifth of a small run's CPU:
-    benchmarks/README.md). No collection first: ``gc.get_stats()`` in the child stays what a
-    server that froze nothing would show. The child's first ``gc.get_objects`` or
-    ``gc.get_referrers`` puts them back first (contain/hook.py ``THAW``), so no listing misses
-    them; what the run can still see is ``gc.get_freeze_count()``, which the
-    harness-detection rule flags."""
+    benchmarks/README.md). The child's first ``gc.get_objects`` or ``gc.get_referrers`` puts
+    them back first (contain/hook.py ``THAW``), so no listing misses them; what the run can
+    still see is ``gc.get_freeze_count()``, which the harness-detection rule flags.
+
+    Nothing frozen may be garbage: code that thaws them (``gc.unfreeze()``, or the listing's
+    event raised by hand) would see a collection free what a fresh process never had. So the
+    young generations are collected first (the server's own temporaries), not the oldest (a
+    full collection would show in ``gc.get_stats()``, which a fresh run starts without), and
+    the child keeps referenced what it stops using: this module, netless.py and the modules
+    it takes out of ``sys.modules`` (``serve``'s second value)."""
     import gc
 
     if hasattr(gc, "freeze"):
+        gc.collect(1)
         gc.freeze()
 
 
@@ -208,13 +216,12 @@ def _child(spec, fds, ready_w, coerced, server_only, netless):
         except OSError as exc:
             os.write(2, f"andon.netless: no network namespace: {exc}\n".encode())
             os._exit(NETLESS_FAILED)
-    for name in list(sys.modules):
-        if name in server_only or name not in present:
-            del sys.modules[name]
+    dropped = [sys.modules.pop(name) for name in list(sys.modules)
+               if name in server_only or name not in present]
     argv = [f"{wfd}:{rfd}", spec["mode"], *spec["paths"], "--", *spec["args"]]
     if hasattr(sys, "orig_argv"):  # as a fresh `<python> -I -B boot.py <argv>` has it
         sys.orig_argv = [*sys.orig_argv[:4], *argv]
-    return argv
+    return argv, (dropped, netless)
 
 
 def _load_netless(path):
