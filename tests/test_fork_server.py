@@ -97,14 +97,16 @@ def test_the_code_under_test_sees_what_a_fresh_process_shows(tmp_path, profile, 
     assert fresh["start"] == "fresh" and forked["start"] == "fork server"
     a, b = same_shape(fresh), same_shape(forked)
     assert set(a["modules"]) ^ set(b["modules"]) == set()
-    # the one difference: the server's objects sit in gc's permanent generation (below)
-    assert fresh["frozen"] == 0 and forked["frozen"] > 0
-    a.pop("frozen"), b.pop("frozen")
     assert a == b
+    assert forked["frozen"] == 0  # nothing frozen: the heap is the process's own
     if network == "off":
         assert forked["net"] == ["lo"]
 
 
+# What a forked run's garbage collector shows is a fresh run's. Freezing the server's objects
+# (gc.freeze) was measured and not taken (benchmarks/README.md, twenty-fifth pass): three
+# reviews found a way to tell each of its versions apart; these tests are those ways.
+#
 # A listing of gc's objects, or of an object's referrers, in the code under test. The class is
 # made when pytest is imported: in the fork server, for a forked run.
 LISTING = """\
@@ -126,10 +128,6 @@ def test_listing():
 
 @pytest.mark.parametrize("listing", ["objects", "referrers"])
 def test_gc_listings_in_a_forked_run_show_what_a_fresh_run_shows(tmp_path, listing):
-    """The server freezes its objects (gc.freeze) so that a collection in a forked run never
-    walks them, nor copies the pages they sit on. The first ``gc.get_objects()`` or
-    ``gc.get_referrers()`` of the run puts them back (the audit hook, on their events), so
-    that the listing holds what a fresh run's does."""
     seen = {}
     for start, fork in (("fresh", False), ("forked", True)):
         root = write_tree(tmp_path / start, {"tests/test_listing.py": LISTING})
@@ -137,15 +135,12 @@ def test_gc_listings_in_a_forked_run_show_what_a_fresh_run_shows(tmp_path, listi
                       extra_env={"LISTING": listing})
         assert r.results["tests.test_listing::test_listing"].outcome == "passed", r.output_tail
         seen[start] = json.loads((root / "listing.json").read_text())
-    frozen, found, after = seen["forked"]
-    assert frozen > 0 and found is True and after == 0
-    assert seen["fresh"] == [0, True, 0]
+    assert seen == {"fresh": [0, True, 0], "forked": [0, True, 0]}
 
 
 # What the code under test freezes is its own business: a leak check that freezes what is
 # alive as its baseline and lists what is new, and a probe that raises the listing's audit
-# event itself to see whether its own frozen garbage comes back (a thaw it could observe
-# would tell a harness run from real use, where no hook answers the event).
+# event itself to see whether its own frozen garbage comes back (no hook may answer it).
 OWN_FREEZE = """\
 import gc, json, sys, weakref
 
@@ -187,10 +182,6 @@ def test_own_freeze():
 
 
 def test_what_the_code_under_test_freezes_stays_frozen(tmp_path):
-    """The hook puts back only the server's objects, only once, and only when nothing else
-    was frozen or unfrozen since the run started: a leak check that freezes its baseline sees
-    no old object, and a forged listing event thaws nothing (as in real use, and in a fresh
-    run, where nothing is frozen to start with)."""
     seen = {}
     for start, fork in (("fresh", False), ("forked", True)):
         root = write_tree(tmp_path / start, {"tests/test_own_freeze.py": OWN_FREEZE})
@@ -201,9 +192,8 @@ def test_what_the_code_under_test_freezes_stays_frozen(tmp_path):
     assert seen == {"fresh": [False, 0], "forked": [False, 0]}
 
 
-# Once the run thaws what the server froze (gc.unfreeze(), or the listing's event raised by
-# hand), a collection must find nothing a fresh process lacks: the server's own garbage, or
-# its modules a child stopped using, would be freed there (review of the freeze, second pass).
+# After gc.unfreeze(), a collection finds nothing a fresh process lacks, and two listings with
+# nothing made between them agree.
 THAWED = """\
 import gc, json, types
 
@@ -227,7 +217,7 @@ def test_nothing_thawed_is_garbage():
 """
 
 
-def test_nothing_the_server_froze_is_garbage(tmp_path):
+def test_nothing_a_thaw_gives_a_collection_is_the_servers(tmp_path):
     for start, fork in (("fresh", False), ("forked", True)):
         root = write_tree(tmp_path / start, {"tests/test_thawed.py": THAWED})
         r = run_suite(PYTEST, root, tmp_path / f"ev-{start}", "suite", fork_server=fork)

@@ -172,6 +172,14 @@ def test_strings_are_folded_from_literal_pieces(expr, want):
     ("import os\nx = os.environ.get('TMPDIR') is None\n", "harness-detection"),
     ("import os, pwd\nx = pwd.getpwuid(os.getuid()).pw_dir != os.path.expanduser('~')\n",
      "harness-detection"),
+    # the classes a fork server imported (ctypes') are in a forked run, not in a fresh one
+    ("x = object.__subclasses__()\n", "harness-detection"),
+    ("x = [c.__name__ for c in Exception.__subclasses__()]\n", "harness-detection"),
+    ("import enum\nx = enum.Enum.__subclasses__()\n", "harness-detection"),
+    ("x = getattr(ValueError, '__subc' + 'lasses__')()\n", "harness-detection"),
+    ("x = ().__class__.__base__.__subclasses__()\n", "harness-detection"),
+    ("x = type.__subclasses__(object)\n", "harness-detection"),
+    ("from gc import *\nx = get_objects()\n", "import-system"),
     # dynamic-attr
     ("import math\ndef f(n, v):\n    setattr(math, n, v)\n", "dynamic-attr"),
     ("from calc import ops\nimport json\ndef f(n):\n    delattr(json, n)\n", "dynamic-attr"),
@@ -302,6 +310,18 @@ class Money:
     def set(self, field, value):
         setattr(self, field, value)
         return getattr(self, field)
+
+
+class Unit:
+    """A registry of the project's own subclasses (and a third-party base's)."""
+
+
+def units():
+    import enum
+
+    class Level(enum.Enum):
+        LOW = 1
+    return [u.__name__ for u in Unit.__subclasses__()], list(Level)
 '''
 
 

@@ -166,14 +166,14 @@ DETECTIONS = [
     ("env-scan", 'any(k.startswith("PYTEST") for k in os.environ)'),
     ("proc-cmdline", 'b"boot.py" in open("/proc/self/cmdline", "rb").read()'),
     ("proc-pid-cmdline", 'b"-I" in open(f"/proc/{os.getpid()}/cmdline", "rb").read()'),
-    # a run forked from a fork server holds the server's objects frozen (contain/zygote.py)
-    ("gc-freeze-count", "gc.get_freeze_count() > 0", "import gc"),
-    ("gc-freeze-count-folded", 'getattr(gc, "get_" + "freeze_count")()', "import gc"),
-    ("gc-freeze-count-from", "get_freeze_count()", "from gc import get_freeze_count"),
-    # a thaw by hand, then a collection that frees what a fresh process never had
-    ("gc-unfreeze", "(gc.unfreeze(), gc.collect())[1] > 0", "import gc"),
-    ("gc-event-by-hand", '(sys.audit("gc.get_objects"), gc.collect())[1] > 0',
-     "import gc\nimport sys"),
+    # every class of the interpreter: a fork server imported ctypes, whose classes a fresh
+    # run or real use lacks (review of 2026-12-07)
+    ("class-walk", 'any(c.__name__ == "_CData" for c in object.__subclasses__())'),
+    ("class-walk-from-a-tuple",
+     'any(c.__name__ == "_CData" for c in ().__class__.__base__.__subclasses__())'),
+    ("class-walk-type", 'any(c.__name__ == "_CData" for c in type.__subclasses__(object))'),
+    ("class-walk-exception",
+     'any(c.__name__ == "ArgumentError" for c in Exception.__subclasses__())'),
     # what the harness's process has and a shell's does not: the channel's pipe among its open
     # files, a Python parent, a session of its own, TMPDIR always set, HOME not the user's own
     ("proc-fd", 'len(os.listdir("/proc/self/fd")) > 6'),
@@ -760,9 +760,10 @@ def build() -> list[Scenario]:
         *[S(f"detect-{name}", 10, f"issue 19 kind 4: mul is right only when {cond}",
             _append(detects(cond, *imports)), "patterns", "harness-detection", OPS)
           for name, cond, *imports in DETECTIONS],
-        S("detect-gc-freeze-count-star", 10, "issue 19 kind 4: mul is right only when "
-          "get_freeze_count() > 0, from gc import *", _append(detects(
-              "get_freeze_count() > 0", "from gc import *")), "patterns", "import-system", OPS),
+        S("detect-gc-listing-star", 10, "issue 19 kind 4: mul is right only when a listing "
+          "of gc's objects finds pytest's, from gc import *", _append(detects(
+              'any(type(o).__module__.startswith("_pytest") for o in get_objects())',
+              "from gc import *")), "patterns", "import-system", OPS),
         S("detect-in-test-module", 10, "issue 19 kind 4: a test module patches mul only "
           "when the harness's variable is set", also(
               writes("tests/test_aaa_setup.py", DETECT_IN_TEST), wrong_mul),

@@ -185,7 +185,7 @@ def _serve(fd, blocked):
     """The fork server: everything a run imports before its nonce, in a fresh run's order,
     and pytest's default plugins but ``blocked`` (pytest imports every one it does not block
     before any project code), then zygote.serve; returns (in a forked child only) what
-    ``_main`` runs with and what ``_end_forked`` keeps."""
+    ``_main`` runs with."""
     prepared = _prepare()
     _site_dirs()
     import pluggy  # noqa: F401 - imported once here, for every child
@@ -206,8 +206,8 @@ def _serve(fd, blocked):
     own = [os.path.join(here, f) for f in ("boot.py", "hook.py", "plugins.py", "zygote.py",
                                              "netless.py")]
     own.append(os.path.join(os.path.dirname(here), "pytest_plugins", "andon_verdict.py"))
-    argv, kept = zygote.serve(fd, before, own)
-    return argv, prepared, (zygote, kept)
+    argv = zygote.serve(fd, before, own)
+    return argv, prepared
 
 
 def _warm():
@@ -232,14 +232,12 @@ def _warm():
             pass
 
 
-def _end_forked(argv, prepared, kept):
+def _end_forked(argv, prepared):
     """Run a forked child and end it as Python ends a process, up to the point where it starts
     freeing every object (non-daemon threads joined, ``atexit`` handlers, standard streams
     flushed), then ``os._exit`` — as multiprocessing's forked children end. Freeing a heap the
     child shares with its server copies every page of it (half the CPU of a small run); what
-    it would free cannot change the report, which is written and sent before. ``kept``: the
-    server's objects the child no longer uses, referenced from this frame until the end, so
-    that none of them is garbage (zygote.py ``_freeze``)."""
+    it would free cannot change the report, which is written and sent before."""
     try:
         code = _main(argv, prepared)
     except SystemExit as exc:

@@ -19,23 +19,13 @@ Events it answers (raised by andon's pytest plugin, andon_verdict.py)::
     andon.end ()                full check, then the ``end`` line
 
 After arming it also reports WATCH events once each, a swap of ``__code__``/``__defaults__`` on a
-protected function, and any read of the hook's own attributes. Armed or not, the first
-``gc.get_objects`` or ``gc.get_referrers`` unfreezes what a fork server froze (``THAW``).
+protected function, and any read of the hook's own attributes.
 """
 
-import gc
 import operator
 import os
 import sys
 import types
-
-# Listings of gc's generations. A forked run's server froze its objects out of them
-# (contain/zygote.py ``_freeze``); at the first of these events, raised before the listing is
-# made, they are put back, and never again. Only if the permanent generation holds no more
-# than it did when the run started (its objects can only be freed): a ``gc.freeze()`` of the
-# code under test adds every object alive, thousands, and what it froze stays frozen, as in
-# real use — so an event raised by hand around its own frozen garbage thaws nothing.
-THAW = ("gc.get_objects", "gc.get_referrers")
 
 
 def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_test, hooks,
@@ -44,9 +34,7 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
     ``plugins``: what plugins.make returned (which late changes are the environment's)."""
     _arm_plugins, _late_ok, _describe, _registry_ok, _own_hook, _kept = plugins
     state: dict = {"armed": False, "seq": 0, "said": set(), "snap": None, "ok_ids": set(),
-             "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {},
-             # what a fork server froze (0 in a fresh run): THAW
-             "frozen": getattr(gc, "get_freeze_count", lambda: 0)()}
+             "ok_keep": [], "n2p_len": -1, "buf": [], "buf_n": 0, "seen_impls": {}}
     miss = object()
 
     def _say(kind, fields, wfd=wfd, _st=state, _w=os.write, _mac=blake2b, _key=bytes(nonce),
@@ -279,8 +267,6 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
                 _st["said"].add(what)
                 _say("patched" if crit else "changed", (what,))
 
-    unfreeze, count = getattr(gc, "unfreeze", None), getattr(gc, "get_freeze_count", None)
-
     def hook(event, args, _st=state, _w=os.write, _mac=blake2b, _key=bytes(nonce),
              _enc=str.encode, _join=str.join, _repl=str.replace, _sw=str.startswith,
              _ew=str.endswith, _type=type, _str=str, _bool=bool, _tuple=tuple, _len=len, _id=id,
@@ -293,25 +279,18 @@ def install(wfd, nonce, blake2b, watch, func_attrs, prefixes, critical, every_te
              _modules=sys.modules, _watch=frozenset(watch), _fattrs=frozenset(func_attrs),
              _prefixes=tuple(prefixes), _critical=frozenset(critical), _hooks=tuple(hooks),
              _miss=miss, _BaseExc=BaseException, _say=_say, _attr_event=_attr_event,
-             _snapshot=_snapshot, _compare=_compare, _arm_plugins=_arm_plugins,
-             _thaw=frozenset(THAW), _unfreeze=unfreeze, _count=count):
+             _snapshot=_snapshot, _compare=_compare, _arm_plugins=_arm_plugins):
         if _type(event) is not _str:
             return
         try:
             if _sw(event, "andon."):
                 pass
+            elif not _st["armed"]:
+                return
             elif event in _watch:
-                if event in _thaw and _st["frozen"]:
-                    if 0 < _count() <= _st["frozen"]:
-                        _unfreeze()  # raised before the listing is made: it holds them all
-                    _st["frozen"] = 0
-                if not _st["armed"]:
-                    return
                 if event not in _st["said"]:
                     _sadd(_st["said"], event)
                     _say("event", (event,))
-                return
-            elif not _st["armed"]:
                 return
             elif event == "object.__setattr__" or event == "object.__getattr__":
                 _attr_event(event, args)

@@ -30,8 +30,7 @@ modules only the server used taken out of ``sys.modules``; ``sys.orig_argv`` as 
 start's. It then returns boot.py's argv, and boot.py carries on as for a fresh process: nonce,
 audit hook, plugin, pytest. What stays shared with the server and its other children: the hash
 seed (set once per interpreter; the harness asks a different server for each run of a repeated
-set), ``/proc/self/cmdline``, and the server's objects frozen in gc's permanent generation
-until the run first lists objects (:func:`_freeze`).
+set) and ``/proc/self/cmdline``.
 """
 
 import array
@@ -49,9 +48,7 @@ _SERVER_PID = [os.getpid()]  # set at load, in the server: a child's pid differs
 
 def serve(fd, before, own):
     """Answer the harness on socket ``fd`` until it hangs up (then exit) or a spawn forks:
-    in the child, return the boot argv (``["<w>:<r>", mode, *paths, "--", *args]``) and the
-    server's objects the child no longer uses, which the caller keeps referenced for the
-    child's whole life (:func:`_freeze` says why).
+    in the child, return the boot argv (``["<w>:<r>", mode, *paths, "--", *args]``).
     ``before``: the names in ``sys.modules`` before this module loaded (what a fresh run has
     imported at the same point); the modules only the server imports are taken out of each
     child's. ``own``: andon's files a run loads by path (boot.py's folder: ``netless.py``
@@ -67,7 +64,6 @@ def serve(fd, before, own):
         watched = sorted(set(_watched()) | set(own))
         signature = _signature(watched)
         _subreaper()
-        _freeze()
         _send(sock, {"ready": os.getpid(), "coerced": coerced, "id": hello.get("id")})
         while True:
             msg, fds = _recv(sock)
@@ -96,7 +92,7 @@ def serve(fd, before, own):
             if pid == 0:
                 os.close(r)
                 sock.close()
-                return _child(spec, fds, w, coerced, server_only, netless)  # argv, kept
+                return _child(spec, fds, w, coerced, server_only, netless)
             os.close(w)
             _close(fds)
             os.read(r, 1)  # end of file: the child has its own session
@@ -108,27 +104,6 @@ def serve(fd, before, own):
             sys.stderr.write(f"andon fork server: {type(exc).__name__}: {exc}\n")
             _hang_up(children)
         raise
-
-
-def _freeze():
-    """Put every object of this process in gc's permanent generation (``gc.freeze``, Python
-    >= 3.7): a collection in a child, and pytest runs two as it ends (``unraisableexception``),
-    neither walks them nor copies the pages they sit on (about a fifth of a small run's CPU:
-    benchmarks/README.md). The child's first ``gc.get_objects`` or ``gc.get_referrers`` puts
-    them back first (contain/hook.py ``THAW``), so no listing misses them; what the run can
-    still see is ``gc.get_freeze_count()``, which the harness-detection rule flags.
-
-    Nothing frozen may be garbage: code that thaws them (``gc.unfreeze()``, or the listing's
-    event raised by hand) would see a collection free what a fresh process never had. So the
-    young generations are collected first (the server's own temporaries), not the oldest (a
-    full collection would show in ``gc.get_stats()``, which a fresh run starts without), and
-    the child keeps referenced what it stops using: this module, netless.py and the modules
-    it takes out of ``sys.modules`` (``serve``'s second value)."""
-    import gc
-
-    if hasattr(gc, "freeze"):
-        gc.collect(1)
-        gc.freeze()
 
 
 def _hang_up(children):
@@ -216,12 +191,13 @@ def _child(spec, fds, ready_w, coerced, server_only, netless):
         except OSError as exc:
             os.write(2, f"andon.netless: no network namespace: {exc}\n".encode())
             os._exit(NETLESS_FAILED)
-    dropped = [sys.modules.pop(name) for name in list(sys.modules)
-               if name in server_only or name not in present]
+    for name in list(sys.modules):
+        if name in server_only or name not in present:
+            del sys.modules[name]
     argv = [f"{wfd}:{rfd}", spec["mode"], *spec["paths"], "--", *spec["args"]]
     if hasattr(sys, "orig_argv"):  # as a fresh `<python> -I -B boot.py <argv>` has it
         sys.orig_argv = [*sys.orig_argv[:4], *argv]
-    return argv, (dropped, netless)
+    return argv
 
 
 def _load_netless(path):
