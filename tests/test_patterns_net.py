@@ -179,6 +179,8 @@ def test_strings_are_folded_from_literal_pieces(expr, want):
     ("x = getattr(ValueError, '__subc' + 'lasses__')()\n", "harness-detection"),
     ("x = ().__class__.__base__.__subclasses__()\n", "harness-detection"),
     ("x = type.__subclasses__(object)\n", "harness-detection"),
+    ("x = type.__dict__['__subclasses__'](object)\n", "harness-detection"),
+    ("x = vars(type)['__sub' + 'classes__'](Exception)\n", "harness-detection"),
     ("from gc import *\nx = get_objects()\n", "import-system"),
     # dynamic-attr
     ("import math\ndef f(n, v):\n    setattr(math, n, v)\n", "dynamic-attr"),

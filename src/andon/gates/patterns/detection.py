@@ -23,10 +23,10 @@ Flagged, in non-test code and in the test files the agent added or changed:
   interpreter with its own flags);
 - ``__subclasses__()`` of a built-in or standard-library class (``object``, ``Exception``,
   ``enum.Enum``; named, through ``getattr``, or reached through ``__base__``/``__bases__``/
-  ``__mro__``) and ``type.__subclasses__(…)``: a run forked from a fork server holds the
-  classes of what the server imported (ctypes') that a fresh run and real use lack;
-  ``Base.__subclasses__()`` of a class of the project or of a third-party package stays
-  allowed;
+  ``__mro__``, or looked up by its name in a namespace) and ``type.__subclasses__(…)``: a run
+  forked from a fork server holds the classes of what the server imported (ctypes') that a
+  fresh run and real use lack; ``Base.__subclasses__()`` of a class of the project or of a
+  third-party package stays allowed;
 - runner or mutation-tool modules looked up by a folded name: ``"py" + "test" in
   sys.modules``, ``importlib.util.find_spec("mutmut")``;
 - iterating ``sys.modules`` (code and tests), or ``os.environ`` (non-test code only): ``for k
@@ -179,6 +179,9 @@ class Detection(ast.NodeVisitor):
             self._check_env(node)
             if self.r.canonical(node.value) == "sys.modules":
                 self._module_lookup(node, self.r.fold(node.slice))
+            if self.r.fold(node.slice) == "__subclasses__":  # type.__dict__["__subclasses__"]
+                self.hit(node, "looks up __subclasses__ in a class's namespace: a walk of "
+                         "every class, where a forked test run shows what the server imported")
         self.generic_visit(node)
 
     def _module_lookup(self, node: ast.AST, name: str | None) -> None:
