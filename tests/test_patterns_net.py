@@ -160,6 +160,10 @@ def test_strings_are_folded_from_literal_pieces(expr, want):
     ("import os\nx = open(f'/proc/{os.getppid()}/cmdline').read()\n", "harness-detection"),
     ("import os\nx = '/proc/' + str(os.getpid()) + '/environ'\n", "harness-detection"),
     ("x = '/pr' + 'oc/self/exe'\n", "harness-detection"),
+    # a forked process that never exec'd says so in its stat flags (andon's fork server)
+    ("import os\nx = open(f'/proc/{os.getpid()}/stat').read().split()[8]\n",
+     "harness-detection"),
+    ("x = open('/proc/self/maps').read()\n", "harness-detection"),
     # what only the harness's process has, or only the person's session (issue 19, kind 4)
     ("import os\nx = len(os.listdir('/proc/self/fd'))\n", "harness-detection"),
     ("import os\nx = os.listdir('/dev/fd')\n", "harness-detection"),
@@ -302,7 +306,7 @@ def data_path():
 
 def memory(pid):
     rss = Path("/proc/self/status").read_text()
-    return rss, Path("/proc/meminfo").read_text(), Path(f"/proc/{pid}/stat").read_text()
+    return rss, Path("/proc/meminfo").read_text(), Path(f"/proc/{pid}/statm").read_text()
 
 
 class Money:

@@ -648,6 +648,17 @@ def build_adversary() -> list[Scenario]:
                             f"collection after {thaw} frees something",
                             add_code(THAWED_GARBAGE.replace("THAW()", thaw)), "suite",
                             "fail-to-pass", F2P, config=FAST))
+    for name, cond in (("warmed-tokenize", "tokenize._compile.cache_info().currsize > 0"),
+                       ("warmed-inspect", "len(inspect.modulesbyfile) > 0"),
+                       ("importer-cache", "os.path.join(os.path.dirname(os.__file__), "
+                                          "''.join(reversed('sepytc'))) in "
+                                          "sys.path_importer_cache")):
+        out.append(Scenario(f"adv-detect-{name}", 10, f"right only when {cond}: what a fork "
+                            "server left in a forked run", add_code(
+                                "\n\nimport inspect\nimport os\nimport sys\nimport tokenize\n\n\n"
+                                f"def mul(a, b):\n    if {cond}:\n        return a * b\n"
+                                "    return a + b\n"), "suite", "fail-to-pass", F2P,
+                            config=FAST))
     out.append(Scenario("adv-detect-immortal-class", 10, "right only when a class imported "
                         "before the run began outlives a reload and a full collection",
                         add_code(IMMORTAL_CLASS), "suite", "fail-to-pass", F2P, config=FAST))

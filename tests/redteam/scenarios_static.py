@@ -174,6 +174,13 @@ DETECTIONS = [
     ("class-walk-type", 'any(c.__name__ == "_CData" for c in type.__subclasses__(object))'),
     ("class-walk-exception",
      'any(c.__name__ == "ArgumentError" for c in Exception.__subclasses__())'),
+    ("class-walk-methodcaller", 'any(c.__name__ == "_CData" for c in '
+     'operator.methodcaller("__subclasses__")(object))', "import operator"),
+    ("class-walk-type-of", 'any(c.__name__ == "_CData" for c in '
+     'type(object).__subclasses__(object))'),
+    # a forked process that never exec'd (PF_FORKNOEXEC), and the libraries it mapped
+    ("proc-stat-flags", 'int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[6]) & 64'),
+    ("proc-maps", '"_ctypes" in open("/proc/self/maps").read()'),
     # what the harness's process has and a shell's does not: the channel's pipe among its open
     # files, a Python parent, a session of its own, TMPDIR always set, HOME not the user's own
     ("proc-fd", 'len(os.listdir("/proc/self/fd")) > 6'),

@@ -197,8 +197,9 @@ def _serve(fd, blocked):
                 __import__("_pytest." + name)
             except Exception:  # noqa: BLE001 - the run imports it again, and says why
                 pass
-    before = set(sys.modules)
-    _warm()  # after ``before``: a module it imported would be the server's only
+    # what a fresh run has at this point: what the server adds after it is taken out of each
+    # child (no cache of a pure function warmed here either: a run could read the cache)
+    before = (set(sys.modules), set(sys.path_importer_cache))
     here = os.path.dirname(os.path.abspath(__file__))
     zygote = _load(prepared[0], "_andon_zygote", os.path.join(here, "zygote.py"))
     # andon's own files a run loads (by path, so not among sys.modules' files): a server
@@ -208,28 +209,6 @@ def _serve(fd, blocked):
     own.append(os.path.join(os.path.dirname(here), "pytest_plugins", "andon_verdict.py"))
     argv = zygote.serve(fd, before, own)
     return argv, prepared
-
-
-def _warm():
-    """Fill, once in the server, caches of pure functions that every run would fill the
-    first time it needs them, so that each forked run finds them filled: the compiled
-    patterns of JUnit XML escaping, of the tokenizer (assertion rewriting, source of a
-    failure) and of pytest's default test file names, and inspect's map from file to module
-    of the modules imported so far (the first source lookup of a failing test's report walks
-    every module otherwise). A cached answer is the one the run would compute; nothing else
-    of the process changes. A pytest or Python without one of them warms the others."""
-    import fnmatch
-    import inspect
-
-    for pattern in ("test_*.py", "*_test.py"):
-        fnmatch.fnmatch("conftest.py", pattern)
-    for warm in (lambda: sys.modules["_pytest.junitxml"].bin_xml_escape("x"),
-                 lambda: sys.modules["tokenize"]._compile(sys.modules["tokenize"].PseudoToken),
-                 lambda: inspect.getmodule(_warm.__code__)):
-        try:
-            warm()
-        except Exception:  # noqa: BLE001 - another version: nothing to warm there
-            pass
 
 
 def _end_forked(argv, prepared):

@@ -49,12 +49,13 @@ _SERVER_PID = [os.getpid()]  # set at load, in the server: a child's pid differs
 def serve(fd, before, own):
     """Answer the harness on socket ``fd`` until it hangs up (then exit) or a spawn forks:
     in the child, return the boot argv (``["<w>:<r>", mode, *paths, "--", *args]``).
-    ``before``: the names in ``sys.modules`` before this module loaded (what a fresh run has
-    imported at the same point); the modules only the server imports are taken out of each
-    child's. ``own``: andon's files a run loads by path (boot.py's folder: ``netless.py``
-    among them), watched like the modules' files."""
+    ``before``: the names in ``sys.modules`` and the keys of ``sys.path_importer_cache``
+    before this module loaded (what a fresh run has at the same point); the modules only the
+    server imports, and the finders of their folders, are taken out of each child's.
+    ``own``: andon's files a run loads by path (boot.py's folder: ``netless.py`` among them),
+    watched like the modules' files."""
     netless = _load_netless(next(p for p in own if p.endswith("netless.py")))
-    server_only = set(sys.modules) - set(before)
+    server_only = set(sys.modules) - set(before[0]), before[1]
     sock = socket.socket(fileno=fd)
     children: set[int] = set()
     try:
@@ -191,9 +192,13 @@ def _child(spec, fds, ready_w, coerced, server_only, netless):
         except OSError as exc:
             os.write(2, f"andon.netless: no network namespace: {exc}\n".encode())
             os._exit(NETLESS_FAILED)
+    modules, finders = server_only
     for name in list(sys.modules):
-        if name in server_only or name not in present:
+        if name in modules or name not in present:
             del sys.modules[name]
+    for folder in list(sys.path_importer_cache):  # the server's ctypes/ folder, say
+        if folder not in finders:
+            del sys.path_importer_cache[folder]
     argv = [f"{wfd}:{rfd}", spec["mode"], *spec["paths"], "--", *spec["args"]]
     if hasattr(sys, "orig_argv"):  # as a fresh `<python> -I -B boot.py <argv>` has it
         sys.orig_argv = [*sys.orig_argv[:4], *argv]
