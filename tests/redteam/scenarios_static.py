@@ -181,6 +181,12 @@ DETECTIONS = [
     # a forked process that never exec'd (PF_FORKNOEXEC), and the libraries it mapped
     ("proc-stat-flags", 'int(open("/proc/self/stat").read().rsplit(")", 1)[1].split()[6]) & 64'),
     ("proc-maps", '"_ctypes" in open("/proc/self/maps").read()'),
+    ("proc-stat-joined", 'int(open(os.path.join("/proc", "self", "stat")).read()'
+     '.rsplit(")", 1)[1].split()[6]) & 64'),
+    ("proc-map-files", 'any("libffi" in os.readlink("/proc/self/map_files/" + n) '
+     'for n in os.listdir("/proc/self/map_files"))'),
+    ("proc-parent-status", 'open("/proc/%s/status" % open("/proc/self/status").read()'
+     '.split("PPid:")[1].split()[0]).read().split()[1].startswith("python")'),
     # what the harness's process has and a shell's does not: the channel's pipe among its open
     # files, a Python parent, a session of its own, TMPDIR always set, HOME not the user's own
     ("proc-fd", 'len(os.listdir("/proc/self/fd")) > 6'),
