@@ -55,7 +55,8 @@ def serve(fd, before, own):
     ``own``: andon's files a run loads by path (boot.py's folder: ``netless.py`` among them),
     watched like the modules' files."""
     netless = _load_netless(next(p for p in own if p.endswith("netless.py")))
-    server_only = set(sys.modules) - set(before[0]), before[1]
+    modules_before, finders_before = before
+    server_only = set(sys.modules) - modules_before
     sock = socket.socket(fileno=fd)
     children: set[int] = set()
     try:
@@ -93,7 +94,7 @@ def serve(fd, before, own):
             if pid == 0:
                 os.close(r)
                 sock.close()
-                return _child(spec, fds, w, coerced, server_only, netless)
+                return _child(spec, fds, w, coerced, (server_only, finders_before), netless)
             os.close(w)
             _close(fds)
             os.read(r, 1)  # end of file: the child has its own session
@@ -163,7 +164,10 @@ def _sweep(runs, rounds=100, deadline_s=10.0):
                 pass
 
 
-def _child(spec, fds, ready_w, coerced, server_only, netless):
+def _child(spec, fds, ready_w, coerced, fresh_has, netless):
+    """In the forked child: make this process what a fresh boot.py run is at this point and
+    return boot's argv. ``fresh_has``: (the modules only the server imported, the
+    ``sys.path_importer_cache`` keys a fresh run has), what is taken out and what is kept."""
     log, wfd, rfd = fds
     try:
         os.setsid()
@@ -192,9 +196,9 @@ def _child(spec, fds, ready_w, coerced, server_only, netless):
         except OSError as exc:
             os.write(2, f"andon.netless: no network namespace: {exc}\n".encode())
             os._exit(NETLESS_FAILED)
-    modules, finders = server_only
+    server_only, finders = fresh_has
     for name in list(sys.modules):
-        if name in modules or name not in present:
+        if name in server_only or name not in present:
             del sys.modules[name]
     for folder in list(sys.path_importer_cache):  # the server's ctypes/ folder, say
         if folder not in finders:

@@ -111,10 +111,14 @@ JOINS = frozenset({"os.path.join", "posixpath.join", "pathlib.Path", "pathlib.Pu
                    "pathlib.PosixPath", "pathlib.PurePosixPath"})
 
 
+def _path(text: str) -> str:
+    return re.sub("/+", "/", text.strip()).lower()
+
+
 def proc_tell(text: str) -> bool:
     """``text`` (a path skeleton) names a file of /proc that is not :data:`PROC_ALLOWED`, or
     /dev/fd."""
-    t = re.sub("/+", "/", text.strip()).lower()
+    t = _path(text)
     if t == "/dev/fd" or t.startswith("/dev/fd/"):
         return True
     return (t in ("/proc", "/proc/") or t.startswith("/proc/")) and t not in PROC_ALLOWED
@@ -311,7 +315,7 @@ class Detection(ast.NodeVisitor):
         """Hit when ``node`` builds a path :func:`proc_tell` names; True when it builds any
         path into /proc or /dev (its pieces are then not looked at one by one)."""
         text = _skeleton(node, self.r)
-        if text is None or not re.sub("/+", "/", text).lower().startswith(("/proc", "/dev/")):
+        if text is None or not _path(text).startswith(("/proc", "/dev/")):
             return False
         if proc_tell(text):
             self.hit(node, f"reads {text}: a process's files in /proc, where the harness "
