@@ -150,8 +150,8 @@ def test_repo_finds_top_level_and_common_git_dir(user, tmp_path):
     sh(path, "worktree", "add", "-q", "--detach", str(tmp_path / "wt"), "main")
     wt = (tmp_path / "wt").resolve()
     assert Repo(wt).root == wt and Repo(wt).git_dir == repo.git_dir
-    assert repo.current_branch() == "feature"
-    assert Repo(wt).current_branch() is None
+    assert repo.checked_out() == "refs/heads/feature"
+    assert Repo(wt).checked_out() == ""
     assert repo.rev_parse("main") == sh(path, "rev-parse", "main").strip()
     assert repo.rev_parse("no-such-branch") is None
     assert repo.rev_parse("--all") is None  # a rev is never read as an option

@@ -125,10 +125,10 @@ def _gap(repo: Repo, config: Config, base_side: bool) -> dict | None:
     """Commits one branch has that the other lacks: the base's over the integration
     branch's (``base_side``), or the other way round; None as ``base_drift`` says."""
     integration = config.andon.integration_branch
-    base = config.andon.base_branch or repo.current_branch()
+    base = config.andon.base_branch or repo.checked_out().removeprefix("refs/heads/")
     if not base or base == integration:
         return None
-    base_sha, integration_sha = repo.rev_parse(base), repo.rev_parse(integration)
+    base_sha, integration_sha = repo.branch_sha(base), repo.branch_sha(integration)
     if not base_sha or not integration_sha:
         return None
     has, lacks = (base_sha, integration_sha) if base_side else (integration_sha, base_sha)

@@ -227,8 +227,13 @@ def integration_head(repo: Repo, config: Config) -> str:
     head = repo.rev_parse(f"refs/heads/{config.andon.integration_branch}")
     if head:
         return head
-    base = config.andon.base_branch or repo.current_branch() or "HEAD"
-    sha = repo.rev_parse(base)
+    base = config.andon.base_branch
+    if base:
+        sha = repo.branch_sha(base)
+    else:  # the checked-out branch by its full name (read from HEAD), or HEAD when detached
+        base = repo.checked_out() or "HEAD"
+        sha = repo.rev_parse(base)
+        base = base.removeprefix("refs/heads/")
     if not sha:
         have = repo.git("for-each-ref", "--format=%(refname:short)", "refs/heads/").split()
         raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "

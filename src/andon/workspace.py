@@ -24,6 +24,7 @@ from pathlib import Path
 
 from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
+from andon.loose_refs import loose_sha
 from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
 from andon.treewalk import file_marker, manifest
 from andon.worktrees import SnapshotError
@@ -217,14 +218,19 @@ class Repo(ObjectReads):
             return rev
         if (known := self.known.peeled(rev)) is not None:  # "<sha>^{tree}": asked before
             return known
+        if (loose := loose_sha(self.git_dir, rev)) is not None:  # a branch's own file
+            return loose or None
         out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
         if out.strip():
             self.known.learn(rev, out.strip())
         return out.strip() or None
 
-    def current_branch(self) -> str | None:
-        """Short name of the branch checked out at the top level, None when HEAD is detached."""
-        return self.git("symbolic-ref", "--quiet", "--short", "HEAD", check=False).strip() or None
+    def branch_sha(self, name: str) -> str | None:
+        """The commit of the local branch ``name`` (``refs/heads/<name>``); when there is no
+        such branch, git's reading of ``name`` (a remote-tracking branch, a tag, a sha); None
+        when neither resolves. The branch first: git's own guess takes a tag of the same
+        name before it."""
+        return self.rev_parse(f"refs/heads/{name}") or self.rev_parse(name)
 
     def checked_out(self) -> str:
         """The full name of the branch checked out at the top level ("" when HEAD is

@@ -1,0 +1,180 @@
+"""Branches read by their full names, and a loose ref read from its file (issue 18: a harness
+run asked git for the same few refs a dozen times, one process each).
+
+A short name is git's to guess: ``git rev-parse main`` takes a tag ``main`` before the
+branch ``main``. The branch an attempt starts from is a branch, so it is asked for as
+``refs/heads/<name>``. A full name of a branch or of andon's own refs that git keeps as a
+loose file is read from that file; anything else (packed, symbolic, a link, a name git
+would refuse, another ref storage) is git's answer, and each case here is compared with it.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from andon import workspace
+from andon.advice import base_drift
+from andon.baseline import integration_head
+from andon.config import load_config
+from andon.workspace import Repo
+
+from helpers import git, make_project
+
+
+def commit(root: Path, message: str) -> str:
+    git(root, "commit", "-q", "--allow-empty", "-m", message)
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def git_says(root: Path, rev: str) -> str | None:
+    out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", rev],
+                         cwd=root, capture_output=True, text=True, check=False).stdout.strip()
+    return out or None
+
+
+@pytest.fixture
+def project(tmp_path):
+    """A project on ``main`` with a tag ``main`` one commit behind the branch."""
+    root = make_project(tmp_path / "repo")
+    git(root, "tag", "main")
+    commit(root, "after the tag")
+    return root
+
+
+def test_the_checked_out_branch_is_the_base_not_a_tag_of_the_same_name(project):
+    branch = git(project, "rev-parse", "refs/heads/main").strip()
+    assert git_says(project, "main") != branch  # git's guess takes the tag
+    assert integration_head(Repo(project), load_config(project)) == branch
+
+
+def test_a_configured_base_branch_is_the_branch_not_a_tag_of_the_same_name(project):
+    git(project, "checkout", "-q", "-b", "other")
+    commit(project, "on other")
+    toml = project / "andon.toml"
+    toml.write_text(toml.read_text().replace("[andon]\n", '[andon]\nbase_branch = "main"\n'))
+    config = load_config(project)
+    assert config.andon.base_branch == "main"
+    assert integration_head(Repo(project), config) == \
+        git(project, "rev-parse", "refs/heads/main").strip()
+
+
+def test_a_base_branch_that_names_no_local_branch_is_still_resolved_as_given(project):
+    # e.g. a remote-tracking branch: git's own reading of the name, as before
+    git(project, "update-ref", "refs/remotes/origin/main", "HEAD~1")
+    toml = project / "andon.toml"
+    toml.write_text(toml.read_text().replace("[andon]\n",
+                                             '[andon]\nbase_branch = "origin/main"\n'))
+    assert integration_head(Repo(project), load_config(project)) == \
+        git(project, "rev-parse", "HEAD~1").strip()
+
+
+def test_drift_is_measured_from_the_branch_not_a_tag_of_the_same_name(project):
+    repo, config = Repo(project), load_config(project)
+    git(project, "update-ref", f"refs/heads/{config.andon.integration_branch}",
+        "refs/heads/main")
+    # the integration branch holds everything the branch main has: no drift, whatever
+    # the tag main (one commit behind) would say the other way round
+    assert base_drift(repo, config) is None
+    (project / "new.txt").write_text("new\n")
+    git(project, "add", "new.txt")
+    commit(project, "new on main")
+    drift = base_drift(repo, config)
+    assert drift is not None and drift["commits"] == 1
+
+
+def _loose(root, ref, text):
+    path = root / ".git" / ref
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+
+
+def _cases():
+    """(name, how the repository is set up, the ref asked for)"""
+    def packed_only(root):
+        git(root, "update-ref", "refs/heads/andon/packed", "HEAD~1")
+        git(root, "pack-refs", "--all")
+
+    def packed_then_loose(root):
+        packed_only(root)
+        git(root, "update-ref", "refs/heads/andon/packed", "HEAD")
+
+    def symbolic(root):
+        git(root, "symbolic-ref", "refs/heads/andon/sym", "refs/heads/main")
+
+    def old_symlink(root):
+        (root / ".git/refs/heads/andon").mkdir(parents=True, exist_ok=True)
+        os.symlink("../main", root / ".git/refs/heads/andon/link")
+
+    def link_outside(root):
+        (root / ".git/refs/heads/andon").mkdir(parents=True, exist_ok=True)
+        outside = root.parent / "outside-ref"
+        outside.write_text(git(root, "rev-parse", "HEAD~1"))
+        os.symlink(outside, root / ".git/refs/heads/andon/far")
+
+    def garbage(root):
+        _loose(root, "refs/heads/andon/bad", "not a sha\n")
+
+    def no_newline(root):
+        _loose(root, "refs/andon/plain", git(root, "rev-parse", "HEAD~1").strip())
+
+    def spaces(root):
+        _loose(root, "refs/andon/spaced", git(root, "rev-parse", "HEAD~1").strip() + "  \n")
+
+    def upper(root):
+        _loose(root, "refs/andon/upper", git(root, "rev-parse", "HEAD~1").strip().upper()
+               + "\n")
+
+    return [
+        ("loose", None, "refs/heads/main"),
+        ("andon's own", lambda r: git(r, "update-ref", "refs/andon/x", "HEAD~1"),
+         "refs/andon/x"),
+        ("missing", None, "refs/heads/andon/none"),
+        ("packed only", packed_only, "refs/heads/andon/packed"),
+        ("missing, some packed", packed_only, "refs/heads/andon/none"),
+        ("under a ref", None, "refs/heads/main/x"),
+        ("loose over packed", packed_then_loose, "refs/heads/andon/packed"),
+        ("symbolic", symbolic, "refs/heads/andon/sym"),
+        ("symlink to a ref", old_symlink, "refs/heads/andon/link"),
+        ("symlink outside", link_outside, "refs/heads/andon/far"),
+        ("not a sha", garbage, "refs/heads/andon/bad"),
+        ("no newline", no_newline, "refs/andon/plain"),
+        ("trailing spaces", spaces, "refs/andon/spaced"),
+        ("upper case", upper, "refs/andon/upper"),
+        ("dot dot", None, "refs/heads/../../HEAD"),
+        ("a lock file", lambda r: _loose(r, "refs/heads/x.lock",
+                                         git(r, "rev-parse", "HEAD~1")), "refs/heads/x.lock"),
+        ("a dot component", lambda r: _loose(r, "refs/heads/.x",
+                                             git(r, "rev-parse", "HEAD~1")), "refs/heads/.x"),
+        ("a tag", None, "refs/tags/main"),
+        ("a sha of no object", lambda r: _loose(r, "refs/andon/ghost", "12" * 20 + "\n"),
+         "refs/andon/ghost"),
+        ("a folder", lambda r: (r / ".git/refs/andon/dir").mkdir(parents=True),
+         "refs/andon/dir"),
+    ]
+
+
+@pytest.mark.parametrize("setup,ref", [c[1:] for c in _cases()], ids=[c[0] for c in _cases()])
+def test_a_full_ref_name_is_answered_as_git_answers_it(project, setup, ref):
+    if setup:
+        setup(project)
+    assert Repo(project).rev_parse(ref) == git_says(project, ref)
+
+
+def test_a_loose_branch_costs_no_git_process(project, monkeypatch):
+    repo, config = Repo(project), load_config(project)
+    git(project, "update-ref", "refs/heads/andon/other", "HEAD~1")
+    main, other = git_says(project, "refs/heads/main"), git_says(project, "HEAD~1")
+    calls = []
+    real = subprocess.run
+
+    def counted(argv, *a, **k):
+        calls.append(argv)
+        return real(argv, *a, **k)
+    monkeypatch.setattr(workspace.subprocess, "run", counted)
+    assert integration_head(repo, config) == main  # no integration branch yet: main's
+    assert repo.rev_parse("refs/heads/andon/other") == other
+    assert calls == [], [c[6:] for c in calls]
