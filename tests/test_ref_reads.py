@@ -1,11 +1,14 @@
-"""Branches read by their full names, and a loose ref read from its file (issue 18: a harness
-run asked git for the same few refs a dozen times, one process each).
+"""Branches read by their full names, exactly, and a loose ref read from its file (issue 18:
+a harness run asked git for the same few refs a dozen times, one process each).
 
 A short name is git's to guess: ``git rev-parse main`` takes a tag ``main`` before the
-branch ``main``. The branch an attempt starts from is a branch, so it is asked for as
-``refs/heads/<name>``. A full name of a branch or of andon's own refs that git keeps as a
-loose file is read from that file; anything else (packed, symbolic, a link, a name git
-would refuse, another ref storage) is git's answer, and each case here is compared with it.
+branch ``main``, and even a full name is guessed past when it names nothing (a tag
+``refs/heads/x`` stands in for a missing branch ``x``). The branch an attempt starts from is
+a branch, so it is asked for as ``refs/heads/<name>``, and a full name names that ref or
+nothing. A full name of a branch or of andon's own refs that git keeps as a loose file is
+read from that file; anything else (packed, symbolic, a link, a name git would refuse,
+another ref storage, another object format) is git's answer, and each case here is compared
+with it.
 """
 
 from __future__ import annotations
@@ -178,3 +181,56 @@ def test_a_loose_branch_costs_no_git_process(project, monkeypatch):
     assert integration_head(repo, config) == main  # no integration branch yet: main's
     assert repo.rev_parse("refs/heads/andon/other") == other
     assert calls == [], [c[6:] for c in calls]
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["loose refs", "packed-refs"])
+def test_a_missing_branch_is_missing_whatever_ref_git_would_guess_for_it(project, packed):
+    # an agent reaching the user's repository plants refs/tags/refs/heads/andon/integration:
+    # git rev-parse of the missing branch's full name would answer with it
+    git(project, "update-ref", "refs/tags/refs/heads/andon/integration", "HEAD~1")
+    git(project, "update-ref", "refs/heads/refs/heads/andon/x", "HEAD~1")
+    if packed:
+        git(project, "pack-refs", "--all")
+    assert git_says(project, "refs/heads/andon/integration") is not None
+    repo = Repo(project)
+    assert repo.rev_parse("refs/heads/andon/integration") is None
+    assert repo.rev_parse("refs/heads/andon/x") is None
+    assert integration_head(repo, load_config(project)) == git_says(project, "refs/heads/main")
+
+
+def test_the_integration_branch_of_the_drift_notice_is_never_a_tag(project):
+    repo, config = Repo(project), load_config(project)
+    git(project, "tag", config.andon.integration_branch)
+    (project / "new.txt").write_text("new\n")
+    git(project, "add", "new.txt")
+    commit(project, "new on main")
+    assert base_drift(repo, config) is None  # no integration branch yet: nothing to compare
+
+
+def test_a_sha1_name_in_a_sha256_repository_is_what_git_makes_of_it(tmp_path):
+    root = tmp_path / "s"
+    root.mkdir()
+    git(root, "init", "-q", "--object-format=sha256", "-b", "main")
+    git(root, "commit", "-q", "--allow-empty", "-m", "a")
+    head = git(root, "rev-parse", "HEAD").strip()
+    assert len(head) == 64
+    _loose(root, "refs/heads/andon/integration", head[:40] + "\n")  # a broken ref to git
+    repo = Repo(root)
+    for rev in ("refs/heads/andon/integration", head[:40], "refs/heads/main"):
+        assert repo.rev_parse(rev) == git_says(root, rev), rev
+    assert integration_head(repo, load_config(root) if (root / "andon.toml").exists()
+                            else _config(root)) == head
+
+
+def _config(root):
+    (root / "andon.toml").write_text("")
+    return load_config(root)
+
+
+def test_a_branch_whose_name_ends_in_a_no_break_space_is_the_one_checked_out(project):
+    git(project, "update-ref", "refs/heads/feature", "HEAD~1")
+    git(project, "checkout", "-q", "-b", "feature\u00a0", "HEAD")
+    commit(project, "on the other feature")
+    repo = Repo(project)
+    assert repo.checked_out() == "refs/heads/feature\u00a0"
+    assert integration_head(repo, load_config(project)) == git_says(project, "HEAD")

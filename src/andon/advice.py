@@ -128,7 +128,8 @@ def _gap(repo: Repo, config: Config, base_side: bool) -> dict | None:
     base = config.andon.base_branch or repo.checked_out().removeprefix("refs/heads/")
     if not base or base == integration:
         return None
-    base_sha, integration_sha = repo.branch_sha(base), repo.branch_sha(integration)
+    base_sha = repo.branch_sha(base)
+    integration_sha = repo.rev_parse(f"refs/heads/{integration}")
     if not base_sha or not integration_sha:
         return None
     has, lacks = (base_sha, integration_sha) if base_side else (integration_sha, base_sha)

@@ -1,15 +1,22 @@
-"""A ref read from the file git keeps it in, without a git process (issue 18: a harness run
-asked git for the same few refs a dozen times, a process each).
+"""A ref by its exact full name, and read from the file git keeps it in without a git
+process where that is safe (issue 18: a harness run asked git for the same few refs a dozen
+times, a process each).
+
+``git rev-parse refs/heads/x`` is not exact: when there is no such ref, git goes on guessing
+(``refs/tags/refs/heads/x``, ``refs/heads/refs/heads/x``, ...), so a tag could stand in for
+a missing branch. :func:`full_name` says which names andon asks for exactly (``Repo.rev_parse``
+asks ``git for-each-ref``, as ``Repo.refs_snapshot`` lists refs, for those).
 
 git's files backend keeps each ref it has not packed as ``<git dir>/<full name>``, holding
 the object name and a line break, and such a loose file wins over ``packed-refs``.
 :func:`loose_sha` answers only for exactly that case, and says None — "ask git" — for every
 other: a packed or missing ref, a symbolic one, a link, a name git would refuse, a file of
-another shape, a repository of another ref storage (reftable keeps ``refs/heads`` as a file,
-and its tables in ``reftable/``). Only branches and andon's own refs are read: neither is
-ever kept per worktree. What the file holds is what git would answer (``rev-parse --verify``
-does not look the object up either); an agent that writes the file could equally run
-``git update-ref``, and scope's ref check compares what git lists.
+another shape (a SHA-1 name in a SHA-256 repository is a broken ref to git), a repository of
+another ref storage (reftable keeps ``refs/heads`` as a file, and its tables in
+``reftable/``). Only branches and andon's own refs are read: neither is ever kept per
+worktree. What the file holds is what git would answer (it does not look the object up
+either); an agent that writes the file could equally run ``git update-ref``, and scope's ref
+check compares what git lists. :func:`head_name` reads the HEAD file the same way.
 """
 
 from __future__ import annotations
@@ -19,18 +26,25 @@ import re
 import stat
 from pathlib import Path
 
-# the characters check-ref-format allows, less a few it allows that no branch andon reads
-# needs; the rules on components are checked apart
-_NAME = re.compile(r"refs/(?:heads|andon)/[A-Za-z0-9._/+,=@-]+")
-_LINE = re.compile(rb"[0-9a-f]{40}\n")
+# the characters check-ref-format allows, less a few it allows that no ref andon reads
+# needs (and a glob's, which for-each-ref would expand); the rules on parts are checked apart
+_FULL = re.compile(r"refs/[A-Za-z0-9._/+,=@-]+")
+_READ = ("refs/heads/", "refs/andon/")
 
 
-def loose_sha(git_dir: Path, ref: str) -> str | None:
+def full_name(rev: str) -> bool:
+    """Whether ``rev`` is a full ref name andon asks for exactly (``refs/...``, made of
+    plain characters, well formed as git check-ref-format wants it)."""
+    return _FULL.fullmatch(rev) is not None and _well_formed(rev)
+
+
+def loose_sha(git_dir: Path, ref: str, hex_digits: int = 40) -> str | None:
     """The sha the loose ref file of ``ref`` (a full name under ``refs/heads/`` or
-    ``refs/andon/``) holds in the repository whose common git dir is ``git_dir``; ``""``
-    when there is no such ref (no loose file, and no ``packed-refs`` at all); None when git
-    must be asked (see the module docstring). Never raises."""
-    if not _NAME.fullmatch(ref) or not _well_formed(ref):
+    ``refs/andon/``) holds in the repository whose common git dir is ``git_dir`` and whose
+    object names have ``hex_digits`` digits (40: SHA-1, 64: SHA-256); ``""`` when there is
+    no such ref (no loose file, and no ``packed-refs`` at all); None when git must be asked
+    (see the module docstring). Never raises."""
+    if not ref.startswith(_READ) or not full_name(ref):
         return None
     try:
         if (git_dir / "reftable").exists():
@@ -45,16 +59,41 @@ def loose_sha(git_dir: Path, ref: str) -> str | None:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
-        data = os.read(fd, 42)
+        data = os.read(fd, hex_digits + 2)
     except OSError:
         return None
     finally:
         os.close(fd)
-    return data[:40].decode() if _LINE.fullmatch(data) else None
+    if re.fullmatch(rb"[0-9a-f]{%d}\n" % hex_digits, data) is None:
+        return None
+    return data[:hex_digits].decode()
+
+
+def head_name(head_file: Path) -> str | None:
+    """What the HEAD file ``head_file`` (a top level's own, which git replaces whole: a lock
+    file renamed over it) says: the full name of the branch checked out, ``""`` when HEAD is
+    detached (a SHA-1 name), None when git must be asked (a link, reftable's
+    ``refs/heads/.invalid`` placeholder, a name holding a space of any kind, another shape).
+    Never raises."""
+    try:
+        if head_file.is_symlink():
+            return None
+        # git drops trailing ASCII whitespace (its own isspace: str.rstrip() would also take
+        # a no-break space a branch name may end with); "ref:" never has two spaces
+        body = head_file.read_text(encoding="utf-8").rstrip(" \t\n\r")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if re.fullmatch("[0-9a-f]{40}", body):
+        return ""
+    name = body.removeprefix("ref: ")
+    if name.startswith("refs/") and name != "refs/heads/.invalid" \
+            and not any(c.isspace() for c in name):
+        return name
+    return None
 
 
 def _well_formed(ref: str) -> bool:
-    """git check-ref-format's rules on the parts of a name (``_NAME`` has the characters)."""
+    """git check-ref-format's rules on the parts of a name (``_FULL`` has the characters)."""
     if ref.endswith(("/", ".")) or ".." in ref or "@{" in ref:
         return False
     return all(part and not part.startswith(".") and not part.endswith(".lock")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
-from andon.loose_refs import loose_sha
+from andon.loose_refs import full_name, head_name, loose_sha
 from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
 from andon.treewalk import file_marker, manifest
 from andon.worktrees import SnapshotError
@@ -127,7 +127,7 @@ class Repo(ObjectReads):
         if not root.is_dir():
             raise UsageError(f"{root} does not exist or is not a directory")
         try:
-            top, common, own, head = self._locate(root)
+            top, common, own, head, objects = self._locate(root)
         except GitError as exc:
             raise UsageError(_refusal(root, exc.stderr)) from exc
         except OSError as exc:
@@ -136,22 +136,26 @@ class Repo(ObjectReads):
         self.git_dir = Path(common)
         self._head_file = Path(own) / "HEAD"  # the top level's own (a linked worktree's too)
         self.known = Known()  # answers about full shas, which never change (objects.py)
+        # andon makes SHA-1 names (ZERO_SHA); in a SHA-256 repository 40 hex digits name
+        # nothing by themselves, and git is asked about each
+        self.hex_digits = 64 if objects == "sha256" else 40
         if require_commit and head is None:
             raise UsageError(f"repository at {self.root} has no commits yet: commit your "
                              "project first (`git add -A && git commit -m 'first commit'`), "
                              "then run andon again")
 
-    def _locate(self, root: Path) -> tuple[str, str, str, str | None]:
+    def _locate(self, root: Path) -> tuple[str, str, str, str | None, str]:
         """(the top level, the common git dir, the top level's own git dir, HEAD's commit or
-        None) of the work tree ``root`` is in: one git process (rev-parse answers a line
-        each, and exits 1 without the last when HEAD names no commit yet). GitError when
-        git refuses."""
+        None, the object format: "sha1" or "sha256") of the work tree ``root`` is in: one
+        git process (rev-parse answers a line each, and exits 1 without HEAD's when HEAD
+        names no commit yet). GitError when git refuses."""
         argv = ("rev-parse", "--show-toplevel", "--path-format=absolute", "--git-common-dir",
-                "--git-dir", "--verify", "--quiet", "--end-of-options", "HEAD")
+                "--git-dir", "--show-object-format", "--verify", "--quiet", "--end-of-options",
+                "HEAD")
         proc = self._run(argv, root, None, False)
         lines = os.fsdecode(proc.stdout).split("\n")
-        if proc.returncode in (0, 1) and len(lines) == 5 - proc.returncode:
-            return lines[0], lines[1], lines[2], lines[3] or None
+        if proc.returncode in (0, 1) and len(lines) == 6 - proc.returncode:
+            return lines[0], lines[1], lines[2], lines[4] or None, lines[3]
         if proc.returncode not in (0, 1):
             raise GitError(["git", *argv], proc.returncode, proc.stderr.decode(errors="replace"))
         # a line break in a path: asked one at a time, as git spells each
@@ -160,7 +164,8 @@ class Repo(ObjectReads):
                          cwd=root).removesuffix("\n"),
                 self.git("rev-parse", "--absolute-git-dir", cwd=root).removesuffix("\n"),
                 self.git("rev-parse", "--verify", "--quiet", "--end-of-options", "HEAD",
-                         cwd=root, check=False).strip() or None)
+                         cwd=root, check=False).strip() or None,
+                self.git("rev-parse", "--show-object-format", cwd=root).strip())
 
     def check_refs_writable(self, ref: str) -> None:
         """UsageError with git's own message (which names the lock file and says to remove
@@ -211,25 +216,37 @@ class Repo(ObjectReads):
         return self._sha(rev)
 
     def rev_parse(self, rev: str) -> str | None:
-        """Full sha of ``rev``, or None if it does not resolve."""
-        if _FULL_SHA.fullmatch(rev):
+        """Full sha of ``rev``, or None if it does not resolve. A full ref name
+        (``refs/...``, loose_refs.full_name) names exactly that ref: git's guesses past it
+        (``refs/tags/refs/heads/x`` for a missing ``refs/heads/x``) are never taken."""
+        if self.hex_digits == 40 and _FULL_SHA.fullmatch(rev):
             # git's own answer for a full sha, which it never looks up (``--verify`` checks
             # the form, not the object store): the shas andon passes around cost no process
             return rev
         if (known := self.known.peeled(rev)) is not None:  # "<sha>^{tree}": asked before
             return known
-        if (loose := loose_sha(self.git_dir, rev)) is not None:  # a branch's own file
-            return loose or None
+        if full_name(rev):
+            return self._exact_ref(rev)
         out = self.git("rev-parse", "--verify", "--quiet", "--end-of-options", rev, check=False)
         if out.strip():
             self.known.learn(rev, out.strip())
         return out.strip() or None
 
+    def _exact_ref(self, ref: str) -> str | None:
+        """The sha the ref named ``ref`` (a full name) points to, None without it: its loose
+        file's, else git's listing of it — as refs_snapshot lists refs. A ref below it
+        (``ref/x``) is listed too and passed over."""
+        if (loose := loose_sha(self.git_dir, ref, self.hex_digits)) is not None:
+            return loose or None
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", ref)
+        return next((sha for sha, _, name in (line.partition(" ") for line in out.splitlines())
+                     if name == ref), None)
+
     def branch_sha(self, name: str) -> str | None:
         """The commit of the local branch ``name`` (``refs/heads/<name>``); when there is no
-        such branch, git's reading of ``name`` (a remote-tracking branch, a tag, a sha); None
-        when neither resolves. The branch first: git's own guess takes a tag of the same
-        name before it."""
+        such branch, git's reading of ``name`` (a remote-tracking branch, a tag, a sha: what
+        a person may name as ``base_branch``); None when neither resolves. The branch first:
+        git's own guess takes a tag of the same name before it."""
         return self.rev_parse(f"refs/heads/{name}") or self.rev_parse(name)
 
     def checked_out(self) -> str:
@@ -238,19 +255,9 @@ class Repo(ObjectReads):
         file itself, which git replaces whole (a lock file renamed over it), when it is a
         plain file of the files backend ("ref: <name>" or a sha); git is asked otherwise (a
         symbolic link, reftable's "refs/heads/.invalid" placeholder)."""
-        try:
-            # git drops trailing whitespace; a ref name holds none, nor "ref:" two spaces
-            body = "" if self._head_file.is_symlink() else \
-                self._head_file.read_text(encoding="utf-8").rstrip()
-            if _FULL_SHA.fullmatch(body):
-                return ""  # detached
-            name = body.removeprefix("ref: ")
-            if name.startswith("refs/") and name != "refs/heads/.invalid" \
-                    and not any(c.isspace() for c in name):
-                return name
-        except (OSError, UnicodeDecodeError):
-            pass
-        return self.git("symbolic-ref", "--quiet", "HEAD", check=False).strip()
+        if (name := head_name(self._head_file)) is not None:
+            return name
+        return self.git("symbolic-ref", "--quiet", "HEAD", check=False).rstrip("\n")
 
     def set_ref(self, ref: str, new: str, expected_old: str | None) -> None:
         """Move ``ref`` to ``new`` atomically if it is now at ``expected_old`` (ZERO_SHA: must not
