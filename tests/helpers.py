@@ -24,6 +24,7 @@ import cli_fork
 
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import DEFAULT_TOML, load_config
+from andon.errors import AndonError
 from andon.runner import Runner
 from andon.state import open_store
 from andon.workspace import Repo
@@ -281,9 +282,11 @@ Behaviour = Callable[[StageContext], str | None]
 
 
 def runner_for(root: Path, agents: Mapping[str, Behaviour] | Behaviour, echo=None,
-               reviewer: Behaviour = accept_review) -> Runner:
+               reviewer: Behaviour = accept_review, shared_preflight: bool = True) -> Runner:
     """An in-process Runner; ``agents`` is one behaviour or a dict packet id → behaviour for
-    the atdd/implement stages; ``reviewer`` reviews (default: accepts)."""
+    the atdd/implement stages; ``reviewer`` reviews (default: accepts). With
+    ``shared_preflight`` the run finds its base preflighted (:func:`share_preflight`); a
+    test of the preflight itself passes False."""
     repo = Repo(root)
     config = load_config(root)
     store = open_store(repo)
@@ -298,7 +301,38 @@ def runner_for(root: Path, agents: Mapping[str, Behaviour] | Behaviour, echo=Non
         if stage.startswith("review"):
             return review
         return agent if table is None else table[packet.id]
-    return Runner(repo, config, store, pick, echo=echo or (lambda s: None))
+    runner = Runner(repo, config, store, pick, echo=echo or (lambda s: None))
+    if shared_preflight:
+        share_preflight(runner)
+    return runner
+
+
+# results-cache key -> (ids that passed, evidence) of a preflight this process ran
+_PREFLIGHTS: dict[str, tuple[set[str], dict]] = {}
+
+
+def share_preflight(runner: Runner) -> None:
+    """Give ``runner``'s store the preflight result of its base when this process already
+    ran the real preflight on the same key (tree, test settings, environment:
+    gates/cache.py), else run it now: the run then always finds it cached, as a user's
+    second ``andon run`` does. Most tests' projects share a few bases; each distinct one is
+    still preflighted for real (a failing one is not kept, so the run meets it as before).
+    The key is content: a result kept for one project holds for any with the same tree."""
+    b = runner.baseline
+    try:
+        head = b.head()
+        key = b.key(runner.repo.resolve(f"{head}^{{tree}}"))
+    except AndonError:  # no base to preflight yet: the run meets it and says so
+        return
+    if key in _PREFLIGHTS:
+        runner.store.set_baseline(key, *_PREFLIGHTS[key])
+    elif b.preflight(head).status == "pass":
+        row = runner.store.cached(key)
+        if row is not None:  # kept only with an environment digest
+            _PREFLIGHTS[key] = (set(row["data"]["passed_ids"]), row["evidence"])
+        b.env = None  # the base's tests ran since that walk: the run walks anew, as later ones
+    else:
+        b.env = None
 
 
 def with_reviewer(args: tuple[str, ...]) -> tuple[str, ...]:

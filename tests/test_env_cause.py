@@ -57,7 +57,7 @@ def test_a_passing_preflight_says_how_many_tests_were_skipped_and_which(tmp_path
              "def test_i18n():\n    pass\n")
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         {"tests/test_i18n.py": skips})
-    baseline = _runner(root, lambda ctx: "done").baseline
+    baseline = _runner(root, lambda ctx: "done", shared_preflight=False).baseline
     pf = baseline.preflight(baseline.head())
     assert pf.status == "pass", pf.summary
     assert "1 skipped, held to nothing: tests.test_i18n::test_i18n" in pf.summary

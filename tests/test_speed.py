@@ -181,7 +181,8 @@ def test_an_upgraded_package_in_the_tests_environment_runs_the_preflight_again(t
                                                        "def test_value():\n"
                                                        "    assert helperlib.VALUE == 1\n"})
     said: list[str] = []
-    assert runner_for(root, honest_mul, echo=said.append).run(only=["P1"]).merged == ["P1"]
+    assert runner_for(root, honest_mul, echo=said.append,
+                      shared_preflight=False).run(only=["P1"]).merged == ["P1"]
     assert not any("cached" in s for s in said if s.startswith("preflight"))
     # a first run's preflight is on the head attempts start from (before the integration
     # branch exists, the base branch's), not on "an attempt's base the branch has moved past"
@@ -189,7 +190,7 @@ def test_an_upgraded_package_in_the_tests_environment_runs_the_preflight_again(t
                and s.endswith(" (andon/integration)") for s in said), said
     (site / "helperlib.py").write_text("VALUE = 2\n")  # the "upgrade"
     said.clear()
-    report = runner_for(root, honest_mul, echo=said.append).run()
+    report = runner_for(root, honest_mul, echo=said.append, shared_preflight=False).run()
     assert not any("cached" in s for s in said if s.startswith("preflight")), said
     assert report.exit_status == EXIT_PREFLIGHT and report.merged == []
     assert "test_value" in report.preflight.summary
@@ -484,7 +485,7 @@ def test_a_wrapper_test_command_preflights_no_head_a_worker_merged(tmp_path, pre
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1"),
                                             "P2": (square, {"tests/test_sq_p2.py": SQUARE_TEST})},
                         config=wrapper_config(tmp_path))
-    runner = runner_for(root, by_packet)
+    runner = runner_for(root, by_packet, shared_preflight=False)
     # a run killed long ago left a row of its own: this run drops it
     runner.store.set_baseline("preflight-run:dead:1", {"t::a"}, {})
     db = sqlite3.connect(root / ".andon" / "andon.db")
@@ -767,11 +768,12 @@ def test_an_honest_attempt_walks_site_packages_only_around_code_that_ran(tmp_pat
     real = envprint.fingerprint
     monkeypatch.setattr(envprint, "fingerprint", lambda where: walks.append(1) or real(where))
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
-    assert runner_for(root, honest_mul).run().merged == ["P1"]
+    assert runner_for(root, honest_mul, shared_preflight=False).run().merged == ["P1"]
     assert len(walks) == 6
     walks.clear()
     said: list[str] = []
-    runner_for(root, honest_mul, echo=said.append).run()  # P1 is done: nothing to attempt
+    runner_for(root, honest_mul, echo=said.append,  # P1 is done: nothing to attempt
+               shared_preflight=False).run()
     assert any(s.startswith("preflight: pass: cached") for s in said), said
     assert len(walks) == 1
 
@@ -840,7 +842,7 @@ def test_the_fork_servers_an_attempt_needs_start_before_the_preflight_not_on_dem
     from andon.gates import lanes
 
     root = make_project(tmp_path / "repo", {"p1": mul_packet()}, config=config_toml())
-    runner = runner_for(root, honest_mul)
+    runner = runner_for(root, honest_mul, shared_preflight=False)
     assert runner.run().merged == ["P1"]
     wanted = [("server", slot, shuffled)
               for slot, shuffled in lanes.servers_of_an_attempt(runner.config)]

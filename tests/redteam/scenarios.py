@@ -128,35 +128,10 @@ def verdict(s: Scenario, o: Outcome) -> tuple[bool, str]:
     return True, ""
 
 
-# results-cache key -> (ids that passed, evidence) of a preflight this process ran (play)
-_PREFLIGHTS: dict[str, tuple[set[str], dict]] = {}
-
-
-def _preflight_once(runner) -> None:
-    """Give ``runner``'s store the preflight result of its base when this process already
-    ran the real preflight on the same key (tree, test settings, environment: gates/cache.py),
-    else run it now: the run then always finds it cached, as a user's second ``andon run``
-    does. Most scenarios share one base; each distinct one is still preflighted for real
-    (a failing one is not kept, so the run meets it as before)."""
-    b = runner.baseline
-    head = b.head()
-    key = b.key(runner.repo.resolve(f"{head}^{{tree}}"))
-    if key is None:
-        return
-    if key in _PREFLIGHTS:
-        runner.store.set_baseline(key, *_PREFLIGHTS[key])
-    elif b.preflight(head).status == "pass":
-        row = runner.store.cached(key)
-        _PREFLIGHTS[key] = (set(row["data"]["passed_ids"]), row["evidence"])
-        b.env = None  # the base's tests ran since that walk: the run walks anew, as later ones
-    else:
-        b.env = None
-
-
 def play(s: Scenario, workdir: Path, shared_preflight: bool = True) -> Outcome:
     """Build the project in ``workdir`` (must not exist yet), run packet P1 once, read the
     outcome from the store. ``shared_preflight``: the preflight of a base this process has
-    preflighted already is taken from that run (:func:`_preflight_once`)."""
+    preflighted already is taken from that run (helpers.share_preflight)."""
     fields = {"allowed_paths": ["src/calc/**"], "max_attempts": 1, **s.packet}
     md = packet_md("P1", "multiply", "calc.ops.mul multiplies two numbers.", **fields)
     files = {"pyproject.toml": PYPROJECT, ".gitignore": "packets/*/hidden/\n", **s.files}
@@ -167,9 +142,7 @@ def play(s: Scenario, workdir: Path, shared_preflight: bool = True) -> Outcome:
         h = root / "packets" / "P1" / "hidden" / HIDDEN
         h.parent.mkdir(parents=True)
         h.write_text(HIDDEN_TEST)
-    runner = runner_for(root, s.agent)
-    if shared_preflight:
-        _preflight_once(runner)
+    runner = runner_for(root, s.agent, shared_preflight=shared_preflight)
     report = runner.run()
     store = runner.store
     att = store.attempts("P1")[0]
