@@ -14,6 +14,7 @@ with it.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -23,6 +24,8 @@ from andon import workspace
 from andon.advice import base_drift
 from andon.baseline import integration_head
 from andon.config import load_config
+from andon.errors import UsageError
+from andon.loose_refs import head_name
 from andon.workspace import Repo
 
 from helpers import git, make_project
@@ -234,3 +237,52 @@ def test_a_branch_whose_name_ends_in_a_no_break_space_is_the_one_checked_out(pro
     repo = Repo(project)
     assert repo.checked_out() == "refs/heads/feature\u00a0"
     assert integration_head(repo, load_config(project)) == git_says(project, "HEAD")
+
+
+@pytest.mark.parametrize("name", ["andon/intégration", "andon/it#1", "andon/a!b", "andon/a'b"])
+def test_an_integration_branch_of_any_valid_name_is_never_guessed(project, name):
+    toml = project / "andon.toml"
+    text = re.sub(r'(?m)^integration_branch = .*$', "", toml.read_text())
+    toml.write_text(text.replace("[andon]\n", f'[andon]\nintegration_branch = "{name}"\n'))
+    git(project, "update-ref", f"refs/tags/refs/heads/{name}", "HEAD~1")
+    assert git_says(project, f"refs/heads/{name}") is not None  # git's guess: the tag
+    repo, config = Repo(project), load_config(project)
+    assert repo.rev_parse(f"refs/heads/{name}") is None
+    assert integration_head(repo, config) == git_says(project, "refs/heads/main")
+
+
+def test_a_base_branch_given_by_its_full_name_is_that_ref(project):
+    git(project, "update-ref", "refs/heads/refs/heads/main", "HEAD~1")  # git allows it
+    toml = project / "andon.toml"
+    toml.write_text(toml.read_text().replace("[andon]\n",
+                                             '[andon]\nbase_branch = "refs/heads/main"\n'))
+    assert integration_head(Repo(project), load_config(project)) == \
+        git(project, "rev-parse", "refs/heads/main").strip()
+
+
+def test_a_checked_out_branch_that_names_no_commit_is_no_base_for_either(project):
+    config = load_config(project)
+    git(project, "update-ref", f"refs/heads/{config.andon.integration_branch}", "HEAD")
+    (project / "new.txt").write_text("new\n")
+    git(project, "add", "new.txt")
+    commit(project, "on the tag's side")
+    git(project, "tag", "-f", "main", "HEAD")  # a tag main the integration branch lacks
+    git(project, "update-ref", "-d", "refs/heads/main")  # HEAD still names the branch
+    repo = Repo(project, require_commit=False)
+    assert base_drift(repo, config) is None  # not counted from the tag main
+    git(project, "update-ref", "-d", f"refs/heads/{config.andon.integration_branch}")
+    with pytest.raises(UsageError, match="base branch 'main'"):
+        integration_head(repo, config)
+
+
+@pytest.mark.parametrize("body", [b"ref: refs/heads/main\0x\n", b"refs/heads/main\n",
+                                  b"ref: refs/heads/ma..in\n", b"ref: refs/heads/ma\x01in\n",
+                                  b"ref: refs/../config\n", b"ref: refs/heads/main/\n"],
+                         ids=["nul", "no prefix", "dot dot", "control", "outside", "slash"])
+def test_a_head_file_git_would_refuse_is_read_as_git_reads_it(project, body):
+    head = project / ".git" / "HEAD"
+    head.write_bytes(body)
+    said = subprocess.run(["git", "symbolic-ref", "--quiet", "HEAD"], cwd=project,
+                          capture_output=True, check=False).stdout.decode().rstrip("\n")
+    assert head_name(head) is None  # git's answer, then: a broken HEAD names nothing
+    assert said in ("", "refs/heads/main")

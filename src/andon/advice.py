@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
+from .baseline import base_commit
 from .config import Config
 from .store import StoreProtocol
 from .workspace import Repo
@@ -125,10 +126,9 @@ def _gap(repo: Repo, config: Config, base_side: bool) -> dict | None:
     """Commits one branch has that the other lacks: the base's over the integration
     branch's (``base_side``), or the other way round; None as ``base_drift`` says."""
     integration = config.andon.integration_branch
-    base = config.andon.base_branch or repo.checked_out().removeprefix("refs/heads/")
-    if not base or base == integration:
+    base, base_sha = base_commit(repo, config)
+    if base in ("", "HEAD", integration):
         return None
-    base_sha = repo.branch_sha(base)
     integration_sha = repo.rev_parse(f"refs/heads/{integration}")
     if not base_sha or not integration_sha:
         return None

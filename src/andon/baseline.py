@@ -217,9 +217,20 @@ class Baseline:
         return known
 
 
+def base_commit(repo: Repo, config: Config) -> tuple[str, str | None]:
+    """(the base branch as a person names it, its commit or None): ``[andon] base_branch``
+    (Repo.branch_sha: the local branch of that name before anything git would guess; a full
+    name, ``refs/...``, exactly), else the branch checked out now, by its full name, or HEAD
+    when it is detached."""
+    if config.andon.base_branch:
+        return config.andon.base_branch, repo.branch_sha(config.andon.base_branch)
+    ref = repo.checked_out() or "HEAD"
+    return ref.removeprefix("refs/heads/"), repo.rev_parse(ref)
+
+
 def integration_head(repo: Repo, config: Config) -> str:
     """The commit an attempt starts from: the integration branch's head, or before that
-    branch exists, the base branch's.
+    branch exists, the base branch's (:func:`base_commit`).
 
     Raises:
         UsageError: no integration branch yet and the base branch names no commit.
@@ -227,13 +238,7 @@ def integration_head(repo: Repo, config: Config) -> str:
     head = repo.rev_parse(f"refs/heads/{config.andon.integration_branch}")
     if head:
         return head
-    base = config.andon.base_branch
-    if base:
-        sha = repo.branch_sha(base)
-    else:  # the checked-out branch by its full name (read from HEAD), or HEAD when detached
-        base = repo.checked_out() or "HEAD"
-        sha = repo.rev_parse(base)
-        base = base.removeprefix("refs/heads/")
+    base, sha = base_commit(repo, config)
     if not sha:
         have = repo.git("for-each-ref", "--format=%(refname:short)", "refs/heads/").split()
         raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "

@@ -26,16 +26,17 @@ import re
 import stat
 from pathlib import Path
 
-# the characters check-ref-format allows, less a few it allows that no ref andon reads
-# needs (and a glob's, which for-each-ref would expand); the rules on parts are checked apart
-_FULL = re.compile(r"refs/[A-Za-z0-9._/+,=@-]+")
+# a character git check-ref-format refuses anywhere in a name: the control characters, space,
+# ~ ^ : ? * [ \ (so for-each-ref never reads a valid name as a pattern); the rules on the
+# parts are checked apart
+_REFUSED = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]")
 _READ = ("refs/heads/", "refs/andon/")
 
 
 def full_name(rev: str) -> bool:
-    """Whether ``rev`` is a full ref name andon asks for exactly (``refs/...``, made of
-    plain characters, well formed as git check-ref-format wants it)."""
-    return _FULL.fullmatch(rev) is not None and _well_formed(rev)
+    """Whether ``rev`` is a full ref name (``refs/...``, well formed as git check-ref-format
+    wants it, any other character allowed): one andon asks for exactly."""
+    return rev.startswith("refs/") and _REFUSED.search(rev) is None and _well_formed(rev)
 
 
 def loose_sha(git_dir: Path, ref: str, hex_digits: int = 40) -> str | None:
@@ -73,7 +74,8 @@ def head_name(head_file: Path) -> str | None:
     """What the HEAD file ``head_file`` (a top level's own, which git replaces whole: a lock
     file renamed over it) says: the full name of the branch checked out, ``""`` when HEAD is
     detached (a SHA-1 name), None when git must be asked (a link, reftable's
-    ``refs/heads/.invalid`` placeholder, a name holding a space of any kind, another shape).
+    ``refs/heads/.invalid`` placeholder, a name holding a space of any kind or one git
+    refuses, another shape).
     Never raises."""
     try:
         if head_file.is_symlink():
@@ -86,14 +88,14 @@ def head_name(head_file: Path) -> str | None:
     if re.fullmatch("[0-9a-f]{40}", body):
         return ""
     name = body.removeprefix("ref: ")
-    if name.startswith("refs/") and name != "refs/heads/.invalid" \
+    if body.startswith("ref: ") and full_name(name) and name != "refs/heads/.invalid" \
             and not any(c.isspace() for c in name):
         return name
-    return None
+    return None  # git's answer for anything else: a name it refuses leaves HEAD broken
 
 
 def _well_formed(ref: str) -> bool:
-    """git check-ref-format's rules on the parts of a name (``_FULL`` has the characters)."""
+    """git check-ref-format's rules on the parts of a name (``_REFUSED`` has the characters)."""
     if ref.endswith(("/", ".")) or ".." in ref or "@{" in ref:
         return False
     return all(part and not part.startswith(".") and not part.endswith(".lock")

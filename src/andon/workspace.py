@@ -246,7 +246,10 @@ class Repo(ObjectReads):
         """The commit of the local branch ``name`` (``refs/heads/<name>``); when there is no
         such branch, git's reading of ``name`` (a remote-tracking branch, a tag, a sha: what
         a person may name as ``base_branch``); None when neither resolves. The branch first:
-        git's own guess takes a tag of the same name before it."""
+        git's own guess takes a tag of the same name before it. A full name (``refs/...``)
+        names exactly that ref."""
+        if full_name(name):
+            return self.rev_parse(name)
         return self.rev_parse(f"refs/heads/{name}") or self.rev_parse(name)
 
     def checked_out(self) -> str:
