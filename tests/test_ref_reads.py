@@ -25,7 +25,7 @@ from andon.advice import base_drift
 from andon.baseline import integration_head
 from andon.config import load_config
 from andon.errors import UsageError
-from andon.loose_refs import head_name
+from andon.refs_read import head_name
 from andon.workspace import Repo
 
 from helpers import git, make_project

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from .baseline import base_commit
 from .config import Config
+from .refs_read import base_commit
 from .store import StoreProtocol
 from .workspace import Repo
 
@@ -126,7 +126,7 @@ def _gap(repo: Repo, config: Config, base_side: bool) -> dict | None:
     """Commits one branch has that the other lacks: the base's over the integration
     branch's (``base_side``), or the other way round; None as ``base_drift`` says."""
     integration = config.andon.integration_branch
-    base, base_sha = base_commit(repo, config)
+    base, base_sha = base_commit(repo, config.andon.base_branch)
     if base in ("", "HEAD", integration):
         return None
     integration_sha = repo.rev_parse(f"refs/heads/{integration}")

@@ -29,6 +29,7 @@ from .errors import ConfigError, UsageError
 from .gates import lanes, preflight
 from .gates.base import GateResult
 from .gates.cache import baseline_key, run_baseline_key, run_scope_prefix
+from .refs_read import base_commit
 from .store import StoreProtocol
 from .workspace import Repo
 
@@ -217,17 +218,6 @@ class Baseline:
         return known
 
 
-def base_commit(repo: Repo, config: Config) -> tuple[str, str | None]:
-    """(the base branch as a person names it, its commit or None): ``[andon] base_branch``
-    (Repo.branch_sha: the local branch of that name before anything git would guess; a full
-    name, ``refs/...``, exactly), else the branch checked out now, by its full name, or HEAD
-    when it is detached."""
-    if config.andon.base_branch:
-        return config.andon.base_branch, repo.branch_sha(config.andon.base_branch)
-    ref = repo.checked_out() or "HEAD"
-    return ref.removeprefix("refs/heads/"), repo.rev_parse(ref)
-
-
 def integration_head(repo: Repo, config: Config) -> str:
     """The commit an attempt starts from: the integration branch's head, or before that
     branch exists, the base branch's (:func:`base_commit`).
@@ -238,7 +228,7 @@ def integration_head(repo: Repo, config: Config) -> str:
     head = repo.rev_parse(f"refs/heads/{config.andon.integration_branch}")
     if head:
         return head
-    base, sha = base_commit(repo, config)
+    base, sha = base_commit(repo, config.andon.base_branch)
     if not sha:
         have = repo.git("for-each-ref", "--format=%(refname:short)", "refs/heads/").split()
         raise UsageError(f"base branch {base!r} (base_branch in {CONFIG_NAME}) does not "

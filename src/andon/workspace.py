@@ -24,8 +24,8 @@ from pathlib import Path
 
 from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
-from andon.loose_refs import full_name, head_name, loose_sha
 from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
+from andon.refs_read import full_name, head_name, loose_sha
 from andon.treewalk import file_marker, manifest
 from andon.worktrees import SnapshotError
 
@@ -217,7 +217,7 @@ class Repo(ObjectReads):
 
     def rev_parse(self, rev: str) -> str | None:
         """Full sha of ``rev``, or None if it does not resolve. A full ref name
-        (``refs/...``, loose_refs.full_name) names exactly that ref: git's guesses past it
+        (``refs/...``, refs_read.full_name) names exactly that ref: git's guesses past it
         (``refs/tags/refs/heads/x`` for a missing ``refs/heads/x``) are never taken."""
         if self.hex_digits == 40 and _FULL_SHA.fullmatch(rev):
             # git's own answer for a full sha, which it never looks up (``--verify`` checks

@@ -1,6 +1,6 @@
-"""A ref by its exact full name, and read from the file git keeps it in without a git
-process where that is safe (issue 18: a harness run asked git for the same few refs a dozen
-times, a process each).
+"""Reading refs: a ref by its exact full name, read from the file git keeps it in without a
+git process where that is safe, HEAD's branch, and the commit a base branch names (issue 18:
+a harness run asked git for the same few refs a dozen times, a process each).
 
 ``git rev-parse refs/heads/x`` is not exact: when there is no such ref, git goes on guessing
 (``refs/tags/refs/heads/x``, ``refs/heads/refs/heads/x``, ...), so a tag could stand in for
@@ -25,6 +25,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Protocol
 
 # a character git check-ref-format refuses anywhere in a name: the control characters, space,
 # ~ ^ : ? * [ \ (so for-each-ref never reads a valid name as a pattern); the rules on the
@@ -100,3 +101,24 @@ def _well_formed(ref: str) -> bool:
         return False
     return all(part and not part.startswith(".") and not part.endswith(".lock")
                for part in ref.split("/"))
+
+
+class Refs(Protocol):
+    """What :func:`base_commit` asks of a repository (workspace.Repo, which uses this module)."""
+
+    def branch_sha(self, name: str) -> str | None: ...
+
+    def checked_out(self) -> str: ...
+
+    def rev_parse(self, rev: str) -> str | None: ...
+
+
+def base_commit(repo: Refs, base_branch: str | None) -> tuple[str, str | None]:
+    """(the base branch as a person names it, its commit or None): ``base_branch`` (``[andon]
+    base_branch``; Repo.branch_sha: the local branch of that name before anything git would
+    guess, a full name ``refs/...`` exactly), else the branch checked out in ``repo`` now, by
+    its full name, or HEAD when it is detached. Raises GitError as Repo.rev_parse does."""
+    if base_branch:
+        return base_branch, repo.branch_sha(base_branch)
+    ref = repo.checked_out() or "HEAD"
+    return ref.removeprefix("refs/heads/"), repo.rev_parse(ref)
