@@ -36,6 +36,20 @@ def commit(root: Path, message: str) -> str:
     return git(root, "rev-parse", "HEAD").strip()
 
 
+def commit_a_file(root: Path, message: str) -> str:
+    """A commit that changes a file (the drift notice counts only those)."""
+    (root / "new.txt").write_text(message + "\n")
+    git(root, "add", "new.txt")
+    return commit(root, message)
+
+
+def set_andon(root: Path, key: str, value: str) -> None:
+    """``[andon] key = "value"`` in the project's andon.toml, in place of any such line."""
+    toml = root / "andon.toml"
+    text = re.sub(rf"(?m)^{key} = .*$", "", toml.read_text())
+    toml.write_text(text.replace("[andon]\n", f'[andon]\n{key} = "{value}"\n'))
+
+
 def git_says(root: Path, rev: str) -> str | None:
     out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--end-of-options", rev],
                          cwd=root, capture_output=True, text=True, check=False).stdout.strip()
@@ -60,8 +74,7 @@ def test_the_checked_out_branch_is_the_base_not_a_tag_of_the_same_name(project):
 def test_a_configured_base_branch_is_the_branch_not_a_tag_of_the_same_name(project):
     git(project, "checkout", "-q", "-b", "other")
     commit(project, "on other")
-    toml = project / "andon.toml"
-    toml.write_text(toml.read_text().replace("[andon]\n", '[andon]\nbase_branch = "main"\n'))
+    set_andon(project, "base_branch", "main")
     config = load_config(project)
     assert config.andon.base_branch == "main"
     assert integration_head(Repo(project), config) == \
@@ -71,9 +84,7 @@ def test_a_configured_base_branch_is_the_branch_not_a_tag_of_the_same_name(proje
 def test_a_base_branch_that_names_no_local_branch_is_still_resolved_as_given(project):
     # e.g. a remote-tracking branch: git's own reading of the name, as before
     git(project, "update-ref", "refs/remotes/origin/main", "HEAD~1")
-    toml = project / "andon.toml"
-    toml.write_text(toml.read_text().replace("[andon]\n",
-                                             '[andon]\nbase_branch = "origin/main"\n'))
+    set_andon(project, "base_branch", "origin/main")
     assert integration_head(Repo(project), load_config(project)) == \
         git(project, "rev-parse", "HEAD~1").strip()
 
@@ -85,9 +96,7 @@ def test_drift_is_measured_from_the_branch_not_a_tag_of_the_same_name(project):
     # the integration branch holds everything the branch main has: no drift, whatever
     # the tag main (one commit behind) would say the other way round
     assert base_drift(repo, config) is None
-    (project / "new.txt").write_text("new\n")
-    git(project, "add", "new.txt")
-    commit(project, "new on main")
+    commit_a_file(project, "new on main")
     drift = base_drift(repo, config)
     assert drift is not None and drift["commits"] == 1
 
@@ -204,9 +213,7 @@ def test_a_missing_branch_is_missing_whatever_ref_git_would_guess_for_it(project
 def test_the_integration_branch_of_the_drift_notice_is_never_a_tag(project):
     repo, config = Repo(project), load_config(project)
     git(project, "tag", config.andon.integration_branch)
-    (project / "new.txt").write_text("new\n")
-    git(project, "add", "new.txt")
-    commit(project, "new on main")
+    commit_a_file(project, "new on main")
     assert base_drift(repo, config) is None  # no integration branch yet: nothing to compare
 
 
@@ -221,13 +228,8 @@ def test_a_sha1_name_in_a_sha256_repository_is_what_git_makes_of_it(tmp_path):
     repo = Repo(root)
     for rev in ("refs/heads/andon/integration", head[:40], "refs/heads/main"):
         assert repo.rev_parse(rev) == git_says(root, rev), rev
-    assert integration_head(repo, load_config(root) if (root / "andon.toml").exists()
-                            else _config(root)) == head
-
-
-def _config(root):
     (root / "andon.toml").write_text("")
-    return load_config(root)
+    assert integration_head(repo, load_config(root)) == head
 
 
 def test_a_branch_whose_name_ends_in_a_no_break_space_is_the_one_checked_out(project):
@@ -241,9 +243,7 @@ def test_a_branch_whose_name_ends_in_a_no_break_space_is_the_one_checked_out(pro
 
 @pytest.mark.parametrize("name", ["andon/intégration", "andon/it#1", "andon/a!b", "andon/a'b"])
 def test_an_integration_branch_of_any_valid_name_is_never_guessed(project, name):
-    toml = project / "andon.toml"
-    text = re.sub(r'(?m)^integration_branch = .*$', "", toml.read_text())
-    toml.write_text(text.replace("[andon]\n", f'[andon]\nintegration_branch = "{name}"\n'))
+    set_andon(project, "integration_branch", name)
     git(project, "update-ref", f"refs/tags/refs/heads/{name}", "HEAD~1")
     assert git_says(project, f"refs/heads/{name}") is not None  # git's guess: the tag
     repo, config = Repo(project), load_config(project)
@@ -253,9 +253,7 @@ def test_an_integration_branch_of_any_valid_name_is_never_guessed(project, name)
 
 def test_a_base_branch_given_by_its_full_name_is_that_ref(project):
     git(project, "update-ref", "refs/heads/refs/heads/main", "HEAD~1")  # git allows it
-    toml = project / "andon.toml"
-    toml.write_text(toml.read_text().replace("[andon]\n",
-                                             '[andon]\nbase_branch = "refs/heads/main"\n'))
+    set_andon(project, "base_branch", "refs/heads/main")
     assert integration_head(Repo(project), load_config(project)) == \
         git(project, "rev-parse", "refs/heads/main").strip()
 
@@ -263,9 +261,7 @@ def test_a_base_branch_given_by_its_full_name_is_that_ref(project):
 def test_a_checked_out_branch_that_names_no_commit_is_no_base_for_either(project):
     config = load_config(project)
     git(project, "update-ref", f"refs/heads/{config.andon.integration_branch}", "HEAD")
-    (project / "new.txt").write_text("new\n")
-    git(project, "add", "new.txt")
-    commit(project, "on the tag's side")
+    commit_a_file(project, "on the tag's side")
     git(project, "tag", "-f", "main", "HEAD")  # a tag main the integration branch lacks
     git(project, "update-ref", "-d", "refs/heads/main")  # HEAD still names the branch
     repo = Repo(project, require_commit=False)
