@@ -282,3 +282,46 @@ def test_a_head_file_git_would_refuse_is_read_as_git_reads_it(project, body):
                           capture_output=True, check=False).stdout.decode().rstrip("\n")
     assert head_name(head) is None  # git's answer, then: a broken HEAD names nothing
     assert said in ("", "refs/heads/main")
+
+
+@pytest.mark.parametrize("sep", ["\u2028", "\u2029", "\u0085"], ids=["LS", "PS", "NEL"])
+def test_a_ref_whose_name_holds_a_unicode_line_break_is_found(project, sep):
+    name = f"refs/heads/f{sep}x"
+    git(project, "update-ref", name, "HEAD~1")
+    git(project, "pack-refs", "--all")  # not read from a loose file: git's listing
+    repo = Repo(project)
+    assert repo.rev_parse(name) == git_says(project, name)
+    assert repo.refs_snapshot()[name] == git_says(project, name)
+
+
+def test_a_short_base_branch_is_a_ref_never_a_file_git_would_also_read(project):
+    # a file at $GIT_DIR/origin/main is what git rev-parse origin/main reads first; no
+    # listing shows it, so no check of refs sees it planted
+    set_andon(project, "base_branch", "origin/main")
+    (project / ".git" / "origin").mkdir()
+    (project / ".git" / "origin" / "main").write_text(git(project, "rev-parse", "HEAD~1"))
+    repo, config = Repo(project), load_config(project)
+    with pytest.raises(UsageError, match="base branch 'origin/main'"):
+        integration_head(repo, config)
+    git(project, "update-ref", "refs/remotes/origin/main", "HEAD")
+    assert integration_head(repo, config) == git_says(project, "HEAD")
+
+
+def test_a_base_branch_naming_an_annotated_tag_is_its_commit(project):
+    git(project, "tag", "-a", "-m", "release", "v1", "HEAD~1")
+    set_andon(project, "base_branch", "v1")
+    assert integration_head(Repo(project), load_config(project)) == \
+        git_says(project, "v1^{commit}")
+
+
+def test_a_symbolic_integration_branch_is_moved_itself_never_the_users_branch(project):
+    main = git_says(project, "refs/heads/main")
+    git(project, "update-ref", "refs/heads/andon/integration", main)
+    repo = Repo(project)
+    before = repo.refs_snapshot()
+    # an agent, by absolute path: the same sha, so nothing to restore
+    git(project, "symbolic-ref", "refs/heads/andon/integration", "refs/heads/main")
+    assert repo.restore_refs(before, ("refs/heads/andon/integration",)) == []
+    repo.set_ref("refs/heads/andon/integration", git_says(project, "HEAD~1"), main)
+    assert git_says(project, "refs/heads/main") == main
+    assert git_says(project, "refs/heads/andon/integration") == git_says(project, "HEAD~1")

@@ -106,19 +106,37 @@ def _well_formed(ref: str) -> bool:
 class Refs(Protocol):
     """What :func:`base_commit` asks of a repository (workspace.Repo, which uses this module)."""
 
-    def branch_sha(self, name: str) -> str | None: ...
-
     def checked_out(self) -> str: ...
 
     def rev_parse(self, rev: str) -> str | None: ...
 
 
+# where a short base_branch is looked for, in this order (git's own guess also reads a file
+# $GIT_DIR/<name>, which is no ref any listing shows, and takes a tag before a branch)
+_BASE_REFS = ("refs/heads/{}", "refs/remotes/{}", "refs/tags/{}", "refs/remotes/{}/HEAD")
+
+
 def base_commit(repo: Refs, base_branch: str | None) -> tuple[str, str | None]:
-    """(the base branch as a person names it, its commit or None): ``base_branch`` (``[andon]
-    base_branch``; Repo.branch_sha: the local branch of that name before anything git would
-    guess, a full name ``refs/...`` exactly), else the branch checked out in ``repo`` now, by
-    its full name, or HEAD when it is detached. Raises GitError as Repo.rev_parse does."""
-    if base_branch:
-        return base_branch, repo.branch_sha(base_branch)
-    ref = repo.checked_out() or "HEAD"
-    return ref.removeprefix("refs/heads/"), repo.rev_parse(ref)
+    """(the base branch as a person names it, its commit or None).
+
+    ``base_branch`` (``[andon] base_branch``): a full name (``refs/...``) is exactly that
+    ref; ``HEAD`` is HEAD; another name that could be a ref's is the first of
+    ``refs/heads/<name>``, ``refs/remotes/<name>``, ``refs/tags/<name>`` (an annotated tag
+    peeled to its commit) and ``refs/remotes/<name>/HEAD`` that exists, else nothing; only
+    what cannot be a ref's name (``main~2``, a sha) is git's to read. Without it: the branch
+    checked out in ``repo`` now, by its full name, or HEAD when it is detached. Raises
+    GitError as Repo.rev_parse does."""
+    if not base_branch:
+        ref = repo.checked_out() or "HEAD"
+        return ref.removeprefix("refs/heads/"), repo.rev_parse(ref)
+    if base_branch == "HEAD" or full_name(base_branch):
+        found = base_branch
+    elif full_name("refs/" + base_branch):
+        found = next((r for r in (f.format(base_branch) for f in _BASE_REFS)
+                      if repo.rev_parse(r)), "")
+    else:
+        return base_branch, repo.rev_parse(base_branch)
+    sha = repo.rev_parse(found) if found else None
+    if sha and found.startswith("refs/tags/"):
+        sha = repo.rev_parse(f"{sha}^{{commit}}")  # an annotated tag names a tag object
+    return base_branch, sha

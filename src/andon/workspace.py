@@ -239,18 +239,9 @@ class Repo(ObjectReads):
         if (loose := loose_sha(self.git_dir, ref, self.hex_digits)) is not None:
             return loose or None
         out = self.git("for-each-ref", "--format=%(objectname) %(refname)", ref)
-        return next((sha for sha, _, name in (line.partition(" ") for line in out.splitlines())
+        # lines end at "\n" only: a ref name may hold U+2028 or NEL, where splitlines breaks
+        return next((sha for sha, _, name in (line.partition(" ") for line in out.split("\n"))
                      if name == ref), None)
-
-    def branch_sha(self, name: str) -> str | None:
-        """The commit of the local branch ``name`` (``refs/heads/<name>``); when there is no
-        such branch, git's reading of ``name`` (a remote-tracking branch, a tag, a sha: what
-        a person may name as ``base_branch``); None when neither resolves. The branch first:
-        git's own guess takes a tag of the same name before it. A full name (``refs/...``)
-        names exactly that ref."""
-        if full_name(name):
-            return self.rev_parse(name)
-        return self.rev_parse(f"refs/heads/{name}") or self.rev_parse(name)
 
     def checked_out(self) -> str:
         """The full name of the branch checked out at the top level ("" when HEAD is
@@ -271,7 +262,9 @@ class Repo(ObjectReads):
             raise UsageError(f"ref must be a full name such as refs/heads/x, got {ref!r}")
         if ref == self.checked_out():
             raise UsageError(f"refusing to move {ref}: it is checked out in {self.root}")
-        args = ["update-ref", "-m", "andon", ref, self._sha(new)]
+        # --no-deref: a branch an agent made a symbolic ref moves itself, never its target
+        # (the user's checked-out branch)
+        args = ["update-ref", "--no-deref", "-m", "andon", ref, self._sha(new)]
         if expected_old is not None:
             args.append(expected_old)
         proc = self._run(tuple(args), None, None, check=False)
@@ -284,7 +277,8 @@ class Repo(ObjectReads):
     def refs_snapshot(self) -> dict[str, str]:
         """Every ref under refs/ (name -> sha), to spot an agent that moved or made refs."""
         out = self.git("for-each-ref", "--format=%(objectname) %(refname)")
-        return {name: sha for sha, name in (line.split(" ", 1) for line in out.splitlines())}
+        return {name: sha for sha, name in (line.split(" ", 1) for line in out.split("\n")
+                                            if line)}
 
     def restore_refs(self, before: dict[str, str], owned: tuple[str, ...] = ()) -> list[str]:
         """Compared with ``before`` (a :meth:`refs_snapshot`), put back every ref andon owns —
@@ -301,11 +295,11 @@ class Repo(ObjectReads):
         after = self.refs_snapshot()
         made = [r for r in after if r not in before and ours(r)]
         for r in made:  # first: a new andon/x/y can block restoring a deleted andon/x
-            self.git("update-ref", "-d", r, check=False)
+            self.git("update-ref", "--no-deref", "-d", r, check=False)
         moved = [r for r, sha in before.items() if ours(r) and after.get(r) != sha]
         for r in moved:  # not set_ref: that refuses a checked-out branch; we restore it
-            self.git("update-ref", "-m", "andon: restore a ref the agent moved", r, before[r],
-                     check=False)
+            self.git("update-ref", "--no-deref", "-m", "andon: restore a ref the agent moved",
+                     r, before[r], check=False)
         return moved + made
 
     def find_commit_with_trailers(self, ref: str, trailers: Mapping[str, str],

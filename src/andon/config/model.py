@@ -36,8 +36,9 @@ class Andon(_Strict):
     packets_dir: str = "packets"
     integration_branch: str = "andon/integration"
     base_branch: str | None = Field(
-        None, description="where the integration branch starts if it does not exist yet "
-                          "(the local branch of that name, before a tag of the same name); "
+        None, description="where the integration branch starts if it does not exist yet: "
+                          "the first of refs/heads/<name>, refs/remotes/<name>, "
+                          "refs/tags/<name> that exists (a full name refs/... is that ref); "
                           "default: the branch checked out when `andon run` starts")
     keep_worktrees: bool = False
     worktree_root: str | None = Field(
