@@ -370,6 +370,27 @@ def test_agent_moving_refs_is_tamper_and_the_ref_is_restored(tmp_path, ref):
     assert git(root, "status", "--porcelain") == ""
 
 
+def test_an_integration_branch_made_a_link_to_the_users_branch_never_moves_the_users_branch(
+        tmp_path):
+    """The agent, by absolute path, turns the integration branch into a symbolic ref to the
+    branch the user has checked out, at the same commit: no ref's sha moved, so scope has
+    nothing to restore. The merge then moves the integration branch itself (git update-ref
+    --no-deref), never the user's branch through the link (which would leave their tree
+    looking dirty)."""
+    root = project(tmp_path, {"P1": mul_packet("P1", max_attempts=1)})
+    main = rev(root, "main")
+
+    def linker(ctx):
+        honest_mul(ctx)
+        subprocess.run(["git", "-C", str(root), "symbolic-ref", INTEGRATION,
+                        "refs/heads/main"], check=True)
+    runner = runner_for(root, linker)
+    assert runner.run().merged == ["P1"]
+    assert rev(root, "main") == main
+    assert rev(root, INTEGRATION) != main
+    assert git(root, "status", "--porcelain") == ""
+
+
 def _deletes_worktree(ctx):
     shutil.rmtree(ctx.worktree)
 

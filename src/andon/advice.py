@@ -127,7 +127,7 @@ def _gap(repo: Repo, config: Config, base_side: bool) -> dict | None:
     branch's (``base_side``), or the other way round; None as ``base_drift`` says."""
     integration = config.andon.integration_branch
     base, base_sha = base_commit(repo, config.andon.base_branch)
-    if base in ("", "HEAD", integration):
+    if base in ("HEAD", integration):
         return None
     integration_sha = repo.rev_parse(f"refs/heads/{integration}")
     if not base_sha or not integration_sha:

@@ -75,9 +75,7 @@ def head_name(head_file: Path) -> str | None:
     """What the HEAD file ``head_file`` (a top level's own, which git replaces whole: a lock
     file renamed over it) says: the full name of the branch checked out, ``""`` when HEAD is
     detached (a SHA-1 name), None when git must be asked (a link, reftable's
-    ``refs/heads/.invalid`` placeholder, a name holding a space of any kind or one git
-    refuses, another shape).
-    Never raises."""
+    ``refs/heads/.invalid`` placeholder, a name git refuses, another shape). Never raises."""
     try:
         if head_file.is_symlink():
             return None
@@ -89,8 +87,7 @@ def head_name(head_file: Path) -> str | None:
     if re.fullmatch("[0-9a-f]{40}", body):
         return ""
     name = body.removeprefix("ref: ")
-    if body.startswith("ref: ") and full_name(name) and name != "refs/heads/.invalid" \
-            and not any(c.isspace() for c in name):
+    if body.startswith("ref: ") and full_name(name) and name != "refs/heads/.invalid":
         return name
     return None  # git's answer for anything else: a name it refuses leaves HEAD broken
 
@@ -130,13 +127,14 @@ def base_commit(repo: Refs, base_branch: str | None) -> tuple[str, str | None]:
         ref = repo.checked_out() or "HEAD"
         return ref.removeprefix("refs/heads/"), repo.rev_parse(ref)
     if base_branch == "HEAD" or full_name(base_branch):
-        found = base_branch
+        found, sha = base_branch, repo.rev_parse(base_branch)
     elif full_name("refs/" + base_branch):
-        found = next((r for r in (f.format(base_branch) for f in _BASE_REFS)
-                      if repo.rev_parse(r)), "")
+        for form in _BASE_REFS:  # each asked once: the first that resolves
+            found = form.format(base_branch)
+            if sha := repo.rev_parse(found):
+                break
     else:
         return base_branch, repo.rev_parse(base_branch)
-    sha = repo.rev_parse(found) if found else None
     if sha and found.startswith("refs/tags/"):
         sha = repo.rev_parse(f"{sha}^{{commit}}")  # an annotated tag names a tag object
     return base_branch, sha
