@@ -328,7 +328,7 @@ def share_preflight(runner: Runner) -> None:
         runner.store.set_baseline(key, *_PREFLIGHTS[key])
     elif b.preflight(head).status == "pass":
         row = runner.store.cached(key)
-        if row is not None:  # kept only with an environment digest
+        if row is not None:  # a run-scoped key (a wrapper command) is simply never met again
             _PREFLIGHTS[key] = (set(row["data"]["passed_ids"]), row["evidence"])
         b.env = None  # the base's tests ran since that walk: the run walks anew, as later ones
     else:
