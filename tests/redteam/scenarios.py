@@ -128,10 +128,12 @@ def verdict(s: Scenario, o: Outcome) -> tuple[bool, str]:
     return True, ""
 
 
-def play(s: Scenario, workdir: Path, shared_preflight: bool = True) -> Outcome:
+def play(s: Scenario, workdir: Path, shared_preflight: bool = True,
+         shared_red: bool = True) -> Outcome:
     """Build the project in ``workdir`` (must not exist yet), run packet P1 once, read the
     outcome from the store. ``shared_preflight``: the preflight of a base this process has
-    preflighted already is taken from that run (helpers.share_preflight)."""
+    preflighted already is taken from that run (helpers.share_preflight); ``shared_red``:
+    so is a red pass on the same base and planted files (helpers.share_red)."""
     fields = {"allowed_paths": ["src/calc/**"], "max_attempts": 1, **s.packet}
     md = packet_md("P1", "multiply", "calc.ops.mul multiplies two numbers.", **fields)
     files = {"pyproject.toml": PYPROJECT, ".gitignore": "packets/*/hidden/\n", **s.files}
@@ -142,7 +144,8 @@ def play(s: Scenario, workdir: Path, shared_preflight: bool = True) -> Outcome:
         h = root / "packets" / "P1" / "hidden" / HIDDEN
         h.parent.mkdir(parents=True)
         h.write_text(HIDDEN_TEST)
-    runner = runner_for(root, s.agent, shared_preflight=shared_preflight)
+    runner = runner_for(root, s.agent, shared_preflight=shared_preflight,
+                        shared_red=shared_red)
     report = runner.run()
     store = runner.store
     att = store.attempts("P1")[0]
