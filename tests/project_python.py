@@ -2,9 +2,11 @@
 real pytest in a real venv, as most projects have, not andon's own .venv. Importing this
 module does nothing; conftest.py builds one venv per suite run."""
 
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 PROJECT_PYTHON_DISTS = ("pytest", "pluggy", "iniconfig", "packaging", "pygments")
@@ -14,7 +16,8 @@ def build_project_python(where: Path) -> Path:
     """The venv the tests' projects run their suites in (helpers.project_test_command): real
     pytest in a real venv, as most projects have, made at ``where`` (must not exist) by
     ``venv --without-pip`` of the interpreter under this one, with every file that each of
-    ``PROJECT_PYTHON_DISTS`` installed here lists in its RECORD copied in, and compiled.
+    ``PROJECT_PYTHON_DISTS`` installed here lists in its RECORD copied in (less its byte
+    code), and what a test run imports compiled.
     Not andon's own .venv: its 16,000 files (selenium, mypy, scipy, …) were walked by every
     environment fingerprint of every attempt (contain/envprint.py): the red-team's honest
     scenarios took 38 CPU-s with it, 30.5 with this one. Returns its ``bin/python``."""
@@ -28,11 +31,27 @@ def build_project_python(where: Path) -> Path:
         dist = importlib.metadata.distribution(name)
         for f in dist.files or ():
             src = Path(dist.locate_file(f))
-            if src.is_file() and ".." not in f.parts:
+            # not the byte code pip compiled at install: what a run imports is compiled below
+            if src.is_file() and ".." not in f.parts and "__pycache__" not in f.parts:
                 (purelib / f).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, purelib / f)
-    # byte code written now: test runs never write it (PYTHONDONTWRITEBYTECODE), and each
-    # would compile pytest from source again
-    subprocess.run([str(where / "bin" / "python"), "-m", "compileall", "-q", str(purelib)],
-                   check=True, stdout=subprocess.DEVNULL)
-    return where / "bin" / "python"
+    # byte code written now, by one pytest run that writes it (as the first run in a venv
+    # pip installed with --no-compile, or uv, leaves it): test runs never write it
+    # (PYTHONDONTWRITEBYTECODE) and would compile pytest from source each time. Only what a
+    # run imports: pygments' 300 lexers and styles stay source, as they do in such a venv, and
+    # are not walked as caches by each environment fingerprint (contain/envprint.py).
+    python = where / "bin" / "python"
+    with tempfile.TemporaryDirectory() as project:
+        (Path(project) / "test_once.py").write_text(
+            "def test_passes():\n    assert [1] == [1]\n\n\n"
+            "def test_fails():\n    assert {'a': 1} == {'a': 2}\n")
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+        done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               "--junitxml", str(Path(project) / "report.xml"), project],
+                              cwd=project, env=env, capture_output=True, text=True,
+                              check=False)
+    if done.returncode != 1:  # one test fails, on purpose
+        raise RuntimeError(f"the project venv's first pytest run ended {done.returncode}:\n"
+                           f"{done.stdout}{done.stderr}")
+    return python
