@@ -288,7 +288,8 @@ def runner_for(root: Path, agents: Mapping[str, Behaviour] | Behaviour, echo=Non
     the atdd/implement stages; ``reviewer`` reviews (default: accepts). With
     ``shared_preflight`` the run finds its base preflighted (:func:`share_preflight`); a
     test of the preflight itself passes False. With ``shared_red`` red's passes are shared
-    with this process's other such runs (:func:`share_red`)."""
+    with this process's other such runs (:func:`share_red`): only for a test that neither
+    reads red's own runs, counts them nor waits on one (the red-team's scenarios)."""
     repo = Repo(root)
     config = load_config(root)
     store = open_store(repo)
@@ -346,11 +347,14 @@ _REDS: dict[str, tuple[str, dict, dict]] = {}
 def share_red(store) -> None:
     """Let ``store`` find a red pass that another ``share_red`` store of this process kept
     under the same key (gates/cache.py ``red_key``: base tree, planted and hidden bytes,
-    test settings, environment), and keep its own for the others: the red-team's scenarios
-    plant the same test on the same base hundreds of times, and red's outcome is the same
-    each time. Whichever scenario meets a key first runs red for real; the others record the
-    cached pass, as a user's second attempt on that base does. Either way the gates after
-    red see the same: a test that asserts on red's own runs passes ``shared_red=False``."""
+    test settings, environment), and keep its own for the others: the tests plant the same
+    test on the same base hundreds of times (the red-team's scenarios alone 380), and red's
+    outcome is the same each time. Whichever test meets a key first runs red for real; the
+    others record the cached pass, as a user's second attempt on that base does. Either way
+    the gates after red see the same. Which one a test meets depends on the order the tests
+    ran in: a test that reads red's own runs, counts them or waits on one (a test that
+    syncs with the first red run hangs on a cached red) must not share. A failure is never
+    cached (red.py), so a test whose red fails always runs it."""
     found, keep = store.cached, store.set_cached
 
     def cached(key: str):
