@@ -80,7 +80,7 @@ def run_one(name: str) -> dict:
         os.environ.pop("PYTHONUSERBASE", None)
     t0 = time.monotonic()
     try:
-        o = scenarios.play(s, tmp / "repo", shared_preflight=False)
+        o = scenarios.play(s, tmp / "repo", shared_preflight=False, shared_red=False)
         ok, why = scenarios.verdict(s, o)
         finding = f"{o.gate}: {o.finding_text()}" if o.gate else "merged"
         o.runner.store.close()

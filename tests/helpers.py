@@ -27,6 +27,7 @@ from andon.config import DEFAULT_TOML, load_config
 from andon.errors import AndonError
 from andon.runner import Runner
 from andon.state import open_store
+from andon.store import StoreProtocol
 from andon.workspace import Repo
 
 # The interpreter the tests' projects run their suites with (config_toml's default test
@@ -340,16 +341,16 @@ def share_preflight(runner: Runner) -> None:
         b.env = None
 
 
-# red-cache key -> (kind, data, evidence) of a red pass a shared_red run of this process kept
-_REDS: dict[str, tuple[str, dict, dict]] = {}
+# red-cache key -> (data, evidence) of a red pass a shared_red run of this process kept
+_REDS: dict[str, tuple[dict, dict]] = {}
 
 
-def share_red(store) -> None:
+def share_red(store: StoreProtocol) -> None:
     """Let ``store`` find a red pass that another ``share_red`` store of this process kept
     under the same key (gates/cache.py ``red_key``: base tree, planted and hidden bytes,
-    test settings, environment), and keep its own for the others: the tests plant the same
-    test on the same base hundreds of times (the red-team's scenarios alone 380), and red's
-    outcome is the same each time. Whichever test meets a key first runs red for real; the
+    test settings, environment), and keep its own for the others: the red-team's scenarios
+    (redteam/scenarios.py ``play``) plant the same test on the same base hundreds of times,
+    and red's outcome is the same each time. Whichever test meets a key first runs red for real; the
     others record the cached pass, as a user's second attempt on that base does. Either way
     the gates after red see the same. Which one a test meets depends on the order the tests
     ran in: a test that reads red's own runs, counts them or waits on one (a test that
@@ -357,17 +358,17 @@ def share_red(store) -> None:
     cached (red.py), so a test whose red fails always runs it."""
     found, keep = store.cached, store.set_cached
 
-    def cached(key: str):
+    def cached(key: str) -> dict | None:
         row = found(key)
         if row is None and key in _REDS:
-            keep(key, *_REDS[key])
+            keep(key, "red", *_REDS[key])
             row = found(key)
         return row
 
     def set_cached(key: str, kind: str, data: dict, evidence: dict) -> None:
         keep(key, kind, data, evidence)
         if kind == "red":
-            _REDS[key] = (kind, data, evidence)
+            _REDS[key] = (data, evidence)
     store.cached, store.set_cached = cached, set_cached
 
 

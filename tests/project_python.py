@@ -45,13 +45,18 @@ def build_project_python(where: Path) -> Path:
         (Path(project) / "test_once.py").write_text(
             "def test_passes():\n    assert [1] == [1]\n\n\n"
             "def test_fails():\n    assert {'a': 1} == {'a': 2}\n")
-        env = {k: v for k, v in os.environ.items()
-               if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
-        done = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                               "--junitxml", str(Path(project) / "report.xml"), project],
+        # whatever the suite was started with (PYTEST_ADDOPTS="--lf", PYTHONPATH, a -p of
+        # xdist's): none of it reaches this run, which is the venv's and no one else's. -I
+        # as the harness's runs start (contain/boot.py): no PYTHON* variable, no user site
+        env = {"PATH": os.defpath, "HOME": project, "LC_ALL": "C.UTF-8"}
+        done = subprocess.run([str(python), "-I", "-m", "pytest", "-q", "-c", os.devnull,
+                               "-p", "no:cacheprovider", "--junitxml",
+                               str(Path(project) / "report.xml"), project],
                               cwd=project, env=env, capture_output=True, text=True,
                               check=False)
-    if done.returncode != 1:  # one test fails, on purpose
-        raise RuntimeError(f"the project venv's first pytest run ended {done.returncode}:\n"
+    compiled = list(purelib.glob("_pytest/__pycache__/*.pyc"))
+    if done.returncode != 1 or not compiled:  # one test fails, on purpose
+        raise RuntimeError(f"the project venv's first pytest run ended {done.returncode} "
+                           f"and compiled {len(compiled)} of _pytest's modules:\n"
                            f"{done.stdout}{done.stderr}")
     return python

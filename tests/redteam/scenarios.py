@@ -129,11 +129,14 @@ def verdict(s: Scenario, o: Outcome) -> tuple[bool, str]:
 
 
 def play(s: Scenario, workdir: Path, shared_preflight: bool = True,
-         shared_red: bool = True) -> Outcome:
+         shared_red: bool | None = None) -> Outcome:
     """Build the project in ``workdir`` (must not exist yet), run packet P1 once, read the
     outcome from the store. ``shared_preflight``: the preflight of a base this process has
-    preflighted already is taken from that run (helpers.share_preflight); ``shared_red``:
-    so is a red pass on the same base and planted files (helpers.share_red)."""
+    preflighted already is taken from an earlier run (helpers.share_preflight);
+    ``shared_red``: so is a red pass on the same base and planted files
+    (helpers.share_red). By default only for a scenario with no ``setup`` of its own: one
+    may change what red's runs see without changing red's key (the person's variables of
+    ``person_env`` are not in it), and its red then runs, whatever ran before."""
     fields = {"allowed_paths": ["src/calc/**"], "max_attempts": 1, **s.packet}
     md = packet_md("P1", "multiply", "calc.ops.mul multiplies two numbers.", **fields)
     files = {"pyproject.toml": PYPROJECT, ".gitignore": "packets/*/hidden/\n", **s.files}
@@ -145,7 +148,7 @@ def play(s: Scenario, workdir: Path, shared_preflight: bool = True,
         h.parent.mkdir(parents=True)
         h.write_text(HIDDEN_TEST)
     runner = runner_for(root, s.agent, shared_preflight=shared_preflight,
-                        shared_red=shared_red)
+                        shared_red=s.setup is None if shared_red is None else shared_red)
     report = runner.run()
     store = runner.store
     att = store.attempts("P1")[0]
