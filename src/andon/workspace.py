@@ -238,10 +238,7 @@ class Repo(ObjectReads):
         (``ref/x``) is listed too and passed over."""
         if (loose := loose_sha(self.git_dir, ref, self.hex_digits)) is not None:
             return loose or None
-        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", ref)
-        # lines end at "\n" only: a ref name may hold U+2028 or NEL, where splitlines breaks
-        return next((sha for sha, _, name in (line.partition(" ") for line in out.split("\n"))
-                     if name == ref), None)
+        return self._refs(ref).get(ref)
 
     def checked_out(self) -> str:
         """The full name of the branch checked out at the top level ("" when HEAD is
@@ -276,9 +273,14 @@ class Repo(ObjectReads):
 
     def refs_snapshot(self) -> dict[str, str]:
         """Every ref under refs/ (name -> sha), to spot an agent that moved or made refs."""
-        out = self.git("for-each-ref", "--format=%(objectname) %(refname)")
-        return {name: sha for sha, name in (line.split(" ", 1) for line in out.split("\n")
-                                            if line)}
+        return self._refs()
+
+    def _refs(self, *patterns: str) -> dict[str, str]:
+        """Name -> sha of the refs ``git for-each-ref`` lists for ``patterns`` (none: all)."""
+        out = self.git("for-each-ref", "--format=%(objectname) %(refname)", *patterns)
+        # lines end at "\n" only: a ref name may hold U+2028 or NEL, where splitlines breaks
+        return {name: sha for sha, _, name in (line.partition(" ") for line in out.split("\n")
+                                               if line)}
 
     def restore_refs(self, before: dict[str, str], owned: tuple[str, ...] = ()) -> list[str]:
         """Compared with ``before`` (a :meth:`refs_snapshot`), put back every ref andon owns —
