@@ -350,11 +350,11 @@ def share_red(store: StoreProtocol) -> None:
     under the same key (gates/cache.py ``red_key``: base tree, planted and hidden bytes,
     test settings, environment), and keep its own for the others: the red-team's scenarios
     (redteam/scenarios.py ``play``) plant the same test on the same base hundreds of times,
-    and red's outcome is the same each time. Whichever test meets a key first runs red for real; the
-    others record the cached pass, as a user's second attempt on that base does. Either way
-    the gates after red see the same. Which one a test meets depends on the order the tests
-    ran in: a test that reads red's own runs, counts them or waits on one (a test that
-    syncs with the first red run hangs on a cached red) must not share. A failure is never
+    and red's outcome is the same each time. Whichever test meets a key first runs red for
+    real; the others record the cached pass, as a user's second attempt on that base does.
+    Either way the gates after red see the same. Which one a test meets depends on the
+    order the tests ran in: a test that reads red's own runs, counts them or waits on one (a
+    test that syncs with the first red run hangs on a cached red) must not share. A failure is never
     cached (red.py), so a test whose red fails always runs it."""
     found, keep = store.cached, store.set_cached
 
