@@ -176,8 +176,7 @@ class Attempt:
         red_row = [g for g in self.store.gate_results(prev["id"]) if g["gate"] == red.NAME][-1]
         ids = red_row["evidence"].get("red_ids", [])
         self.ctx.red_ids = self.out.red_ids = set(ids)
-        if self.ctx.atdd_sha:
-            self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
+        self.ctx.atdd_tests = self._atdd_tests()
         self._record(GateResult(
             red.NAME, "pass", f"carried over from attempt {prev['n']}: same plant commit "
             f"{self.ctx.plant_sha[:10]}, {len(ids)} planted test(s) red there",
@@ -193,8 +192,7 @@ class Attempt:
         return self.out
 
     def _red_before_implement(self) -> bool:
-        if self.ctx.atdd_sha:
-            self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
+        self.ctx.atdd_tests = self._atdd_tests()
         r = self._gate(red)
         self.ctx.red_ids = set(r.details.get("red_ids", []))
         return r.ok
@@ -208,7 +206,7 @@ class Attempt:
         self.store.update_attempt(self.row["id"], atdd_sha=self.ctx.atdd_sha)
         if not self._gate(atdd_scope).ok:
             return False
-        self.ctx.atdd_tests = self._changed_tests(self.ctx.plant_sha, self.ctx.atdd_sha)
+        self.ctx.atdd_tests = self._atdd_tests()
         # after an agent ran in the worktree: what it left beside the commit is not in the
         # cache key, so red runs; the atdd tests are judged as the agent's
         self.ctx.atdd_just_ran = True
@@ -278,6 +276,8 @@ class Attempt:
         status = "timed out" if run.timed_out else f"exited {run.exit_status}"
         self.say(f"  {stage}: {run.agent} agent {status} after {run.duration_s:.1f} s "
                  f"(recorded, not used to decide); transcript {run.transcript_path}")
+        if blocked := scope.blocked(scope.NAME, f"while the {stage} agent ran", self.repo.root):
+            raise _WroteOutside(blocked)  # first: the git commands below would hang on it
         self.over_budget = self.over_budget or budget.check(
             self.store, self.config.budgets, self.row, self.run_started, False)
         changed = (guard.changes(before, self.watch()) if before is not None and self.watch
@@ -291,19 +291,16 @@ class Attempt:
                 f"refs/heads/{self.config.andon.integration_branch}",)))
         if reached is not None:
             raise _WroteOutside(reached)
-        env = self._env_changed(scope.NAME, f"while the {stage} agent ran")
-        if env is not None:
+        if (env := self._env_changed(scope.NAME, f"while the {stage} agent ran")) is not None:
             raise _WroteOutside(env)
         self.env_clean = True
         return run
 
     def _snapshot(self, stage: str) -> str | None:
-        """The commit of what the stage left, or None after recording why there is none (the
-        agent removed its worktree, replaced it by a link, left a nested repository...)."""
-        # The parent is always the harness's own last commit of this attempt, whatever the
-        # agent did to HEAD in its worktree.
-        parent = self.ctx.atdd_sha if stage == "implement" and self.ctx.atdd_sha \
-            else self.ctx.plant_sha
+        """The commit of what the stage left — its parent the harness's own last commit of
+        this attempt, whatever the agent did to HEAD — or None after recording why there is
+        none (the agent removed its worktree, replaced it by a link, left a nested repo...)."""
+        parent = (stage == "implement" and self.ctx.atdd_sha) or self.ctx.plant_sha
         try:
             sha = self.repo.snapshot(self.worktree, parent, f"andon: what the {stage} stage "
                                      f"changed in attempt {self.row['n']} of {self.packet.id}")
@@ -340,20 +337,20 @@ class Attempt:
                            [g.gate for g in self.out.gates if not g.ok], self._agent,
                            self.worktree)
 
-    # -- helpers ------------------------------------------------------------------------
-
     def _could_not_work(self, run, stage: str, start: str, sha: str) -> bool:
-        """Record the ``agent`` gate's failure if the stage's agent could not work at all
-        (gates/agent.py); True then."""
+        """Record the ``agent`` gate's failure if the stage's agent could not work: True."""
         result = could_not_work(run, stage, bool(self.repo.changes(start, sha)))
         if result is not None:
             self._record(result, now(), 0.0)
         return result is not None
 
-    def _changed_tests(self, base: str, head: str) -> list[str]:
-        return sorted(c.path for c in self.repo.changes(base, head) if c.status != "D"
-                      and path_matches(c.path, self.config.stages.test_paths)
-                      and collectable(c.path))
+    def _atdd_tests(self) -> list[str]:
+        """The test files the atdd stage's commit added or changed (none without one)."""
+        if not self.ctx.atdd_sha:
+            return []
+        return sorted(c.path for c in self.repo.changes(self.ctx.plant_sha, self.ctx.atdd_sha)
+                      if c.status != "D" and collectable(c.path)
+                      and path_matches(c.path, self.config.stages.test_paths))
 
     def _record(self, result: GateResult, started: str, seconds: float) -> GateResult:
         self.store.add_gate_result(self.row["id"], result.gate, result.status, result.layer,
@@ -391,10 +388,12 @@ class Attempt:
         return recorded
 
     def _env_changed(self, gate: str, when: str) -> GateResult | None:
-        """A failing ``gate`` result with ``outside-worktree`` findings if the tests'
-        interpreter environment differs from the run's start, else None."""
-        if self.env is None or not (changed := self.env.changed()):
-            return None
+        """A failing ``gate`` result with ``outside-worktree`` findings if the repository
+        holds a file git would hang on (scope.blocked) or the tests' interpreter environment
+        differs from the run's start, else None."""
+        if (blocked := scope.blocked(gate, when, self.repo.root)) or self.env is None or \
+                not (changed := self.env.changed()):
+            return blocked
         text, cmds = envprint.describe(changed, self.env.where, when)
         found = [Finding("outside-worktree", f"{p} was {how} {when}", path=p) for p, how in changed]
         return GateResult(gate, "fail", text, "permission", found, details={"restore": cmds})

@@ -24,6 +24,9 @@ from pathlib import Path
 
 from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
+from andon.git_files import describe as describe_blocking
+from andon.git_files import in_work_tree as blocking_in
+from andon.git_files import run as run_git
 from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
 from andon.refs_read import full_name, head_name, loose_sha
 from andon.treewalk import file_marker, manifest
@@ -126,6 +129,8 @@ class Repo(ObjectReads):
         root = Path(root).resolve()
         if not root.is_dir():
             raise UsageError(f"{root} does not exist or is not a directory")
+        if found := blocking_in(root):  # before git is asked anything: it would hang
+            raise UsageError(describe_blocking(found, root))
         try:
             top, common, own, head, objects = self._locate(root)
         except GitError as exc:
@@ -189,7 +194,7 @@ class Repo(ObjectReads):
         argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
                 "-c", "core.attributesFile=/dev/null", *args]
         where = cwd if cwd is not None else getattr(self, "root", None)
-        proc = subprocess.run(argv, cwd=where, input=input, capture_output=True, env=full)
+        proc = run_git(argv, where, input, full, getattr(self, "git_dir", None))
         if check and proc.returncode != 0:
             raise GitError(argv, proc.returncode, proc.stderr.decode(errors="replace"))
         return proc

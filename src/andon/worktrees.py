@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from . import reaper, submodules, treewalk, worktree_pool
+from . import git_files, reaper, submodules, treewalk, worktree_pool
 from .errors import AndonError, UsageError
 from .objects import Entry
 
@@ -281,6 +281,9 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
         raise SnapshotError(f"the worktree {worktree} is no longer a directory")
     if worktree.is_relative_to(repo.root):
         raise SnapshotError(f"{worktree} is inside the main work tree, not a worktree")
+    if found := git_files.in_files(worktree):  # `git add --all` would wait on it for ever
+        raise SnapshotError(git_files.describe(found, worktree, advice=False),
+                            git_files.shown(found[0][0], worktree))
     parent = repo.resolve(parent)
     with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
         own = index_of(worktree)

@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from ..git_files import user_config_files
 from ..packet import is_litter
 from ..workspace import Repo, file_marker, manifest
 
@@ -71,17 +72,6 @@ _RISKY_CONFIG = (b"core.", b"filter.", b"include.", b"includeif.", b"extensions.
 # andon's git reads it too, so a filter's smudge command written there by an agent without the
 # sandbox would run in every checkout the harness makes
 GLOBAL_CONFIG = "git config --global"
-
-
-def user_config_files() -> list[Path]:
-    """The files git reads as the user's global config: ``$GIT_CONFIG_GLOBAL`` when set, else
-    ``$XDG_CONFIG_HOME/git/config`` (default ``~/.config/git/config``) and ``~/.gitconfig``
-    (git-config(1), FILES). Listed whether they exist or not."""
-    if os.environ.get("GIT_CONFIG_GLOBAL"):
-        return [Path(os.environ["GIT_CONFIG_GLOBAL"])]
-    home = Path(os.path.expanduser("~"))
-    xdg = Path(os.environ.get("XDG_CONFIG_HOME") or home / ".config")
-    return [xdg / "git" / "config", home / ".gitconfig"]
 
 
 def _git_config_markers(repo: Repo) -> tuple[str, str]:

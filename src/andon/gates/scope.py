@@ -46,10 +46,12 @@ import importlib.machinery
 import sys
 import tomllib
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ..config import CONFIG_NAME
 from ..contain.interpreter import python_of
+from ..git_files import describe, in_work_tree, shown
 from ..packet import path_matches
 from ..runners.rootdir import CONFIG_NAMES
 from .base import Finding, GateContext, GateResult
@@ -341,3 +343,15 @@ def reached_outside(stage: str, changed: list[tuple[str, str]], moved: list[str]
         return None
     return GateResult(NAME, "fail", f"the {stage} agent " + "; ".join(what), "permission",
                       findings)
+
+
+def blocked(gate: str, when: str, root: Path) -> GateResult | None:
+    """The failing result (layer ``permission``) of ``gate`` when the repository at ``root``
+    now holds a file git would wait on for ever (git_files.py), made ``when`` (e.g. "while
+    the implement agent ran"): an ``outside-worktree`` finding for each, named relative to
+    ``root``; None when there is none. Found without running git, which would hang."""
+    if not (found := in_work_tree(root)):
+        return None
+    findings = [Finding("outside-worktree", f"{shown(p, root)} is {what}, made {when}: git "
+                        "waits for ever on it", path=shown(p, root)) for p, what in found]
+    return GateResult(gate, "fail", describe(found, root), "permission", findings)
