@@ -14,6 +14,7 @@ for writing, which lets a blocked git go on (it reads an empty file).
 from __future__ import annotations
 
 import os
+import socket
 import stat
 import textwrap
 import threading
@@ -21,10 +22,14 @@ from pathlib import Path
 
 import pytest
 
+from andon import git_watch, workspace
+from andon.errors import GitBlocked, UsageError
 from andon.exits import EXIT_HALTED
+from andon.git_files import in_work_tree
 from andon.store import Store
+from andon.workspace import Repo
 
-from helpers import andon, honest_mul, make_project, mul_packet, runner_for, write
+from helpers import andon, git, honest_mul, make_project, mul_packet, runner_for, write
 
 DEADLINE_S = 60.0
 FIFOS: list[Path] = []
@@ -129,24 +134,128 @@ def test_a_file_git_would_wait_on_stops_the_line_and_is_named(tmp_path, place, h
     assert len(store.events()) == events
 
 
-def test_a_char_device_or_socket_is_named_as_what_it_is(tmp_path, monkeypatch):
-    """Not only FIFOs: a link to a character device (``/dev/zero``: git would read for ever)
-    and a socket are named as such by the check, which reads no file's content."""
-    from andon.git_files import blocking
-
+def test_the_look_names_devices_and_loops_and_leaves_sockets_and_dev_null(tmp_path,
+                                                                         monkeypatch):
+    """The stat look (git_files.py) names a link to /dev/zero (git reads it without end), a
+    link that loops back into refs/ (git lists it without end) and a FIFO behind a link to a
+    folder (git follows it); it leaves alone what git does not wait on: a socket (open(2)
+    fails at once) and a global config that is /dev/null (read as empty)."""
     root = make_project(tmp_path / "repo")
     git_dir = root / ".git"
     (git_dir / "refs" / "heads" / "zero").symlink_to("/dev/zero")
-    import socket
-    s = socket.socket(socket.AF_UNIX)
+    (git_dir / "refs" / "heads" / "loop").symlink_to(git_dir / "refs")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    _fifo(outside / "x")
+    (git_dir / "refs" / "tags" / "out").symlink_to(outside)
     monkeypatch.chdir(git_dir / "refs" / "tags")  # a socket's path holds 107 bytes at most
+    s = socket.socket(socket.AF_UNIX)
     s.bind("sock")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
     try:
-        found = dict(blocking(git_dir, git_dir))
+        found = dict(in_work_tree(root))
     finally:
         s.close()
     assert found == {git_dir / "refs" / "heads" / "zero": "a link to a character device",
-                     git_dir / "refs" / "tags" / "sock": "a socket"}
+                     git_dir / "refs" / "heads" / "loop": "a link that loops",
+                     git_dir / "refs" / "tags" / "out" / "x": "a FIFO"}
+
+
+def test_repo_refuses_before_running_any_git_command(tmp_path, monkeypatch):
+    """Every command makes a Repo first: with a FIFO at .git/HEAD it raises UsageError,
+    naming the file and the rm that removes it, without starting git (which would hang)."""
+    root = make_project(tmp_path / "repo")
+    _fifo(root / ".git" / "HEAD")
+
+    def no_git(*args, **kwargs):
+        raise AssertionError(f"git was started: {args}")
+    monkeypatch.setattr(workspace, "run_git", no_git)
+    with pytest.raises(UsageError) as exc:
+        Repo(root)
+    said = str(exc.value)
+    assert ".git/HEAD is a FIFO" in said and f"rm {root / '.git' / 'HEAD'}" in said
+
+
+def test_a_git_command_stuck_on_a_fifo_anywhere_is_stopped_naming_it(tmp_path):
+    """A FIFO where no stat look goes (here a config file named on the command line, as an
+    include would be): git blocks opening it; the watch sees the open(2) wait in /proc,
+    ends the command, and GitBlocked names the path the open was given."""
+    root = make_project(tmp_path / "repo")
+    fifo = tmp_path / "anywhere.fifo"
+    _fifo(fifo)
+    with pytest.raises(GitBlocked) as exc:
+        git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+                      os.environ)
+    assert exc.value.found == [(fifo, "a FIFO")]
+    assert f"{fifo} is a FIFO" in str(exc.value)
+
+
+def test_a_fifo_given_by_a_relative_path_is_named_absolute(tmp_path):
+    """The path a blocked open(2) was given is named as an absolute, normalised path (here
+    relative to git's working folder, through "..")."""
+    root = make_project(tmp_path / "repo")
+    _fifo(tmp_path / "rel.fifo")
+    with pytest.raises(GitBlocked) as exc:
+        git_watch.run(["git", "config", "--file", "../rel.fifo", "--list"], root, None,
+                      os.environ)
+    assert exc.value.found == [(tmp_path / "rel.fifo", "a FIFO")]
+
+
+def test_a_fifo_another_process_keeps_open_is_stopped_naming_it(tmp_path):
+    """A process outside the command keeps the FIFO open (read and write): git's open
+    succeeds and its read waits. The watch sees git holding a named FIFO and stops it."""
+    root = make_project(tmp_path / "repo")
+    fifo = tmp_path / "held.fifo"
+    _fifo(fifo)
+    held = os.open(fifo, os.O_RDWR)
+    try:
+        with pytest.raises(GitBlocked) as exc:
+            git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+                          os.environ)
+    finally:
+        os.close(held)
+    assert exc.value.found == [(fifo, "a FIFO")]
+
+
+def test_a_slow_honest_git_command_is_not_stopped(tmp_path, monkeypatch):
+    """git opens /dev/urandom for an instant for each object it writes; a look that lands
+    then must not stop it. With looks every 5 ms, adding 3,000 new files still ends as git
+    ends it."""
+    root = make_project(tmp_path / "repo")
+    for i in range(3000):
+        (root / f"f{i}.txt").write_text(f"{i}\n")
+    monkeypatch.setattr(git_watch, "FIRST_LOOK_S", 0.005)
+    monkeypatch.setattr(git_watch, "WATCH_S", 0.005)
+    done = git_watch.run(["git", "add", "-A"], root, None, os.environ)
+    assert done.returncode == 0, done.stderr
+    assert len(git(root, "diff", "--cached", "--name-only").split()) == 3000
+
+
+def test_a_git_command_reading_a_device_is_stopped_naming_it(tmp_path):
+    """git reading a character device (here a terminal with nothing to read; /dev/zero
+    would be read without end) is stopped, naming the device."""
+    root = make_project(tmp_path / "repo")
+    leader, follower = os.openpty()
+    try:
+        tty = os.ttyname(follower)
+        with pytest.raises(GitBlocked) as exc:
+            git_watch.run(["git", "config", "--file", tty, "--list"], root, None, os.environ)
+    finally:
+        os.close(leader)
+        os.close(follower)
+    assert (Path(tty), "a character device") in exc.value.found
+
+
+def test_a_stopped_git_leaves_no_lock_file(tmp_path):
+    """update-ref stuck appending to a reflog that is a FIFO: stopped with SIGTERM first,
+    so git removes the ref's lock file, and the next update of that ref is not refused."""
+    root = make_project(tmp_path / "repo")
+    head = git(root, "rev-parse", "HEAD").strip()
+    log = root / ".git" / "logs" / "refs" / "heads" / "new"
+    _fifo(log)
+    with pytest.raises(GitBlocked):
+        git_watch.run(["git", "update-ref", "refs/heads/new", head], root, None, os.environ)
+    assert not (root / ".git" / "refs" / "heads" / "new.lock").exists()
 
 
 @pytest.mark.parametrize("place", ["refs/heads/evil", "HEAD"])
@@ -190,6 +299,7 @@ def test_code_under_test_that_makes_one_fails_the_gate_that_ran_it(tmp_path, pla
         (g["gate"], g["status"], g["summary"]) for g in rows]
     found = failing[0]["evidence"]["findings"]
     assert [(f["kind"], f["path"]) for f in found] == [("outside-worktree", f".git/{place}")]
+    assert "FIFO" in found[0]["message"] and "code under test" in found[0]["message"]
 
 
 @pytest.mark.parametrize("place", [".gitignore", "src/calc/.gitignore"])
@@ -215,3 +325,76 @@ def test_one_in_the_agents_own_worktree_is_a_worktree_andon_cannot_read(tmp_path
     assert [(f["kind"], f["path"]) for f in found] == [("unreadable-worktree", place)]
     assert "FIFO" in found[0]["message"]
     assert andon(root, "status").returncode == 0
+
+
+def test_a_fifo_where_no_look_goes_still_ends_the_run_naming_it(tmp_path):
+    """The agent adds an include to .git/config naming a FIFO outside the repository: no
+    stat look covers it, but andon's next git command (the config watch after the stage)
+    is stopped by the watch; the run ends, the packet blocks, and the evidence names the
+    FIFO."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    fifo = tmp_path / "include.fifo"
+
+    def agent(ctx):
+        honest_mul(ctx)
+        _fifo(fifo)
+        with open(root / ".git" / "config", "a") as f:
+            f.write(f"[include]\n\tpath = {fifo}\n")
+        return "done"
+
+    report, store = _run(root, agent)
+
+    assert report.merged == []
+    assert store.packet("P1")["state"] == "blocked"
+    attempt = store.attempts("P1")[0]
+    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    assert len(failing) == 1 and f"{fifo} is a FIFO" in failing[0]["summary"], failing
+
+
+def test_code_under_test_that_blocks_the_object_store_fails_its_gate_naming_it(tmp_path):
+    """The code under test makes .git/objects/pack/multi-pack-index a FIFO (git opens it to
+    read any object; no stat look goes into objects/): the gate's next git command is
+    stopped by the watch and the gate fails, naming the file."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    target = root / ".git" / "objects" / "pack" / "multi-pack-index"
+    FIFOS.append(target)
+
+    def agent(ctx):
+        honest_mul(ctx)
+        write(ctx, "src/calc/ops.py", f"\n\nimport os as _os\nif not _os.path.exists("
+              f"{str(target)!r}):\n    _os.mkfifo({str(target)!r})\n", append=True)
+        return "done"
+
+    report, store = _run(root, agent)
+
+    assert report.merged == []
+    attempt = store.attempts("P1")[0]
+    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    assert len(failing) == 1, failing
+    found = failing[0]["evidence"]["findings"]
+    assert ("outside-worktree", ".git/objects/pack/multi-pack-index") in [
+        (f["kind"], f["path"]) for f in found]
+
+
+def test_a_nested_repository_whose_head_blocks_is_a_worktree_andon_cannot_read(tmp_path):
+    """Inside its own worktree (no absolute path, so a sandboxed agent can too), the agent
+    makes a repository whose HEAD is a FIFO: git reads that HEAD to tell a nested
+    repository from a folder, so the snapshot would hang; it is unreadable-worktree."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+
+    def agent(ctx):
+        honest_mul(ctx)
+        nested = ctx.worktree / "vendored"
+        nested.mkdir()
+        git(nested, "init", "-q")
+        _fifo(nested / ".git" / "HEAD")
+        return "done"
+
+    report, store = _run(root, agent)
+
+    assert report.merged == []
+    attempt = store.attempts("P1")[0]
+    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    found = failing[0]["evidence"]["findings"]
+    assert [(f["kind"], f["path"]) for f in found] == [
+        ("unreadable-worktree", "vendored/.git/HEAD")]

@@ -36,6 +36,8 @@ AndonError
 ├── grill.turn.AgentFailed      the interview agent gave no valid turn in ``[grill] max_asks``
 │                               asks; ``errors``: the last document's problems
 ├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
+│   └── GitBlocked              stopped while stuck on a file git would wait on for ever
+│                               (git_watch.py); ``found`` lists (path, what it is)
 ├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)
 ├── worktree_build.WorktreeFailed  the process writing an attempt's worktree failed (its error)
@@ -153,6 +155,15 @@ class GitError(AndonError):
         self.returncode = returncode
         self.stderr = stderr
         super().__init__(f"{' '.join(argv)} exited {returncode}: {stderr.strip()}")
+
+
+class GitBlocked(GitError):
+    """A git command stopped because it was stuck on a file that is not what git takes it for
+    (git_watch.py): ``found`` lists (path, what it is) — "a FIFO", "a character device"."""
+
+    def __init__(self, argv: list[str], found: list, message: str):
+        self.found = found
+        super().__init__(argv, -15, message)
 
 
 class StoreError(AndonError):

@@ -2,39 +2,38 @@
 
 git opens ``HEAD``, ``config``, ``packed-refs``, each loose ref and each reflog as regular
 files, with no timeout: a FIFO there blocks the git command in open(2) until some process
-writes to it, and a link to ``/dev/zero`` is read without end. Every git command reads
+opens the other end, and a link to ``/dev/zero`` is read without end. Every git command reads
 ``HEAD`` and ``config`` (``HEAD`` is how git recognises a repository); ``for-each-ref`` and a
 clone read every ref. An agent that is not sandboxed can make such a file in the user's
 ``.git`` by absolute path, and andon's next git command would hang with no evidence shown.
 
-So this module looks, with ``lstat``/``stat`` only (it opens no file it checks), at what git
-reads in a git directory: the files above, ``index``, ``commondir``, ``gitdir``, ``shallow``,
+This module looks, with ``lstat``/``stat`` only (it opens no file it checks), where git reads
+in a git directory: the files above, ``index``, ``commondir``, ``gitdir``, ``shallow``,
 ``FETCH_HEAD``, ``ORIG_HEAD``, ``MERGE_HEAD``, ``config.worktree``,
-``objects/info/alternates``, ``info/``'s top level, everything below ``refs/`` and ``logs/``,
-and the same in each linked worktree's folder under ``worktrees/``. A path is *blocking*
-when what it leads to (links followed) is neither a regular file nor a folder: a FIFO, a
-socket, a character or block device. A folder is not descended into through a link (links
-may loop; git does not follow one below ``refs/`` either). ``objects/`` itself is not
-walked: git reads objects by name, never by listing them, and a repository holds millions.
+``objects/info/alternates``, everything below ``refs/``, ``logs/`` and ``info/``, the same in
+each linked worktree's folder under ``worktrees/``, and the user's global git config. A path
+is *blocking* when what it leads to (links followed) is a FIFO or a character or block
+device other than ``/dev/null`` (which reads as empty); a socket is not (open(2) fails at
+once). git follows a link to a folder below ``refs/``, so the walk does too, and a link back
+into a folder the walk is in (git would list it without end) is blocking as well.
 
-Used when a :class:`~andon.workspace.Repo` is made (every command: it refuses, naming the
-paths, before git is asked anything) and after every agent stage (attempt.py: the stage's
-``scope`` failure names them, and andon runs no git command in the repository after it).
+That list is where an agent most simply leaves such a file, and where this module can name it
+before any git command: when a :class:`~andon.workspace.Repo` is made (every command refuses,
+naming it), after every agent stage and every gate that ran code (an ``outside-worktree``
+failure), and in an agent's worktree before its snapshot (:func:`in_files`). It is not every
+file git may open (a config include, an excludes file, a pack index): git_watch.py catches a
+git command that blocks on any other.
 """
 
 from __future__ import annotations
 
 import os
 import shlex
-import signal
 import stat
-import subprocess
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 
-# How long a git command runs before the repository is looked at for a blocking file, and
-# again each time this passes: nearly every git command andon runs ends well before
-WATCH_S = 2.0
+DEV_NULL = os.makedev(1, 3)  # st_rdev of /dev/null: reads as empty, never blocks
 _TOP = ("HEAD", "config", "config.worktree", "packed-refs", "index", "commondir", "gitdir",
         "shallow", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD", "objects/info/alternates")
 _DEEP = ("refs", "logs", "info")
@@ -46,7 +45,8 @@ def blocking(*git_dirs: Path, extra: Iterable[Path] = ()) -> list[tuple[Path, st
     """(path, what it is) for each blocking path (see the module docstring) in the git
     directories ``git_dirs`` (a repository's own and its common one: the same folder for a
     plain repository) and in ``extra`` files (the user's global git config); sorted, each
-    path once. ``what`` reads as ``"a FIFO"``, ``"a link to a FIFO"``, ``"a socket"``, ...
+    path once. ``what`` reads as ``"a FIFO"``, ``"a link to a FIFO"``, ``"a character
+    device"``, ``"a link that loops"``.
     Missing and unreadable paths are skipped: git fails on them, it does not wait."""
     found: dict[Path, str] = {}
     for git_dir in dict.fromkeys(Path(d) for d in git_dirs):
@@ -85,74 +85,18 @@ def in_work_tree(root: Path) -> list[tuple[Path, str]]:
                 break
             if line.startswith("gitdir:"):
                 own = (d / line[len("gitdir:"):].strip()).resolve()
-                try:
-                    dirs = (own, (own / _read_small(own / "commondir").strip()).resolve())
-                except (OSError, ValueError):
-                    dirs = (own,)
+                dirs = (own, common_dir(own))
         break
     return blocking(*dirs, extra=user_config_files())
 
 
-def run(argv: list[str], cwd: Path | None, input: bytes | None, env: Mapping[str, str],
-        git_dir: Path | None = None) -> subprocess.CompletedProcess:
-    """Run the git command ``argv`` in ``cwd`` (None: this process's), with stdout and
-    stderr captured as bytes and ``input`` to its stdin (None: stdin is this process's), as
-    ``subprocess.run`` does, but never for ever: once it has run ``WATCH_S`` seconds, and each
-    ``WATCH_S`` after, what it reads is looked at — the work tree at ``cwd``
-    (:func:`in_work_tree`), the ``.gitignore`` files and the like of ``env``'s
-    ``GIT_WORK_TREE`` or of ``cwd`` (:func:`in_files`), ``env``'s ``GIT_DIR`` and ``git_dir``
-    (the repository's), each with its common directory — and when one now holds a file git
-    would wait on, the command
-    and everything it started (its own session: a clone's ``upload-pack``) are killed and
-    GitError names the file. A command that is merely slow runs to its end. Raises OSError
-    when git cannot be started."""
-    from .errors import GitError
-
-    proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), start_new_session=True,
-                            stdin=subprocess.PIPE if input is not None else None,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+def common_dir(git_dir: Path) -> Path:
+    """The common directory ``git_dir``'s ``commondir`` file names (a linked worktree's),
+    else ``git_dir`` itself; read without blocking."""
     try:
-        send = input
-        while True:
-            try:
-                out, err = proc.communicate(send, timeout=WATCH_S)
-                break
-            except subprocess.TimeoutExpired:
-                send = None  # sent already: a retry carries on reading
-                where = Path(cwd) if cwd is not None else Path.cwd()
-                if found := _read_by(where, env.get("GIT_WORK_TREE"), env.get("GIT_DIR"),
-                                     git_dir):
-                    _kill(proc)
-                    raise GitError(argv, -signal.SIGKILL, describe(found, where)) from None
-    except BaseException:
-        _kill(proc)
-        raise
-    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
-
-
-def _read_by(cwd: Path, work_tree: str | None, *git_dirs: str | Path | None
-             ) -> list[tuple[Path, str]]:
-    """:func:`in_work_tree` of ``cwd``, :func:`in_files` of ``work_tree`` (else ``cwd``)
-    and :func:`blocking` of each of ``git_dirs`` given and of the common directory its
-    ``commondir`` names."""
-    found = dict(in_work_tree(cwd))
-    found.update(in_files(Path(work_tree) if work_tree else cwd))
-    for d in (Path(g) for g in git_dirs if g):
-        try:
-            common = (d / _read_small(d / "commondir").strip()).resolve()
-        except (OSError, ValueError):
-            common = d
-        found.update(blocking(d, common))
-    return sorted(found.items())
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except OSError:
-            pass
-    proc.wait()
+        return (git_dir / _read_small(git_dir / "commondir").strip()).resolve()
+    except (OSError, ValueError):
+        return git_dir
 
 
 def user_config_files() -> list[Path]:
@@ -168,8 +112,9 @@ def user_config_files() -> list[Path]:
 
 def in_files(top: Path) -> list[tuple[Path, str]]:
     """(path, what it is) for each ``.gitignore``, ``.gitattributes`` or ``.gitmodules``
-    below the work tree ``top`` that is blocking, as :func:`blocking`; no ``.git`` folder
-    and no linked folder is descended into. Sorted."""
+    below the work tree ``top``, and each nested repository's ``.git`` and ``.git/HEAD``,
+    that is blocking, as :func:`blocking`; no ``.git`` folder and no linked folder is
+    descended into (git follows neither as it walks a work tree). Sorted."""
     found: dict[Path, str] = {}
     stack = [top]
     while stack:
@@ -181,7 +126,10 @@ def in_files(top: Path) -> list[tuple[Path, str]]:
         for e in entries:
             if e.name in _IN_TREE:
                 _check(Path(e.path), found)
-            elif e.name != ".git" and e.is_dir(follow_symlinks=False):
+            elif e.name == ".git":  # git reads a nested repository's HEAD to tell it is one
+                _check(Path(e.path), found)
+                _check(Path(e.path) / "HEAD", found)
+            elif e.is_dir(follow_symlinks=False):
                 stack.append(Path(e.path))
     return sorted(found.items())
 
@@ -191,10 +139,15 @@ def describe(found: list[tuple[Path, str]], root: Path, advice: bool = True) -> 
     (``advice``) the command that removes it (andon removes nothing of the user's)."""
     listed = "; ".join(f"{shown(p, root)} is {what}" for p, what in found)
     said = f"git would wait for ever on what it reads as a plain file: {listed}"
+    # a device itself is never the thing to remove: what leads git to it is (a link, an
+    # include)
+    removable = [p for p, _ in found if not str(p).startswith(("/dev/", "/proc/"))]
     if not advice:
         return said
-    return (f"{said}. Remove it (rm " + " ".join(shlex.quote(str(p)) for p, _ in found)
-            + "): until then andon runs no git command in this repository")
+    if not removable:
+        return f"{said}. Remove what leads git to it (a link, a config include), run andon again"
+    return (f"{said}. Remove it (rm " + " ".join(shlex.quote(str(p)) for p in removable)
+            + ") and run andon again")
 
 
 def shown(path: Path, root: Path) -> str:
@@ -218,40 +171,45 @@ def _check(path: Path, found: dict[Path, str]) -> None:
             st = os.stat(path)
     except (OSError, ValueError):
         return
-    what = _kind(st.st_mode)
+    what = _kind(st)
     if what is not None:
         found[path] = f"a link to {what}" if link else what
 
 
 def _walk(top: Path, found: dict[Path, str]) -> None:
-    stack = [top]
+    # folders by their real path: a link to one the walk is below (or has walked) loops
+    stack = [(top, frozenset[str]())]
     while stack:
+        where, above = stack.pop()
         try:
-            with os.scandir(stack.pop()) as it:
+            real = os.path.realpath(where)
+            with os.scandir(where) as it:
                 entries = list(it)
-        except OSError:
+        except (OSError, ValueError):
             continue
+        inside = above | {real}
         for e in entries:
             # d_type answers without a stat call for all but links (and file systems that
             # do not fill it in, which is_dir/is_file then stat)
             if e.is_dir(follow_symlinks=False):
-                stack.append(Path(e.path))
+                stack.append((Path(e.path), inside))
+            elif e.is_symlink() and e.is_dir():
+                if os.path.realpath(e.path) in inside:
+                    found[Path(e.path)] = "a link that loops"
+                else:
+                    stack.append((Path(e.path), inside))
             elif not e.is_file(follow_symlinks=False):
                 _check(Path(e.path), found)
 
 
-def _kind(mode: int) -> str | None:
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-        return None
-    if stat.S_ISFIFO(mode):
+def _kind(st: os.stat_result) -> str | None:
+    if stat.S_ISFIFO(st.st_mode):
         return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode):
+    if stat.S_ISCHR(st.st_mode) and st.st_rdev != DEV_NULL:
         return "a character device"
-    if stat.S_ISBLK(mode):
+    if stat.S_ISBLK(st.st_mode):
         return "a block device"
-    return "not a regular file"
+    return None  # a file, a folder, /dev/null; a socket: open(2) fails at once
 
 
 def _read_small(path: Path) -> str:

@@ -26,7 +26,7 @@ from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
 from andon.git_files import describe as describe_blocking
 from andon.git_files import in_work_tree as blocking_in
-from andon.git_files import run as run_git
+from andon.git_watch import run as run_git
 from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
 from andon.refs_read import full_name, head_name, loose_sha
 from andon.treewalk import file_marker, manifest
@@ -36,6 +36,8 @@ __all__ = ["BATCH_HEADER", "IDENTITY", "ZERO_SHA", "Change", "MergeConflict", "R
            "Repo", "SnapshotError", "commit_message", "file_marker", "manifest"]
 
 ZERO_SHA = "0" * 40
+# git's own defaults, pinned: a config that sets -1 (wait for ever) on a leftover lock hangs
+_LOCK_WAITS = ("-c", "core.filesRefLockTimeout=100", "-c", "core.packedRefsTimeout=1000")
 # a full SHA-1 as git prints it (andon works on SHA-1 repositories: ZERO_SHA)
 _FULL_SHA = re.compile("[0-9a-f]{40}")
 IDENTITY = {"GIT_AUTHOR_NAME": "andon", "GIT_AUTHOR_EMAIL": "andon@localhost",
@@ -192,7 +194,7 @@ class Repo(ObjectReads):
              check: bool, env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess:
         full = {**git_env(), **(env or {})}
         argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
-                "-c", "core.attributesFile=/dev/null", *args]
+                "-c", "core.attributesFile=/dev/null", *_LOCK_WAITS, *args]
         where = cwd if cwd is not None else getattr(self, "root", None)
         proc = run_git(argv, where, input, full, getattr(self, "git_dir", None))
         if check and proc.returncode != 0:

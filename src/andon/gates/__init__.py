@@ -11,7 +11,7 @@ recorded only when that agent could not work at all.
 
 from __future__ import annotations
 
-from ..errors import GitError
+from ..errors import GitBlocked
 from . import atdd_scope, flaky, hermetic, mutation, patterns, red, scope, static, suite
 from .base import Gate, GateContext, GateResult
 
@@ -31,17 +31,17 @@ __all__ = ["AFTER_IMPLEMENT", "Gate", "atdd_scope", "judge", "red"]
 def judge(gate: Gate, ctx: GateContext) -> GateResult:
     """``gate``'s result on ``ctx``: ``skipped`` with its reason when it does not apply
     (nothing run), else what its ``run`` returns. The one code path for skipping a gate.
-    A git command of the gate's killed because the repository now holds a file git would
-    wait on for ever (git_files.py: the code under test made it, by absolute path) is the
-    gate's ``outside-worktree`` failure naming it; any other GitError is raised."""
+    A git command of the gate's stopped because it was stuck on a file git would wait on for
+    ever (git_watch.py: the code under test made it, by absolute path) is the gate's
+    ``outside-worktree`` failure naming it."""
     reason = gate.skip_reason(ctx)
     if reason is not None:
         return GateResult(gate.NAME, "skipped", reason)
     try:
         return gate.run(ctx)
-    except GitError:
-        blocked = scope.blocked(gate.NAME, f"during the {gate.NAME} gate's test runs (the "
-                                "code under test ran there)", ctx.repo.root)
-        if blocked is None:
+    except GitBlocked as exc:
+        result = scope.blocked(gate.NAME, f"during the {gate.NAME} gate's test runs (the "
+                               "code under test ran there)", ctx.repo.root, exc.found)
+        if result is None:
             raise
-        return blocked
+        return result

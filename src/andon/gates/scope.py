@@ -345,12 +345,14 @@ def reached_outside(stage: str, changed: list[tuple[str, str]], moved: list[str]
                       findings)
 
 
-def blocked(gate: str, when: str, root: Path) -> GateResult | None:
+def blocked(gate: str, when: str, root: Path, found: list[tuple[Path, str]] | None = None
+            ) -> GateResult | None:
     """The failing result (layer ``permission``) of ``gate`` when the repository at ``root``
-    now holds a file git would wait on for ever (git_files.py), made ``when`` (e.g. "while
-    the implement agent ran"): an ``outside-worktree`` finding for each, named relative to
-    ``root``; None when there is none. Found without running git, which would hang."""
-    if not (found := in_work_tree(root)):
+    holds a file git would wait on for ever, made ``when`` (e.g. "while the implement agent
+    ran"): ``found`` (path, what it is) pairs, else what git_files.py finds there without
+    running git, which would hang. An ``outside-worktree`` finding for each, named relative
+    to ``root`` when below it; None when there is none."""
+    if not (found := in_work_tree(root) if found is None else found):
         return None
     findings = [Finding("outside-worktree", f"{shown(p, root)} is {what}, made {when}: git "
                         "waits for ever on it", path=shown(p, root)) for p, what in found]
