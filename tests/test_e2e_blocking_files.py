@@ -398,3 +398,27 @@ def test_a_nested_repository_whose_head_blocks_is_a_worktree_andon_cannot_read(t
     found = failing[0]["evidence"]["findings"]
     assert [(f["kind"], f["path"]) for f in found] == [
         ("unreadable-worktree", "vendored/.git/HEAD")]
+
+
+def test_the_config_watch_reading_one_file_alone_is_watched_too(tmp_path):
+    """When git cannot read a repository's configuration, the outside-worktree watch asks
+    for each config file on its own (guard._git_config_marker): that git command is
+    watched as well, so a global config including a FIFO stops it, naming the FIFO."""
+    from andon.contain import guard
+
+    fifo = tmp_path / "include.fifo"
+    _fifo(fifo)
+    config = tmp_path / "gitconfig"
+    config.write_text(f"[include]\n\tpath = {fifo}\n")
+    out: dict = {}
+
+    def ask():  # in a thread with a deadline: unwatched, it would hang the suite
+        try:
+            out["marker"] = guard._git_config_marker(config, includes=True)
+        except GitBlocked as exc:
+            out["error"] = exc
+    t = threading.Thread(target=ask, daemon=True)
+    t.start()
+    t.join(DEADLINE_S)
+    assert not t.is_alive(), f"still asking after {DEADLINE_S} s: it hangs"
+    assert out["error"].found == [(fifo, "a FIFO")], out

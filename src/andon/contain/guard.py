@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 import os
 import shlex
-import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from .. import git_watch
 from ..git_files import user_config_files
 from ..packet import is_litter
 from ..workspace import Repo, file_marker, manifest
@@ -111,9 +111,9 @@ def _git_config_marker(path: Path, includes: bool = False) -> str:
     the raw bytes' marker if git cannot read it."""
     if not path.exists():
         return ""
-    proc = subprocess.run(["git", "config", "--file", str(path),
-                           "--includes" if includes else "--no-includes", "--list", "-z"],
-                          capture_output=True)
+    proc = git_watch.run(["git", "config", "--file", str(path),
+                          "--includes" if includes else "--no-includes", "--list", "-z"],
+                         None, None, os.environ)
     if proc.returncode != 0:
         return file_marker(path) or ""
     return _digest([e for e in proc.stdout.split(b"\0") if e.lower().startswith(_RISKY_CONFIG)])
