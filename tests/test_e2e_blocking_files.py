@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from andon import git_watch, workspace
+from andon import git_watch
 from andon.errors import GitBlocked, UsageError
 from andon.exits import EXIT_HALTED
 from andon.git_files import in_work_tree
@@ -169,7 +169,7 @@ def test_repo_refuses_before_running_any_git_command(tmp_path, monkeypatch):
 
     def no_git(*args, **kwargs):
         raise AssertionError(f"git was started: {args}")
-    monkeypatch.setattr(workspace, "run_git", no_git)
+    monkeypatch.setattr(git_watch, "run", no_git)
     with pytest.raises(UsageError) as exc:
         Repo(root)
     said = str(exc.value)
@@ -229,6 +229,49 @@ def test_a_slow_honest_git_command_is_not_stopped(tmp_path, monkeypatch):
     done = git_watch.run(["git", "add", "-A"], root, None, os.environ)
     assert done.returncode == 0, done.stderr
     assert len(git(root, "diff", "--cached", "--name-only").split()) == 3000
+
+
+def test_a_device_held_for_an_instant_is_not_a_stop_and_one_held_on_is(tmp_path,
+                                                                       monkeypatch):
+    """The re-look, without waiting for git to be caught mid-open (its /dev/urandom opens
+    last microseconds, too short to land a look on at will): a real git command blocked on
+    a pipe, and what /proc says of the device it holds played two ways. Seen at the first
+    look only, it is no stop and the command ends as git ends it; seen at both, it is."""
+    root = make_project(tmp_path / "repo")
+    fifo = tmp_path / "slow.fifo"
+    _fifo(fifo)
+    looks: list[int] = []
+    real = git_watch._held
+
+    def held(pid, at_first_only):
+        looks.append(pid)
+        out = real(pid)
+        if at_first_only and len(looks) > 1:
+            return out
+        return {**out, (pid, 99): (Path("/dev/urandom"), "a character device", 7)}
+
+    # the command waits on a FIFO someone writes to late, then ends: never stuck on a device
+    writer = threading.Timer(1.0, lambda: os.close(os.open(fifo, os.O_WRONLY)))
+    monkeypatch.setattr(git_watch, "_FIFO_WAITS", frozenset())  # only the device is judged
+    monkeypatch.setattr(git_watch, "_held", lambda pid: held(pid, True))
+    writer.start()
+    try:
+        done = git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+                             os.environ)
+    finally:
+        writer.join()
+    assert done.returncode == 0 and looks
+    looks.clear()
+    writer = threading.Timer(5.0, lambda: os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)))
+    monkeypatch.setattr(git_watch, "_held", lambda pid: held(pid, False))
+    writer.start()
+    try:
+        with pytest.raises(GitBlocked) as exc:
+            git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+                          os.environ)
+    finally:
+        writer.cancel()
+    assert exc.value.found == [(Path("/dev/urandom"), "a character device")]
 
 
 def test_a_git_command_reading_a_device_is_stopped_naming_it(tmp_path):

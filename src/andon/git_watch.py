@@ -70,10 +70,9 @@ def run(argv: list[str], cwd: Path | None, input: bytes | None, env: Mapping[str
             except subprocess.TimeoutExpired:
                 send, wait = None, WATCH_S  # input sent already: a retry carries on with it
                 if found := _stuck(proc.pid, cwd, env, git_dir):
-                    _end(proc)
                     where = Path(cwd) if cwd is not None else Path.cwd()
                     raise GitBlocked(argv, found, git_files.describe(found, where)) from None
-    except BaseException:
+    except BaseException:  # GitBlocked, Ctrl-C, anything: the command's session ends
         _end(proc)
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
@@ -97,9 +96,11 @@ def _stuck(session: int, cwd: Path | None, env: Mapping[str, str], git_dir: Path
         held.update(_held(pid))
     if held:
         time.sleep(RELOOK_S)
-        for (pid, fd), (path, what, ino) in held.items():
-            if _held(pid).get((pid, fd), (None, None, None))[2] == ino:
-                found[path] = what
+        again: dict[tuple[int, int], tuple[Path, str, int]] = {}
+        for pid in {pid for pid, _ in held}:
+            again.update(_held(pid))
+        found.update({path: what for key, (path, what, ino) in held.items()
+                      if key in again and again[key][2] == ino})
     if found:
         # the path the open was given names it best; the stat look adds what it knows
         for path, what in _looked(cwd, env, git_dir):
@@ -183,7 +184,9 @@ def _held(pid: int) -> dict[tuple[int, int], tuple[Path, str, int]]:
 
 def _end(proc: subprocess.Popen) -> None:
     """SIGTERM to the command's session (git removes its lock files), then SIGKILL to
-    whatever of it is left after GRACE_S (its leader may have gone first); reaped."""
+    whatever of it is left after GRACE_S (its leader may have gone first); reaped. Once
+    the leader is reaped and nothing of its session is left, its id may be another's: no
+    signal then."""
     if proc.returncode is not None and not _members(proc.pid):
         return
     try:

@@ -22,11 +22,8 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from andon import worktrees
+from andon import git_files, git_watch, worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
-from andon.git_files import describe as describe_blocking
-from andon.git_files import in_work_tree as blocking_in
-from andon.git_watch import run as run_git
 from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
 from andon.refs_read import full_name, head_name, loose_sha
 from andon.treewalk import file_marker, manifest
@@ -131,8 +128,8 @@ class Repo(ObjectReads):
         root = Path(root).resolve()
         if not root.is_dir():
             raise UsageError(f"{root} does not exist or is not a directory")
-        if found := blocking_in(root):  # before git is asked anything: it would hang
-            raise UsageError(describe_blocking(found, root))
+        if found := git_files.in_work_tree(root):  # before git is asked: it would hang
+            raise UsageError(git_files.describe(found, root))
         try:
             top, common, own, head, objects = self._locate(root)
         except GitError as exc:
@@ -196,7 +193,7 @@ class Repo(ObjectReads):
         argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
                 "-c", "core.attributesFile=/dev/null", *_LOCK_WAITS, *args]
         where = cwd if cwd is not None else getattr(self, "root", None)
-        proc = run_git(argv, where, input, full, getattr(self, "git_dir", None))
+        proc = git_watch.run(argv, where, input, full, getattr(self, "git_dir", None))
         if check and proc.returncode != 0:
             raise GitError(argv, proc.returncode, proc.stderr.decode(errors="replace"))
         return proc
