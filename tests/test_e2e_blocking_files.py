@@ -465,3 +465,33 @@ def test_the_config_watch_reading_one_file_alone_is_watched_too(tmp_path):
     t.join(DEADLINE_S)
     assert not t.is_alive(), f"still asking after {DEADLINE_S} s: it hangs"
     assert out["error"].found == [(fifo, "a FIFO")], out
+
+
+def test_a_fifo_where_the_agents_blob_will_be_stored_fails_scope_naming_it(tmp_path):
+    """The agent knows the bytes it writes, so it knows their blob's id: it makes a FIFO
+    where git will store that object (``.git/objects/ab/cdef…``). git then takes the object
+    for stored and writes nothing, and the first command that reads the blob (scope's look
+    at the changed files' first bytes) would wait on it for ever. The run ends, the attempt
+    fails naming the file, nothing is merged."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    where: list[Path] = []
+
+    def agent(ctx):
+        honest_mul(ctx)
+        sha = git(ctx.worktree, "hash-object", "src/calc/ops.py").strip()
+        target = root / ".git" / "objects" / sha[:2] / sha[2:]
+        _fifo(target)
+        where.append(target)
+        return "done"
+
+    report, store = _run(root, agent)
+
+    assert report.merged == []
+    attempt = store.attempts("P1")[0]
+    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    assert len(failing) == 1, failing
+    shown = where[0].relative_to(root).as_posix()
+    assert failing[0]["gate"] == "scope", failing
+    found = failing[0]["evidence"]["findings"]
+    assert [(f["kind"], f["path"]) for f in found] == [("outside-worktree", shown)]
+    assert "FIFO" in found[0]["message"] and "by the agent" in found[0]["message"]

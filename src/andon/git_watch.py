@@ -7,11 +7,12 @@ in and out again between two looks — blocks it until some process opens the ot
 ``/dev/zero`` is read without end. git_files.py names such files where they are most simply
 left, before git runs; this module catches a git command stuck on one anywhere else.
 
-:func:`run` waits for git as ``subprocess.run`` does. Once the command has run
-``FIRST_LOOK_S`` seconds, and every ``WATCH_S`` after, each process of its session is looked
-at in ``/proc`` (Linux): one blocked opening a FIFO (its ``wchan`` is the kernel's
-``wait_for_partner``), or holding open past its standard streams a character device other
-than ``/dev/null`` or a named FIFO (one another process keeps open), at two looks
+:func:`run` waits for git as ``subprocess.run`` does; :func:`streaming` hands a caller the
+pipes of one it talks to as it runs (``cat-file --batch``), watched from a thread. Once the
+command has run ``FIRST_LOOK_S`` seconds, and every ``WATCH_S`` after, each process of its
+session is looked at in ``/proc`` (Linux): one blocked opening a FIFO (its ``wchan`` is the
+kernel's ``wait_for_partner``), or holding open past its standard streams a character device
+other than ``/dev/null`` or a named FIFO (one another process keeps open), at two looks
 ``RELOOK_S`` apart, stops the command. Its session gets SIGTERM (git then removes its lock
 files), SIGKILL after ``GRACE_S``, and :class:`~andon.errors.GitBlocked` names the file: the
 path the blocked open(2) was given (``/proc/<pid>/syscall`` and ``/proc/<pid>/mem``, which a
@@ -29,8 +30,10 @@ import platform
 import signal
 import stat
 import subprocess
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from . import git_files
@@ -76,6 +79,50 @@ def run(argv: list[str], cwd: Path | None, input: bytes | None, env: Mapping[str
         _end(proc)
         raise
     return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+@contextmanager
+def streaming(argv: list[str], cwd: Path | None, env: Mapping[str, str],
+              git_dir: Path | None = None) -> Iterator[subprocess.Popen]:
+    """The git command ``argv`` started in ``cwd`` with pipes to its stdin and stdout (stderr
+    dropped), for a caller that talks to it as it runs (``cat-file --batch``), watched
+    as :func:`run` is by a thread of its own. A stuck command's session is ended, so the
+    caller's next read sees end of file; on leaving the block, whatever the caller raised
+    then gives way to GitBlocked naming the file. Leaving the block ends the session."""
+    proc = subprocess.Popen(argv, cwd=cwd, env=dict(env), start_new_session=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    found: list[tuple[Path, str]] = []
+    left = threading.Event()
+
+    def watch() -> None:
+        wait = FIRST_LOOK_S
+        while not left.wait(wait) and proc.poll() is None:
+            wait = WATCH_S
+            if stuck := _stuck(proc.pid, cwd, env, git_dir):
+                found.extend(stuck)
+                _end(proc)
+                return
+
+    watcher = threading.Thread(target=watch, name="git_watch", daemon=True)
+    watcher.start()
+    try:
+        yield proc
+    except BaseException:
+        if not found:
+            raise
+    finally:
+        left.set()
+        watcher.join()
+        _end(proc)
+        for pipe in (proc.stdin, proc.stdout):
+            try:
+                pipe.close()  # type: ignore[union-attr]
+            except OSError:  # what was left unflushed goes nowhere: git has ended
+                pass
+    if found:
+        where = Path(cwd) if cwd is not None else Path.cwd()
+        raise GitBlocked(argv, found, git_files.describe(found, where))
 
 
 def _stuck(session: int, cwd: Path | None, env: Mapping[str, str], git_dir: Path | None

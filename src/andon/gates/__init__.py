@@ -32,16 +32,18 @@ def judge(gate: Gate, ctx: GateContext) -> GateResult:
     """``gate``'s result on ``ctx``: ``skipped`` with its reason when it does not apply
     (nothing run), else what its ``run`` returns. The one code path for skipping a gate.
     A git command of the gate's stopped because it was stuck on a file git would wait on for
-    ever (git_watch.py: the code under test made it, by absolute path) is the gate's
-    ``outside-worktree`` failure naming it."""
+    ever (git_watch.py: the agent made it where no look after its stage goes, or the code
+    under test did, by absolute path) is the gate's ``outside-worktree`` failure naming it."""
     reason = gate.skip_reason(ctx)
     if reason is not None:
         return GateResult(gate.NAME, "skipped", reason)
     try:
         return gate.run(ctx)
     except GitBlocked as exc:
-        result = scope.blocked(gate.NAME, f"during the {gate.NAME} gate's test runs (the "
-                               "code under test ran there)", ctx.repo.root, exc.found)
+        # which of the two made it is not known: the gate that met it need not run code
+        result = scope.blocked(gate.NAME, f"before or during the {gate.NAME} gate (by the "
+                               "agent, or by the code under test in a gate's test runs)",
+                               ctx.repo.root, exc.found)
         if result is None:
             raise
         return result

@@ -10,9 +10,9 @@ the format those bytes start.
 from __future__ import annotations
 
 import os
-import subprocess
 from collections.abc import Sequence
 
+from .. import git_watch
 from ..errors import GitError
 from ..workspace import BATCH_HEADER, Repo, git_env
 
@@ -53,10 +53,10 @@ def heads(repo: Repo, rev: str, paths: Sequence[str],
         return {}
     sha = repo.resolve(rev)
     argv = ["git", "cat-file", "--batch", "-z"]
-    env = git_env()
     found: dict[str, bytes] = {}
-    with subprocess.Popen(argv, cwd=repo.root, env=env, stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as proc:
+    # watched: the agent may have left a FIFO where a blob it wrote would be stored, which
+    # git takes for the object and opens (git_watch.py)
+    with git_watch.streaming(argv, repo.root, git_env(), repo.git_dir) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         try:
             for p in paths:
@@ -75,11 +75,6 @@ def heads(repo: Repo, rev: str, paths: Sequence[str],
                     if not chunk:
                         raise GitError(argv, proc.poll() or 0, f"{p!r} ended early")
                     left -= len(chunk)
-        except BaseException as exc:
-            proc.kill()
-            if isinstance(exc, OSError):  # git went away mid-answer: a broken pipe
-                raise GitError(argv, proc.wait(), str(exc)) from exc
-            raise
-        finally:
-            proc.stdin.close()
+        except OSError as exc:  # git went away mid-answer: a broken pipe
+            raise GitError(argv, proc.wait(), str(exc)) from exc
     return found
