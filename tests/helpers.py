@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -734,3 +735,34 @@ def fake_layout(tmp_path: Path, interpreter: str | None = None):
     return Layout(interpreter or str(tmp_path / "venv" / "bin" / "python"),
                   str(tmp_path / "venv"), (str(site),),
                   str(tmp_path / "home" / ".local" / "site"), (str(top),))
+
+
+def unblock(fifos: list[Path]) -> None:
+    """Open each of ``fifos`` for writing, at once, and close it: a reader blocked opening
+    one (a hang a test caught, or did not) goes on and reads an empty file. Emptied."""
+    for fifo in fifos:
+        try:
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        except OSError:
+            pass
+    fifos.clear()
+
+
+def within_deadline(fn: Callable[[], object], seconds: float) -> object:
+    """``fn()``'s value, or what it raised, run in a daemon thread that must end within
+    ``seconds``: a read that waits on a FIFO or copies ``/dev/zero`` fails the test instead
+    of hanging the suite. Whatever ``fn`` opens of SQLite must be made and closed in it."""
+    out: dict = {}
+
+    def target():
+        try:
+            out["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - handed to the test
+            out["error"] = exc
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds} s: it waits, or reads without end"
+    if "error" in out:
+        raise out["error"]
+    return out["value"]

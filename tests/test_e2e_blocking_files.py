@@ -29,7 +29,17 @@ from andon.git_files import in_work_tree
 from andon.store import Store
 from andon.workspace import Repo
 
-from helpers import andon, git, honest_mul, make_project, mul_packet, runner_for, write
+from helpers import (
+    andon,
+    git,
+    honest_mul,
+    make_project,
+    mul_packet,
+    runner_for,
+    unblock,
+    within_deadline,
+    write,
+)
 
 DEADLINE_S = 60.0
 FIFOS: list[Path] = []
@@ -38,12 +48,7 @@ FIFOS: list[Path] = []
 @pytest.fixture(autouse=True)
 def _unblock():
     yield
-    for fifo in FIFOS:
-        try:  # a git blocked opening it for reading goes on (end of file) once a writer opens
-            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
-        except OSError:
-            pass
-    FIFOS.clear()
+    unblock(FIFOS)
 
 
 def _fifo(path: Path) -> None:
@@ -55,25 +60,21 @@ def _fifo(path: Path) -> None:
 
 
 def _run(root: Path, agent):
-    """A run of ``agent`` (made and ended in a thread with a deadline: a hang fails the test
-    instead of the suite); its report, and the store read afresh (SQLite's objects stay in
-    the thread that made them; Store itself, since a Repo asks git)."""
-    out: dict = {}
+    """A run of ``agent`` within a deadline (a hang fails the test instead of the suite); its
+    report, and the store read afresh (SQLite's objects stay in the thread that made them;
+    Store itself, since a Repo asks git)."""
+    def go():
+        runner = runner_for(root, agent)
+        report = runner.run()
+        runner.store.close()
+        return report
+    return within_deadline(go, DEADLINE_S), Store(root / ".andon" / "andon.db")
 
-    def target():
-        try:
-            runner = runner_for(root, agent)
-            out["report"] = runner.run()
-            runner.store.close()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            out["error"] = exc
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(DEADLINE_S)
-    assert not t.is_alive(), f"andon run still running after {DEADLINE_S} s: it hangs"
-    if "error" in out:
-        raise out["error"]
-    return out["report"], Store(root / ".andon" / "andon.db")
+
+def _failing(store) -> list[dict]:
+    """The gate results of P1's first attempt that did not pass."""
+    attempt = store.attempts("P1")[0]
+    return [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
 
 
 # Where in .git: what git reads there (each replaced by a FIFO, or a link to one)
@@ -361,8 +362,7 @@ def test_one_in_the_agents_own_worktree_is_a_worktree_andon_cannot_read(tmp_path
     report, store = _run(root, agent)
 
     assert report.merged == []
-    attempt = store.attempts("P1")[0]
-    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    failing = _failing(store)
     assert [(g["gate"], g["failure_layer"]) for g in failing] == [("scope", "permission")]
     found = failing[0]["evidence"]["findings"]
     assert [(f["kind"], f["path"]) for f in found] == [("unreadable-worktree", place)]
@@ -389,8 +389,7 @@ def test_a_fifo_where_no_look_goes_still_ends_the_run_naming_it(tmp_path):
 
     assert report.merged == []
     assert store.packet("P1")["state"] == "blocked"
-    attempt = store.attempts("P1")[0]
-    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    failing = _failing(store)
     assert len(failing) == 1 and f"{fifo} is a FIFO" in failing[0]["summary"], failing
 
 
@@ -411,8 +410,7 @@ def test_code_under_test_that_blocks_the_object_store_fails_its_gate_naming_it(t
     report, store = _run(root, agent)
 
     assert report.merged == []
-    attempt = store.attempts("P1")[0]
-    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    failing = _failing(store)
     assert len(failing) == 1, failing
     found = failing[0]["evidence"]["findings"]
     assert ("outside-worktree", ".git/objects/pack/multi-pack-index") in [
@@ -436,8 +434,7 @@ def test_a_nested_repository_whose_head_blocks_is_a_worktree_andon_cannot_read(t
     report, store = _run(root, agent)
 
     assert report.merged == []
-    attempt = store.attempts("P1")[0]
-    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    failing = _failing(store)
     found = failing[0]["evidence"]["findings"]
     assert [(f["kind"], f["path"]) for f in found] == [
         ("unreadable-worktree", "vendored/.git/HEAD")]
@@ -487,8 +484,7 @@ def test_a_fifo_where_the_agents_blob_will_be_stored_fails_scope_naming_it(tmp_p
     report, store = _run(root, agent)
 
     assert report.merged == []
-    attempt = store.attempts("P1")[0]
-    failing = [g for g in store.gate_results(attempt["id"]) if g["status"] != "pass"]
+    failing = _failing(store)
     assert len(failing) == 1, failing
     shown = where[0].relative_to(root).as_posix()
     assert failing[0]["gate"] == "scope", failing

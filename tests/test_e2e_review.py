@@ -1223,3 +1223,40 @@ def test_a_stale_spec_pin_is_refused_and_reported_by_check(tmp_path):
     git(root, "commit", "-qam", "re-pin the spec")
     assert andon(root, "check").returncode == 0
     assert runner_for(root, honest_mul).run().merged == ["P1"]
+
+
+@pytest.mark.parametrize("what", ["fifo", "link-to-dev-zero", "link-to-a-file"])
+def test_a_review_file_that_is_not_a_file_is_never_waited_on_nor_followed(tmp_path, what):
+    """The reviewer (sandboxed or not: the review file's folder is its to write) leaves in
+    the review file's place a FIFO (reading it would wait for ever), a link to /dev/zero
+    (read without end) or a link to a file of the user's (whose bytes would land in the
+    evidence). That ask is rejected naming what was there; the next ask's honest document
+    is read; nothing of the linked file is stored."""
+    secret = tmp_path / "secret.json"
+    secret.write_text(json.dumps({"decision": "accept", "marker": "SECRET-BYTES"}))
+
+    def reviewer(ctx):
+        if ctx.attempt == 1 and not reviews_seen:
+            reviews_seen.append(1)
+            if what == "fifo":
+                os.mkfifo(ctx.review_file)
+            else:
+                ctx.review_file.symlink_to("/dev/zero" if what == "link-to-dev-zero"
+                                           else secret)
+            return "review written"
+        return put(ctx, doc(ctx))
+    reviews_seen: list[int] = []
+
+    root = project(tmp_path, {"P1": inv_packet("P1")})
+    runner = runner_for(root, honest_mul, reviewer=reviewer)
+    report = runner.run()
+
+    assert report.exit_status == EXIT_OK and report.merged == ["P1"], report.message
+    r1 = reviews(runner, "P1", 1)
+    kind = "a FIFO" if what == "fifo" else "a link"
+    assert [(r["ask"], r["valid"]) for r in r1] == [(1, 0), (2, 1)]
+    assert len(r1[0]["errors"]) == 1 and r1[0]["errors"][0].startswith(
+        "$ANDON_REVIEW_FILE was not read: ") and f"is {kind}" in r1[0]["errors"][0]
+    assert not any("SECRET-BYTES" in p.read_text(errors="replace")
+                   for p in (root / ".andon").rglob("*") if p.is_file() and not p.is_symlink()
+                   and p.suffix in (".json", ".log", ".txt", ".md"))

@@ -24,6 +24,8 @@ AndonError
 ├── agents.external.FormatError also a ValueError: an agent's output (stream, log, trajectory)
 │                               is not in the format its adapter reads
 ├── runners.junit.JUnitError    also a ValueError: a JUnit XML report that cannot be read
+├── plain_file.NotPlain         also an OSError: not a regular file andon reads (a link, a FIFO,
+│                               a device where a report, a log, an agent's file should be)
 ├── DocumentRejected            also a ValueError: the JSON document an agent answered with
 │   │                           (json_document.load) breaks its contract; ``errors`` lists
 │   │                           every reason, one line each (evidence for the next ask)

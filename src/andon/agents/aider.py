@@ -79,6 +79,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import plain_file
 from ..config import AgentSettings
 from ..usage import Usage, price
 from .aider_usage import from_events, from_reports, read_reports
@@ -188,16 +189,22 @@ def parse_run(analytics_log: Path, stdout: Path, configured_model: str | None = 
     u = out.usage
     text = stdout.read_text(encoding="utf-8", errors="replace") if stdout.is_file() else ""
     reports = read_reports(text)
-    if chat_history is not None and chat_history.is_file():
-        # the chat history holds the same lines, never capped like stdout
-        history = chat_history.read_text(encoding="utf-8", errors="replace")
-        if from_history := read_reports(history):
-            reports = from_history
-            text = text or history
+    # both files are in the stage's own folder, the agent's to write: a link or a FIFO
+    # there is not read (plain_file.py)
+    try:  # the chat history holds the same lines, never capped like stdout
+        history = plain_file.read_text(chat_history) if chat_history is not None else ""
+    except OSError:
+        history = ""
+    if history and (from_history := read_reports(history)):
+        reports = from_history
+        text = text or history
     printed_model = MODEL_LINE.search(text)
     sends: list[dict[str, Any]] = []
-    if analytics_log.is_file() and analytics_log.stat().st_size:
-        events = list(json_lines(analytics_log, u))
+    if plain_file.is_file(analytics_log) and analytics_log.stat().st_size:
+        try:
+            events = list(json_lines(analytics_log, u))
+        except OSError:  # swapped since the look
+            events = []
         if events and not any("event" in e and isinstance(e.get("properties"), dict)
                               for e in events):
             raise FormatError("the analytics log has no {event, properties} records")

@@ -43,6 +43,7 @@ output, ``--output-last-message``, ``CODEX_API_KEY``); the event types in
 
 from __future__ import annotations
 
+import io
 import json
 import os
 from collections import Counter
@@ -50,6 +51,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .. import plain_file
 from ..config import AgentSettings
 from ..context import codex as context_codex
 from ..usage import as_count
@@ -98,8 +100,10 @@ class CodexAgent(ExternalAgent):
     def parse(self, ctx: StageContext, s: AgentSettings, files: RunFiles) -> Parsed:
         out = parse_events(files.transcript)
         last = last_message_file(files)
-        if last.is_file() and last.stat().st_size:
-            out.claim = last.read_text(encoding="utf-8", errors="replace")
+        try:  # in the stage's own folder: the agent's to write
+            out.claim = plain_file.read_text(last) or out.claim
+        except OSError:
+            pass
         u = out.usage
         u.model = s.model
         thread = out.meta.get("thread_id")
@@ -191,7 +195,10 @@ def rollout_file(codex_home: Path, thread_id: str) -> Path | None:
     sessions = codex_home / "sessions"
     if not thread_id or not sessions.is_dir():
         return None
-    return next(iter(sorted(sessions.glob(f"*/*/*/rollout-*{thread_id}.jsonl"))), None)
+    # in the agent's own CODEX_HOME (bound writable in the sandbox): a link or a FIFO there is
+    # not read (plain_file.py)
+    return next(iter(sorted(p for p in sessions.glob(f"*/*/*/rollout-*{thread_id}.jsonl")
+                            if plain_file.is_file(p))), None)
 
 
 def rollout_model(codex_home: Path, thread_id: str) -> str | None:
@@ -201,7 +208,8 @@ def rollout_model(codex_home: Path, thread_id: str) -> str | None:
     if path is None:
         return None
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
+        with plain_file.open_regular(path) as raw, io.TextIOWrapper(
+                raw, encoding="utf-8", errors="replace") as f:
             for n, line in enumerate(f):
                 if n > 500:
                     break

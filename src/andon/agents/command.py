@@ -45,6 +45,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import plain_file
 from ..errors import InvalidValue
 from ..sandbox.netproxy import hosts_in
 from ..usage import TOKEN_FIELDS, Usage, as_cost, as_count, price, sum_counts
@@ -124,14 +125,16 @@ def read_usage_file(path: Path) -> Usage:
     """The usage a command reported in ``path`` (schema in the module docstring). Anything
     unreadable becomes a note and leaves the fields unknown (None)."""
     u = Usage()
-    if not path.is_file():
+    try:
+        data = plain_file.read(path, USAGE_FILE_MAX)
+    except FileNotFoundError:
         u.notes.append("no usage file written: usage unknown")
         return u
-    if path.stat().st_size > USAGE_FILE_MAX:
-        u.notes.append(f"usage file over {USAGE_FILE_MAX} bytes: not read")
+    except plain_file.NotPlain as exc:
+        u.notes.append(f"usage file {exc.what}: not read")
         return u
     try:
-        doc = json.loads(path.read_bytes())
+        doc = json.loads(data)
     except ValueError as exc:
         u.notes.append(f"usage file is not JSON: {exc}")
         return u
@@ -187,7 +190,7 @@ def usage_from_mini_swe_agent(traj: Path) -> dict[str, Any]:
             is missing).
     """
     try:
-        doc = json.loads(traj.read_text(encoding="utf-8"))
+        doc = json.loads(plain_file.read_text(traj))
     except (OSError, ValueError) as exc:
         raise FormatError(f"{traj}: not a readable JSON trajectory: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import plain_file
 from ..config import AgentSettings, Config
 from ..context.model import Problem
 from ..errors import AndonError, InvalidValue
@@ -77,7 +78,8 @@ def json_lines(path: Path, usage: Usage) -> Iterator[dict[str, Any]]:
     skipped: a line that starts like JSON but does not parse is counted as truncated, other
     text (a marker of dropped bytes, a stray log line) as not JSON; both end up in notes."""
     truncated = other = 0
-    with open(path, "rb") as f:
+    # the agent may have left a link or a FIFO in its place: neither followed nor waited on
+    with plain_file.open_regular(path) as f:
         for raw in f:
             line = raw.strip()
             if not line:
@@ -119,9 +121,7 @@ def note_unknown(usage: Usage, unknown: Counter) -> None:
 
 def tail_text(path: Path, n: int = CLAIM_BYTES) -> str:
     try:
-        with open(path, "rb") as f:
-            f.seek(max(0, path.stat().st_size - n))
-            return f.read().decode("utf-8", errors="replace")
+        return plain_file.tail(path, n)
     except OSError:
         return ""
 

@@ -52,6 +52,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from .. import plain_file
 from ..config import AgentSettings
 from ..context import gemini as context_gemini
 from ..usage import as_count, sum_counts
@@ -187,7 +188,7 @@ def parse_session(path: Path, configured_model: str | None = None) -> Parsed:
     out = Parsed()
     u = out.usage
     try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        doc = json.loads(plain_file.read_text(path))
     except (OSError, ValueError) as exc:
         raise FormatError(f"{path}: not a Gemini CLI chat recording: {exc}") from exc
     if not isinstance(doc, dict) or not isinstance(doc.get("messages"), list):
@@ -227,7 +228,7 @@ def session_file(home: Path, session_id: str) -> Path | None:
     for path in sorted((home / ".gemini" / "tmp").glob(f"*/chats/session-*{session_id[:8]}"
                                                         ".json")):
         try:
-            doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+            doc = json.loads(plain_file.read_text(path))
         except (OSError, ValueError):
             continue
         if isinstance(doc, dict) and doc.get("sessionId") == session_id:

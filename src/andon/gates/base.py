@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from .. import clone_setup, origin, reaper, tempdir
+from .. import clone_setup, origin, plain_file, reaper, tempdir
 from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..contain.verdict import Integrity
@@ -296,11 +296,12 @@ def _inside(cwd: Path, file: str) -> str | None:
 
 
 def _file_bytes(cwd: Path, paths: Sequence[str]) -> dict[str, bytes | None]:
-    """Repo-relative ``paths`` → their bytes under ``cwd`` (None: no such file)."""
+    """Repo-relative ``paths`` → their bytes under ``cwd`` (None: no such regular file —
+    the code under test may have put a FIFO or a link in one's place: plain_file.py)."""
     found: dict[str, bytes | None] = {}
     for p in paths:
         try:
-            found[p] = (cwd / p).read_bytes()
+            found[p] = plain_file.read(cwd / p)
         except OSError:
             found[p] = None
     return found

@@ -24,6 +24,7 @@ erroring test): the gate judges the runs made, in plan order, and the first fail
 
 from __future__ import annotations
 
+import base64
 import math
 import os
 import pickle
@@ -154,8 +155,6 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
             if owner.setdefault((p.slot, p.seed is not None), i) != i:
                 raise InvalidArgument(f"run {p.name!r} has slot {p.slot}, as a run of another "
                                       "lane")
-    # outside every clone; named neutrally like the clones
-    work = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
     children: list[forked.Child] = []
     try:
         # the lanes borrow this process's fork servers, one per slot of the plan (distinct)
@@ -163,21 +162,20 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
             ready_servers(ctx.config.test_argv(), ctx.config.test.plugins,
                           [(p.slot, p.seed is not None) for _, plan in lanes for p in plan])
         with forkpool.lending():
-            for i, (cwd, plan) in enumerate(lanes):
+            for cwd, plan in lanes:
                 children.append(forked.start(
                     partial(_lane, ctx.config, ctx.evidence_dir, cwd,
                             [(p.name, _kwargs(ctx, p, agent_code)) for p in plan],
-                            stop is not None, work / f"{i}.out"),
+                            stop is not None),
                     close=[c.fd for c in children]))
         out = {}
         for i in range(len(lanes)):
             ended = forked.collect(children[0])
             del children[0]  # reaped: its pid may be another process's from now on
-            result = work / f"{i}.out"
-            if "error" in ended or not result.exists():
-                why = ended.get("traceback") or ended.get("error", "no result")
+            if "error" in ended:
+                why = ended.get("traceback") or ended["error"]
                 raise RuntimeError(f"test lane {i + 1} failed: {why[-2000:]}")
-            for r in pickle.loads(result.read_bytes()):
+            for r in pickle.loads(base64.b64decode(ended["value"])):
                 if agent_code:
                     ctx.check_wrappers(r, lanes[i][0])
                 out[r.name] = r
@@ -185,20 +183,21 @@ def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_c
     finally:
         for child in children:
             forked.kill(child)  # those not collected: a result not read, or a lane failed
-        shutil.rmtree(work, ignore_errors=True)
 
 
 def _lane(config: Config, evidence_dir: Path, cwd: Path, runs: list[tuple[str, dict]],
-          stop_unclean: bool, out: Path) -> int:
-    # in the forked lane: its runs one after the other, the SuiteRuns pickled to ``out``
+          stop_unclean: bool) -> str:
+    # in the forked lane: its runs one after the other, the SuiteRuns pickled, through the
+    # lane's result pipe (forked.py) — not a file: the code under test can list the harness's
+    # temporary folder, and a FIFO or a link in a result file's place would hang or be written
+    # through
     made = []
     for name, kwargs in runs:
         r = run_project_suite(config, cwd, evidence_dir, name, **kwargs)
         made.append(r)
         if stop_unclean and not clean(r):
             break
-    out.write_bytes(pickle.dumps(made))
-    return len(made)
+    return base64.b64encode(pickle.dumps(made)).decode("ascii")
 
 
 def red_runs(ctx: GateContext, home: Path, tests: list[str], n: int,

@@ -25,6 +25,7 @@ import re
 import sys
 from pathlib import Path
 
+from .. import plain_file
 from .base import Finding, GateContext, GateResult, fresh_clone
 from .changed import changed_code_files, changed_lines
 from .tools import run_tool
@@ -118,9 +119,11 @@ def run(ctx: GateContext) -> GateResult:
             parsed = parse_output(r.output(), cwd)
             if parsed is None:
                 if r.exit_status != 0:
-                    err = ctx.evidence_dir / f"static-{i}.stderr.log"
-                    said = (r.output_tail + "\n" + (err.read_text(errors="replace")[-1000:]
-                                                    if err.is_file() else "")).strip()
+                    try:  # the tool wrote it by name: never followed (plain_file.py)
+                        err = plain_file.tail(ctx.evidence_dir / f"static-{i}.stderr.log", 1000)
+                    except OSError:
+                        err = ""
+                    said = (r.output_tail + "\n" + err).strip()
                     blocking.append(Finding("static", f"{tool} exited {r.exit_status}: "
                                             f"{said[-1500:]}"))
                 continue

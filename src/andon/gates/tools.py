@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import reaper, tempdir
+from .. import plain_file, reaper, tempdir
 from ..contain import netless
 from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..runners.pytest import _tail, harness_env
@@ -31,7 +31,12 @@ class ToolRun:
     wrapper: list[str] = field(default_factory=list)  # argv prefix that ran ``argv``, if any
 
     def output(self) -> str:
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
+        """The whole log; "" when what stands at ``log_path`` is not a regular file (the tool
+        wrote there by name, and could have replaced it: plain_file.py)."""
+        try:
+            return plain_file.read_text(self.log_path)
+        except OSError:
+            return ""
 
     def to_evidence(self) -> dict:
         return {"name": self.name, "argv": self.argv, "cwd": self.cwd,

@@ -7,14 +7,13 @@ moves is tamper."""
 from __future__ import annotations
 
 import json
-import shutil
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .. import reaper
+from .. import plain_file, reaper
 from ..agents.base import AgentRun, last_line
 from ..config import Config
 from ..gates.base import Finding, GateResult, Layer
@@ -32,6 +31,9 @@ from .contract import (
     validate,
 )
 from .export import export_tree
+
+# a review document is a few kilobytes; past this the file is not read
+REVIEW_FILE_MAX = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -105,14 +107,25 @@ class Reviewer:
                                       f"{', '.join(changed)}", "permission",
                                       [Finding("tamper", f"reviewer changed {p}", path=p)
                                        for p in changed])
-                raw = (review_file.read_text(encoding="utf-8", errors="replace")
-                       if review_file.exists() else extract_json(run.claim or ""))
-                if review_file.exists():
+                # the reviewer wrote it: a FIFO or a link there is neither waited on nor
+                # followed (plain_file.py)
+                unread = None
+                try:
+                    written: bytes | None = plain_file.read(review_file, REVIEW_FILE_MAX)
+                except FileNotFoundError:
+                    written = None
+                except OSError as exc:
+                    written, unread = None, f"$ANDON_REVIEW_FILE was not read: {exc}"
+                raw = (written.decode("utf-8", errors="replace") if written is not None
+                       else extract_json(run.claim or ""))
+                if written is not None:
                     kept = a.evidence_dir if ask == 1 else a.evidence_dir / f"{stage}-ask{ask}"
                     kept.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(review_file, kept / review_file.name)
+                    (kept / review_file.name).write_bytes(written)
                 try:
-                    if not review_file.exists() and not holds_document(run.claim or ""):
+                    if unread:
+                        raise ReviewRejected([unread])
+                    if written is None and not holds_document(run.claim or ""):
                         raise ReviewRejected([NO_DOCUMENT + _how_it_ended(run)])
                     doc = validate(raw, a.packet, self._line_count, stages)
                 except ReviewRejected as exc:

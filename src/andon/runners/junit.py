@@ -27,12 +27,15 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
+from .. import plain_file
 from ..errors import AndonError
 
 Outcome = Literal["passed", "failed", "error", "skipped"]
 OUTCOMES: tuple[Outcome, ...] = ("passed", "failed", "error", "skipped")
 
 MESSAGE_CHARS = 500
+# a report larger than this is not read: about a million test cases, far past any real suite
+MAX_REPORT_BYTES = 256 << 20
 
 # When one id appears twice (failed in call, then errored in teardown), the worse outcome wins, so
 # a duplicate can never turn a failure into a pass. The call's failure outranks a teardown error.
@@ -119,7 +122,9 @@ def parse_junit(path: Path) -> dict[str, TestResult]:
     """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = plain_file.read(path, MAX_REPORT_BYTES)
+    except plain_file.NotPlain as exc:
+        raise JUnitError(f"the JUnit report at {path} is {exc.what}") from exc
     except OSError as exc:
         raise JUnitError(f"no JUnit report at {path}: {exc.strerror}") from exc
     if not data.strip():
@@ -138,6 +143,22 @@ def parse_junit(path: Path) -> dict[str, TestResult]:
         if old is None or _SEVERITY[new.outcome] > _SEVERITY[old.outcome]:
             results[new.id] = new
     return results
+
+
+def keep_report(made: Path, kept: Path) -> str | None:
+    """Copy the JUnit report a test run wrote at ``made`` to ``kept`` (the evidence); None
+    when done or when there is none (the caller says why not), else the problem: what was
+    at ``made`` is not the regular file pytest writes — the code under test, which knows
+    the path from its ``--junitxml=`` argument, put a link (to ``/dev/zero``, which would
+    be copied without end), a FIFO or a folder there — or it is over MAX_REPORT_BYTES."""
+    try:
+        kept.write_bytes(plain_file.read(made, MAX_REPORT_BYTES))
+    except FileNotFoundError:
+        return None
+    except plain_file.NotPlain as exc:
+        return (f"the JUnit report's place held {exc.what}, not the report pytest writes "
+                "(the code under test can reach it): not read")
+    return None
 
 
 def module_files(results: dict[str, TestResult], root: Path) -> dict[str, TestResult]:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-from .. import reaper, tempdir
+from .. import plain_file, reaper, tempdir
 from ..contain import canary as canary_mod
 from ..contain import forkpool, netless
 from ..contain.channel import Channel, Record
@@ -33,7 +33,7 @@ from ..contain.verdict import judge as judge_integrity
 from ..errors import InvalidArgument
 
 # the JUnit side, also importable from here: callers import the whole runner from this module
-from .junit import OUTCOMES, JUnitError, Outcome, TestResult, module_files, parse_junit
+from .junit import OUTCOMES, JUnitError, Outcome, TestResult, keep_report, module_files, parse_junit
 
 PLUGIN_DIR = Path(__file__).parent.parent / "pytest_plugins"
 TAIL_LINES = 60
@@ -238,9 +238,10 @@ def harness_args(junit: Path, plugins: Sequence[str], profile: str,
 
 
 def _tail(path: Path) -> str:
-    with path.open("rb") as f:
-        f.seek(max(0, path.stat().st_size - _TAIL_BYTES))
-        text = f.read().decode("utf-8", errors="replace")
+    try:
+        text = plain_file.tail(path, _TAIL_BYTES)
+    except OSError as exc:  # a tool's log, which the tool could replace (gates/tools.py)
+        return f"[{exc}]"
     return "\n".join(text.splitlines()[-TAIL_LINES:])
 
 
@@ -338,7 +339,7 @@ def run_suite(
         started = time.monotonic()
         # code under test may leave helpers in sessions of their own; the fork servers are not
         known = before_child() | forkpool.pids()
-        with run_log.open("wb") as log:
+        with run_log.open("w+b") as log:  # read back through it, not by name (plain_file.py)
             try:
                 proc = launch.start(argv, cwd, env, log, channel.child_fds if channel else ())
             except BaseException:
@@ -352,14 +353,15 @@ def run_suite(
             finally:
                 end_child(proc, known)  # on timeout too; and whatever the suite left running
                 status = proc.returncode
+            log.seek(0)
+            with log_path.open("wb") as kept:
+                shutil.copyfileobj(log, kept)
         duration = time.monotonic() - started
         record: Record | None = channel.record() if channel is not None else None
         why_not = start.why
         if record is not None and record.unarmed:
             why_not, record = record.unarmed, None  # an honest "not used", see channel.verify
-        shutil.copyfile(run_log, log_path)
-        if run_junit.exists():
-            shutil.copyfile(run_junit, junit_path)
+        replaced = keep_report(run_junit, junit_path)
     finally:
         if canary is not None:
             canary.remove()
@@ -368,6 +370,8 @@ def run_suite(
     results: dict[str, TestResult] = {}
     if timed_out:
         problem: str | None = f"timed out after {timeout_s:g} s"
+    elif replaced:
+        problem = replaced
     elif not junit_path.exists():
         problem = f"no JUnit report written (the run ended early: exit status {status})"
         if cut and status == netless.NETLESS_FAILED:

@@ -1,0 +1,113 @@
+"""Reading a file that the agent, or the code under test, may have put something else in place of.
+
+Everything an agent wrote is hostile input, and so is everything a test run leaves: its JUnit
+report, its output, a mutation tool's result files. A plain ``open`` follows a link and
+waits: a FIFO in the file's place blocks the reader until some process opens the other end,
+a link to ``/dev/zero`` or ``/dev/urandom`` reads without end (andon would hang, fill its
+memory, or fill the disk copying it), and a link to a file elsewhere (``~/.ssh/id_rsa``)
+would put that file's bytes in the evidence.
+
+:func:`read` opens without following a link (``O_NOFOLLOW``) and without waiting
+(``O_NONBLOCK``: opening a FIFO for reading returns at once), and reads a regular file only,
+at most ``limit`` bytes; anything else raises :class:`NotPlain`, which says what was there.
+Once open, the file is the one checked: a swap after the check changes nothing read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import AndonError
+
+
+class NotPlain(AndonError, OSError):
+    """``path`` is not a regular file andon reads: ``what`` says what is there instead, as
+    words for a message ("a link", "a FIFO", "a character device", "a folder", "larger than
+    1048576 bytes"). Also an OSError, so that code which treats an unreadable file as
+    missing does so for this one too."""
+
+    def __init__(self, path: Path | str, what: str):
+        self.path, self.what = Path(path), what
+        super().__init__(f"{path} is {what}, not a regular file andon reads"
+                         if not what.startswith("larger") else f"{path} is {what}")
+
+
+def kind(mode: int) -> str:
+    """What a ``st_mode`` is, as words: "a regular file", "a link", "a FIFO", …"""
+    for test, words in ((stat.S_ISREG, "a regular file"), (stat.S_ISLNK, "a link"),
+                        (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder"),
+                        (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return words
+    return "not a file"
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """The regular file at ``path``, open for reading in binary (a file object to use in a
+    ``with`` block), for a reader that streams it (lines of a JSONL file, a tail).
+
+    Raises:
+        FileNotFoundError: nothing is there.
+        NotPlain: a link (not followed), a FIFO, a device, a folder, a socket.
+        OSError: it cannot be opened.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        # ELOOP: the last part is a link; ENXIO: a socket
+        if exc.errno in (errno.ELOOP, errno.ENXIO) and os.path.lexists(path):
+            raise NotPlain(path, kind(os.lstat(path).st_mode)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotPlain(path, kind(mode))
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")  # O_NONBLOCK changes nothing for a regular file
+
+
+def read(path: Path | str, limit: int | None = None) -> bytes:
+    """The bytes of the regular file at ``path``, at most ``limit`` of them (None: all).
+
+    Raises:
+        FileNotFoundError: nothing is there.
+        NotPlain: a link (not followed), a FIFO, a device, a folder, a socket; or more than
+            ``limit`` bytes.
+        OSError: it cannot be read.
+    """
+    with open_regular(path) as f:
+        if limit is not None and os.fstat(f.fileno()).st_size > limit:
+            raise NotPlain(path, f"larger than {limit} bytes")
+        # read to the end, not to st_size: the file may have grown since the fstat
+        data = f.read() if limit is None else f.read(limit + 1)
+    if limit is not None and len(data) > limit:
+        raise NotPlain(path, f"larger than {limit} bytes")
+    return data
+
+
+def tail(path: Path | str, n: int) -> str:
+    """The last ``n`` bytes of the regular file at ``path``, decoded as UTF-8 (undecodable
+    bytes replaced); raises as :func:`open_regular`."""
+    with open_regular(path) as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - n))
+        return f.read(n).decode("utf-8", errors="replace")
+
+
+def read_text(path: Path | str, limit: int | None = None) -> str:
+    """:func:`read`, decoded as UTF-8 with undecodable bytes replaced (U+FFFD)."""
+    return read(path, limit).decode("utf-8", errors="replace")
+
+
+def is_file(path: Path | str) -> bool:
+    """True when ``path`` itself (a link not followed) is a regular file."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):
+        return False

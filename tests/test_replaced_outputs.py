@@ -1,0 +1,209 @@
+"""The code under test puts something else where a test run's outputs are read from.
+
+A test process knows where its JUnit report goes (its ``--junitxml=`` argument), where its
+output log is (its stdout's name, beside the report) and can list the harness's temporary
+folder (its TMPDIR's parents). In the place of any of these it can leave a link to
+``/dev/zero`` (copied without end: the disk fills), a FIFO (a reader waits for ever) or a
+link to a file of the user's (whose bytes would become evidence). andon must read none of
+these, say what it found, and finish.
+
+Each run has a deadline (a thread): a test that fails would otherwise hang the suite, or fill
+the disk.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from andon.exits import EXIT_OK
+from andon.runners.pytest import run_suite
+
+from helpers import (
+    config_toml,
+    honest_mul,
+    make_project,
+    mul_packet,
+    runner_for,
+    unblock,
+    within_deadline,
+    write,
+    write_tree,
+)
+
+PYTEST = [sys.executable, "-m", "pytest"]
+DEADLINE_S = 120.0
+FIFOS: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _unblock():
+    yield
+    unblock(FIFOS)
+
+
+def within(fn):
+    return within_deadline(fn, DEADLINE_S)
+
+
+# The test module: finds its report's path, then puts ``{target}`` in the place of the file
+# named ``{which}`` ("report.xml" or the log beside it).
+REPLACING = """
+    import os
+    import sys
+
+    def test_replaces_its_output():
+        print("OUTPUT-OF-THE-RUN")
+        report = next(a.split("=", 1)[1] for a in sys.argv if a.startswith("--junitxml="))
+        path = os.path.join(os.path.dirname(report), {which!r})
+        if os.path.lexists(path):
+            os.unlink(path)
+        target = {target!r}
+        if target == "FIFO":
+            os.mkfifo(path)
+        elif target == "FOLDER":
+            os.mkdir(path)
+        else:
+            os.symlink(target, path)
+"""
+
+
+def _run(tmp_path: Path, which: str, target: str):
+    source = textwrap.dedent(REPLACING.format(which=which, target=target))
+    project = write_tree(tmp_path / "proj", {"test_replace.py": source})
+    return within(lambda: run_suite(PYTEST, project, tmp_path / "evidence", "suite",
+                                             timeout_s=60))
+
+
+@pytest.mark.parametrize("target,what", [("/dev/zero", "a link"), ("SECRET", "a link"),
+                                         ("FOLDER", "a folder")])
+def test_what_stands_in_the_reports_place_is_named_and_not_read(tmp_path, target, what):
+    """pytest writes its report through the link (or fails to, on a folder); andon reads
+    nothing through it: the run has no results and says what was in the report's place."""
+    secret = tmp_path / "secret.xml"
+    secret.write_text('<testsuite><testcase classname="x" name="forged"/></testsuite>')
+    run = _run(tmp_path, "report.xml", str(secret) if target == "SECRET" else target)
+
+    assert run.results == {}
+    assert run.report_problem is not None and f"held {what}" in run.report_problem, run
+    assert "forged" not in run.junit_path.read_text() if run.junit_path.exists() else True
+    assert run.junit_path.stat().st_size < 1_000_000 if run.junit_path.exists() else True
+
+
+def test_a_fifo_in_the_reports_place_is_a_run_that_times_out_not_a_hang(tmp_path):
+    """pytest itself waits opening the FIFO to write its report: the run's timeout ends it,
+    and andon does not wait on the FIFO after it."""
+    source = textwrap.dedent(REPLACING.format(which="report.xml", target="FIFO"))
+    project = write_tree(tmp_path / "proj", {"test_replace.py": source})
+    run = within(lambda: run_suite(PYTEST, project, tmp_path / "evidence", "suite",
+                                            timeout_s=5))
+    assert run.timed_out and run.results == {}
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "FIFO"])
+def test_the_log_is_read_from_what_the_run_wrote_whatever_stands_in_its_place(tmp_path,
+                                                                              target):
+    """The log is read back through the descriptor the run wrote to, not by its name: the
+    evidence holds the run's own output, and the report is read as usual."""
+    run = _run(tmp_path, "output.log", target)
+
+    assert run.report_problem is None, run.report_problem
+    assert [r.outcome for r in run.results.values()] == ["passed"]
+    assert "OUTPUT-OF-THE-RUN" in run.log_path.read_text()
+    assert run.log_path.stat().st_size < 1_000_000
+
+
+def test_fifos_left_in_the_harness_temporary_folders_do_not_hang_the_lanes(tmp_path):
+    """The hermetic runs go in two lanes (``jobs = 2``), each a forked process that hands its
+    results back to the gate. The agent's code, imported by every run, makes FIFOs named
+    like result files in every empty folder beside its own run's: a result passed through
+    a file there would wait for ever. The run ends and merges."""
+    config = config_toml(red_runs=1, add={"test": "jobs = 2\n"})
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")}, config=config)
+
+    def agent(ctx):
+        honest_mul(ctx)
+        write(ctx, "src/calc/ops.py", textwrap.dedent("""
+
+            import os as _os
+            from pathlib import Path as _Path
+
+            def _plant():
+                top = _Path(_os.environ.get("TMPDIR", "/nonexistent")).parents[2]
+                for d in top.iterdir():
+                    if d.is_dir() and not d.is_symlink() and not any(d.iterdir()):
+                        for n in range(4):
+                            try:
+                                _os.mkfifo(d / f"{n}.out")
+                            except OSError:
+                                pass
+
+            _plant()
+            """), append=True)
+        return "done"
+
+    def go():  # SQLite's objects stay in the thread that made them
+        runner = runner_for(root, agent)
+        report = runner.run()
+        attempt = runner.store.attempts("P1")[0]
+        gates = [(g["gate"], g["status"]) for g in runner.store.gate_results(attempt["id"])]
+        runner.store.close()
+        return report, gates
+    report, gates = within(go)
+
+    assert report.exit_status == EXIT_OK and report.merged == ["P1"], report.message
+    assert ("hermetic", "pass") in gates, gates
+
+
+# tests/__init__.py, which pytest imports before the test modules beside it: once the run
+# is over (atexit: its report is written), each test file's place gets a stand-in
+REPLACE_AT_EXIT = """\
+import atexit
+import os
+import pathlib
+
+
+def _replace():
+    for p in pathlib.Path(__file__).parent.glob("test_*.py"):
+        p.unlink()
+        if {target!r} == "FIFO":
+            os.mkfifo(p)
+        else:
+            os.symlink({target!r}, p)
+
+
+atexit.register(_replace)
+"""
+
+
+@pytest.mark.parametrize("target", ["FIFO", "/dev/zero"])
+def test_a_planted_file_replaced_while_it_ran_is_forgery_not_a_hang(tmp_path, target):
+    """The agent's tests/__init__.py puts a FIFO or a link to /dev/zero in the planted test
+    file's place as the test process ends. andon compares the planted files' bytes after
+    every run of agent code: what stands there is not read; it is a planted file changed
+    during the run, and the attempt fails."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet(
+        "P1", max_attempts=1, allowed_paths=["src/calc/**", "tests/__init__.py"])})
+
+    def agent(ctx):
+        honest_mul(ctx)
+        write(ctx, "tests/__init__.py", REPLACE_AT_EXIT.format(target=target))
+        return "done"
+
+    def go():
+        runner = runner_for(root, agent)
+        report = runner.run()
+        attempt = runner.store.attempts("P1")[0]
+        failing = [g for g in runner.store.gate_results(attempt["id"]) if g["status"] != "pass"]
+        runner.store.close()
+        return report, failing
+    report, failing = within(go)
+
+    assert report.merged == []
+    assert len(failing) == 1, failing
+    assert "tests/test_mul_p1.py changed on disk during the run" in json.dumps(
+        failing[0]["evidence"]), failing[0]
