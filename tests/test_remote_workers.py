@@ -15,7 +15,7 @@ from test_workers import assert_every_commit_green, mod_packet, squashes
 
 from andon.store import connect
 
-from helpers import ACCEPT_REVIEW_COMMAND, GIT_ENV, git, make_project
+from helpers import ACCEPT_REVIEW_COMMAND, GIT_ENV, git, make_project, unblock, within_deadline
 
 IDS = ["P1", "P2", "P3", "P4"]
 HONEST = ("printf 'VALUE = 1\\n' > "
@@ -123,3 +123,23 @@ def test_a_bad_machine_name_is_refused_before_anything(tmp_path: Path, name: str
     assert "--machine" in r.stderr and "ANDON_MACHINE" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert not clone_dir.exists()
+
+
+def test_a_fifo_in_the_shared_remote_is_named_not_waited_on(tmp_path: Path):
+    """Anyone who can write the shared remote (an agent without the sandbox, on a machine
+    that reaches it by path) can make one of its refs a FIFO: every machine's next fetch
+    would wait on it for ever. The fetch is stopped and the error names the file."""
+    from andon.errors import StoreError
+    from andon.remote import Remote, clone
+
+    bare = remote_repo(tmp_path)
+    a = clone(str(bare), tmp_path / "a", "andon/integration")
+    fifo = bare / "refs" / "heads" / "evil"
+    os.mkfifo(fifo)
+    try:
+        remote = Remote(str(bare), "andon/integration", None)
+        with pytest.raises(StoreError) as caught:
+            within_deadline(lambda: remote.fetch(a), 60)
+        assert f"{fifo} is a FIFO" in str(caught.value)
+    finally:
+        unblock([fifo])

@@ -23,6 +23,7 @@ without one merges locally as before.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -32,7 +33,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from .errors import StoreError, StoreUnavailable, UsageError
+from . import git_watch
+from .errors import GitBlocked, StoreError, StoreUnavailable, UsageError
 from .workspace import RefMoved, Repo
 
 # the advisory lock key of the fleet's merges (any constant distinct from the store's own)
@@ -49,8 +51,11 @@ class Remote:
         self.url, self.ref, self.store_url = url, f"refs/heads/{branch}", store_url
 
     def _git(self, repo: Repo, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run(["git", "-C", str(repo.root), *args], capture_output=True,
-                              text=True)
+        try:
+            proc = _run_git(["git", "-C", str(repo.root), *args], None)
+        except GitBlocked as exc:
+            raise StoreError(f"git {' '.join(args[:2])} with the remote {self.url} was "
+                             f"stopped: {exc}") from exc
         if check and proc.returncode:
             raise StoreError(f"git {' '.join(args[:2])} with the remote {self.url} failed "
                              f"(exit {proc.returncode}): {proc.stderr.strip()}")
@@ -156,7 +161,10 @@ def clone(url: str, where: Path, branch: str) -> Repo:
         UsageError: the remote cannot be cloned or fetched (git's message).
     """
     def git(*args: str, cwd: Path | None = None) -> str:
-        proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
+        try:
+            proc = _run_git(["git", *args], cwd)
+        except GitBlocked as exc:
+            raise UsageError(f"git {' '.join(args[:2])} was stopped: {exc}") from exc
         if proc.returncode:
             raise UsageError(f"git {' '.join(args[:2])}: {proc.stderr.strip()}")
         return proc.stdout
@@ -177,3 +185,13 @@ def clone(url: str, where: Path, branch: str) -> Repo:
             pass  # another worker created it first: fetched
         remote.fetch(repo)
     return repo
+
+
+def _run_git(argv: list[str], cwd: Path | None) -> subprocess.CompletedProcess:
+    """``argv`` run as every git command andon runs (git_watch.py: stopped, raising
+    GitBlocked, when it waits on a FIFO — in this clone or in the remote, whose
+    ``upload-pack`` runs in the same session when the remote is a path); output as text.
+    This process's environment: a remote's credentials and ssh settings come from it."""
+    proc = git_watch.run(argv, cwd, None, os.environ)
+    return subprocess.CompletedProcess(argv, proc.returncode, os.fsdecode(proc.stdout),
+                                       proc.stderr.decode(errors="replace"))
