@@ -491,3 +491,36 @@ def test_a_fifo_where_the_agents_blob_will_be_stored_fails_scope_naming_it(tmp_p
     found = failing[0]["evidence"]["findings"]
     assert [(f["kind"], f["path"]) for f in found] == [("outside-worktree", shown)]
     assert "FIFO" in found[0]["message"] and "by the agent" in found[0]["message"]
+
+
+@pytest.mark.parametrize("what", ["fifo", "zero"])
+@pytest.mark.parametrize("name", ["packets/P2/packet.md", "andon.toml"])
+def test_andons_own_inputs_made_a_fifo_are_named_not_waited_on(tmp_path, name, what):
+    """By absolute path, the agent makes another packet's packet.md (or andon.toml) a FIFO or
+    a link to /dev/zero. The run ends; every andon command after it reads its inputs
+    without waiting and says which file is not one it can read (exit 2), rather than
+    hanging or reading without end."""
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1),
+                                             "P2": mul_packet("P2")})
+    target = root / name
+
+    def agent(ctx):
+        honest_mul(ctx)
+        target.unlink()
+        if what == "fifo":
+            _fifo(target)
+        else:
+            target.symlink_to("/dev/zero")
+        return "done"
+
+    with pytest.raises(UsageError) as stopped:  # before P2's attempt: its inputs changed
+        _run(root, agent)
+    assert f"{name} (modified)" in str(stopped.value)
+    status = within_deadline(lambda: andon(root, "status", timeout=DEADLINE_S), DEADLINE_S)
+    assert status.returncode in (0, 2), status.stderr  # the board, or the config's error
+    for args in (("check",), ("run", "--agent", "command", "--command", "true")):
+        done = within_deadline(lambda a=args: andon(root, *a, timeout=DEADLINE_S), DEADLINE_S)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        said = " ".join((done.stdout + done.stderr).split())
+        kind = "is a FIFO" if what == "fifo" else "is a link to a character device"
+        assert name in said and kind in said, said

@@ -61,6 +61,25 @@ def test_what_is_not_a_regular_file_is_named_and_never_waited_on(tmp_path):
     assert plain_file.is_file(secret)
 
 
+def test_follow_reads_a_link_to_a_regular_file_and_names_a_link_to_anything_else(tmp_path):
+    """For a file of the user's own (andon.toml, a packet) a link is followed, to a regular
+    file only."""
+    (tmp_path / "real").write_text("mine")
+    (tmp_path / "to-real").symlink_to(tmp_path / "real")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    FIFOS.append(fifo)
+    (tmp_path / "to-fifo").symlink_to(fifo)
+    (tmp_path / "to-zero").symlink_to("/dev/zero")
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    assert within(lambda: plain_file.read(tmp_path / "to-real", follow=True)) == b"mine"
+    for name, what in (("to-fifo", "a link to a FIFO"), ("to-zero", "a link to a character device"),
+                       ("loop", "a link")):
+        with pytest.raises(NotPlain) as caught:
+            within(lambda n=name: plain_file.read(tmp_path / n, follow=True))
+        assert caught.value.what == what, name
+
+
 def test_a_socket_is_named(tmp_path):
     path = tmp_path / "s"
     with socket.socket(socket.AF_UNIX) as s:

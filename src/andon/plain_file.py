@@ -47,42 +47,49 @@ def kind(mode: int) -> str:
     return "not a file"
 
 
-def open_regular(path: Path | str) -> BinaryIO:
+def open_regular(path: Path | str, follow: bool = False) -> BinaryIO:
     """The regular file at ``path``, open for reading in binary (a file object to use in a
     ``with`` block), for a reader that streams it (lines of a JSONL file, a tail).
+    ``follow``: a link is followed to a regular file (for a file of the user's own, such as
+    andon.toml or a packet, which a person may keep as a link), never to anything else.
 
     Raises:
         FileNotFoundError: nothing is there.
-        NotPlain: a link (not followed), a FIFO, a device, a folder, a socket.
+        NotPlain: a link (unless ``follow``), a FIFO, a device, a folder, a socket.
         OSError: it cannot be opened.
     """
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, flags)
     except OSError as exc:
-        # ELOOP: the last part is a link; ENXIO: a socket
+        # ELOOP: a link (not followed, or one that loops); ENXIO: a socket
         if exc.errno in (errno.ELOOP, errno.ENXIO) and os.path.lexists(path):
-            raise NotPlain(path, kind(os.lstat(path).st_mode)) from None
+            try:
+                mode = (os.stat if follow else os.lstat)(path).st_mode
+            except OSError:  # a loop: the link itself
+                mode = os.lstat(path).st_mode
+            raise NotPlain(path, _what(path, mode)) from None
         raise
     try:
         mode = os.fstat(fd).st_mode
         if not stat.S_ISREG(mode):
-            raise NotPlain(path, kind(mode))
+            raise NotPlain(path, _what(path, mode))
     except BaseException:
         os.close(fd)
         raise
     return os.fdopen(fd, "rb")  # O_NONBLOCK changes nothing for a regular file
 
 
-def read(path: Path | str, limit: int | None = None) -> bytes:
+def read(path: Path | str, limit: int | None = None, follow: bool = False) -> bytes:
     """The bytes of the regular file at ``path``, at most ``limit`` of them (None: all).
 
     Raises:
         FileNotFoundError: nothing is there.
-        NotPlain: a link (not followed), a FIFO, a device, a folder, a socket; or more than
-            ``limit`` bytes.
+        NotPlain: a link (unless ``follow``: see :func:`open_regular`), a FIFO, a device, a
+            folder, a socket; or more than ``limit`` bytes.
         OSError: it cannot be read.
     """
-    with open_regular(path) as f:
+    with open_regular(path, follow) as f:
         if limit is not None and os.fstat(f.fileno()).st_size > limit:
             raise NotPlain(path, f"larger than {limit} bytes")
         # read to the end, not to st_size: the file may have grown since the fstat
@@ -100,9 +107,15 @@ def tail(path: Path | str, n: int) -> str:
         return f.read(n).decode("utf-8", errors="replace")
 
 
-def read_text(path: Path | str, limit: int | None = None) -> str:
+def read_text(path: Path | str, limit: int | None = None, follow: bool = False) -> str:
     """:func:`read`, decoded as UTF-8 with undecodable bytes replaced (U+FFFD)."""
-    return read(path, limit).decode("utf-8", errors="replace")
+    return read(path, limit, follow).decode("utf-8", errors="replace")
+
+
+def _what(path: Path | str, mode: int) -> str:
+    # what stands at ``path`` (its target's ``mode``), naming a link on the way
+    return f"a link to {kind(mode)}" if os.path.islink(path) and not stat.S_ISLNK(mode) \
+        else kind(mode)
 
 
 def is_file(path: Path | str) -> bool:

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
+
+from . import plain_file
 
 
 def entries(root: str | os.PathLike[str], *,
@@ -124,10 +127,19 @@ def manifest(root: Path) -> dict[str, str]:
 
 def file_marker(path: Path) -> str | None:
     """sha256 of a file's bytes with its executable bit, ``link:<target>`` for a symlink
-    (never followed), None for a directory or nothing there."""
-    if path.is_symlink():
+    (never followed), what it is for anything else but a directory ("a FIFO": never opened),
+    None for a directory or nothing there."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
         return "link:" + os.readlink(path)
-    if path.is_file():
+    if stat.S_ISREG(st.st_mode):
+        try:
+            data = plain_file.read(path)
+        except OSError:  # replaced, or unreadable, since the look
+            return "unreadable"
         mode = "x" if os.access(path, os.X_OK) else "-"
-        return mode + hashlib.sha256(path.read_bytes()).hexdigest()
-    return None
+        return mode + hashlib.sha256(data).hexdigest()
+    return None if stat.S_ISDIR(st.st_mode) else plain_file.kind(st.st_mode)

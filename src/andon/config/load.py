@@ -18,6 +18,7 @@ from typing import Any, NoReturn, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from .. import plain_file
 from ..errors import ConfigError, Problem, toml_problem
 from ..suggest import closest, hint
 from .model import CONFIG_NAME, Andon, Config
@@ -108,9 +109,12 @@ def load_config(repo_root: Path) -> Config:
 
 def _read(path: Path) -> tuple[str, dict[str, Any]]:
     """The text of andon.toml and its TOML data; ConfigError if missing or not TOML."""
-    if not path.is_file():
+    try:  # a FIFO or a device here is named, never waited on or read without end
+        text = plain_file.read(path, follow=True).decode("utf-8")
+    except FileNotFoundError:
         _raise([Problem(path, None, "not found; run `andon init` first")])
-    text = path.read_text(encoding="utf-8")
+    except plain_file.NotPlain as exc:
+        _raise([Problem(path, None, f"is {exc.what}, not a file andon can read")])
     try:
         return text, tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

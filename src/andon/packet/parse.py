@@ -4,6 +4,7 @@ unknown or in a cycle, ``spec_path``), and ``load_packets``, which refuses on an
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from dataclasses import dataclass, field
@@ -12,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from andon import plain_file
 from andon.errors import PacketError, Problem, toml_problem
 from andon.suggest import closest
 
@@ -68,8 +70,11 @@ class _Source:
 def _parse(path: Path, packets_dir: Path) -> _Source:
     """parse_packet_file, keeping what the cross-packet checks need (see _Source)."""
     try:
-        raw = path.read_bytes()
+        raw = plain_file.read(path, follow=True)  # a FIFO here is named, not waited on
         text = raw.decode("utf-8").removeprefix("\ufeff")
+    except plain_file.NotPlain as exc:
+        return _Source(path, None, [Problem(path, None,
+                                            f"is {exc.what}, not a file andon can read")])
     except (OSError, UnicodeDecodeError) as exc:
         return _Source(path, None, [Problem(path, None, f"cannot read packet file: {exc}")])
     all_lines = text.splitlines(keepends=True)
@@ -126,7 +131,7 @@ def _packet_sources(packets_dir: Path, problems: list[Problem]) -> list[Path]:
         if entry.name.startswith("."):
             continue
         if entry.is_dir():
-            if (entry / "packet.md").is_file():
+            if os.path.lexists(entry / "packet.md"):  # whatever it is: parsing says what
                 sources.append(entry / "packet.md")
             else:
                 problems.append(Problem(entry, None, "packet directory has no packet.md"))
