@@ -131,8 +131,8 @@ def file_marker(path: Path) -> str | None:
     None for a directory or nothing there."""
     try:
         st = os.lstat(path)
-    except OSError:
-        return None
+    except (FileNotFoundError, NotADirectoryError):
+        return None  # anything else (a path too long) is the caller's: still a change
     if stat.S_ISLNK(st.st_mode):
         return "link:" + os.readlink(path)
     if stat.S_ISREG(st.st_mode):
