@@ -160,3 +160,22 @@ def test_agent_files_in_the_stage_folder_are_read_only_when_regular(tmp_path, ki
               secret)
     assert within(lambda: codex.rollout_file(codex_home, "th1")) is None
     assert within(lambda: codex.rollout_model(codex_home, "th1")) is None
+
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "link"])
+def test_mutmuts_result_files_are_read_only_when_regular(tmp_path, kind):
+    """mutmut writes ``mutants/<file>`` and its ``.meta`` while the code under test runs, so
+    that code can put a stand-in in their place: the mutation gate's readers neither wait,
+    nor read without end, nor follow it; they find no result there."""
+    from andon.gates import mutation
+
+    secret = tmp_path / "users-secret.json"
+    secret.write_text('{"exit_code_by_key": {"calc.ops.x_mul__mutmut_1": 0}}')
+    (tmp_path / "src" / "calc").mkdir(parents=True)
+    (tmp_path / "src" / "calc" / "ops.py").write_text("def mul(a, b):\n    return a * b\n")
+    _stand_in(tmp_path / "mutants" / "src" / "calc" / "ops.py", kind, secret)
+    _stand_in(tmp_path / "mutants" / "src" / "calc" / "ops.py.meta", kind, secret)
+
+    assert within(lambda: mutation.mutant_diffs(tmp_path, "src/calc/ops.py",
+                                                ["calc.ops.x_mul__mutmut_1"])) == {}
+    assert within(lambda: mutation.read_results(tmp_path, {"src/calc/ops.py": ["mul"]})) == {}

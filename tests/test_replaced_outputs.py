@@ -14,6 +14,7 @@ the disk.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import textwrap
 from pathlib import Path
@@ -207,3 +208,147 @@ def test_a_planted_file_replaced_while_it_ran_is_forgery_not_a_hang(tmp_path, ta
     assert len(failing) == 1, failing
     assert "tests/test_mul_p1.py changed on disk during the run" in json.dumps(
         failing[0]["evidence"]), failing[0]
+
+
+# -- what andon writes where the agent or the code under test can write too -------------------
+
+EVIDENCE_NAMES = ["suite-plain.log", "suite-normal.log", "suite.log", "suite.junit.xml",
+                  "hermetic-1.log", "review.prompt.md", "review.transcript.log"]
+
+
+@pytest.mark.parametrize("target", ["FIFO", "USERFILE"])
+def test_links_left_where_andon_writes_its_evidence_are_not_written_through(tmp_path, target):
+    """The agent writes its attempt's evidence folder (its stage's folder there with the
+    sandbox, all of it without): it leaves links named like the files andon writes later —
+    the gates' run logs and reports, the review's prompt and transcript — to a FIFO (a
+    plain open would wait on it) or to a file of the user's (a plain open would write over
+    it). andon replaces each link with its own file: the run ends, the user's file is as it
+    was, and the honest change merges."""
+    user_file = tmp_path / "users-notes.txt"
+    user_file.write_text("the user's own file\n")
+    fifo = tmp_path / "elsewhere.fifo"
+    os.mkfifo(fifo)
+    FIFOS.append(fifo)
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+
+    def agent(ctx):
+        honest_mul(ctx)
+        for name in EVIDENCE_NAMES:
+            (ctx.evidence_dir / name).symlink_to(fifo if target == "FIFO" else user_file)
+        return "done"
+
+    def go():
+        runner = runner_for(root, agent)
+        report = runner.run()
+        runner.store.close()
+        return report
+    report = within(go)
+
+    assert report.exit_status == EXIT_OK and report.merged == ["P1"], report.message
+    assert user_file.read_text() == "the user's own file\n"
+    kept = root / ".andon" / "evidence" / "P1" / "1" / "suite.log"
+    assert not kept.is_symlink() and kept.is_file()
+
+
+# setup.py imports the package (a common way to read a version), so the set-up step runs the
+# agent's code; that code finds its log through its stdout, puts a stand-in in the log's
+# place and fails the step: the log is read back through the descriptor the step wrote to
+SETUP_PY = 'import sys\nsys.path.insert(0, "src")\nimport calc.ops  # its version\n'
+REPLACES_ITS_SETUP_LOG = '''
+
+import os as _os
+def _in_setup():
+    out = _os.readlink(bytes.fromhex("2f70726f632f73656c662f66642f31").decode())  # its stdout
+    if not out.endswith(".setup.log"):
+        return
+    print("Error: the build failed (its own words)", flush=True)
+    tmp = out + ".swap"
+    if {target!r} == "FIFO":
+        _os.mkfifo(tmp)
+    else:
+        _os.symlink({target!r}, tmp)
+    _os.rename(tmp, out)
+    raise SystemExit(1)
+_in_setup()
+'''
+
+
+@pytest.mark.parametrize("target", ["FIFO", "SECRET"])
+def test_a_setup_step_that_replaces_its_log_is_judged_from_what_it_wrote(tmp_path, target):
+    """``[test] setup`` runs the agent's code, which puts a FIFO or a link to a file of the
+    user's in its log's place and fails: andon neither waits nor reads the user's file; the
+    failure quotes what the step itself wrote."""
+    secret = tmp_path / "id_rsa"
+    secret.write_text("USER-SECRET-Error: 0123456789abcdef\n")
+    config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
+                         add={"test": 'setup = ["python", "setup.py"]\nsetup_cache = false'})
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)},
+                        files={"setup.py": SETUP_PY}, config=config)
+    stand_in = str(secret) if target == "SECRET" else target
+
+    def agent(ctx):
+        honest_mul(ctx)
+        write(ctx, "src/calc/ops.py", REPLACES_ITS_SETUP_LOG.format(target=stand_in),
+              append=True)
+        return "done"
+
+    def go():
+        runner = runner_for(root, agent)
+        report = runner.run()
+        rows = runner.store.gate_results(runner.store.attempts("P1")[0]["id"])
+        runner.store.close()
+        return report, rows
+    report, rows = within(go)
+
+    assert report.merged == []
+    said = json.dumps(rows)
+    assert "USER-SECRET" not in said
+    assert "the build failed (its own words)" in said, said[:2000]
+    assert secret.read_text() == "USER-SECRET-Error: 0123456789abcdef\n"
+
+
+# appended to the atdd stage's test file: a FIFO in the file's own place once its run ends
+SWAP_AT_EXIT = '''
+
+import atexit as _atexit
+import os as _os
+
+
+def _swap():
+    f = _os.path.abspath(__file__)
+    _os.mkfifo(f + ".swap")
+    _os.rename(f + ".swap", f)
+
+
+_atexit.register(_swap)
+'''
+
+
+def test_an_atdd_test_file_that_makes_itself_a_fifo_is_judged_as_committed(tmp_path):
+    """red reads the atdd stage's test files for the invariants they name after running
+    them, by when the file has put a FIFO in its own place in the worktree: red reads them as
+    committed, so it neither waits nor loses them, and passes. (The FIFO left in the worktree
+    then fails the implement stage's snapshot: a worktree andon cannot read.)"""
+    from test_e2e_review import ATDD_FILE, ATDD_TESTS, inv_packet
+
+    md, planted = inv_packet("P1", plant=False, stages=["atdd", "implement"], max_attempts=1)
+    root = make_project(tmp_path / "repo", {"P1": (md, planted)}, config=config_toml(red_runs=1))
+
+    def agent(ctx):
+        if ctx.stage == "atdd":
+            write(ctx, ATDD_FILE, ATDD_TESTS + SWAP_AT_EXIT)
+            FIFOS.append(ctx.worktree / ATDD_FILE)
+        else:
+            honest_mul(ctx)
+        return "done"
+
+    def go():
+        runner = runner_for(root, agent)
+        report = runner.run()
+        rows = runner.store.gate_results(runner.store.attempts("P1")[0]["id"])
+        runner.store.close()
+        return report, rows
+    report, rows = within(go)
+
+    assert ("red", "pass") in [(g["gate"], g["status"]) for g in rows], rows
+    assert report.merged == []

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from . import budget, fault_injection, leftovers, reaper, sandbox
+from . import budget, fault_injection, leftovers, plain_file, reaper, sandbox
 from .agents import Agent, StageContext
 from .config import CONFIG_NAME, Config
 from .contain import envprint, guard
@@ -111,7 +111,7 @@ class Attempt:
             # An escaped error would leave the packet `running`; the next run would call it
             # interrupted and try again, uncounted, for ever. Recorded, it blocks the line.
             trace = self.ev / "harness-error.txt"
-            trace.write_text(traceback.format_exc(), encoding="utf-8")
+            plain_file.write(trace, traceback.format_exc())
             what = f"{type(exc).__name__}: {exc}"
             self._record(GateResult(
                 "harness", "error", f"andon failed during the attempt: {what}", "harness",
@@ -242,7 +242,7 @@ class Attempt:
         # The copy kept as evidence is what the agent got (it names no hidden test: see
         # prompt.redacted_failure); the file the agent is pointed at lives in a folder of
         # its own outside the checkout (next to packets/*/hidden/) and the worktree.
-        (ev / f"{stage}.prompt.md").write_text(prompt, encoding="utf-8")
+        plain_file.write(ev / f"{stage}.prompt.md", prompt)
         stage_dir = Path(tempfile.mkdtemp(prefix=f"andon-{self.packet.id}-{stage}-prompt-"))
         try:
             prompt_file = stage_dir / f"{stage}.prompt.md"

@@ -44,11 +44,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import git_watch, reaper, tempdir
+from . import git_watch, plain_file, reaper, tempdir
 from .config import STATE_DIR, Config
 from .contain.interpreter import python_of
 from .contain.procgroup import before_child, end_child, wait_unreaped
-from .runners.pytest import _tail, harness_env
+from .runners.pytest import TAIL_LINES, harness_env
 
 INPUTS = ("pyproject.toml", "setup.py", "setup.cfg")
 CACHE_MAX_FILES = 500
@@ -180,7 +180,8 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
     started = time.monotonic()
     try:
         known = before_child()
-        with log_path.open("wb") as log:
+        # read back through it, not by name: what the step runs can replace the name
+        with plain_file.create(log_path, readable=True) as log:
             try:
                 proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                         stdout=log, stderr=subprocess.STDOUT,
@@ -193,10 +194,12 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
                     timed_out = wait_unreaped(proc, config.test.setup_timeout_s)
                 finally:
                     end_child(proc, known)
+            log.seek(0)
+            output = log.read().decode(errors="replace")
     finally:
         reaper.discard(scratch)  # the project's set-up wrote there: any depth, any mode
     duration = time.monotonic() - started
-    tail = _tail(log_path)
+    tail = "\n".join(output.splitlines()[-TAIL_LINES:])
     status = None if proc is None or timed_out else proc.returncode
     files = sorted(_untracked(cwd) - before)
     run = SetupRun(argv, str(cwd), status, duration, log_path, tail, False, key, files)
@@ -207,7 +210,6 @@ def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,
         run.problem = (f"[test] setup timed out after {config.test.setup_timeout_s:g} s; "
                        f"raise [test] setup_timeout_s in andon.toml (log: {log_path})")
     elif status != 0:
-        output = log_path.read_text(errors="replace")
         run.problem = (f"[test] setup {' '.join(config.test.setup)} failed (exit status "
                        f"{status}): {_first_error(output)}")
         if "top-level packages discovered in a flat-layout" in output:

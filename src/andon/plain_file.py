@@ -10,7 +10,10 @@ would put that file's bytes in the evidence.
 :func:`read` opens without following a link (``O_NOFOLLOW``) and without waiting
 (``O_NONBLOCK``: opening a FIFO for reading returns at once), and reads a regular file only,
 at most ``limit`` bytes; anything else raises :class:`NotPlain`, which says what was there.
-Once open, the file is the one checked: a swap after the check changes nothing read.
+Once open, the file is the one checked: a swap after the check changes nothing read. The
+other way round, :func:`create` and :func:`write` make the files andon writes where such a
+process can write too (an attempt's evidence): what stands there is removed, never written
+through.
 """
 
 from __future__ import annotations
@@ -110,6 +113,34 @@ def tail(path: Path | str, n: int) -> str:
 def read_text(path: Path | str, limit: int | None = None, follow: bool = False) -> str:
     """:func:`read`, decoded as UTF-8 with undecodable bytes replaced (U+FFFD)."""
     return read(path, limit, follow).decode("utf-8", errors="replace")
+
+
+def create(path: Path | str, readable: bool = False) -> BinaryIO:
+    """A new, empty file at ``path``, open for writing in binary (and reading, with
+    ``readable``: "w+b"), for a file andon writes in a folder hostile code can write too (an
+    attempt's evidence). Whatever stands at ``path`` is removed first, never followed: a
+    link there (to a file of the user's, which a plain open would write over) or a FIFO
+    (which a plain open would wait on). The file is then made exclusively (``O_EXCL``), so
+    one put back in between is an error, not written through.
+
+    Raises:
+        IsADirectoryError: a folder stands at ``path``.
+        FileExistsError: something was put back between the removal and the creation.
+        OSError: the folder cannot be written.
+    """
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    fd = os.open(path, flags | (os.O_RDWR if readable else os.O_WRONLY), 0o644)
+    return os.fdopen(fd, "w+b" if readable else "wb")
+
+
+def write(path: Path | str, data: bytes | str) -> None:
+    """``data`` (text as UTF-8) as the new file at ``path``, made as :func:`create` does."""
+    with create(path) as f:
+        f.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
 def _what(path: Path | str, mode: int) -> str:

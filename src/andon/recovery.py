@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import IO
 
-from . import lifecycle, pool_leases, reaper
+from . import lifecycle, plain_file, pool_leases, reaper
 from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import StoreError
 from .packet import Packet
@@ -106,7 +106,10 @@ def discard(repo: Repo, store: StoreProtocol, a: dict, wt: Path, why: str,
     ended: set[int] = set()
     for pid_file in Path(a["evidence_dir"] or "/nonexistent").rglob("*.pid"):
         # an agent the killed runner left behind must not go on writing (or spending)
-        pid, _, where = pid_file.read_text().partition("\n")
+        try:  # in the evidence, which the agent may write: never waited on (plain_file.py)
+            pid, _, where = plain_file.read_text(pid_file, 4096).partition("\n")
+        except OSError:
+            continue
         if pid.strip().isdigit() and kill_leftover_group(int(pid), where.strip() or str(wt)):
             ended.add(int(pid))
             echo(f"{a['packet_id']}: ended the agent left running by the killed "

@@ -14,11 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import sandbox
+from . import plain_file, sandbox
 from .agents.base import Agent, AgentRun, StageContext
 from .config import Config
 from .packet import Packet
 from .review.contract import extract_json
+
+# an answer document is a few kilobytes; past this it is not read
+ANSWER_MAX = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -41,14 +44,16 @@ def ask(agent: Agent, config: Config, repo_root: Path, packet: Packet, stage: st
     io.mkdir(parents=True, exist_ok=True)
     answer_file.unlink(missing_ok=True)
     given = io / "prompt.md"
-    given.write_text(prompt, encoding="utf-8")
+    plain_file.write(given, prompt)
     evidence.mkdir(parents=True, exist_ok=True)
-    (evidence / "prompt.md").write_text(prompt, encoding="utf-8")
+    plain_file.write(evidence / "prompt.md", prompt)
     plan = sandbox.stage_plan(agent.sandbox, config, repo_root, stage, workdir,
                               workdir.parent, given, answer_file, [], agent.command)
     run = agent.run(StageContext(packet, stage, n, workdir, prompt, given, evidence,
                                  config.agent.timeout_s, answer_file, plan))
-    raw = (answer_file.read_text(encoding="utf-8", errors="replace") if answer_file.is_file()
-           else extract_json(run.claim or ""))
-    (evidence / "answer.json").write_text(raw, encoding="utf-8")
+    try:  # the agent's to write: a link or a FIFO there is not read (plain_file.py)
+        raw = plain_file.read_text(answer_file, ANSWER_MAX)
+    except OSError:
+        raw = extract_json(run.claim or "")
+    plain_file.write(evidence / "answer.json", raw)
     return Answer(run, raw)

@@ -246,8 +246,8 @@ class ExternalAgent(Agent):
                             stderr_path=files.stderr, keep_tail=TAIL_BYTES,
                             cut_network=self.network == "off", sandbox=plan)
         except OSError as exc:  # cannot start: recorded like any other failed run
-            files.transcript.write_bytes(b"")
-            files.stderr.write_text(f"andon: cannot start {argv[0]}: {exc}\n")
+            plain_file.write(files.transcript, b"")
+            plain_file.write(files.stderr, f"andon: cannot start {argv[0]}: {exc}\n")
             usage = Usage(model=s.model, notes=[f"cannot start {argv[0]}: {exc}"])
             return AgentRun(self.name, 127, False, 0.0, files.transcript,
                             f"cannot start {argv[0]}: {exc}", usage)

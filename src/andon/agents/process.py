@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, BinaryIO
 
+from .. import plain_file
 from ..contain import netless
 from ..contain.procgroup import before_child, end_child, wait_unreaped
 from ..sandbox import launch
@@ -164,8 +165,10 @@ def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_path: Pat
     known = before_child()  # this process's children before the agent: never the agent's
     started = time.monotonic()
     with contextlib.ExitStack() as files:
-        out = _Sink(files.enter_context(open(transcript_path, "wb")), max_bytes, keep_tail)
-        err = (_Sink(files.enter_context(open(stderr_path, "wb")), max_bytes, keep_tail)
+        # in the evidence, which the agent may write too: a link there is not written through
+        out = _Sink(files.enter_context(plain_file.create(transcript_path)), max_bytes,
+                    keep_tail)
+        err = (_Sink(files.enter_context(plain_file.create(stderr_path)), max_bytes, keep_tail)
                if stderr_path else None)
         stdin = files.enter_context(open(stdin_path, "rb"))
         try:
@@ -179,9 +182,10 @@ def _run(argv: Sequence[str], cwd: Path, env: Mapping[str, str], stdin_path: Pat
         if caps is not None:
             caps.watch()
         # If the runner is killed (kill -9) the agent's group lives on; this file lets the
-        # next runner find and end it (see procgroup.kill_leftover_group).
+        # next runner find and end it (see procgroup.kill_leftover_group): its group, and
+        # where it works
         pid_file = transcript_path.with_suffix(".pid")
-        pid_file.write_text(f"{proc.pid}\n{Path(cwd).resolve()}\n")  # group, where it works
+        plain_file.write(pid_file, f"{proc.pid}\n{Path(cwd).resolve()}\n")
 
         def pump(stream: IO[bytes], sink: _Sink) -> None:
             while chunk := stream.read1(CHUNK):  # type: ignore[attr-defined]

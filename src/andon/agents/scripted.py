@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from .. import plain_file
 from ..errors import InvalidValue
 from .base import Agent, AgentRun, StageContext
 
@@ -53,7 +54,7 @@ class ScriptedAgent(Agent):
             claim = self.behaviour(ctx) or ""
         except Exception as exc:  # noqa: BLE001 - an agent crashing is evidence, not a harness failure
             status, claim = 1, f"{type(exc).__name__}: {exc}"
-        transcript.write_text(claim, encoding="utf-8")
+        plain_file.write(transcript, claim)
         return AgentRun(agent=self.name, exit_status=status, timed_out=False,
                         duration_s=time.monotonic() - started, transcript_path=transcript,
                         claim=claim)

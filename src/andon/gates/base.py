@@ -263,7 +263,7 @@ def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     if wrong := origin.check(config, cwd):
         log = evidence_dir / f"{name}.log"
         evidence_dir.mkdir(parents=True, exist_ok=True)
-        log.write_text(wrong + "\n")
+        plain_file.write(log, wrong + "\n")
         return SuiteRun(name=name, argv=argv, cwd=str(cwd), exit_status=None, timed_out=False,
                         duration_s=0.0, log_path=log,
                         junit_path=evidence_dir / f"{name}.junit.xml", output_tail=wrong,

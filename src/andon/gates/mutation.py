@@ -47,12 +47,15 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import plain_file
 from ..errors import InvalidValue
 from .base import Finding, GateContext, GateResult, fresh_clone, network_note
 from .changed import changed_code_files, changed_functions, changed_lines
 from .tools import ToolRun, run_tool
 
 NAME = "mutation"
+# mutmut's copy of one source file with its mutants, or its .meta: far past any real one
+MUTANTS_MAX = 64 << 20
 SUPPORTED_MAJOR = 3
 
 KILLED_CODES: dict[int | None, str] = {1: "killed", 3: "killed", 37: "caught by type check"}
@@ -255,10 +258,11 @@ def read_results(cwd: Path, targets: dict[str, list[str]]) -> dict[str, int | No
     """Exit code per target mutant, from mutmut's ``mutants/<file>.meta``."""
     out: dict[str, int | None] = {}
     for f, fns in targets.items():
-        meta = cwd / "mutants" / f"{f}.meta"
-        if not meta.is_file():
+        try:  # as the mutants themselves (mutant_diffs)
+            doc = json.loads(plain_file.read(cwd / "mutants" / f"{f}.meta", MUTANTS_MAX))
+        except (OSError, ValueError):
             continue
-        codes = json.loads(meta.read_text(encoding="utf-8")).get("exit_code_by_key", {})
+        codes = doc.get("exit_code_by_key", {}) if isinstance(doc, dict) else {}
         for key, code in codes.items():
             if key.rsplit(".", 1)[-1].rsplit("__mutmut_", 1)[0] in fns:
                 out[key] = code
@@ -270,11 +274,11 @@ def mutant_diffs(cwd: Path, path: str, names: list[str]) -> dict[str, tuple[str,
     candidate's file it changes. Read from the mutated copy mutmut wrote (``mutants/<path>``:
     each function as ``<fn>__mutmut_orig`` beside its ``<fn>__mutmut_<n>`` variants) — what
     ``mutmut show`` prints, without a process per mutant."""
-    try:
-        source = (cwd / "mutants" / path).read_text(encoding="utf-8")
+    try:  # written while the code under test ran: never followed, never waited on
+        source = plain_file.read_text(cwd / "mutants" / path, MUTANTS_MAX)
         tree = ast.parse(source)
-        original = ast.parse((cwd / path).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
+        original = ast.parse(plain_file.read_text(cwd / path, MUTANTS_MAX))
+    except (OSError, SyntaxError, ValueError):
         return {}
     funcs = (ast.FunctionDef, ast.AsyncFunctionDef)
     defs = {n.name: n for n in ast.walk(tree) if isinstance(n, funcs)}

@@ -13,6 +13,7 @@ import ast
 from collections.abc import Sequence
 from pathlib import Path
 
+from .. import plain_file
 from . import clash, lanes
 from .base import Finding, GateContext, GateResult, fresh_clone, planted_tests
 from .cache import red_key
@@ -136,7 +137,18 @@ def _invariant_coverage(ctx: GateContext, files: Sequence[str],
     functions: dict[str, dict[str, str]] = {}  # file -> function name -> source
     f: str | None
     for f in files:
-        text = (ctx.worktree / f).read_text(encoding="utf-8", errors="replace")
+        # as committed, not as the worktree has it now: a test file can put a FIFO or a link
+        # in its own place as it ends (plain_file.py)
+        if ctx.atdd_sha:
+            data = ctx.repo.file_bytes(ctx.atdd_sha, f)
+        else:
+            try:
+                data = plain_file.read(ctx.worktree / f, 1 << 24)
+            except OSError:
+                data = None
+        if data is None:
+            continue
+        text = data.decode("utf-8", errors="replace")
         try:
             tree = ast.parse(text)
         except SyntaxError:

@@ -65,8 +65,8 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
     started = time.monotonic()
     try:
         env = harness_env(home, extra=extra_env)
-        with log_path.open("wb") as log:
-            err = (evidence_dir / f"{name}.stderr.log").open("wb") if stderr_apart else None
+        with plain_file.create(log_path) as log:
+            err = plain_file.create(evidence_dir / f"{name}.stderr.log") if stderr_apart else None
             known = before_child()
             try:
                 proc = subprocess.Popen([*wrapper, *argv], cwd=cwd, env=env,

@@ -121,7 +121,7 @@ class Reviewer:
                 if written is not None:
                     kept = a.evidence_dir if ask == 1 else a.evidence_dir / f"{stage}-ask{ask}"
                     kept.mkdir(parents=True, exist_ok=True)
-                    (kept / review_file.name).write_bytes(written)
+                    plain_file.write(kept / review_file.name, written)
                 try:
                     if unread:
                         raise ReviewRejected([unread])

@@ -152,7 +152,7 @@ def keep_report(made: Path, kept: Path) -> str | None:
     the path from its ``--junitxml=`` argument, put a link (to ``/dev/zero``, which would
     be copied without end), a FIFO or a folder there — or it is over MAX_REPORT_BYTES."""
     try:
-        kept.write_bytes(plain_file.read(made, MAX_REPORT_BYTES))
+        plain_file.write(kept, plain_file.read(made, MAX_REPORT_BYTES))
     except FileNotFoundError:
         return None
     except plain_file.NotPlain as exc:

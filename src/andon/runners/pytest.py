@@ -354,7 +354,7 @@ def run_suite(
                 end_child(proc, known)  # on timeout too; and whatever the suite left running
                 status = proc.returncode
             log.seek(0)
-            with log_path.open("wb") as kept:
+            with plain_file.create(log_path) as kept:
                 shutil.copyfileobj(log, kept)
         duration = time.monotonic() - started
         record: Record | None = channel.record() if channel is not None else None
