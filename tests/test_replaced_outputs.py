@@ -25,7 +25,9 @@ from andon.exits import EXIT_OK
 from andon.runners.pytest import run_suite
 
 from helpers import (
+    andon,
     config_toml,
+    git,
     honest_mul,
     make_project,
     mul_packet,
@@ -352,3 +354,124 @@ def test_an_atdd_test_file_that_makes_itself_a_fifo_is_judged_as_committed(tmp_p
 
     assert ("red", "pass") in [(g["gate"], g["status"]) for g in rows], rows
     assert report.merged == []
+
+
+# -- the [test] setup cache, which the code under test can reach in .andon/ -------------------
+
+def _entry(cached: Path, files: object, content: dict[str, str | None]) -> None:
+    """A set-up cache entry: ``files.json`` holding ``files``, and each of ``content``'s
+    paths (below ``files/``) with its text (None: leave it to the test)."""
+    (cached / "files").mkdir(parents=True)
+    (cached / "files.json").write_text(json.dumps(files))
+    for rel, text in content.items():
+        if text is not None:
+            (cached / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+            (cached / "files" / rel).write_text(text)
+
+
+def test_an_entry_as_the_cache_writes_it_is_copied_mode_and_all(tmp_path):
+    from andon.clone_setup import _restore
+
+    cached, clone = tmp_path / "key", tmp_path / "clone"
+    clone.mkdir()
+    _entry(cached, ["gen/out.txt", "bin/tool"], {"gen/out.txt": "generated\n", "bin/tool": "#!"})
+    (cached / "files" / "bin" / "tool").chmod(0o755)
+    assert _restore(cached, clone) == ["gen/out.txt", "bin/tool"]
+    assert (clone / "gen" / "out.txt").read_text() == "generated\n"
+    assert os.access(clone / "bin" / "tool", os.X_OK)
+
+
+@pytest.mark.parametrize("how", ["dot-dot", "absolute", "link-on-the-way", "link-to-zero",
+                                 "fifo", "not-json", "not-a-list"])
+def test_a_cache_entry_not_as_the_cache_writes_it_is_discarded_and_nothing_leaves_the_clone(
+        tmp_path, how):
+    """Whoever wrote ``.andon/setup-cache/<key>/`` (the code under test can, by absolute
+    path): a path in files.json that leaves the clone, a link on the way to a file of the
+    user's, a link to /dev/zero, a FIFO, a files.json that is not a list of paths. The
+    entry is not used (the set-up step runs instead), nothing is written outside the clone,
+    nothing of the user's is copied in, and nothing waits or reads without end."""
+    from andon.clone_setup import _restore
+
+    cached, clone, outside = tmp_path / "cache" / "key", tmp_path / "clone", tmp_path / "out"
+    clone.mkdir()
+    outside.mkdir()
+    (outside / "secret.txt").write_text("USER-SECRET\n")
+    if how == "dot-dot":
+        _entry(cached, ["../../out/escaped.txt"], {})
+        (cached / "files" / ".." / "..").mkdir(parents=True, exist_ok=True)
+        (tmp_path / "cache" / "out").mkdir()
+        (tmp_path / "cache" / "out" / "escaped.txt").write_text("WRITTEN-BY-THE-AGENT\n")
+    elif how == "absolute":
+        _entry(cached, [str(outside / "escaped.txt")], {})
+    elif how == "link-on-the-way":
+        _entry(cached, ["src/secret.txt"], {})
+        (cached / "files" / "src").symlink_to(outside)
+    elif how == "link-to-zero":
+        _entry(cached, ["gen/out.txt"], {"gen/out.txt": None})
+        (cached / "files" / "gen").mkdir()
+        (cached / "files" / "gen" / "out.txt").symlink_to("/dev/zero")
+    elif how == "fifo":
+        _entry(cached, ["gen/out.txt"], {})
+        (cached / "files" / "gen").mkdir()
+        os.mkfifo(cached / "files" / "gen" / "out.txt")
+        FIFOS.append(cached / "files" / "gen" / "out.txt")
+    else:
+        _entry(cached, {"gen/out.txt": 1} if how == "not-a-list" else [], {})
+        (cached / "files.json").write_text("{not json" if how == "not-json" else
+                                           json.dumps({"gen/out.txt": 1}))
+
+    assert within(lambda: _restore(cached, clone)) is None
+    assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+    assert not any(clone.rglob("*")), list(clone.rglob("*"))
+
+
+# -- andon's own files in .git, which an agent without the sandbox reaches by absolute path ---
+
+@pytest.mark.parametrize("target", ["USERFILE", "FIFO"])
+def test_a_link_at_the_merge_lock_is_replaced_not_written_through(tmp_path, target):
+    """The agent links ``.git/andon-merge.lock`` (the merge lock and its ledger) to a file of
+    the user's, or to a FIFO: the merge replaces the link with its own lock file; the user's
+    file is as it was and the change merges."""
+    user_file = tmp_path / "users-notes.txt"
+    user_file.write_text("the user's own file\n")
+    fifo = tmp_path / "elsewhere.fifo"
+    os.mkfifo(fifo)
+    FIFOS.append(fifo)
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
+    lock = root / ".git" / "andon-merge.lock"
+
+    def agent(ctx):
+        honest_mul(ctx)
+        lock.unlink(missing_ok=True)
+        lock.symlink_to(user_file if target == "USERFILE" else fifo)
+        return "done"
+
+    def go():
+        runner = runner_for(root, agent)
+        report = runner.run()
+        runner.store.close()
+        return report
+    report = within(go)
+
+    assert report.exit_status == EXIT_OK and report.merged == ["P1"], report.message
+    assert user_file.read_text() == "the user's own file\n"
+    assert not lock.is_symlink() and lock.is_file()
+
+
+def test_a_link_at_git_info_exclude_is_left_alone_and_andons_folder_ignores_itself(tmp_path):
+    """``.git/info/exclude`` is a link to a file of the user's (an agent made it, or the
+    user): andon neither reads nor appends to it; ``.andon/`` is kept out of ``git status``
+    by a ``.gitignore`` of its own instead."""
+    user_file = tmp_path / "users-notes.txt"
+    user_file.write_text("the user's own file\n")
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+    exclude = root / ".git" / "info" / "exclude"
+    exclude.unlink(missing_ok=True)
+    exclude.symlink_to(user_file)
+
+    status = andon(root, "status")
+
+    assert status.returncode == 0, status.stderr
+    assert user_file.read_text() == "the user's own file\n"
+    assert (root / ".andon" / ".gitignore").read_text() == "*\n"
+    assert ".andon" not in git(root, "status", "--porcelain")

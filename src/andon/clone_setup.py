@@ -38,6 +38,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -157,16 +158,61 @@ def ensure(config: Config, cwd: Path, evidence_dir: Path, name: str,
     root = _cache_root(evidence_dir) if config.test.setup_cache else None
     cached = root / key if root else None
     started = time.monotonic()
-    if cached is not None and (cached / "files.json").is_file():
-        files = json.loads((cached / "files.json").read_text())
-        for rel in files:
-            (cwd / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(cached / "files" / rel, cwd / rel)
+    if cached is not None and (files := _restore(cached, cwd)) is not None:
         _done[str(cwd)] = (key, files)
         return SetupRun(_argv(config, Path("{scratch}")), str(cwd), None,
                         time.monotonic() - started, None, f"copied {len(files)} file(s) "
                         f"from the set-up cache {cached}", True, key, files)
     return _run(config, cwd, evidence_dir, name, key, None if agent_code else cached)
+
+
+def _restore(cached: Path, cwd: Path) -> list[str] | None:
+    """Copy the set-up cache entry ``cached`` into the clone ``cwd``; the clone-relative
+    files copied, or None when there is no entry or it is not as :func:`_store` writes one
+    (then it is discarded and the step runs). ``.andon/`` is reachable by absolute path
+    from the code under test: ``files.json`` must list relative paths that stay inside the
+    clone, each a regular file in the entry (no link on the way), within the entry's caps."""
+    try:
+        files = json.loads(plain_file.read(cached / "files.json", 1 << 20))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError):
+        files = None
+    top = os.path.realpath(cached / "files")
+    found: dict[str, tuple[bytes, int]] = {}
+    listed = isinstance(files, list) and len(files) <= CACHE_MAX_FILES \
+        and all(isinstance(f, str) and _inside(f) for f in files)
+    if listed:
+        try:
+            for rel in files:
+                src = cached / "files" / rel
+                if not os.path.realpath(src).startswith(top + os.sep):
+                    raise plain_file.NotPlain(src, "reached through a link")
+                with plain_file.open_regular(src) as f:
+                    found[rel] = (f.read(CACHE_MAX_BYTES + 1), os.fstat(f.fileno()).st_mode)
+        except OSError:
+            found.clear()
+    if not listed or len(found) != len(files) or \
+            sum(len(d) for d, _ in found.values()) > CACHE_MAX_BYTES:
+        reaper.discard(cached)  # not one _store wrote: the step runs and writes a new one
+        return None
+    for rel, (data, mode) in found.items():
+        dest = cwd / rel
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if not os.path.realpath(dest.parent).startswith(os.path.realpath(cwd) + os.sep) \
+                and os.path.realpath(dest.parent) != os.path.realpath(cwd):
+            return None  # a link in the clone leads out of it: the step runs instead
+        with plain_file.create(dest) as out:
+            out.write(data)
+            os.fchmod(out.fileno(), stat.S_IMODE(mode) & 0o777)
+    return list(found)
+
+
+def _inside(rel: str) -> bool:
+    # a clone-relative path as _store writes them: relative, no "..", no empty part
+    parts = rel.split("/")
+    return bool(rel) and "\0" not in rel and not rel.startswith("/") \
+        and all(p not in ("", ".", "..") for p in parts)
 
 
 def _run(config: Config, cwd: Path, evidence_dir: Path, name: str, key: str,

@@ -14,6 +14,7 @@ crash, the trailers tell whether the merge already happened, so it never happens
 from __future__ import annotations
 
 import fcntl
+import os
 import textwrap
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from . import fault_injection as crash
+from . import plain_file
 from .config import Config
 from .gates.base import Finding, GateResult, fresh_clone, planted_tests, run_project_suite
 from .gates.suite import judge, summarise
@@ -105,7 +107,9 @@ def merge_lock(repo: Repo, shared: bool = False) -> Iterator[IO[str]]:
     (:func:`record_merge`, :func:`ledger_value`; pool_refs.py reads it). ``shared`` (a
     merge) on a repository with a ``remote`` (remote.py) also holds the lock of every
     machine's merges and fetches the remote's branch, recorded in the ledger."""
-    with open(repo.git_dir / "andon-merge.lock", "a+") as f:
+    # in .git, which an agent without the sandbox can reach: a link there is not written
+    # through, a FIFO not waited on (plain_file.own)
+    with os.fdopen(plain_file.own(repo.git_dir / "andon-merge.lock"), "a+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         remote = getattr(repo, "remote", None) if shared else None
         if remote is None:

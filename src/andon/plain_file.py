@@ -137,6 +137,31 @@ def create(path: Path | str, readable: bool = False) -> BinaryIO:
     return os.fdopen(fd, "w+b" if readable else "wb")
 
 
+def own(path: Path | str) -> int:
+    """A descriptor, open for reading and writing, of andon's own file at ``path`` (a lock,
+    a ledger) that must last from run to run: the regular file there, or a new empty one.
+    Anything else standing there — a link (to a file of the user's, which would be written
+    over), a FIFO (waited on), a device — is removed and the file made anew (``O_EXCL``).
+
+    Raises:
+        IsADirectoryError: a folder stands at ``path``.
+        FileExistsError: something was put back between the removal and the creation.
+        OSError: the folder cannot be written.
+    """
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_CREAT, 0o644)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENXIO):
+            raise
+    else:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            return fd
+        os.close(fd)
+    os.unlink(path)
+    return os.open(path, flags | os.O_CREAT | os.O_EXCL, 0o644)
+
+
 def write(path: Path | str, data: bytes | str) -> None:
     """``data`` (text as UTF-8) as the new file at ``path``, made as :func:`create` does."""
     with create(path) as f:

@@ -7,8 +7,10 @@ Apart from the runner, so that the commands that only read the store (``status``
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+from . import plain_file
 from .config import STATE_DIR, Config
 from .store import StoreProtocol, connect, store_url
 from .workspace import Repo
@@ -27,8 +29,14 @@ def open_store(repo: Repo, config: Config | None = None) -> StoreProtocol:
     d.mkdir(exist_ok=True)
     exclude = repo.git_dir / "info" / "exclude"
     exclude.parent.mkdir(exist_ok=True)
-    lines = exclude.read_text().splitlines() if exclude.exists() else []
+    try:  # a link there (to a file of the user's) is neither read nor appended to
+        lines = plain_file.read_text(exclude, 1 << 20).splitlines()
+    except FileNotFoundError:
+        lines = []
+    except OSError:  # not a file andon writes to: the folder ignores itself instead
+        plain_file.write(d / ".gitignore", "*\n")
+        lines = [f"/{STATE_DIR}/"]
     if f"/{STATE_DIR}/" not in lines:
-        with open(exclude, "a") as f:
+        with os.fdopen(plain_file.own(exclude), "a") as f:
             f.write(("\n" if lines and lines[-1] else "") + f"/{STATE_DIR}/\n")
     return connect(d / "andon.db", store_url(config.store.url if config else None))

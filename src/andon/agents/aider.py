@@ -187,7 +187,10 @@ def parse_run(analytics_log: Path, stdout: Path, configured_model: str | None = 
     """
     out = Parsed(claim=tail_text(stdout))
     u = out.usage
-    text = stdout.read_text(encoding="utf-8", errors="replace") if stdout.is_file() else ""
+    try:
+        text = plain_file.read_text(stdout)
+    except OSError:
+        text = ""
     reports = read_reports(text)
     # both files are in the stage's own folder, the agent's to write: a link or a FIFO
     # there is not read (plain_file.py)

@@ -118,7 +118,10 @@ def parse_json(path: Path, configured_model: str | None = None) -> Parsed:
     out = Parsed()
     u = out.usage
     u.model = configured_model
-    text = path.read_text(encoding="utf-8", errors="replace") if path.is_file() else ""
+    try:
+        text = plain_file.read_text(path)
+    except OSError:
+        text = ""
     if not text.strip():
         u.notes.append("no output: usage unknown")
         return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from .. import plain_file
 from ..agents.base import AgentRun, last_line
 from .base import Finding, GateResult
 
@@ -176,8 +177,8 @@ def _said(run: AgentRun) -> str:
     text = (run.claim or "").strip()
     if not text:
         stderr = Path(str(run.transcript_path).replace(".transcript.log", ".stderr.log"))
-        try:
-            text = stderr.read_text(encoding="utf-8", errors="replace").strip()
+        try:  # in the evidence, the agent's to write: a link or a FIFO is not read
+            text = plain_file.tail(stderr, 64 * 1024).strip()
         except OSError:
             text = ""
     return text
