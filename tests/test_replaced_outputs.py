@@ -53,6 +53,19 @@ def within(fn):
     return within_deadline(fn, DEADLINE_S)
 
 
+def run_p1(root: Path, agent):
+    """A run of ``agent`` within the deadline: its report, and the gate results of P1's
+    first attempt (read in the run's thread: SQLite's objects stay in the thread that made
+    them)."""
+    def go():
+        runner = runner_for(root, agent)
+        report = runner.run()
+        rows = runner.store.gate_results(runner.store.attempts("P1")[0]["id"])
+        runner.store.close()
+        return report, rows
+    return within(go)
+
+
 # The test module: finds its report's path, then puts ``{target}`` in the place of the file
 # named ``{which}`` ("report.xml" or the log beside it).
 REPLACING = """
@@ -149,14 +162,8 @@ def test_fifos_left_in_the_harness_temporary_folders_do_not_hang_the_lanes(tmp_p
             """), append=True)
         return "done"
 
-    def go():  # SQLite's objects stay in the thread that made them
-        runner = runner_for(root, agent)
-        report = runner.run()
-        attempt = runner.store.attempts("P1")[0]
-        gates = [(g["gate"], g["status"]) for g in runner.store.gate_results(attempt["id"])]
-        runner.store.close()
-        return report, gates
-    report, gates = within(go)
+    report, rows = run_p1(root, agent)
+    gates = [(g["gate"], g["status"]) for g in rows]
 
     assert report.exit_status == EXIT_OK and report.merged == ["P1"], report.message
     assert ("hermetic", "pass") in gates, gates
@@ -197,14 +204,8 @@ def test_a_planted_file_replaced_while_it_ran_is_forgery_not_a_hang(tmp_path, ta
         write(ctx, "tests/__init__.py", REPLACE_AT_EXIT.format(target=target))
         return "done"
 
-    def go():
-        runner = runner_for(root, agent)
-        report = runner.run()
-        attempt = runner.store.attempts("P1")[0]
-        failing = [g for g in runner.store.gate_results(attempt["id"]) if g["status"] != "pass"]
-        runner.store.close()
-        return report, failing
-    report, failing = within(go)
+    report, rows = run_p1(root, agent)
+    failing = [g for g in rows if g["status"] != "pass"]
 
     assert report.merged == []
     assert len(failing) == 1, failing
@@ -239,12 +240,7 @@ def test_links_left_where_andon_writes_its_evidence_are_not_written_through(tmp_
             (ctx.evidence_dir / name).symlink_to(fifo if target == "FIFO" else user_file)
         return "done"
 
-    def go():
-        runner = runner_for(root, agent)
-        report = runner.run()
-        runner.store.close()
-        return report
-    report = within(go)
+    report, _ = run_p1(root, agent)
 
     assert report.exit_status == EXIT_OK and report.merged == ["P1"], report.message
     assert user_file.read_text() == "the user's own file\n"
@@ -294,13 +290,7 @@ def test_a_setup_step_that_replaces_its_log_is_judged_from_what_it_wrote(tmp_pat
               append=True)
         return "done"
 
-    def go():
-        runner = runner_for(root, agent)
-        report = runner.run()
-        rows = runner.store.gate_results(runner.store.attempts("P1")[0]["id"])
-        runner.store.close()
-        return report, rows
-    report, rows = within(go)
+    report, rows = run_p1(root, agent)
 
     assert report.merged == []
     said = json.dumps(rows)
@@ -344,13 +334,7 @@ def test_an_atdd_test_file_that_makes_itself_a_fifo_is_judged_as_committed(tmp_p
             honest_mul(ctx)
         return "done"
 
-    def go():
-        runner = runner_for(root, agent)
-        report = runner.run()
-        rows = runner.store.gate_results(runner.store.attempts("P1")[0]["id"])
-        runner.store.close()
-        return report, rows
-    report, rows = within(go)
+    report, rows = run_p1(root, agent)
 
     assert ("red", "pass") in [(g["gate"], g["status"]) for g in rows], rows
     assert report.merged == []
@@ -446,12 +430,7 @@ def test_a_link_at_the_merge_lock_is_replaced_not_written_through(tmp_path, targ
         lock.symlink_to(user_file if target == "USERFILE" else fifo)
         return "done"
 
-    def go():
-        runner = runner_for(root, agent)
-        report = runner.run()
-        runner.store.close()
-        return report
-    report = within(go)
+    report, _ = run_p1(root, agent)
 
     assert report.exit_status == EXIT_OK and report.merged == ["P1"], report.message
     assert user_file.read_text() == "the user's own file\n"
