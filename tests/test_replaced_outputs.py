@@ -25,6 +25,7 @@ from andon.exits import EXIT_OK
 from andon.runners.pytest import run_suite
 
 from helpers import (
+    accept_review,
     andon,
     config_toml,
     git,
@@ -454,3 +455,90 @@ def test_a_link_at_git_info_exclude_is_left_alone_and_andons_folder_ignores_itse
     assert user_file.read_text() == "the user's own file\n"
     assert (root / ".andon" / ".gitignore").read_text() == "*\n"
     assert ".andon" not in git(root, "status", "--porcelain")
+
+
+# -- what andon shows later: the context of a stage, the plan, an experiment's observations ---
+
+CLAUDE_LINE = json.dumps({"type": "user", "uuid": "u1", "sessionId": "s", "parentUuid": None,
+                          "message": {"role": "user", "content": "hello"}})
+
+
+def test_show_context_reads_no_stand_in_and_writes_its_page_through_no_link(tmp_path):
+    """The implement agent (its transcript a Claude Code session) leaves in its evidence a
+    link named like the context page ``andon show --context`` writes, to a file of the
+    user's; beside its transcript, a sub-agent log that is a FIFO and one that links to the
+    user's own Claude Code session. ``show --context`` ends, writes its page anew, leaves
+    the user's files as they were, and shows nothing of them."""
+    victim, session = tmp_path / "victim.txt", tmp_path / "users-session.jsonl"
+    victim.write_text("USER-PRECIOUS\n")
+    session.write_text(json.dumps({"type": "user", "uuid": "u9", "sessionId": "t",
+                                   "parentUuid": None, "message": {
+                                       "role": "user", "content": "USER-SECRET-PROMPT"}}) + "\n")
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+
+    def agent(ctx):
+        honest_mul(ctx)
+        (ctx.evidence_dir / "implement.transcript.log.context.html").symlink_to(victim)
+        subagents = ctx.evidence_dir / "implement.transcript" / "subagents"
+        subagents.mkdir(parents=True)
+        os.mkfifo(subagents / "agent-x.jsonl")
+        FIFOS.append(subagents / "agent-x.jsonl")
+        (subagents / "agent-y.jsonl").symlink_to(session)
+        return CLAUDE_LINE
+
+    run_p1(root, agent)
+    shown = within(lambda: andon(root, "show", "P1", "--context"))
+
+    assert shown.returncode == 0, shown.stderr
+    assert victim.read_text() == "USER-PRECIOUS\n"
+    page = root / ".andon" / "evidence" / "P1" / "1" / "implement.transcript.log.context.html"
+    assert not page.is_symlink() and "USER-SECRET-PROMPT" not in page.read_text()
+    assert "USER-SECRET-PROMPT" not in shown.stdout + shown.stderr
+
+
+@pytest.mark.store_tampered  # the reviewer changed recorded evidence: `andon verify` says so
+def test_a_transcript_a_later_stage_replaced_by_a_link_is_not_read(tmp_path):
+    """The reviewer replaces the implement stage's transcript, in the evidence folder they
+    share, with a link to a file of the user's: ``show --context`` does not read it."""
+    secret = tmp_path / "id_rsa"
+    secret.write_text("SECRETBYTES of a private key\n")
+    root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
+
+    def reviewer(ctx):
+        transcript = ctx.evidence_dir / "implement.transcript.log"
+        transcript.unlink()
+        transcript.symlink_to(secret)
+        return accept_review(ctx)
+
+    within(lambda: runner_for(root, honest_mul, reviewer=reviewer).run() and None)
+    shown = within(lambda: andon(root, "show", "P1", "--context"))
+    assert "SECRETBYTES" not in shown.stdout + shown.stderr
+
+
+def test_a_plan_document_that_is_a_link_is_not_read(tmp_path):
+    """The planner (sandboxed or not: the document's folder is its to write) makes its plan
+    document a link to a file of the user's: andon reads none of it, in its output or in
+    the plan's evidence."""
+    secret = tmp_path / "home" / "id_rsa"
+    secret.parent.mkdir()
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nUSERSECRETBYTES\n")
+    root = make_project(tmp_path / "repo", files={"docs/spec.md": "# Spec\n\nMultiply.\n"})
+    command = f'ln -sf {secret} "$ANDON_REVIEW_FILE"; echo done'
+
+    r = within(lambda: andon(root, "plan", "docs/spec.md", "--agent", "command",
+                             "--command", command, "--rounds", "1"))
+
+    assert "USERSECRETBYTES" not in r.stdout + r.stderr
+    assert not [f for f in (root / ".andon").rglob("plan.json")
+                if "USERSECRETBYTES" in f.read_text()]
+
+
+def test_an_experiments_observations_do_not_wait_on_a_transcript_made_a_fifo(tmp_path):
+    from andon.experiments.observe import observe
+
+    transcript = tmp_path / "implement.transcript.log"  # what a later stage left there
+    os.mkfifo(transcript)
+    FIFOS.append(transcript)
+    runs = [{"stage": "implement", "transcript_path": str(transcript), "exit_status": 0,
+             "timed_out": 0, "claim": "done"}]
+    within(lambda: observe("resolved", [], runs, None, None))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .. import plain_file
 from ..errors import AndonError, PacketError
 from ..safe_text import visible
 from . import common
@@ -246,7 +247,7 @@ def _add_context(detail: dict) -> None:
     for a in detail["attempts"]:
         for s in a["stages"]:
             path = Path(s["transcript_path"]) if s.get("transcript_path") else None
-            if path is None or not path.is_file() or path.stat().st_size == 0:
+            if path is None or not plain_file.is_file(path) or path.stat().st_size == 0:
                 continue
             s["context"] = context_stage.summarise(path)
             s["context_line"] = context_stage.line(s["context"])

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from andon import plain_file
 from andon.context.model import Conversation, TranscriptError
 from andon.context.read import FORMATS, detect
 from andon.errors import Problem
@@ -37,25 +38,33 @@ def _parsers() -> dict[str, Callable[[Path], Conversation]]:
     }
 
 
-def load(path: Path, format: str | None = None) -> Conversation:
+def load(path: Path, format: str | None = None, follow: bool = True) -> Conversation:
     """The transcript at ``path`` as a ``Conversation``; ``format`` forces a parser.
+    ``follow``: a link at ``path`` is read (a path a person named); False for a transcript
+    found in an attempt's evidence, which the agent could have replaced by a link to a file
+    of the user's. A FIFO or a device is never read (plain_file.py).
 
     Unreadable lines are skipped and listed in ``Conversation.problems``.
 
     Raises:
-        TranscriptError: the file is missing, its format is unknown or not the one forced,
-            or no message could be read from it.
+        TranscriptError: the file is missing, is not a regular file (or, without
+            ``follow``, is a link), its format is unknown or not the one forced, or no
+            message could be read from it.
     """
     path = Path(path)
-    if not path.is_file():
-        what = "is a folder, not a transcript file" if path.is_dir() else "no such file"
+    if not (plain_file.is_file(path) or (follow and path.is_file())):
+        what = ("is a folder, not a transcript file" if path.is_dir() and not path.is_symlink()
+                else "is a link, not read here" if path.is_symlink() and path.exists()
+                else "is not a regular file" if path.exists() else "no such file")
         raise TranscriptError([Problem(path, None, what)])
     if format is not None and format not in FORMATS:
         raise TranscriptError([Problem(path, None, f"unknown format {format!r}: expected one "
                                        f"of {', '.join(FORMATS)}")])
-    fmt = format or detect(path)
     try:
+        fmt = format or detect(path)
         conv = _parsers()[fmt](path)
+    except plain_file.NotPlain as e:  # replaced since the look
+        raise TranscriptError([Problem(path, None, f"is {e.what}, not read")]) from e
     except (AttributeError, TypeError, KeyError) as e:
         # a document of another shape than the forced or detected format
         raise TranscriptError([Problem(path, None, f"not a {fmt} transcript: {e}")]) from e

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from andon.agents.aider_usage import TOKENS_LINE, report_counts
 from andon.context.model import Conversation, Message, Part, RequestUsage, Thread
+from andon.context.read import text_of
 
 
 def history(path: Path) -> Conversation:
@@ -31,7 +32,7 @@ def history(path: Path) -> Conversation:
                                                        "text", "".join(buf))],
                                            f"{path.name}:{start}"))
 
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with text_of(path) as fh:
         for n, line in enumerate(fh, 1):
             if line.startswith("# aider chat started"):
                 kind = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from andon import plain_file
 from andon.context.api import anthropic_parts
 from andon.context.model import Conversation, Message, Part, RequestUsage, Thread, join_calls
 from andon.context.read import json_lines
@@ -40,7 +41,8 @@ def session(path: Path) -> Conversation:
     conv = Conversation(path, "claude-code", [Thread("main")])
     _read(conv, path, None)
     for sub in sorted((path.parent / path.stem / "subagents").glob("agent-*.jsonl")):
-        _read(conv, sub, f"subagent:{sub.stem}")
+        if plain_file.is_file(sub):  # found, not named: a link or a FIFO there is not read
+            _read(conv, sub, f"subagent:{sub.stem}")
     join_calls(conv)
     return conv
 

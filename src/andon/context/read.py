@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
+from andon import plain_file
 from andon.context.model import TranscriptError
 from andon.errors import Problem
 
@@ -23,10 +25,18 @@ RESPONSES_ITEMS = {"message", "reasoning", "function_call", "function_call_outpu
                    "web_search_call", "item_reference"}
 
 
+def text_of(path: Path) -> TextIO:
+    """``path`` open as UTF-8 text (undecodable bytes replaced): a regular file, or a link
+    to one (:func:`andon.context.load` says whether a link is read); a FIFO or a device
+    raises plain_file.NotPlain, never waited on or read without end."""
+    return io.TextIOWrapper(plain_file.open_regular(path, follow=True), encoding="utf-8",
+                            errors="replace")
+
+
 def json_lines(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Each JSON object line of ``path`` with its 1-based number; a line that is not a JSON
     object is added to ``problems`` (file, line, expected vs got) and skipped."""
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with text_of(path) as fh:
         for n, line in enumerate(fh, 1):
             s = line.strip()
             if not s:
@@ -48,7 +58,7 @@ def json_lines(path: Path, problems: list[Problem]) -> Iterator[tuple[int, dict[
 def load_json(path: Path) -> Any:
     """The whole file as one JSON document. Raises ``TranscriptError`` naming line/column."""
     try:
-        return json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        return json.loads(plain_file.read_text(path, follow=True))
     except json.JSONDecodeError as e:
         raise TranscriptError([Problem(path, e.lineno,
                                        f"expected JSON: {e.msg} (column {e.colno})")]) from e
@@ -112,7 +122,7 @@ def detect(path: Path) -> str:
     Raises:
         TranscriptError: nothing in the file looks like a known format (names what was seen).
     """
-    with path.open(encoding="utf-8", errors="replace") as fh:
+    with text_of(path) as fh:
         head = fh.read(65536)
     if head.lstrip().startswith("# aider chat started") or "\n#### " in head:
         return "aider"
@@ -131,7 +141,7 @@ def detect(path: Path) -> str:
                 return found
             seen.append(f"line {n}: keys {sorted(obj)[:6]}")
     try:
-        doc = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        doc = json.loads(plain_file.read_text(path, follow=True))
     except (json.JSONDecodeError, UnicodeDecodeError):
         doc = None
     found = _document_format(doc) if doc is not None else None

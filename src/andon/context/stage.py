@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from andon import plain_file
 from andon.context import load
 from andon.context.analyse import analyse
 from andon.context.html import page
@@ -19,7 +20,7 @@ def summarise(transcript: Path, write_page: bool = True) -> dict[str, Any]:
     The page is ``<transcript>.context.html`` (near-duplicates are left out: this runs for
     every stage ``andon show`` lists)."""
     try:
-        conv = load(transcript)
+        conv = load(transcript, follow=False)  # in the evidence: the agent's to replace
     except TranscriptError as e:
         return {"error": str(e.problems[0]) if e.problems else str(e)}
     report = analyse(conv, near=False)
@@ -31,7 +32,7 @@ def summarise(transcript: Path, write_page: bool = True) -> dict[str, Any]:
                            "stale": len(report["reads"]["stale"]), "page": None}
     if write_page:
         target = transcript.with_name(transcript.name + ".context.html")
-        target.write_text(page(report, conv), encoding="utf-8")
+        plain_file.write(target, page(report, conv))  # never through what stands there
         out["page"] = str(target)
     return out
 

@@ -39,6 +39,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import plain_file
+
 OBSERVATIONS = ("scope_violations", "extra_files", "extra_lines", "false_claim",
                 "failed_commands", "failed_test_runs", "p2p_regressions", "interventions")
 SCOPE_GATES = ("scope", "atdd-scope")
@@ -100,7 +102,7 @@ def transcript_failures(paths: Iterable[Path]) -> tuple[int | None, int | None]:
     structured = False
     for path in paths:
         try:
-            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = plain_file.read_text(path).splitlines()  # the agent's: never waited on
         except OSError:
             continue
         for line in lines:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import reaper, sandbox
+from .. import plain_file, reaper, sandbox
 from ..agents import Agent, StageContext
 from ..config import Config
 from ..packet import Packet
@@ -22,6 +22,8 @@ from ..workspace import Repo, manifest
 from .contract import SCHEMA, PlanDocument, PlanRejected, parse
 
 STAGE = "plan"
+# a plan document is tens of kilobytes; past this it is not read
+PLAN_MAX = 4 << 20
 
 
 @dataclass(frozen=True)
@@ -92,11 +94,17 @@ def ask(repo: Repo, config: Config, agent: Agent, base: str, documents: list[Doc
             return Round(n, None, [f"the planner changed files, which it may not: "
                                    f"{', '.join(changed[:5])}"], record, prompt_file)
         # the whole reply, not the claim (its last lines): a plan is longer than that
-        said = (run.transcript_path.read_text(encoding="utf-8", errors="replace")
-                if run.transcript_path.is_file() else run.claim or "")
-        raw = (plan_file.read_text(encoding="utf-8", errors="replace") if plan_file.is_file()
-               else extract_json(said))
-        (ev / "plan.json").write_text(raw, encoding="utf-8")
+        # both the planner's to write (the document even in the sandbox): a link or a FIFO
+        # there is not read (plain_file.py)
+        try:
+            said = plain_file.read_text(run.transcript_path)
+        except OSError:
+            said = run.claim or ""
+        try:
+            raw = plain_file.read_text(plan_file, PLAN_MAX)
+        except OSError:
+            raw = extract_json(said)
+        plain_file.write(ev / "plan.json", raw)
         try:
             return Round(n, parse(raw), [], record, prompt_file)
         except PlanRejected as exc:

@@ -60,7 +60,7 @@ def context_page(path: Path) -> str | None:
     from ..context.html import page
     from ..context.model import TranscriptError
     try:
-        conv = load(path)
+        conv = load(path, follow=False)
     except TranscriptError:
         return None
     return page(analyse(conv, near=False), conv)
