@@ -540,3 +540,22 @@ def test_editable_install_with_uncommitted_fix_in_the_checkout_is_not_a_pass(tmp
             assert str(Path(r["cwd"]) / "src" / "calc" / "ops.py") in log, (gate, log)
             assert str(ops) not in log, (gate, log)
     assert git(root, "status", "--porcelain") == " M src/calc/ops.py\n"
+
+
+def test_a_pid_file_the_agent_made_a_fifo_does_not_hang_the_recovery(tmp_path):
+    """Crash recovery reads every ``*.pid`` file in an interrupted attempt's evidence to end
+    the agent the killed runner left behind. The agent (its stage's folder is its to write)
+    left a FIFO named like one: the next `andon run` does not wait on it; it recovers the
+    attempt and merges."""
+    root = project(tmp_path)
+    leaves_a_fifo = HONEST + '; mkfifo "$(dirname "$ANDON_USAGE_FILE")/left.pid"'
+
+    first = andon(root, "run", "--agent", "command", "--command", leaves_a_fifo,
+                  env={"ANDON_CRASHPOINT": "after-agent"})
+    assert first.returncode == -signal.SIGKILL, first.stdout + first.stderr
+    assert list((root / ".andon").rglob("left.pid")), "the agent's FIFO is in the evidence"
+
+    second = andon(root, "run", "--agent", "command", "--command", HONEST, timeout=60)
+    assert second.returncode == 0, second.stdout + second.stderr
+    row, attempts, _ = snapshot(root)
+    assert row["state"] == "done" and attempts[0]["state"] == "interrupted"
