@@ -216,6 +216,16 @@ def test_a_planted_file_replaced_while_it_ran_is_forgery_not_a_hang(tmp_path, ta
 
 # -- what andon writes where the agent or the code under test can write too -------------------
 
+def _targets(tmp_path: Path) -> tuple[Path, Path]:
+    """A file of the user's (its text: "the user's own file") and a FIFO, for links to."""
+    user_file = tmp_path / "users-notes.txt"
+    user_file.write_text("the user's own file\n")
+    fifo = tmp_path / "elsewhere.fifo"
+    os.mkfifo(fifo)
+    FIFOS.append(fifo)
+    return user_file, fifo
+
+
 EVIDENCE_NAMES = ["suite-plain.log", "suite-normal.log", "suite.log", "suite.junit.xml",
                   "hermetic-1.log", "review.prompt.md", "review.transcript.log"]
 
@@ -228,11 +238,7 @@ def test_links_left_where_andon_writes_its_evidence_are_not_written_through(tmp_
     plain open would wait on it) or to a file of the user's (a plain open would write over
     it). andon replaces each link with its own file: the run ends, the user's file is as it
     was, and the honest change merges."""
-    user_file = tmp_path / "users-notes.txt"
-    user_file.write_text("the user's own file\n")
-    fifo = tmp_path / "elsewhere.fifo"
-    os.mkfifo(fifo)
-    FIFOS.append(fifo)
+    user_file, fifo = _targets(tmp_path)
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
 
     def agent(ctx):
@@ -417,11 +423,7 @@ def test_a_link_at_the_merge_lock_is_replaced_not_written_through(tmp_path, targ
     """The agent links ``.git/andon-merge.lock`` (the merge lock and its ledger) to a file of
     the user's, or to a FIFO: the merge replaces the link with its own lock file; the user's
     file is as it was and the change merges."""
-    user_file = tmp_path / "users-notes.txt"
-    user_file.write_text("the user's own file\n")
-    fifo = tmp_path / "elsewhere.fifo"
-    os.mkfifo(fifo)
-    FIFOS.append(fifo)
+    user_file, fifo = _targets(tmp_path)
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1", max_attempts=1)})
     lock = root / ".git" / "andon-merge.lock"
 
