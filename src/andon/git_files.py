@@ -33,6 +33,8 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
+from . import plain_file
+
 DEV_NULL = os.makedev(1, 3)  # st_rdev of /dev/null: reads as empty, never blocks
 _TOP = ("HEAD", "config", "config.worktree", "packed-refs", "index", "commondir", "gitdir",
         "shallow", "FETCH_HEAD", "ORIG_HEAD", "MERGE_HEAD", "objects/info/alternates")
@@ -213,12 +215,5 @@ def _kind(st: os.stat_result) -> str | None:
 
 
 def _read_small(path: Path) -> str:
-    # a .git file or commondir: opened without blocking and read only if it is a regular file
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_size > 4096:
-            raise OSError(f"{path} is not a small regular file")
-        return os.read(fd, 4096).decode("utf-8", "surrogateescape")
-    finally:
-        os.close(fd)
+    # a .git file or commondir: read only if it is a small regular file (git follows a link)
+    return plain_file.read(path, 4096, follow=True).decode("utf-8", "surrogateescape")

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from pathlib import Path
 from typing import Protocol
+
+from . import plain_file
 
 # a character git check-ref-format refuses anywhere in a name: the control characters, space,
 # ~ ^ : ? * [ \ (so for-each-ref never reads a valid name as a pattern); the rules on the
@@ -51,21 +52,14 @@ def loose_sha(git_dir: Path, ref: str, hex_digits: int = 40) -> str | None:
     try:
         if (git_dir / "reftable").exists():
             return None
-        fd = os.open(git_dir / ref, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        # a link, a FIFO, a device, a folder or a file longer than a sha's line: git is asked
+        data = plain_file.read(git_dir / ref, hex_digits + 1)
     except FileNotFoundError:
         # the loose file first: `git pack-refs` writes packed-refs before it deletes a
         # loose file, so a ref that was not loose a moment ago is in packed-refs now
         return "" if not os.path.lexists(git_dir / "packed-refs") else None
-    except OSError:  # a link, a folder on the way that is a file
+    except OSError:  # not a plain file (plain_file.NotPlain), a folder on the way that is a file
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        data = os.read(fd, hex_digits + 2)
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
     if re.fullmatch(rb"[0-9a-f]{%d}\n" % hex_digits, data) is None:
         return None
     return data[:hex_digits].decode()

@@ -61,7 +61,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
-from . import reaper, treewalk
+from . import plain_file, reaper, treewalk
 from .errors import AndonError
 from .mounts import filesystem_type
 
@@ -111,15 +111,10 @@ def _files(index: Path) -> int:
     size as the last occupant left it, a hint for whether to keep it and never trusted
     for anything else (the reset checks every entry)."""
     try:
-        fd = os.open(index, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
+        with plain_file.open_regular(index) as f:
+            head = f.read(12)
+    except OSError:  # none, or not a regular file (plain_file.NotPlain)
         return 0
-    try:
-        head = os.read(fd, 12)
-    except OSError:
-        return 0
-    finally:
-        os.close(fd)
     return struct.unpack(">I", head[8:12])[0] if head[:4] == b"DIRC" and len(head) == 12 else 0
 
 

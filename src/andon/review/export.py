@@ -34,7 +34,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import treewalk
+from .. import plain_file, treewalk
 from ..errors import UsageError
 from ..workspace import Repo
 from ..worktrees import PARALLEL_CHECKOUT
@@ -276,15 +276,9 @@ def _git_entry(path: str, algorithm: str) -> tuple[str, str] | None:
     if not stat.S_ISREG(st.st_mode):
         return None
     try:
-        # a link swapped in since the lstat is not followed; a FIFO does not block
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
-    except OSError:
-        return None
-    try:
-        with open(fd, "rb") as f:
-            now = os.fstat(fd)
-            if not stat.S_ISREG(now.st_mode):
-                return None
+        # a link or a FIFO swapped in since the lstat is not opened (plain_file.NotPlain)
+        with plain_file.open_regular(path) as f:
+            now = os.fstat(f.fileno())
             data = f.read()
     except OSError:
         return None
