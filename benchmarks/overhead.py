@@ -63,10 +63,10 @@ from andon import reaper, tempdir, worktree_build
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
 from andon.contain import envprint
+from andon.git.repo import Repo
 from andon.runner import Runner
 from andon.runners import pytest as testrun
 from andon.state import open_store
-from andon.workspace import Repo
 
 AIM_S = 1.0  # per packet, on the few-hundred-file repository
 LARGE_AIM_S = 1.5  # per packet at 6,000 files and more (issue 18)

@@ -51,8 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from test_workers import honest, mod_packet
 
+import andon.git.repo
 from andon import workers as pool
-from andon import workspace
 from andon.contain import envprint
 
 from helpers import config_toml, make_project, runner_for
@@ -105,7 +105,7 @@ def where_on() -> None:
     """Count CPU time by kind from here on: git processes (clones and checkouts apart),
     the walks of the tests' environment; the rest of the children's is the test runs (and
     the few interpreter probes), the rest of this process's is andon's Python."""
-    workspace.Repo._run = _cpu_of(_git_kind, workspace.Repo._run)  # type: ignore[method-assign]
+    andon.git.repo.Repo._run = _cpu_of(_git_kind, andon.git.repo.Repo._run)  # type: ignore[method-assign]
     envprint.fingerprint = _cpu_of(lambda *a: "environment walks", envprint.fingerprint)
 
 

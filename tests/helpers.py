@@ -26,10 +26,10 @@ import cli_fork
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import DEFAULT_TOML, load_config
 from andon.errors import AndonError
+from andon.git.repo import Repo
 from andon.runner import Runner
 from andon.state import open_store
 from andon.store import StoreProtocol
-from andon.workspace import Repo
 
 # The interpreter the tests' projects run their suites with (config_toml's default test
 # command): made once per suite run by conftest.py (build_project_python, which says why).

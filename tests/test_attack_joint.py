@@ -14,7 +14,7 @@ from pathlib import Path
 from test_joint import BREAKS_IF_PRESENT, project, rows
 
 from andon.gates.joint import strays
-from andon.workspace import Repo
+from andon.git.repo import Repo
 
 from helpers import git, honest_mul, runner_for, write
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from test_validate import GOOD_OPS, _state, add_solution, by_id, validate
 
+from andon.git.repo import Repo
 from andon.state import open_store
-from andon.workspace import Repo
 
 from helpers import andon, git, make_project, mul_packet
 

@@ -4,9 +4,9 @@ evidence kept; checked after each stage run and before the next one."""
 from andon.agents import CommandAgent
 from andon.config import load_config
 from andon.exits import EXIT_HALTED
+from andon.git.repo import Repo
 from andon.runner import Runner
 from andon.state import open_store
-from andon.workspace import Repo
 
 from helpers import MUL_CODE, SHIPPED, git, make_project, mul_packet, packet_md
 

@@ -35,7 +35,7 @@ THE_WORK = ("andon.runner", "andon.attempt", "andon.gates", "andon.review", "and
 # What only reading andon.toml or packets needs.
 READING = ("pydantic", "andon.config.model", "andon.packet.model", "andon.store")
 # What only printing through rich, or opening the repository, needs: not help (click prints it).
-PRINTING = ("rich", "andon.workspace", "andon.worktrees")
+PRINTING = ("rich", "andon.git.repo", "andon.worktrees")
 # What only running agents needs: not the board, whose andon.toml names sandbox settings.
 AGENTS = ("andon.agents", "andon.sandbox", "andon.store.postgres")
 

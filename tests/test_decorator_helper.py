@@ -39,8 +39,8 @@ def _context(tmp_path, helper_text: str):
     of it holding the agent's work: ``mul`` and ``helper_text`` in HELPER."""
     from andon.config import load_config
     from andon.gates.base import GateContext
+    from andon.git.repo import Repo
     from andon.packet import load_packets
-    from andon.workspace import Repo
 
     md = packet_md("P1", "multiply", "calc.ops.mul multiplies.",
                    allowed_paths=["src/calc/**", HELPER])

@@ -12,8 +12,8 @@ import pytest
 from rich.console import Console
 
 from andon.demo.plan import run_plan_demo
+from andon.git.repo import Repo
 from andon.state import open_store
-from andon.workspace import Repo
 
 pytestmark = pytest.mark.e2e  # the whole loop, twice, on a real repository
 

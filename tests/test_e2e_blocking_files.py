@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pytest
 
-from andon import git_watch
 from andon.errors import GitBlocked, UsageError
 from andon.exits import EXIT_HALTED
-from andon.git_files import in_work_tree
+from andon.git import watch
+from andon.git.hazards import in_work_tree
+from andon.git.repo import Repo
 from andon.store import Store
-from andon.workspace import Repo
 
 from helpers import (
     andon,
@@ -137,7 +137,7 @@ def test_a_file_git_would_wait_on_stops_the_line_and_is_named(tmp_path, place, h
 
 def test_the_look_names_devices_and_loops_and_leaves_sockets_and_dev_null(tmp_path,
                                                                          monkeypatch):
-    """The stat look (git_files.py) names a link to /dev/zero (git reads it without end), a
+    """The stat look (git/hazards.py) names a link to /dev/zero (git reads it without end), a
     link that loops back into refs/ (git lists it without end) and a FIFO behind a link to a
     folder (git follows it); it leaves alone what git does not wait on: a socket (open(2)
     fails at once) and a global config that is /dev/null (read as empty)."""
@@ -170,7 +170,7 @@ def test_repo_refuses_before_running_any_git_command(tmp_path, monkeypatch):
 
     def no_git(*args, **kwargs):
         raise AssertionError(f"git was started: {args}")
-    monkeypatch.setattr(git_watch, "run", no_git)
+    monkeypatch.setattr(watch, "run", no_git)
     with pytest.raises(UsageError) as exc:
         Repo(root)
     said = str(exc.value)
@@ -185,7 +185,7 @@ def test_a_git_command_stuck_on_a_fifo_anywhere_is_stopped_naming_it(tmp_path):
     fifo = tmp_path / "anywhere.fifo"
     _fifo(fifo)
     with pytest.raises(GitBlocked) as exc:
-        git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+        watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
                       os.environ)
     assert exc.value.found == [(fifo, "a FIFO")]
     assert f"{fifo} is a FIFO" in str(exc.value)
@@ -197,7 +197,7 @@ def test_a_fifo_given_by_a_relative_path_is_named_absolute(tmp_path):
     root = make_project(tmp_path / "repo")
     _fifo(tmp_path / "rel.fifo")
     with pytest.raises(GitBlocked) as exc:
-        git_watch.run(["git", "config", "--file", "../rel.fifo", "--list"], root, None,
+        watch.run(["git", "config", "--file", "../rel.fifo", "--list"], root, None,
                       os.environ)
     assert exc.value.found == [(tmp_path / "rel.fifo", "a FIFO")]
 
@@ -211,7 +211,7 @@ def test_a_fifo_another_process_keeps_open_is_stopped_naming_it(tmp_path):
     held = os.open(fifo, os.O_RDWR)
     try:
         with pytest.raises(GitBlocked) as exc:
-            git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+            watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
                           os.environ)
     finally:
         os.close(held)
@@ -225,9 +225,9 @@ def test_a_slow_honest_git_command_is_not_stopped(tmp_path, monkeypatch):
     root = make_project(tmp_path / "repo")
     for i in range(3000):
         (root / f"f{i}.txt").write_text(f"{i}\n")
-    monkeypatch.setattr(git_watch, "FIRST_LOOK_S", 0.005)
-    monkeypatch.setattr(git_watch, "WATCH_S", 0.005)
-    done = git_watch.run(["git", "add", "-A"], root, None, os.environ)
+    monkeypatch.setattr(watch, "FIRST_LOOK_S", 0.005)
+    monkeypatch.setattr(watch, "WATCH_S", 0.005)
+    done = watch.run(["git", "add", "-A"], root, None, os.environ)
     assert done.returncode == 0, done.stderr
     assert len(git(root, "diff", "--cached", "--name-only").split()) == 3000
 
@@ -242,7 +242,7 @@ def test_a_device_held_for_an_instant_is_not_a_stop_and_one_held_on_is(tmp_path,
     fifo = tmp_path / "slow.fifo"
     _fifo(fifo)
     looks: list[int] = []
-    real = git_watch._held
+    real = watch._held
 
     def held(pid, at_first_only):
         looks.append(pid)
@@ -253,22 +253,22 @@ def test_a_device_held_for_an_instant_is_not_a_stop_and_one_held_on_is(tmp_path,
 
     # the command waits on a FIFO someone writes to late, then ends: never stuck on a device
     writer = threading.Timer(1.0, lambda: os.close(os.open(fifo, os.O_WRONLY)))
-    monkeypatch.setattr(git_watch, "_FIFO_WAITS", frozenset())  # only the device is judged
-    monkeypatch.setattr(git_watch, "_held", lambda pid: held(pid, True))
+    monkeypatch.setattr(watch, "_FIFO_WAITS", frozenset())  # only the device is judged
+    monkeypatch.setattr(watch, "_held", lambda pid: held(pid, True))
     writer.start()
     try:
-        done = git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+        done = watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
                              os.environ)
     finally:
         writer.join()
     assert done.returncode == 0 and looks
     looks.clear()
     writer = threading.Timer(5.0, lambda: os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)))
-    monkeypatch.setattr(git_watch, "_held", lambda pid: held(pid, False))
+    monkeypatch.setattr(watch, "_held", lambda pid: held(pid, False))
     writer.start()
     try:
         with pytest.raises(GitBlocked) as exc:
-            git_watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
+            watch.run(["git", "config", "--file", str(fifo), "--list"], root, None,
                           os.environ)
     finally:
         writer.cancel()
@@ -283,7 +283,7 @@ def test_a_git_command_reading_a_device_is_stopped_naming_it(tmp_path):
     try:
         tty = os.ttyname(follower)
         with pytest.raises(GitBlocked) as exc:
-            git_watch.run(["git", "config", "--file", tty, "--list"], root, None, os.environ)
+            watch.run(["git", "config", "--file", tty, "--list"], root, None, os.environ)
     finally:
         os.close(leader)
         os.close(follower)
@@ -298,7 +298,7 @@ def test_a_stopped_git_leaves_no_lock_file(tmp_path):
     log = root / ".git" / "logs" / "refs" / "heads" / "new"
     _fifo(log)
     with pytest.raises(GitBlocked):
-        git_watch.run(["git", "update-ref", "refs/heads/new", head], root, None, os.environ)
+        watch.run(["git", "update-ref", "refs/heads/new", head], root, None, os.environ)
     assert not (root / ".git" / "refs" / "heads" / "new.lock").exists()
 
 

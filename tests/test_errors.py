@@ -88,7 +88,7 @@ def test_every_exception_of_the_package_is_in_the_tree():
     # one tree: everything andon raises on purpose can be caught as AndonError
     assert all(issubclass(c, errors.AndonError) for c in classes.values())
     # the walk really reaches the modules outside errors.py
-    assert {"workspace.RefMoved", "budget.Exceeded",
+    assert {"git.repo.RefMoved", "budget.Exceeded",
             "review.contract.ReviewRejected"} <= set(classes)
 
 

@@ -21,9 +21,9 @@ from andon.errors import ConfigError, UsageError
 from andon.experiments.experiment import Experiment
 from andon.experiments.spec import load_spec
 from andon.experiments.stored import export_rows, status
+from andon.git.repo import Repo
 from andon.state import open_store
 from andon.usage import Usage
-from andon.workspace import Repo
 
 import fakes
 from helpers import GIT_ENV, MUL_CODE, accept_review, andon

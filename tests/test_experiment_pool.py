@@ -22,8 +22,8 @@ from andon.experiments.experiment import Experiment
 from andon.experiments.pool import run_pool
 from andon.experiments.spec import load_spec
 from andon.experiments.stored import export_rows, status
+from andon.git.repo import Repo
 from andon.state import open_store
-from andon.workspace import Repo
 
 from helpers import GIT_ENV, andon
 

@@ -14,8 +14,8 @@ from andon.config import load_config
 from andon.experiments.experiment import Experiment, plan
 from andon.experiments.spec import load_spec
 from andon.experiments.stored import export_rows, status, to_csv
+from andon.git.repo import Repo
 from andon.state import open_store
-from andon.workspace import Repo
 
 from helpers import git
 

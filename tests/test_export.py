@@ -18,7 +18,7 @@ import pytest
 
 import andon
 from andon import worktrees
-from andon.workspace import Repo
+from andon.git.repo import Repo
 
 from helpers import git, needs_python
 
@@ -30,7 +30,7 @@ import io, json, sys, tarfile
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from andon import worktrees
-from andon.workspace import Repo
+from andon.git.repo import Repo
 job = json.loads(sys.argv[2])
 assert hasattr(tarfile, "data_filter"), sys.version
 try:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from andon.gates import mutation
-from andon.workspace import Repo, manifest
+from andon.git.repo import Repo, manifest
 
 from helpers import CALC, FAST, make_project, packet_md, runner_for, write
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from andon.errors import UsageError
-from andon.workspace import Repo
+from andon.git.repo import Repo
 
 from helpers import GIT_ENV, MUL_CODE, andon, git, make_project, mul_packet
 

@@ -12,10 +12,10 @@ import pytest
 from andon.agents import ScriptedAgent, StageContext
 from andon.config import load_config
 from andon.demo.interviewer import interviewer, turn
+from andon.git.repo import Repo
 from andon.grill import AgentFailed, Interview, accept_all
 from andon.grill import log as logfile
 from andon.grill.record import commit_decisions, render_decisions
-from andon.workspace import Repo
 
 from helpers import make_project
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from andon.contain.guard import GLOBAL_CONFIG, fingerprint
-from andon.workspace import Repo
+from andon.git.repo import Repo
 
 from helpers import git, make_project
 

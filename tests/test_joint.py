@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from andon.gates.joint import strays
-from andon.workspace import Repo
+from andon.git.repo import Repo
 
 from helpers import (
     MUL_TEST,

@@ -21,9 +21,9 @@ from andon.config import DEFAULT_TOML, Config, load_config
 from andon.contain import netless
 from andon.errors import ConfigError
 from andon.gates.base import GateResult, run_project_suite
+from andon.git.repo import Repo
 from andon.runners.pytest import run_suite
 from andon.state import open_store
-from andon.workspace import Repo
 
 from agent_ctx import stage_ctx
 from helpers import andon, config_toml, make_project, mul_packet

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from andon.gates.native import heads
-from andon.workspace import Repo
+from andon.git.repo import Repo
 
 USER = {"GIT_AUTHOR_NAME": "User", "GIT_AUTHOR_EMAIL": "user@example.com",
         "GIT_COMMITTER_NAME": "User", "GIT_COMMITTER_EMAIL": "user@example.com"}

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from andon.git.repo import Repo
 from andon.review.export import export_tree
-from andon.workspace import Repo
 from andon.worktrees import clone_at
 
 from helpers import git

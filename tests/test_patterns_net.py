@@ -840,8 +840,8 @@ def _gate_findings(tmp_path, base: str | None, attempt: str, test: str = SIZE_TE
     from andon.config import load_config
     from andon.gates import patterns
     from andon.gates.base import GateContext
+    from andon.git.repo import Repo
     from andon.packet import load_packets
-    from andon.workspace import Repo
 
     from helpers import make_project, packet_md
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from andon.config import PlanSettings
+from andon.git.repo import Repo
 from andon.plan import checks
 from andon.plan.contract import DraftPacket, PlanRejected, parse, render
 from andon.state import open_store
-from andon.workspace import Repo
 from tests.helpers import (
     FAST,
     MUL_TEST,

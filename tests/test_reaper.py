@@ -14,7 +14,7 @@ import threading
 import pytest
 
 from andon import forked, reaper
-from andon.workspace import Repo
+from andon.git.repo import Repo
 
 from helpers import FAST, NEST_DEEP_PY, andon, config_toml, make_project, mul_packet, nest_deep
 

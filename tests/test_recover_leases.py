@@ -9,9 +9,9 @@ from pathlib import Path
 
 from andon import recovery
 from andon.config import load_config
+from andon.git.repo import Repo
 from andon.packet import load_packets
 from andon.runner import Runner
-from andon.workspace import Repo
 
 from helpers import make_project, packet_md
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 import pytest
 
-from andon import workspace
+import andon.git.repo
 from andon.advice import base_drift
 from andon.baseline import integration_head
 from andon.config import load_config
 from andon.errors import UsageError
-from andon.refs_read import head_name
-from andon.workspace import Repo
+from andon.git.refs import head_name
+from andon.git.repo import Repo
 
 from helpers import git, make_project
 
@@ -189,7 +189,7 @@ def test_a_loose_branch_costs_no_git_process(project, monkeypatch):
     def counted(argv, *a, **k):
         calls.append(argv)
         return real(argv, *a, **k)
-    monkeypatch.setattr(workspace.subprocess, "run", counted)
+    monkeypatch.setattr(andon.git.repo.subprocess, "run", counted)
     assert integration_head(repo, config) == main  # no integration branch yet: main's
     assert repo.rev_parse("refs/heads/andon/other") == other
     assert calls == [], [c[6:] for c in calls]

@@ -86,8 +86,8 @@ def test_two_pushes_from_the_same_old_value_only_one_wins(tmp_path: Path):
     """The compare-and-swap on the remote's integration branch: two mergers that read the
     same head and each built a commit on it cannot both move the branch; the loser is told
     (RefMoved) and has the winner's head in its clone to merge onto again."""
+    from andon.git.repo import RefMoved
     from andon.remote import Remote, clone
-    from andon.workspace import RefMoved
 
     bare = remote_repo(tmp_path)
     a = clone(str(bare), tmp_path / "a", "andon/integration")

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from andon.errors import UsageError
+from andon.git.repo import Repo
 from andon.review import export as export_mod
 from andon.review.export import blob_id, export_tree
-from andon.workspace import Repo
 
 from helpers import nest_deep
 

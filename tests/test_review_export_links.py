@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
+from andon.git.repo import Repo
 from andon.review import export as export_mod
 from andon.review.export import export_tree
-from andon.workspace import Repo
 
 from helpers import git, honest_mul, make_project, mul_packet, nest_deep, runner_for
 

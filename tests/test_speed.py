@@ -94,8 +94,8 @@ def test_cache_keys_name_what_can_change_a_test_outcome_and_nothing_else(tmp_pat
     from andon.config import load_config
     from andon.gates.base import GateContext
     from andon.gates.cache import baseline_key, red_key
+    from andon.git.repo import Repo
     from andon.packet import load_packets
-    from andon.workspace import Repo
 
     md = packet_md("P1", "multiply", "calc.ops.mul multiplies.", allowed_paths=["src/calc/**"])
     root = make_project(tmp_path / "repo", {"P1": (md, {"tests/test_mul_p1.py": MUL_TEST})})
@@ -203,7 +203,7 @@ def test_an_approval_after_an_upgrade_keeps_no_stale_baseline(tmp_path):
     from andon import decisions
     from andon.config import load_config
     from andon.exits import EXIT_PREFLIGHT
-    from andon.workspace import Repo
+    from andon.git.repo import Repo
     python, site = own_venv(tmp_path)
     (site / "helperlib.py").write_text("VALUE = 1\n")
     config = config_toml(red_runs=1, hermetic_runs=1, hermetic_random_order=False,
@@ -380,8 +380,8 @@ def test_nothing_is_cached_for_a_test_command_whose_interpreter_andon_cannot_see
     run (each Baseline is one run's), so no other run reads what it kept."""
     from andon.baseline import Baseline
     from andon.config import load_config
+    from andon.git.repo import Repo
     from andon.state import open_store
-    from andon.workspace import Repo
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
     repo, config = Repo(root), load_config(root)
     tree = repo.rev_parse("HEAD^{tree}")
@@ -410,8 +410,8 @@ def test_what_passes_on_a_base_that_is_no_longer_the_head_is_that_bases_own(tmp_
 
     from andon.baseline import Baseline
     from andon.config import load_config
+    from andon.git.repo import Repo
     from andon.state import open_store
-    from andon.workspace import Repo
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")})
     old_base = git(root, "rev-parse", "HEAD").strip()
     (root / "tests" / "test_more.py").write_text("def test_more():\n    assert True\n")
@@ -505,8 +505,8 @@ def test_a_run_only_baseline_changed_in_the_store_is_not_used(tmp_path, prefligh
     run's signature, andon says so and preflights again."""
     from andon.baseline import Baseline
     from andon.config import load_config
+    from andon.git.repo import Repo
     from andon.state import open_store
-    from andon.workspace import Repo
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         config=wrapper_config(tmp_path))
     repo, said = Repo(root), []
@@ -544,8 +544,8 @@ def test_the_run_only_rows_of_a_run_killed_a_day_ago_are_dropped(tmp_path):
     day old (a live run's rows are younger, and one that lost them preflights again)."""
     from andon.baseline import Baseline
     from andon.config import load_config
+    from andon.git.repo import Repo
     from andon.state import open_store
-    from andon.workspace import Repo
     root = make_project(tmp_path / "repo", {})
     store = open_store(Repo(root))
     for k in ("preflight-run:dead:1", "preflight-run:live:1", "preflight:kept"):

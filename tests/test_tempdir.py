@@ -148,7 +148,7 @@ def test_mount_points_are_matched_whole_and_unescaped(tmp_path):
 
 
 def test_the_tree_size_is_the_sum_of_the_committed_files(tmp_path):
-    from andon.workspace import Repo
+    from andon.git.repo import Repo
     root = make_project(tmp_path / "p", files={"big.bin": "x" * 100_000})
     listed = subprocess.run(["git", "ls-tree", "-r", "-l", "HEAD"], cwd=root, check=True,
                             capture_output=True, text=True).stdout

@@ -10,8 +10,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from andon.git.repo import Repo
 from andon.state import open_store
-from andon.workspace import Repo
 
 from helpers import (
     CALC,

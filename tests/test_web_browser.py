@@ -22,12 +22,12 @@ from andon.agents import ScriptedAgent
 from andon.config import load_config
 from andon.demo import EXPECTED, build_project
 from andon.demo.agents import BEHAVIOURS, evaluating_reviewer, same_mistake
+from andon.git.repo import Repo
 from andon.runner import Runner
 from andon.state import open_store
 from andon.store import Store
 from andon.web.app import Settings
 from andon.web.server import start
-from andon.workspace import Repo
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 # CI installs both (scripts/test): there a missing browser fails the tests, never skips them

@@ -1,4 +1,4 @@
-"""workspace.Repo against real git repositories made in tmp_path.
+"""git.repo.Repo against real git repositories made in tmp_path.
 
 Every test that runs an operation against a repository with a "user" in it also checks that
 the user's dirty working tree, index and checked-out branch are exactly as they were.
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from andon.errors import GitError, UsageError
-from andon.workspace import (
+from andon.git.repo import (
     ZERO_SHA,
     Change,
     MergeConflict,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from andon import worktree_pool
-from andon.workspace import Repo
+from andon.git.repo import Repo
 from andon.worktrees import remove_worktree
 
 from helpers import andon, git, honest_mul, make_project, mul_packet, packet_md, runner_for, write

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from .config import Config
-from .refs_read import base_commit
+from .git.refs import base_commit
+from .git.repo import Repo
 from .store import StoreProtocol
-from .workspace import Repo
 
 
 def halting_packet(packets: list[dict], ids: Collection[str]) -> dict | None:

@@ -35,12 +35,12 @@ from .errors import AndonError, UsageError
 from .gates import AFTER_IMPLEMENT, Gate, atdd_scope, hermetic, judge, patterns, red, scope
 from .gates.agent import could_not_work
 from .gates.base import Finding, GateContext, GateResult
+from .git.repo import Repo, SnapshotError
 from .packet import Packet, path_matches
 from .prompt import PreviousFailure, render_prompt, template_for
 from .review.stage import Reviewer, ReviewInput
 from .runners.pytest import collectable
 from .store import StoreProtocol, now
-from .workspace import Repo, SnapshotError
 from .worktree_build import WorktreeBuild
 
 REVIEW_STAGES = ("review", "review-tests", "review-correctness")

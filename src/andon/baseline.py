@@ -29,9 +29,9 @@ from .errors import ConfigError, UsageError
 from .gates import lanes, preflight
 from .gates.base import GateResult
 from .gates.cache import baseline_key, run_baseline_key, run_scope_prefix
-from .refs_read import base_commit
+from .git.refs import base_commit
+from .git.repo import Repo
 from .store import StoreProtocol
-from .workspace import Repo
 
 
 class Baseline:

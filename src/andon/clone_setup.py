@@ -45,10 +45,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import git_watch, plain_file, reaper, tempdir
+from . import plain_file, reaper, tempdir
 from .config import STATE_DIR, Config
 from .contain.interpreter import python_of
 from .contain.procgroup import before_child, end_child, wait_unreaped
+from .git import watch
 from .runners.pytest import TAIL_LINES, harness_env
 
 INPUTS = ("pyproject.toml", "setup.py", "setup.cfg")
@@ -101,9 +102,9 @@ def key_of(config: Config, cwd: Path, env_digest: str | None) -> str:
 
 
 def _untracked(cwd: Path) -> set[str]:
-    # watched (git_watch.py): the set-up command ran project code, which may have left a
+    # watched (git/watch.py): the set-up command ran project code, which may have left a
     # .gitignore git would wait on for ever
-    out = git_watch.run(["git", "status", "--porcelain", "--ignored", "-z",
+    out = watch.run(["git", "status", "--porcelain", "--ignored", "-z",
                          "--untracked-files=all"], cwd, None, os.environ)
     entries = out.stdout.decode("utf-8", "replace").split("\0")
     return {e[3:] for e in entries if e[:2] in ("??", "!!")}

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 
 from .config import Config
 from .errors import UsageError
+from .git.repo import Repo
 from .packet import load_packets
 from .runner import Runner
 from .state import open_store
 from .store import no_such_packet
-from .workspace import Repo
 
 
 def person_runner(repo: Repo, config: Config,

@@ -52,7 +52,7 @@ BASE_URLS = {"claude-code": ("ANTHROPIC_BASE_URL",), "codex": ("OPENAI_BASE_URL"
              "aider": ("OPENAI_API_BASE", "ANTHROPIC_BASE_URL")}
 
 
-# `git merge-tree --write-tree` (merge.py, workspace.py) arrived in git 2.38.0.
+# `git merge-tree --write-tree` (merge.py, git/repo.py) arrived in git 2.38.0.
 GIT_MIN = (2, 38)
 
 
@@ -223,8 +223,8 @@ def trees_choice(root: Path, config: Config | None) -> Choice | str:
     """Where ``andon run`` in ``root`` would make its trees (andon/tempdir.py), or why that
     cannot be said (a bad ``[andon] temp_dir``)."""
     from .errors import AndonError, UsageError
+    from .git.repo import Repo
     from .tempdir import choose, tree_bytes
-    from .workspace import Repo
     setting = config.andon.temp_dir if config else "auto"
     try:
         tree = tree_bytes(Repo(root, require_commit=False)) if setting == "auto" else 0

@@ -1,7 +1,7 @@
 """Every exception andon raises on purpose, in one tree.
 
 Catch ``AndonError`` to catch them all; the CLI reports any of them as a one-line error
-(exit status 2 for a ``UsageError``). A name with a module (``workspace.RefMoved``) is
+(exit status 2 for a ``UsageError``). A name with a module (``git.repo.RefMoved``) is
 defined in that module of ``andon``, beside the code that raises it; the rest are here.
 ``tests/test_errors.py`` imports every module of the package and checks that this drawing
 names every exception class andon defines, under the parent it inherits from.
@@ -39,13 +39,13 @@ AndonError
 │                               asks; ``errors``: the last document's problems
 ├── GitError                    a git command failed; ``argv``, ``returncode``, ``stderr``
 │   └── GitBlocked              stopped while stuck on a file git would wait on for ever
-│                               (git_watch.py); ``found`` lists (path, what it is)
-├── workspace.RefMoved          a ref was not where the caller expected, so it was left alone
+│                               (git/watch.py); ``found`` lists (path, what it is)
+├── git.repo.RefMoved           a ref was not where the caller expected, so it was left alone
 ├── worktrees.SnapshotError     the worktree cannot be read into a commit (what the agent left)
 ├── worktree_build.WorktreeFailed  the process writing an attempt's worktree failed (its error)
 ├── worktree_pool.NotReusable   a finished worktree cannot become the next (why in the
 │                               message): a fresh clone is made, it never escapes
-├── workspace.MergeConflict     a squash-merge conflicts; ``paths`` lists the conflicted files
+├── git.repo.MergeConflict      a squash-merge conflicts; ``paths`` lists the conflicted files
 ├── StoreError                  the store cannot be used (schema version, held by a runner)
 │   └── StoreUnavailable        the PostgreSQL server cannot be reached (after the bounded
 │                               retry), refused the login, or was lost mid-transaction
@@ -161,7 +161,7 @@ class GitError(AndonError):
 
 class GitBlocked(GitError):
     """A git command stopped because it was stuck on a file that is not what git takes it for
-    (git_watch.py): ``found`` lists (path, what it is) — "a FIFO", "a character device"."""
+    (git/watch.py): ``found`` lists (path, what it is) — "a FIFO", "a character device"."""
 
     def __init__(self, argv: list[str], found: list, message: str):
         self.found = found

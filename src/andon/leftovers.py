@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .workspace import Repo
+from .git.repo import Repo
 
 
 def untracked(repo: Repo, worktree: Path) -> set[str]:

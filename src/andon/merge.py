@@ -27,8 +27,8 @@ from . import plain_file
 from .config import Config
 from .gates.base import Finding, GateResult, fresh_clone, planted_tests, run_project_suite
 from .gates.suite import judge, summarise
+from .git.repo import MergeConflict, RefMoved, Repo, commit_message
 from .packet import Packet
-from .workspace import MergeConflict, RefMoved, Repo, commit_message
 
 
 @dataclass

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING
 from .config import Config
 from .errors import UsageError
 from .gates.base import GateResult
+from .git.repo import Repo
 from .merge import merge_attempt
 from .packet import Packet
 from .store import StoreProtocol, no_such_packet, now
-from .workspace import Repo
 
 if TYPE_CHECKING:
     from .baseline import Baseline

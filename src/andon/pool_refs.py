@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .git.repo import Repo
 from .merge import ledger_value, merge_lock
-from .workspace import Repo
 
 _OURS = ("refs/heads/andon/", "refs/andon/")
 

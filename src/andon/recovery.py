@@ -24,9 +24,9 @@ from typing import IO
 from . import lifecycle, plain_file, pool_leases, reaper
 from .contain.procgroup import kill_leftover_group, kill_working_under
 from .errors import StoreError
+from .git.repo import Repo
 from .packet import Packet
 from .store import StoreProtocol, now
-from .workspace import Repo
 
 
 def lock(state: Path, root: Path) -> IO[str]:

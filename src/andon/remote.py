@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from . import git_watch
 from .errors import GitBlocked, StoreError, StoreUnavailable, UsageError
-from .workspace import RefMoved, Repo
+from .git import watch
+from .git.repo import RefMoved, Repo
 
 # the advisory lock key of the fleet's merges (any constant distinct from the store's own)
 MERGE_LOCK = 0x616E646F6E + 16
@@ -188,10 +188,10 @@ def clone(url: str, where: Path, branch: str) -> Repo:
 
 
 def _run_git(argv: list[str], cwd: Path | None) -> subprocess.CompletedProcess:
-    """``argv`` run as every git command andon runs (git_watch.py: stopped, raising
+    """``argv`` run as every git command andon runs (git/watch.py: stopped, raising
     GitBlocked, when it waits on a FIFO — in this clone or in the remote, whose
     ``upload-pack`` runs in the same session when the remote is a path); output as text.
     This process's environment: a remote's credentials and ssh settings come from it."""
-    proc = git_watch.run(argv, cwd, None, os.environ)
+    proc = watch.run(argv, cwd, None, os.environ)
     return subprocess.CompletedProcess(argv, proc.returncode, os.fsdecode(proc.stdout),
                                        proc.stderr.decode(errors="replace"))

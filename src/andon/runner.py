@@ -6,8 +6,7 @@ to are ``baseline.py``; where a retry starts and what it is told, ``retry.py``; 
 of an attempt does to its packet (merge, needs work, blocked: the retry policy),
 ``outcome.py``. This module decides what runs next and carries out one attempt; with
 ``workers`` > 1 (``andon run --workers N``) the pool in ``workers.py`` claims and carries out
-several at once through the same :meth:`Runner._claim` and :meth:`Runner._work`.
-"""
+several at once through the same :meth:`Runner._claim` and :meth:`Runner._work`."""
 
 from __future__ import annotations
 
@@ -19,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from . import fault_injection, lifecycle, outcome, reaper, recovery, retry, submodules, workers
+from . import fault_injection, lifecycle, outcome, reaper, recovery, retry, workers
 from .advice import base_drift, drift_notice, halt_message, halting_packet
 from .agents import Agent
 from .attempt import Attempt
@@ -30,13 +29,14 @@ from .errors import AndonError, PacketError, UsageError
 from .exits import EXIT_HALTED, EXIT_OK, EXIT_PREFLIGHT
 from .gates.base import GateResult
 from .gates.hermetic import committed_hidden, committed_hidden_problem
+from .git import submodules
+from .git.repo import Repo
 from .packet import Packet, load_packets, tests_problem
 from .plan import drafts
 from .pool_leases import lease_s
 from .state import state_dir
 from .store import Store, StoreProtocol, chain, now
 from .tempdir import private_folder
-from .workspace import Repo
 from .worktree_pool import flush as flush_worktree_pool
 
 ZERO = "0" * 40

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from . import plain_file
 from .config import STATE_DIR, Config
+from .git.repo import Repo
 from .store import StoreProtocol, connect, store_url
-from .workspace import Repo
 
 
 def state_dir(repo: Repo) -> Path:

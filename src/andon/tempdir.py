@@ -41,7 +41,7 @@ from .errors import UsageError
 from .mounts import filesystem_type
 
 if TYPE_CHECKING:
-    from .workspace import Repo
+    from .git.repo import Repo
 
 SHM = Path("/dev/shm")
 TMPFS_MAGIC = "tmpfs"

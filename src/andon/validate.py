@@ -35,9 +35,9 @@ from .config import Config
 from .errors import AndonError
 from .gates import preflight
 from .gates.base import Finding, GateResult
+from .git.repo import Repo
 from .packet import Packet, path_matches
 from .store import Store, StoreProtocol
-from .workspace import Repo
 
 # a packet invalid before any gate ran is named by one of these instead of a gate
 NO_SOLUTION, NO_TESTS, SETUP = "solution", "red", "setup"

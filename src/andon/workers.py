@@ -51,11 +51,11 @@ from .baseline import Baseline
 from .config import Config
 from .errors import AndonError
 from .exits import EXIT_HALTED, EXIT_INTERRUPTED
+from .git.repo import Repo
 from .merge import merge_lock, record_merge
 from .packet import Packet
 from .pool_refs import PoolRepo
 from .store import StoreProtocol, now
-from .workspace import Repo
 
 
 class Line(Protocol):

@@ -216,7 +216,7 @@ def _blobs(git: Callable[..., str], tree: Path, start: str) -> dict[str, tuple[s
     NotReusable for what makes a checkout's bytes or layout more than the blobs (attributes,
     submodules)."""
     # andon's git reads no attributes file outside the repository (core.attributesFile is
-    # /dev/null for each of its commands: workspace.Repo._run)
+    # /dev/null for each of its commands: git.repo.Repo._run)
     # (an includeIf may hold either and match the worktree's path but not this one's)
     listed = git("config", "-z", "--get-regexp", r"^(core\.(autocrlf|eol)$|includeif\.)",
                  cwd=tree, check=False)

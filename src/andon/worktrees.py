@@ -3,7 +3,7 @@
 An attempt's worktree is a repository of its own (a single-branch clone, no remote, no
 reflog); ``plant`` and ``snapshot`` make commits through a temporary index, never through a
 checkout; ``export`` and ``clone_at`` give reviewers and gates a copy with no way back to
-the user's history. :class:`andon.workspace.Repo` offers each of these as a method; they
+the user's history. :class:`andon.git.repo.Repo` offers each of these as a method; they
 live here, beside their helpers, and are given the repository as a :class:`Git` (what they
 use of it), so that the two modules do not import each other.
 
@@ -25,13 +25,14 @@ from collections.abc import Callable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Protocol
 
-from . import git_files, reaper, submodules, treewalk, worktree_pool
+from . import reaper, treewalk, worktree_pool
 from .errors import AndonError, UsageError
-from .objects import Entry
+from .git import hazards, submodules
+from .git.objects import Entry
 
 
 class Git(Protocol):
-    """What these functions use of a :class:`andon.workspace.Repo`."""
+    """What these functions use of a :class:`andon.git.repo.Repo`."""
 
     root: Path
     git_dir: Path
@@ -97,7 +98,7 @@ def make_worktree(repo: Git, path: Path, branch: str, start: str, history: str =
     names the repository it was cloned from, is removed. The user's
     ``user.name``/``user.email`` are copied (a stand-in when there are none) so an agent
     can commit. Submodules are checked out at the commits ``start`` records, from the
-    user's checkout (:mod:`andon.submodules`). Returns the path and how the tree was
+    user's checkout (:mod:`andon.git.submodules`). Returns the path and how the tree was
     written: ``{"made": "pool"}`` (a finished attempt's tree reset to ``start``:
     :mod:`andon.worktree_pool`) or ``{"made": "clone"}``, with ``"pool_refused": why`` when a
     waiting tree could not be used. GitError if the branch exists; UsageError
@@ -281,9 +282,9 @@ def snapshot(repo: Git, worktree: Path, parent: str, message: str) -> str:
         raise SnapshotError(f"the worktree {worktree} is no longer a directory")
     if worktree.is_relative_to(repo.root):
         raise SnapshotError(f"{worktree} is inside the main work tree, not a worktree")
-    if found := git_files.in_files(worktree):  # `git add --all` would wait on it for ever
-        raise SnapshotError(git_files.describe(found, worktree, advice=False),
-                            git_files.shown(found[0][0], worktree))
+    if found := hazards.in_files(worktree):  # `git add --all` would wait on it for ever
+        raise SnapshotError(hazards.describe(found, worktree, advice=False),
+                            hazards.shown(found[0][0], worktree))
     parent = repo.resolve(parent)
     with tempfile.TemporaryDirectory(prefix="andon-index-") as tmp:
         own = index_of(worktree)
@@ -338,7 +339,7 @@ def _extract(tar: tarfile.TarFile, dest: Path, members: list[tarfile.TarInfo]) -
 def clone_at(repo: Git, rev: str, dest: Path) -> Path:
     """A fresh clone at ``dest`` checked out detached at ``rev``: only committed content, no
     untracked or ignored files from any worktree. ``rev`` may be on any branch or dangling.
-    Submodules are checked out at the commits ``rev`` records (:mod:`andon.submodules`)."""
+    Submodules are checked out at the commits ``rev`` records (:mod:`andon.git.submodules`)."""
     sha, dest = repo.resolve(rev), Path(dest).resolve()
     # --shared borrows the source's object store through objects/info/alternates instead of
     # copying it (--no-hardlinks copies every object: slow on big repos). It also makes every

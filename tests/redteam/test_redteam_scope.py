@@ -8,8 +8,8 @@ import pytest
 
 from andon.gates.native import HEAD_BYTES, heads, native_format
 from andon.gates.scope import RUNNER_CONFIG, only_docstring
+from andon.git.repo import Repo
 from andon.runners.rootdir import CONFIG_NAMES
-from andon.workspace import Repo
 
 from scenarios import git, play, verdict
 from scenarios_scope import SO, build_scope, can_build

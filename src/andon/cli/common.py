@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from ..config import Config
+    from ..git.repo import Repo
     from ..runner import Runner
-    from ..workspace import Repo
 
     out: Console  # results, on standard output (see _console)
     err: Console  # errors and notes, on standard error
@@ -68,7 +68,7 @@ def __getattr__(name: str) -> Console:
 
 
 def open_repo(ctx: click.Context, require_commit: bool = True) -> Repo:
-    from ..workspace import Repo
+    from ..git.repo import Repo
 
     return Repo(Path(ctx.obj["repo"]), require_commit)
 

@@ -26,8 +26,8 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..config import Config
+    from ..git.repo import Repo
     from ..store import StoreProtocol
-    from ..workspace import Repo
 
 
 @click.command()

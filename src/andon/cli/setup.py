@@ -23,7 +23,7 @@ from .common import (
 
 if TYPE_CHECKING:
     from ..agents import Agent
-    from ..workspace import Repo
+    from ..git.repo import Repo
 
 
 @click.command()

@@ -17,15 +17,15 @@ import shlex
 from collections.abc import Iterable
 from pathlib import Path
 
-from .. import git_watch
-from ..git_files import user_config_files
+from ..git import watch
+from ..git.hazards import user_config_files
+from ..git.repo import Repo, file_marker, manifest
 from ..packet import is_litter
-from ..workspace import Repo, file_marker, manifest
 
 
 def fingerprint(repo: Repo, config_file: Path, packets_dir: Path,
                 extra: tuple[Path, ...] = ()) -> dict[str, str]:
-    """Repo-relative path → content marker (see :func:`workspace.file_marker`) of every file
+    """Repo-relative path → content marker (see :func:`treewalk.file_marker`) of every file
     andon reads, obeys or runs from the checkout: ``config_file``, each
     ``<packets_dir>/<name>/packet.md`` with its ``plant/`` and ``hidden/`` trees and every
     flat ``<packets_dir>/<name>.md`` (a new packet too: it would be work the agent queued for
@@ -111,7 +111,7 @@ def _git_config_marker(path: Path, includes: bool = False) -> str:
     the raw bytes' marker if git cannot read it."""
     if not path.exists():
         return ""
-    proc = git_watch.run(["git", "config", "--file", str(path),
+    proc = watch.run(["git", "config", "--file", str(path),
                           "--includes" if includes else "--no-includes", "--list", "-z"],
                          None, None, os.environ)
     if proc.returncode != 0:

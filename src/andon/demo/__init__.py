@@ -22,11 +22,11 @@ from rich.console import Console
 from .. import sandbox, tempdir
 from ..agents import ScriptedAgent
 from ..config import CONFIG_NAME, DEFAULT_TOML, PACKETS_CONFTEST, load_config
+from ..git.repo import Repo
 from ..report import board
 from ..runner import Runner
 from ..safe_text import visible
 from ..state import open_store
-from ..workspace import Repo
 from .agents import BEHAVIOURS, evaluating_reviewer
 from .project import FILES, PACKETS
 from .solutions import SOLUTIONS

@@ -29,9 +29,9 @@ from ..config import CONFIG_NAME, load_config
 from ..experiments.execute import current_run
 from ..experiments.experiment import Experiment
 from ..experiments.spec import Condition, load_spec
+from ..git.repo import Repo
 from ..state import open_store
 from ..usage import Usage
-from ..workspace import Repo
 from . import GIT_ENV, build_project
 from .agents import LOADER, evaluating_reviewer
 

@@ -128,8 +128,8 @@ def run_interview(repo: Path, feature_path: Path, *, non_interactive: bool = Tru
 
     from ..agents.scripted import ScriptedAgent
     from ..config import load_config
+    from ..git.repo import Repo
     from ..grill import Interview, TerminalAnswerer, accept_all
-    from ..workspace import Repo
 
     r = Repo(repo)
     interview = Interview(r, load_config(r.root), ScriptedAgent(interviewer), feature_path)

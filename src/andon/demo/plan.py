@@ -24,13 +24,13 @@ from rich.console import Console
 
 from ..agents import ScriptedAgent, StageContext
 from ..config import load_config
+from ..git.repo import Repo
 from ..packet import check_packets
 from ..plan import drafts
 from ..plan.session import run_plan
 from ..report import board
 from ..runner import Runner
 from ..state import open_store
-from ..workspace import Repo
 from . import GIT_ENV, build_project
 from .agents import evaluating_reviewer
 from .interviewer import run_interview

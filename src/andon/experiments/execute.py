@@ -34,12 +34,12 @@ from ..agents import EXTERNAL, Agent, AgentRun, StageContext, external_class, ma
 from ..attempt import Attempt
 from ..config import Config
 from ..gates.base import GateResult
+from ..git.repo import Repo
 from ..packet import Packet
 from ..retry import previous_failure
 from ..store import Store, now
 from ..usage import totals
 from ..validate import _requires_order
-from ..workspace import Repo
 from .observe import observe
 from .spec import Condition, Spec
 from .tooltime import tool_seconds

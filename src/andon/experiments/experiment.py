@@ -40,10 +40,10 @@ from ..config import STATE_DIR, Config
 from ..contain import procgroup
 from ..errors import UsageError
 from ..gates import preflight
+from ..git.repo import Repo
 from ..packet import Packet, load_packets
 from ..store import Store, StoreProtocol, now
 from ..validate import Validator
-from ..workspace import Repo
 from .execute import RunInputs, RunKey, execute, harness_error
 from .pool import run_pool
 from .spec import Condition, Spec, line_of

@@ -32,7 +32,7 @@ def judge(gate: Gate, ctx: GateContext) -> GateResult:
     """``gate``'s result on ``ctx``: ``skipped`` with its reason when it does not apply
     (nothing run), else what its ``run`` returns. The one code path for skipping a gate.
     A git command of the gate's stopped because it was stuck on a file git would wait on for
-    ever (git_watch.py: the agent made it where no look after its stage goes, or the code
+    ever (git/watch.py: the agent made it where no look after its stage goes, or the code
     under test did, by absolute path) is the gate's ``outside-worktree`` failure naming it."""
     reason = gate.skip_reason(ctx)
     if reason is not None:

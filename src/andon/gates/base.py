@@ -23,10 +23,10 @@ from ..config import Config
 from ..contain.channel import plan as plan_start
 from ..contain.verdict import Integrity
 from ..contain.watch import Watch
+from ..git.repo import Repo
 from ..packet import Packet
 from ..runners.pytest import SuiteRun, run_suite
 from ..runners.rootdir import pinned_args
-from ..workspace import Repo
 
 Status = Literal["pass", "fail", "error", "skipped"]
 Layer = Literal["code", "test", "environment", "permission", "harness", "verifier",

@@ -23,8 +23,8 @@ from pathlib import Path, PurePosixPath
 
 from ..config import Config
 from ..contain.channel import plan as plan_start
+from ..git.repo import Repo
 from ..runners.rootdir import ini_values, locate
-from ..workspace import Repo
 from .base import Finding
 
 # pytest's default norecursedirs: folders a full-suite run never enters

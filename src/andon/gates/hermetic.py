@@ -23,9 +23,9 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ..errors import Problem
+from ..git.repo import Repo
 from ..packet import Packet
 from ..runners.pytest import SuiteRun
-from ..workspace import Repo
 from . import flaky_base
 from .base import Finding, GateContext, GateResult, forged_result, fresh_clone
 from .joint import Ahead, hermetic_plan

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import treewalk
+from ..git.repo import Repo
 from ..runners.pytest import SuiteRun
-from ..workspace import Repo
 from ..worktrees import index_at, index_of
 from .base import GateContext, fresh_clone
 from .lanes import Planned, clean, deal, jobs, run_lanes

@@ -12,9 +12,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from .. import git_watch
 from ..errors import GitError
-from ..workspace import BATCH_HEADER, Repo, git_env
+from ..git import watch
+from ..git.repo import BATCH_HEADER, Repo, git_env
 
 HEAD_BYTES = 64  # every magic below, and the start of a PE's DOS header
 _CHUNK = 1 << 16
@@ -55,8 +55,8 @@ def heads(repo: Repo, rev: str, paths: Sequence[str],
     argv = ["git", "cat-file", "--batch", "-z"]
     found: dict[str, bytes] = {}
     # watched: the agent may have left a FIFO where a blob it wrote would be stored, which
-    # git takes for the object and opens (git_watch.py)
-    with git_watch.streaming(argv, repo.root, git_env(), repo.git_dir) as proc:
+    # git takes for the object and opens (git/watch.py)
+    with watch.streaming(argv, repo.root, git_env(), repo.git_dir) as proc:
         assert proc.stdin is not None and proc.stdout is not None
         try:
             for p in paths:

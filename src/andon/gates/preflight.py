@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..config import Config
-from ..workspace import Repo
+from ..git.repo import Repo
 from . import env_cause
 from .base import Finding, GateContext, GateResult, fresh_clone, run_project_suite
 

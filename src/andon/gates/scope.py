@@ -51,7 +51,7 @@ from typing import Any
 
 from ..config import CONFIG_NAME
 from ..contain.interpreter import python_of
-from ..git_files import describe, in_work_tree, shown
+from ..git.hazards import describe, in_work_tree, shown
 from ..packet import path_matches
 from ..runners.rootdir import CONFIG_NAMES
 from .base import Finding, GateContext, GateResult
@@ -349,7 +349,7 @@ def blocked(gate: str, when: str, root: Path, found: list[tuple[Path, str]] | No
             ) -> GateResult | None:
     """The failing result (layer ``permission``) of ``gate`` when the repository at ``root``
     holds a file git would wait on for ever, made ``when`` (e.g. "while the implement agent
-    ran"): ``found`` (path, what it is) pairs, else what git_files.py finds there without
+    ran"): ``found`` (path, what it is) pairs, else what git/hazards.py finds there without
     running git, which would hang. An ``outside-worktree`` finding for each, named relative
     to ``root`` when below it; None when there is none."""
     if not (found := in_work_tree(root) if found is None else found):

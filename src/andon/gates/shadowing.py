@@ -59,7 +59,7 @@ def installed_names(python: str) -> tuple[frozenset[str], str]:
 def own_modules(repo: Any, rev: str, pythonpath: list[str]) -> set[str]:
     """Top-level module names the project itself has at ``rev``: packages (folders with an
     ``__init__.py``) and ``.py`` files in the repository root and the ``pythonpath``
-    folders. ``repo`` is a :class:`andon.workspace.Repo`: its listing of ``rev``
+    folders. ``repo`` is a :class:`andon.git.repo.Repo`: its listing of ``rev``
     (``entries``, kept per sha) answers for plain folders (``src``, ``lib/py``); git is
     asked about any other spelling (``.``, ``..``, an absolute path) as it would read it."""
     out: set[str] = set()

@@ -23,7 +23,7 @@ from typing import IO, Any
 from ..agents.base import Agent
 from ..config import STATE_DIR, Config
 from ..errors import UsageError
-from ..workspace import Repo
+from ..git.repo import Repo
 from . import log as logfile
 from .log import AgentRunRecord, Answer, InterviewLog
 from .protocol import Done, Question, Written

@@ -1,6 +1,6 @@
 """What the interview leaves behind: ``decisions/NNN-<slug>.md`` and the glossary additions,
 as one commit on a branch of their own (``andon/grill/<slug>``), made with plumbing
-(:meth:`andon.workspace.Repo.plant`: a temporary index), so the user's checkout, index and
+(:meth:`andon.git.repo.Repo.plant`: a temporary index), so the user's checkout, index and
 current branch are never touched and nothing is applied to the code.
 """
 
@@ -10,7 +10,7 @@ import re
 from pathlib import PurePosixPath
 
 from ..errors import UsageError
-from ..workspace import Repo, commit_message
+from ..git.repo import Repo, commit_message
 from .log import InterviewLog
 from .protocol import Written
 

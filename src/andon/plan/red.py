@@ -15,7 +15,7 @@ from pathlib import Path
 
 from ..config import Config
 from ..gates.base import fresh_clone, run_project_suite
-from ..workspace import Repo
+from ..git.repo import Repo
 from .contract import DraftPacket
 
 RED = ("failed", "error")

@@ -17,10 +17,10 @@ from ..agents import Agent
 from ..baseline import integration_head
 from ..config import Config
 from ..errors import UsageError
+from ..git.repo import Repo
 from ..packet import Packet, check_packets
 from ..state import state_dir
 from ..store import StoreProtocol, now
-from ..workspace import Repo
 from . import checks, drafts, stage
 from .contract import DraftPacket, PlanRejected, render
 from .red import planted_red

@@ -15,10 +15,10 @@ from typing import Any
 from .. import plain_file, reaper, sandbox
 from ..agents import Agent, StageContext
 from ..config import Config
+from ..git.repo import Repo, manifest
 from ..packet import Packet
 from ..prompt import render_prompt, template_for
 from ..review.contract import extract_json
-from ..workspace import Repo, manifest
 from .contract import SCHEMA, PlanDocument, PlanRejected, parse
 
 STAGE = "plan"

@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
+from ..git.repo import Repo
 from ..safe_text import markup_safe, visible
 from ..store import StoreProtocol
-from ..workspace import Repo
 from .figures import GATE_MARK, STYLE, accounting_text, run_accounting, usage_of, usage_text
 
 # what the two terms of the runs' lines mean, said once per packet (docs/gates.md has more)

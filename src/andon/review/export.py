@@ -36,7 +36,7 @@ from pathlib import Path
 
 from .. import plain_file, treewalk
 from ..errors import UsageError
-from ..workspace import Repo
+from ..git.repo import Repo
 from ..worktrees import PARALLEL_CHECKOUT
 
 # How long to wait for the filesystem clock to move past the export's last write before

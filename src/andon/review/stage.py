@@ -17,9 +17,9 @@ from .. import plain_file, reaper
 from ..agents.base import AgentRun, last_line
 from ..config import Config
 from ..gates.base import Finding, GateResult, Layer
+from ..git.repo import Repo
 from ..packet import Packet, path_matches
 from ..store import StoreProtocol
-from ..workspace import Repo
 from .contract import (
     NO_DOCUMENT,
     SCHEMA,

@@ -11,7 +11,7 @@ from markupsafe import escape
 from .. import decisions
 from ..config import load_config
 from ..errors import AndonError, PacketError
-from ..workspace import Repo
+from ..git.repo import Repo
 
 VERBS = ("approve", "reject", "unblock")
 # the note a packet page shows after an action (a fixed text per verb, never from the request)

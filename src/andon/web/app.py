@@ -24,8 +24,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 
+from ..git.repo import Repo
 from ..safe_text import visible
-from ..workspace import Repo
 from . import actions, diffview, guard, stages, views
 
 STATIC = {  # name → media type; only these names are ever served

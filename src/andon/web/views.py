@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import packets_dir_despite_errors
+from ..git.repo import Repo
 from ..report import packet_detail, usage_of, usage_of_rows, usage_text
 from ..report.board import (
     NOT_RUN_RESULT,
@@ -29,7 +30,6 @@ from ..report.board import (
 )
 from ..state import state_dir
 from ..store import Store
-from ..workspace import Repo
 from . import diffview, stages
 
 # Where a person is needed comes first, then the rest in id order.

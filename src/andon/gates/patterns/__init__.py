@@ -35,8 +35,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from collections.abc import Set as AbstractSet
 
+from ...git.repo import Change
 from ...packet import path_matches
-from ...workspace import Change
 from ..base import Finding, GateContext, GateResult
 from ..shadowing import own_modules
 from .detection import Detection

@@ -26,7 +26,7 @@ import re
 from pathlib import Path
 from typing import Protocol
 
-from . import plain_file
+from .. import plain_file
 
 # a character git check-ref-format refuses anywhere in a name: the control characters, space,
 # ~ ^ : ? * [ \ (so for-each-ref never reads a valid name as a pattern); the rules on the
@@ -95,7 +95,7 @@ def _well_formed(ref: str) -> bool:
 
 
 class Refs(Protocol):
-    """What :func:`base_commit` asks of a repository (workspace.Repo, which uses this module)."""
+    """What :func:`base_commit` asks of a repository (repo.Repo, which uses this module)."""
 
     def checked_out(self) -> str: ...
 

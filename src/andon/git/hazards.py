@@ -18,10 +18,10 @@ once). git follows a link to a folder below ``refs/``, so the walk does too, and
 into a folder the walk is in (git would list it without end) is blocking as well.
 
 That list is where an agent most simply leaves such a file, and where this module can name it
-before any git command: when a :class:`~andon.workspace.Repo` is made (every command refuses,
+before any git command: when a :class:`~andon.git.repo.Repo` is made (every command refuses,
 naming it), after every agent stage and every gate that ran code (an ``outside-worktree``
 failure), and in an agent's worktree before its snapshot (:func:`in_files`). It is not every
-file git may open (a config include, an excludes file, a pack index): git_watch.py catches a
+file git may open (a config include, an excludes file, a pack index): watch.py catches a
 git command that blocks on any other.
 """
 
@@ -33,7 +33,7 @@ import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-from . import plain_file
+from .. import plain_file
 
 DEV_NULL = os.makedev(1, 3)  # st_rdev of /dev/null: reads as empty, never blocks
 _TOP = ("HEAD", "config", "config.worktree", "packed-refs", "index", "commondir", "gitdir",

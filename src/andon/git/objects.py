@@ -2,15 +2,15 @@
 
 A full sha names the same object for ever: git's objects are content-addressed. So what
 git answers about one — a commit's tree, the paths two commits differ in, the entries of a
-commit's tree — is kept by the :class:`Known` of the :class:`andon.workspace.Repo` that
+commit's tree — is kept by the :class:`Known` of the :class:`andon.git.repo.Repo` that
 asked, and never asked again (issue 18: an attempt asked git for the same diff five
 times). Nothing named by a ref, ``HEAD`` or any other name is kept: a ref moves (an agent
 can move one between two stages, a person any time), so it is resolved every time and only
 the sha it names is looked up here. A negative answer (no such object) is never kept
 either: the object may arrive later.
 
-:class:`ObjectReads` holds the reading methods :class:`andon.workspace.Repo` offers; it is
-a mixin so that workspace.py keeps the refs, merges and worktrees.
+:class:`ObjectReads` holds the reading methods :class:`andon.git.repo.Repo` offers; it is
+a mixin so that repo.py keeps the refs, merges and worktrees.
 
 Raises GitError (a git command failed).
 """
@@ -91,7 +91,7 @@ class Known:
 
 
 class ObjectReads:
-    """Reading objects, for :class:`andon.workspace.Repo` (which supplies ``_run`` and
+    """Reading objects, for :class:`andon.git.repo.Repo` (which supplies ``_run`` and
     ``_sha`` and makes ``known``)."""
 
     known: Known

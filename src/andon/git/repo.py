@@ -11,7 +11,7 @@ Raises GitError (a git command failed), UsageError (not a repository, a path esc
 worktree, moving the user's checked-out branch), RefMoved and MergeConflict (defined here),
 SnapshotError (from :mod:`andon.worktrees`, which holds the worktree and snapshot half).
 Reading objects (diffs, blobs, what is asked of git only once per sha) is in
-:mod:`andon.objects`, whose :class:`~andon.objects.ObjectReads` Repo inherits.
+:mod:`andon.git.objects`, whose :class:`~andon.git.objects.ObjectReads` Repo inherits.
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ import subprocess
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from andon import git_files, git_watch, worktrees
+from andon import worktrees
 from andon.errors import AndonError, GitError, InvalidArgument, UsageError
-from andon.objects import BATCH_HEADER, Change, Known, ObjectReads
-from andon.refs_read import full_name, head_name, loose_sha
+from andon.git import hazards, watch
+from andon.git.objects import BATCH_HEADER, Change, Known, ObjectReads
+from andon.git.refs import full_name, head_name, loose_sha
 from andon.treewalk import file_marker, manifest
 from andon.worktrees import SnapshotError
 
@@ -128,8 +129,8 @@ class Repo(ObjectReads):
         root = Path(root).resolve()
         if not root.is_dir():
             raise UsageError(f"{root} does not exist or is not a directory")
-        if found := git_files.in_work_tree(root):  # before git is asked: it would hang
-            raise UsageError(git_files.describe(found, root))
+        if found := hazards.in_work_tree(root):  # before git is asked: it would hang
+            raise UsageError(hazards.describe(found, root))
         try:
             top, common, own, head, objects = self._locate(root)
         except GitError as exc:
@@ -193,7 +194,7 @@ class Repo(ObjectReads):
         argv = ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
                 "-c", "core.attributesFile=/dev/null", *_LOCK_WAITS, *args]
         where = cwd if cwd is not None else getattr(self, "root", None)
-        proc = git_watch.run(argv, where, input, full, getattr(self, "git_dir", None))
+        proc = watch.run(argv, where, input, full, getattr(self, "git_dir", None))
         if check and proc.returncode != 0:
             raise GitError(argv, proc.returncode, proc.stderr.decode(errors="replace"))
         return proc
@@ -221,7 +222,7 @@ class Repo(ObjectReads):
 
     def rev_parse(self, rev: str) -> str | None:
         """Full sha of ``rev``, or None if it does not resolve. A full ref name
-        (``refs/...``, refs_read.full_name) names exactly that ref: git's guesses past it
+        (``refs/...``, refs.full_name) names exactly that ref: git's guesses past it
         (``refs/tags/refs/heads/x`` for a missing ``refs/heads/x``) are never taken."""
         if self.hex_digits == 40 and _FULL_SHA.fullmatch(rev):
             # git's own answer for a full sha, which it never looks up (``--verify`` checks

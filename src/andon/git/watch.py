@@ -4,7 +4,7 @@ waits for ever on a file that is not what git takes it for.
 git opens what it reads with a plain open(2). A FIFO anywhere git reads — ``HEAD``, a ref, a
 config include, an excludes file, a pack index, a nested repository's ``HEAD``, or one swapped
 in and out again between two looks — blocks it until some process opens the other end;
-``/dev/zero`` is read without end. git_files.py names such files where they are most simply
+``/dev/zero`` is read without end. hazards.py names such files where they are most simply
 left, before git runs; this module catches a git command stuck on one anywhere else.
 
 :func:`run` waits for git as ``subprocess.run`` does; :func:`streaming` hands a caller the
@@ -16,10 +16,10 @@ other than ``/dev/null`` or a named FIFO (one another process keeps open), at tw
 ``RELOOK_S`` apart, stops the command. Its session gets SIGTERM (git then removes its lock
 files), SIGKILL after ``GRACE_S``, and :class:`~andon.errors.GitBlocked` names the file: the
 path the blocked open(2) was given (``/proc/<pid>/syscall`` and ``/proc/<pid>/mem``, which a
-process may read of its own child), else what git_files.py finds. Where ``/proc`` tells
-nothing (another system, a hidden ``wchan``), the stat look of git_files.py at what the
+process may read of its own child), else what hazards.py finds. Where ``/proc`` tells
+nothing (another system, a hidden ``wchan``), the stat look of hazards.py at what the
 command reads decides alone. A command that is merely slow runs to its end. git reading
-``/dev/zero`` in a place git_files.py does not look grows by about 2 GB a second until the
+``/dev/zero`` in a place hazards.py does not look grows by about 2 GB a second until the
 first look stops it.
 """
 
@@ -36,8 +36,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import git_files
-from .errors import GitBlocked
+from ..errors import GitBlocked
+from . import hazards
 
 # nearly every git command andon runs has ended before the first look; a slow one (a clone
 # of a large repository) is looked at again every WATCH_S
@@ -74,7 +74,7 @@ def run(argv: list[str], cwd: Path | None, input: bytes | None, env: Mapping[str
                 send, wait = None, WATCH_S  # input sent already: a retry carries on with it
                 if found := _stuck(proc.pid, cwd, env, git_dir):
                     where = Path(cwd) if cwd is not None else Path.cwd()
-                    raise GitBlocked(argv, found, git_files.describe(found, where)) from None
+                    raise GitBlocked(argv, found, hazards.describe(found, where)) from None
     except BaseException:  # GitBlocked, Ctrl-C, anything: the command's session ends
         _end(proc)
         raise
@@ -122,7 +122,7 @@ def streaming(argv: list[str], cwd: Path | None, env: Mapping[str, str],
                 pass
     if found:
         where = Path(cwd) if cwd is not None else Path.cwd()
-        raise GitBlocked(argv, found, git_files.describe(found, where))
+        raise GitBlocked(argv, found, hazards.describe(found, where))
 
 
 def _stuck(session: int, cwd: Path | None, env: Mapping[str, str], git_dir: Path | None
@@ -158,15 +158,15 @@ def _stuck(session: int, cwd: Path | None, env: Mapping[str, str], git_dir: Path
 
 def _looked(cwd: Path | None, env: Mapping[str, str], git_dir: Path | None
             ) -> list[tuple[Path, str]]:
-    """git_files.py's look at what the command reads: the work tree at ``cwd``, the
+    """hazards.py's look at what the command reads: the work tree at ``cwd``, the
     ``.gitignore`` files of ``GIT_WORK_TREE`` (a walk: only when the command has one),
     ``GIT_DIR`` and ``git_dir`` with their common directories."""
     where = Path(cwd) if cwd is not None else Path.cwd()
-    found = dict(git_files.in_work_tree(where))
+    found = dict(hazards.in_work_tree(where))
     if env.get("GIT_WORK_TREE"):
-        found.update(git_files.in_files(Path(env["GIT_WORK_TREE"])))
+        found.update(hazards.in_files(Path(env["GIT_WORK_TREE"])))
     for d in (Path(g) for g in (env.get("GIT_DIR"), git_dir) if g):
-        found.update(git_files.blocking(d, git_files.common_dir(d)))
+        found.update(hazards.blocking(d, hazards.common_dir(d)))
     return sorted(found.items())
 
 
@@ -222,7 +222,7 @@ def _held(pid: int) -> dict[tuple[int, int], tuple[Path, str, int]]:
             target = os.readlink(f"/proc/{pid}/fd/{fd}")
         except OSError:
             continue
-        if stat.S_ISCHR(st.st_mode) and st.st_rdev != git_files.DEV_NULL:
+        if stat.S_ISCHR(st.st_mode) and st.st_rdev != hazards.DEV_NULL:
             out[(pid, fd)] = (Path(target), "a character device", st.st_ino)
         elif stat.S_ISFIFO(st.st_mode) and target.startswith("/"):
             out[(pid, fd)] = (Path(target), "a FIFO", st.st_ino)

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .errors import UsageError
+from ..errors import UsageError
 from .objects import Entry
 
 
 class Repo(Protocol):
-    """What this module uses of a :class:`andon.workspace.Repo`, which calls it: named here,
+    """What this module uses of a :class:`andon.git.repo.Repo`, which calls it: named here,
     so that the two modules do not import each other."""
 
     root: Path
