@@ -386,7 +386,7 @@ def test_lanes_borrow_this_processs_servers_and_what_their_runs_leave_is_ended(t
     other = write_tree(tmp_path / "b", {})
     os.system(f"cp -r {root}/. {other}")
     ctx = SimpleNamespace(config=load_config(root), evidence_dir=tmp_path / "ev",
-                          env_digest=None)
+                          env_digest=None, fenced=lambda: [])
 
     def plan(tag: str) -> list[tuple[Path, list[Planned]]]:
         runs = [Planned(f"{tag}-{i}", slot=i, seed=7 if i == 3 else None) for i in range(4)]

@@ -25,7 +25,7 @@ from typing import IO
 from . import fault_injection as crash
 from . import plain_file
 from .config import Config
-from .gates.base import Finding, GateResult, fresh_clone, planted_tests, run_project_suite
+from .gates.base import Finding, GateResult, fenced, fresh_clone, planted_tests, run_project_suite
 from .gates.suite import judge, summarise
 from .git.repo import MergeConflict, RefMoved, Repo, commit_message
 from .packet import Packet
@@ -156,7 +156,8 @@ def _check_merged(repo: Repo, config: Config, packet: Packet, commit: str, onto:
     repo.set_ref(tmp_ref, commit, None)
     try:
         with fresh_clone(repo, commit, "merge") as cwd:
-            r = run_project_suite(config, cwd, evidence_dir, "merge-check")
+            r = run_project_suite(config, cwd, evidence_dir, "merge-check",
+                                  readonly=fenced(repo))
     finally:
         repo.git("update-ref", "-d", tmp_ref)
     findings = judge(r, planted_tests(packet), red_ids, baseline_of(onto))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO
 
 from . import netless
-from .forkserver import NOT_AHEAD, PER_RUN, Forked, Server, Unavailable, blocked_plugins
+from .forkserver import NOT_AHEAD, PER_RUN, FencePaths, Forked, Server, Unavailable, blocked_plugins
 
 _lock = threading.Lock()
 _pool: dict[tuple, Server] = {}
@@ -92,13 +92,14 @@ def _started(interpreter: str, env: dict[str, str], args: list[str], slot: int) 
 
 def spawn(interpreter: str, slot: int, mode: str, paths: list[str], args: list[str],
           cwd: Path, env: dict[str, str], log_fd: int, channel_fds: tuple[int, int],
-          netless: bool) -> Forked:
+          netless: bool, fence: FencePaths = None) -> Forked:
     """Fork one run (see :meth:`Server.spawn`) from the pool's server for ``slot``; a stale
     or dead server is replaced once. Raises Unavailable when there is still none."""
     for attempt in (1, 2):
         server = server_for(interpreter, env, args, slot)
         try:
-            return server.spawn(mode, paths, args, cwd, env, log_fd, channel_fds, netless)
+            return server.spawn(mode, paths, args, cwd, env, log_fd, channel_fds, netless,
+                                fence)
         except Unavailable:
             if attempt == 2:
                 raise
@@ -108,14 +109,17 @@ def spawn(interpreter: str, slot: int, mode: str, paths: list[str], args: list[s
 class Launch:
     """How one run's process starts: forked from the pool's server for ``slot`` when an
     ``interpreter`` (the run goes through boot.py) is given and ``wanted``, else fresh —
-    behind contain/netless.py's wrapper when ``cut``. ``how`` says which (``"fork server"``,
-    ``"fresh"``, ``"fresh: <why not forked>"``), ``wrapper`` the argv prefix of a fresh run.
+    behind contain/netless.py's wrapper when ``cut`` or ``fence`` (the folders a contained
+    run may not write and those it may: netless.py ``fence``). ``how`` says which (``"fork
+    server"``, ``"fresh"``, ``"fresh: <why not forked>"``), ``wrapper`` the argv prefix of a
+    fresh run.
     The server is readied when this is made, before the caller lists its own children."""
 
     def __init__(self, interpreter: str | None, slot: int,
                  boot_args: tuple[str, list[str], list[str]], env: dict[str, str],
-                 wanted: bool, cut: bool):
+                 wanted: bool, cut: bool, fence: FencePaths = None):
         self.interpreter, self.slot, self.boot_args, self.cut = interpreter, slot, boot_args, cut
+        self.fence = fence
         self.how = "fresh"
         if interpreter is not None and wanted:
             try:
@@ -123,7 +127,7 @@ class Launch:
                 self.how = "fork server"
             except Unavailable as exc:
                 self.how = f"fresh: {exc}"
-        self.wrapper = netless.wrap([]) if cut and self.how != "fork server" else []
+        self.wrapper = self._wrapper() if self.how != "fork server" else []
 
     def start(self, argv: list[str], cwd: Path, env: dict[str, str], log: IO[bytes],
               child_fds: tuple[int, ...]) -> subprocess.Popen | Forked:
@@ -134,13 +138,20 @@ class Launch:
             try:
                 w, r = child_fds
                 return spawn(self.interpreter, self.slot, mode, paths, args, cwd, env,
-                             log.fileno(), (w, r), self.cut)
+                             log.fileno(), (w, r), self.cut, self.fence)
             except Unavailable as exc:
                 self.how = f"fresh: {exc}"
-                self.wrapper = netless.wrap([]) if self.cut else []
+                self.wrapper = self._wrapper()
         return subprocess.Popen([*self.wrapper, *argv], cwd=cwd, env=env,
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True, pass_fds=child_fds)
+
+    def _wrapper(self) -> list[str]:
+        # the argv prefix of a fresh run: none when it keeps the network and is not contained
+        if not self.cut and self.fence is None:
+            return []
+        ro, rw = self.fence or ((), ())
+        return netless.wrap([], self.cut, ro, rw)
 
 
 def _dead(server: Server) -> bool:

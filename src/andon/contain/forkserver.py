@@ -51,6 +51,8 @@ BOOT = Path(__file__).with_name("boot.py")
 READY_TIMEOUT_S = 120.0  # a busy machine can take seconds to import pytest
 ANSWER_TIMEOUT_S = 60.0  # a fork, or the reaping of a killed child
 MAX_MESSAGE = 1 << 20
+# a contained run's read-only folders and the writable ones below them (netless.Fence.paths)
+FencePaths = tuple[list[str], list[str]] | None
 # set per run (runners/pytest.py harness_env): never part of a server's start-up environment
 PER_RUN = frozenset(("HOME", "TMPDIR", "PWD", "XDG_CONFIG_HOME", "XDG_DATA_HOME",
                      "XDG_CACHE_HOME", "XDG_STATE_HOME"))
@@ -162,12 +164,14 @@ class Server:
 
     def spawn(self, mode: str, paths: list[str], args: list[str], cwd: Path,
               env: dict[str, str], log_fd: int, channel_fds: tuple[int, int],
-              netless: bool) -> Forked:
+              netless: bool, fence: FencePaths = None) -> Forked:
         """Fork a run: ``boot.py <w>:<r> mode paths -- args`` in ``cwd`` with ``env``, its
-        output to ``log_fd``, the channel's child ends ``channel_fds`` (write, read).
+        output to ``log_fd``, the channel's child ends ``channel_fds`` (write, read); without
+        network when ``netless``, contained by ``fence`` (netless.py ``enter``).
         Raises Unavailable when the server is stale or gone (it is closed then)."""
         spec = {"mode": mode, "paths": paths, "args": args, "cwd": str(cwd), "env": env,
-                "netless": netless}
+                "netless": netless, "readonly": fence[0] if fence else [],
+                "writable": fence[1] if fence else []}
         try:
             self.ready()
             msg = self._request({"spawn": spec}, [log_fd, *channel_fds])

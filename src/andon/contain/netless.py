@@ -36,6 +36,11 @@ from pathlib import Path
 
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+CLONE_NEWPID = 0x20000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
+MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
+MS_RELATIME = 1 << 21
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -47,19 +52,23 @@ TEST_FLAGS_ENV = "ANDON_NETLESS_TEST_FLAGS"
 
 _lock = threading.Lock()
 _cached: "tuple[bool, str] | None" = None
+_contain_cached: "tuple[bool, str] | None" = None
 
 
-def wrap(argv):
+def wrap(argv, cut=True, readonly=(), writable=()):
     """``argv`` (list of str, argv[0] found on the command's PATH) prefixed with the wrapper
-    that runs it without network. Does not check that namespaces are available here."""
-    return [sys.executable, "-I", "-S", str(WRAPPER), "--", *argv]
+    that runs it without network (``cut``) and, with ``readonly``, contained (see
+    :func:`enter`). Does not check that namespaces are available here."""
+    opts = ([] if cut else ["--keep-network"]) + [f"--ro={p}" for p in readonly] \
+        + [f"--rw={p}" for p in writable]
+    return [sys.executable, "-I", "-S", str(WRAPPER), *opts, "--", *argv]
 
 
-def probe(env=None, timeout_s=PROBE_TIMEOUT_S):
+def probe(env=None, timeout_s=PROBE_TIMEOUT_S, argv=None):
     """Run the wrapper on ``/bin/true`` now: ``(True, "")`` if it worked, else ``(False,
     reason)`` with the kernel's refusal (or why the probe could not run). ``env``: the
     wrapper's whole environment (default: a fixed PATH, plus ANDON_NETLESS_TEST_FLAGS if set
-    here). Never raises."""
+    here); ``argv``: the wrapped command (default ``wrap(["/bin/true"])``). Never raises."""
     import subprocess
 
     if not sys.platform.startswith("linux"):
@@ -69,7 +78,7 @@ def probe(env=None, timeout_s=PROBE_TIMEOUT_S):
         if os.environ.get(TEST_FLAGS_ENV):  # lets a test make the kernel refuse, for real
             env[TEST_FLAGS_ENV] = os.environ[TEST_FLAGS_ENV]
     try:
-        p = subprocess.run(wrap(["/bin/true"]), capture_output=True, text=True,
+        p = subprocess.run(argv or wrap(["/bin/true"]), capture_output=True, text=True,
                            stdin=subprocess.DEVNULL, timeout=timeout_s, env=dict(env))
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, f"the probe could not run: {exc}"
@@ -89,26 +98,182 @@ def available():
         return _cached
 
 
-def enter(extra_flags=0):
-    """Move this process into a new network namespace (and, unless privileged, a new user
-    namespace with uid/gid mapped to themselves) and bring its loopback up. Raises OSError
-    with the kernel's reason."""
+class Fence:
+    """How one run is contained: ``paths`` (the resolved read-only folders, the writable ones
+    below them) for :func:`wrap` and the fork server, or None; ``state`` for its evidence:
+    ``"read-only: <folders>"``, ``"not contained: <reason>"``, or ``""`` (none asked)."""
+
+    def __init__(self, paths, state):
+        self.paths, self.state = paths, state
+
+
+def fence(readonly, writable):
+    """The :class:`Fence` of a run that may not write the folders ``readonly`` (those that
+    exist; resolved) except ``writable`` ones below them (its own tree, HOME, TMPDIR), as
+    far as this machine allows (:func:`contain_available`)."""
+    ro = sorted({os.path.realpath(p) for p in readonly if os.path.isdir(p)})
+    ro = [p for p in ro if not any(p != q and _below(p, q) for q in ro)]  # the tops
+    if not ro:
+        return Fence(None, "")
+    can, why = contain_available()
+    if not can:
+        return Fence(None, f"not contained: {why}")
+    rw = sorted({os.path.realpath(p) for p in writable})
+    return Fence((ro, rw), "read-only: " + ", ".join(ro))
+
+
+def contain_available():
+    """``(True, "")`` when test runs can be contained here (:func:`enter` with
+    ``readonly``), else ``(False, reason)``. Probed once per process, then cached."""
+    global _contain_cached
+    with _lock:
+        if _contain_cached is None:
+            _contain_cached = probe(argv=wrap(["/bin/true"], cut=False,
+                                               readonly=[str(WRAPPER.parent)]))
+        return _contain_cached
+
+
+def enter(extra_flags=0, cut=True, readonly=(), writable=(), cwd=None):
+    """Move this process into a new network namespace (``cut``; unless privileged, with a
+    new user namespace whose uid/gid map to themselves) and bring its loopback up. With
+    ``readonly`` (absolute, resolved folder paths) also contain it (:func:`_contain`): on
+    return this is a new process, pid 2 of a pid namespace of its own, in which those
+    folders are read-only except ``writable`` ones below them, in the folder ``cwd``.
+    Raises OSError with the kernel's reason."""
     import ctypes
 
     uid, gid = os.geteuid(), os.getegid()
     libc = ctypes.CDLL(None, use_errno=True)
     libc.unshare.argtypes = [ctypes.c_int]
-    if libc.unshare(CLONE_NEWNET | extra_flags) != 0:
-        first = ctypes.get_errno()
-        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNET | extra_flags) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"unshare(CLONE_NEWNET) failed ({os.strerror(first)}) and "
-                               f"unshare(CLONE_NEWUSER|CLONE_NEWNET) failed ({os.strerror(err)})"
-                               + _hint())
+    flags = (CLONE_NEWNET if cut else 0) | (CLONE_NEWNS | CLONE_NEWPID if readonly else 0)
+    _unshare(libc, flags | extra_flags, uid, gid)
+    if cut:
+        loopback_up()
+    if readonly:
+        _contain(libc, readonly, writable, cwd or os.getcwd(), uid, gid)
+
+
+def _unshare(libc, flags, uid, gid, user=False):
+    # without a user namespace when privileged (root), else with one mapping uid/gid to
+    # themselves; ``user``: always with one
+    if user or libc.unshare(flags) != 0:
+        first = "" if user else os.strerror(ctypes_errno())
+        if libc.unshare(CLONE_NEWUSER | flags) != 0:
+            err = ctypes_errno()
+            raise OSError(err, f"unshare({_names(flags)}) failed ({first}) and "
+                               f"unshare(CLONE_NEWUSER|{_names(flags)}) failed "
+                               f"({os.strerror(err)})" + _hint())
         _write("/proc/self/setgroups", "deny")
         _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
         _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
-    loopback_up()
+
+
+def ctypes_errno():
+    import ctypes
+
+    return ctypes.get_errno()
+
+
+def _names(flags):
+    return "|".join(n for n, f in (("CLONE_NEWNS", CLONE_NEWNS), ("CLONE_NEWPID", CLONE_NEWPID),
+                                   ("CLONE_NEWNET", CLONE_NEWNET)) if flags & f) or "0"
+
+
+def _contain(libc, readonly, writable, cwd, uid, gid):
+    """The containment of a test run, in the namespaces :func:`enter` made: a fork whose
+    child is pid 1 of the new pid namespace, which forks the run (pid 2) and waits for it.
+    The run mounts its own ``/proc`` (so ``/proc/<pid>/cwd`` of a process outside, such as
+    the shell that started andon, leads nowhere), makes each ``readonly`` folder read-only
+    (a recursive bind mount of itself, remounted read-only) after binding each ``writable``
+    folder below one to itself (so it stays writable), and then enters a user namespace of
+    its own, which locks those mounts: no capability it has can undo them. The two waiting
+    processes end as the run ended: its exit status, or killed by the same signal."""
+    r, w = os.pipe()
+    _stand_in(os.fork(), r, w, outside=True)  # this process, outside: waits for pid 1
+    _stand_in(os.fork(), r, w, outside=False)  # pid 1: waits for the run, reaps orphans
+    os.close(r)
+    os.close(w)
+    _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing here reaches the host's
+    _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    tops = [p for p in readonly if os.path.isdir(p)
+            and not any(p != q and _below(p, q) for q in readonly)]
+    for folder in writable:
+        if os.path.isdir(folder) and any(_below(folder, top) for top in tops):
+            _mount(libc, folder, folder, None, MS_BIND | MS_REC)
+    for top in tops:
+        _mount(libc, top, top, None, MS_BIND | MS_REC)
+        _mount(libc, None, top, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _kept_flags(top))
+    _unshare(libc, CLONE_NEWNS, uid, gid, user=True)
+    os.chdir(cwd)  # onto the new mounts: the old folder is the one below them
+
+
+def _stand_in(pid, r, w, outside):
+    """In the parent of a fork (``pid`` not 0): wait for ``pid`` and end as it ended, never
+    returning. Pid 1 (``outside`` False) reaps every orphan meanwhile and hands the run's
+    wait status to the process outside through the pipe ``r``/``w``: pid 1 cannot end by a
+    signal it sends itself, the process outside can. In the child: return."""
+    import signal
+
+    if pid == 0:
+        if outside:  # this is pid 1: it, and with it the whole namespace, ends with its parent
+            import ctypes
+
+            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        return
+    os.close(r if not outside else w)
+    while True:
+        try:
+            got, status = os.waitpid(-1, 0)
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            os._exit(NETLESS_FAILED)
+        if got == pid:
+            break
+    if not outside:
+        os.write(w, str(status).encode())
+        os._exit(0)
+    data = os.read(r, 32)
+    status = int(data) if data.isdigit() else status
+    if os.WIFSIGNALED(status):
+        import resource
+
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else NETLESS_FAILED)
+
+
+def _below(path, top):
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _kept_flags(path):
+    # a bind remount must repeat the flags a user namespace may not drop (mount(2))
+    f = os.statvfs(path).f_flag
+    return sum(ms for st, ms in ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV),
+                                 (os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME),
+                                 (os.ST_NODIRATIME, MS_NODIRATIME),
+                                 (os.ST_RELATIME, MS_RELATIME)) if f & st)
+
+
+def _mount(libc, source, target, fstype, flags):
+    import ctypes
+
+    enc = [None if x is None else os.fsencode(x) for x in (source, target, fstype)]
+    libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong,
+                           ctypes.c_void_p]
+    if libc.mount(enc[0], enc[1], enc[2], flags, None) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"mount of {target} failed: {os.strerror(err)}")
+
+
+def refusal(readonly):
+    # the first words of the line a run that could not enter its namespaces ends with
+    return "cannot contain the run" if readonly else "no network namespace"
 
 
 def _hint():
@@ -144,15 +309,19 @@ def main(argv):
     """The wrapper: ``netless.py -- command [args...]``. Returns only on failure."""
     import signal
 
-    if len(argv) < 2 or argv[0] != "--":
-        sys.stderr.write("usage: netless.py -- command [args...]\n")
+    opts = argv[:argv.index("--")] if "--" in argv else ["?"]
+    cmd = argv[len(opts) + 1:]
+    ro = [o[len("--ro="):] for o in opts if o.startswith("--ro=")]
+    rw = [o[len("--rw="):] for o in opts if o.startswith("--rw=")]
+    if not cmd or len(ro) + len(rw) + opts.count("--keep-network") != len(opts):
+        sys.stderr.write("usage: netless.py [--keep-network] [--ro=DIR]... [--rw=DIR]... "
+                         "-- command [args...]\n")
         return 2
-    cmd = argv[1:]
     try:
         extra = int(os.environ.get(TEST_FLAGS_ENV) or "0")
-        enter(extra)
+        enter(extra, "--keep-network" not in opts, ro, rw)
     except (OSError, ValueError) as exc:
-        sys.stderr.write(f"andon.netless: no network namespace: {exc}\n")
+        sys.stderr.write(f"andon.netless: {refusal(ro)}: {exc}\n")
         return NETLESS_FAILED
     for name in ("SIGPIPE", "SIGXFSZ"):
         if hasattr(signal, name):

@@ -190,11 +190,13 @@ def _child(spec, fds, ready_w, coerced, fresh_has, netless):
     os.environ.update(spec["env"])
     os.environ.update(coerced)
     present = set(sys.modules)
-    if spec.get("netless"):
-        try:
-            netless.enter(0)
+    if spec.get("netless") or spec.get("readonly"):
+        try:  # contained: on return this is pid 2 of a pid namespace of its own
+            netless.enter(0, bool(spec.get("netless")), spec.get("readonly") or (),
+                          spec.get("writable") or (), spec["cwd"])
         except OSError as exc:
-            os.write(2, f"andon.netless: no network namespace: {exc}\n".encode())
+            why = netless.refusal(spec.get("readonly"))
+            os.write(2, f"andon.netless: {why}: {exc}\n".encode())
             os._exit(NETLESS_FAILED)
     server_only, finders = fresh_has
     for name in list(sys.modules):

@@ -10,6 +10,7 @@ status, seconds, output tail, log path) and findings (what exactly is wrong, and
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -113,6 +114,10 @@ class GateContext:
     # hermetic runs the suite gate made beside its own, by candidate sha (gates/joint.py)
     ahead: dict[str, Any] = field(default_factory=dict)
 
+    def fenced(self) -> list[Path]:
+        """The folders this attempt's test runs may not write (:func:`fenced`)."""
+        return fenced(self.repo, self.worktree.parent)
+
     def planted_tests(self) -> list[str]:
         """Test files that must go from red to green: planted ones and the atdd stage's."""
         return sorted(set(planted_tests(self.packet)) | set(self.atdd_tests))
@@ -128,11 +133,13 @@ class GateContext:
         ``slot``: the run's place in a set of repeated runs (see ``run_suite``)."""
         if not agent_code:
             return run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
-                                     profile=profile, slot=slot, env_digest=self.env_digest)
+                                     profile=profile, slot=slot, env_digest=self.env_digest,
+                                     readonly=self.fenced())
         planted = self.planted_tests()
         run = run_project_suite(self.config, cwd, self.evidence_dir, name, select, seed,
                                 canaries=planted, own_files=[*planted, *own_files],
-                                profile=profile, slot=slot, env_digest=self.env_digest)
+                                profile=profile, slot=slot, env_digest=self.env_digest,
+                                readonly=self.fenced())
         self.check_wrappers(run, cwd)
         return run
 
@@ -204,6 +211,17 @@ def _test_id_in(why: str) -> str | None:
     return first if "::" in first else None
 
 
+def fenced(repo: Repo, worktree_root: Path | None = None) -> list[Path]:
+    """The folders a harness test run may not write (``run_suite``'s ``readonly``): the
+    user's checkout, its git directory, the agents' worktree root and the folder of the
+    harness's trees (every other attempt's worktree and clones) — each unless it is the
+    system temp dir itself, which the run's own HOME and TMPDIR share with everything else."""
+    system = os.path.realpath(tempfile.gettempdir())
+    harness = tempdir.harness_dir()
+    folders = [repo.root, repo.git_dir, worktree_root, Path(harness) if harness else None]
+    return [f for f in folders if f is not None and os.path.realpath(f) not in (system, "/")]
+
+
 def planted_tests(packet: Packet) -> list[str]:
     """Planted paths that pytest would collect as test files (``test_*.py``, ``*_test.py``)."""
     return [p for p in sorted(packet.plant_files)
@@ -214,7 +232,8 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                       select: list[str] | None = None, seed: int | None = None,
                       canaries: list[str] | None = None,
                       own_files: Sequence[str] = (), profile: str = "normal",
-                      slot: int = 0, env_digest: str | None = None) -> SuiteRun:
+                      slot: int = 0, env_digest: str | None = None,
+                      readonly: Sequence[Path] = ()) -> SuiteRun:
     """Run the project's test command in ``cwd`` with the harness's flags (``run_suite``
     gives each run a fresh, throwaway HOME and TMPDIR, and no network unless ``[test]
     network = "on"``). ``canaries``: the planted test files, for a run of agent code (None:
@@ -224,10 +243,11 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
     a forged reason (``SuiteRun.forged``). ``slot``: the run's place in a set of repeated
     runs (0 for a run made once): runs of different slots never share a fork server, so
     never a hash seed (contain/forkserver.py). ``env_digest``: the tests' environment as the
-    results cache names it, for ``[test] setup``'s cache (clone_setup.py; None: not used)."""
+    results cache names it, for ``[test] setup``'s cache (clone_setup.py; None: not used).
+    ``readonly``: the folders the run may not write (:func:`fenced`)."""
     with Watch(cwd, list(own_files) if canaries is not None else []) as watch:
         run = _run_project_suite(config, cwd, evidence_dir, name, select, seed, canaries,
-                                 own_files, profile, slot, env_digest)
+                                 own_files, profile, slot, env_digest, readonly)
         written = watch.changes()
     if watch.problem and run.integrity is not None:
         run.integrity.notes.append(f"planted files not watched: {watch.problem}")
@@ -240,7 +260,8 @@ def run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
 def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
                        select: list[str] | None, seed: int | None,
                        canaries: list[str] | None, own_files: Sequence[str],
-                       profile: str, slot: int, env_digest: str | None) -> SuiteRun:
+                       profile: str, slot: int, env_digest: str | None,
+                       readonly: Sequence[Path]) -> SuiteRun:
     before = _file_bytes(cwd, own_files) if canaries is not None else {}  # before any setup
     # The packets folder holds planted tests for work not done yet: never the project's suite.
     argv = [*config.test_argv(), f"--ignore={config.andon.packets_dir}"]
@@ -274,7 +295,7 @@ def _run_project_suite(config: Config, cwd: Path, evidence_dir: Path, name: str,
         pythonpath=[cwd / p for p in config.test.pythonpath], timeout_s=config.test.timeout_s,
         plugins=config.test.plugins, network=config.test.network, canaries=canaries,
         own_files=own_files, profile=profile,  # type: ignore[arg-type]
-        fork_server=config.test.fork_server, slot=slot,
+        fork_server=config.test.fork_server, slot=slot, readonly=readonly,
     )
     run.setup = setup.to_evidence() if setup is not None else None
     # a planted or hidden test file rewritten while it ran (by a package __init__, the code

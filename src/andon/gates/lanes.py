@@ -117,13 +117,12 @@ def clean(run: SuiteRun) -> bool:
 
 def _kwargs(ctx: GateContext, p: Planned, agent_code: bool) -> dict:
     # GateContext.suite's arguments, spelt out so that a lane process can take them
+    common = {"select": p.select, "seed": p.seed, "slot": p.slot,
+              "env_digest": ctx.env_digest, "readonly": ctx.fenced()}
     if not agent_code:
-        return {"select": p.select, "seed": p.seed, "slot": p.slot,
-                "env_digest": ctx.env_digest}
+        return common
     planted = ctx.planted_tests()
-    return {"select": p.select, "seed": p.seed, "canaries": planted,
-            "own_files": [*planted, *p.own_files], "slot": p.slot,
-            "env_digest": ctx.env_digest}
+    return {**common, "canaries": planted, "own_files": [*planted, *p.own_files]}
 
 
 def run_lanes(ctx: GateContext, lanes: list[tuple[Path, list[Planned]]], agent_code: bool,

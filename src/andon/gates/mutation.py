@@ -142,7 +142,7 @@ def _mutate(ctx: GateContext, cwd: Path, python: str, targets: dict[str, list[st
     run = run_tool([python, "-m", "mutmut", "run", "--max-children", "2", *patterns], cwd,
                    ctx.evidence_dir, "mutation-mutmut", settings.timeout_s,
                    extra_env={"TERM": "dumb"},  # autoload off: harness_env
-                   network=ctx.config.test.network)
+                   network=ctx.config.test.network, readonly=ctx.fenced())
     details["runs"] = [run.to_evidence()]
     if run.timed_out:
         return GateResult(NAME, "error", f"mutmut did not finish within {settings.timeout_s:g} s "

@@ -14,7 +14,7 @@ from pathlib import Path
 from ..config import Config
 from ..git.repo import Repo
 from . import env_cause
-from .base import Finding, GateContext, GateResult, fresh_clone, run_project_suite
+from .base import Finding, GateContext, GateResult, fenced, fresh_clone, run_project_suite
 
 NAME = "preflight"
 
@@ -31,7 +31,8 @@ def run(repo: Repo, config: Config, sha: str, evidence_dir: Path,
     packet, worktree or attempt yet, so it takes what it needs instead of a GateContext
     (``env_digest``: the tests' environment, for ``[test] setup``'s cache)."""
     with fresh_clone(repo, sha, NAME) as cwd:
-        r = run_project_suite(config, cwd, evidence_dir, NAME, env_digest=env_digest)
+        r = run_project_suite(config, cwd, evidence_dir, NAME, env_digest=env_digest,
+                              readonly=fenced(repo))
         why = env_cause.cause(r, cwd)
     if r.report_problem:
         # not "wrote no usable report": a failed set-up or an import probe means it never ran

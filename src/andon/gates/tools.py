@@ -29,6 +29,7 @@ class ToolRun:
     output_tail: str
     network: str = "on"  # as SuiteRun.network: "on", "cut" or "not cut: <reason>"
     wrapper: list[str] = field(default_factory=list)  # argv prefix that ran ``argv``, if any
+    contained: str = ""  # as SuiteRun.contained
 
     def output(self) -> str:
         """The whole log; "" when what stands at ``log_path`` is not a regular file (the tool
@@ -43,25 +44,29 @@ class ToolRun:
                 "exit_status": self.exit_status, "timed_out": self.timed_out,
                 "duration_s": round(self.duration_s, 3), "log_path": str(self.log_path),
                 "output_tail": self.output_tail, "network": self.network,
-                "wrapper": list(self.wrapper)}
+                "wrapper": list(self.wrapper), "contained": self.contained}
 
 
 def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, timeout_s: float,
              extra_env: Mapping[str, str] | None = None, stderr_apart: bool = False,
-             network: str = "on") -> ToolRun:
+             network: str = "on", readonly: Sequence[Path] = ()) -> ToolRun:
     """Run ``argv`` in ``cwd``; stdout (and stderr, unless ``stderr_apart``: then it goes to
     ``<name>.stderr.log``) to ``<evidence_dir>/<name>.log``. Never raises for what the tool
     does; a missing executable is exit status 127. ``network="off"``: as in ``run_suite``,
-    through ``netless.wrap`` where the machine allows it (``ToolRun.network`` says)."""
-    state, wrapper = "on", list[str]()
+    through ``netless.wrap`` where the machine allows it (``ToolRun.network`` says).
+    ``readonly``: as in ``run_suite``, for a tool that runs the code under test (mutmut)."""
+    state, cut = "on", False
     if network == "off":
         cut, why = netless.available()
         state = "cut" if cut else f"not cut: {why}"
-        wrapper = netless.wrap([]) if cut else []  # [python, -I, -S, netless.py, --]
     evidence_dir.mkdir(parents=True, exist_ok=True)
     log_path = evidence_dir / f"{name}.log"
     # neutral: the code under test sees HOME
     home = Path(tempfile.mkdtemp(dir=tempdir.harness_dir()))
+    fence = netless.fence(readonly, [cwd, home])
+    ro, rw = fence.paths or ((), ())
+    # [python, -I, -S, netless.py, <options>, --]
+    wrapper = netless.wrap([], cut, ro, rw) if cut or ro else []
     started = time.monotonic()
     try:
         env = harness_env(home, extra=extra_env)
@@ -77,7 +82,7 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
                 log.write(f"cannot run {argv[0]}: {exc}\n".encode())
                 return ToolRun(name, list(argv), str(cwd), 127, False,
                                time.monotonic() - started, log_path, _tail(log_path), state,
-                               wrapper)
+                               wrapper, fence.state)
             finally:
                 if err is not None:
                     err.close()
@@ -89,4 +94,5 @@ def run_tool(argv: Sequence[str], cwd: Path, evidence_dir: Path, name: str, time
     finally:
         reaper.discard(home)  # the tool may have written anything there
     return ToolRun(name, list(argv), str(cwd), None if timed_out else status, timed_out,
-                   time.monotonic() - started, log_path, _tail(log_path), state, wrapper)
+                   time.monotonic() - started, log_path, _tail(log_path), state, wrapper,
+                   fence.state)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..config import Config
-from ..gates.base import fresh_clone, run_project_suite
+from ..gates.base import fenced, fresh_clone, run_project_suite
 from ..git.repo import Repo
 from .contract import DraftPacket
 
@@ -41,7 +41,8 @@ def planted_red(repo: Repo, config: Config, base: str, drafts: Sequence[DraftPac
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_text(text, encoding="utf-8")
         files = sorted(owner)
-        run = run_project_suite(config, clone, Path(ev), "plan-red", select=files)
+        run = run_project_suite(config, clone, Path(ev), "plan-red", select=files,
+                                readonly=fenced(repo))
         if run.report_problem:
             pids = sorted(set(owner.values()))
             return [f"{pid}: its planted tests could not be judged on the base: "

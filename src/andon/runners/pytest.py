@@ -15,11 +15,9 @@ import shutil
 import sys
 import tempfile
 import time
-from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Literal
 
 from .. import plain_file, reaper, tempdir
@@ -33,7 +31,8 @@ from ..contain.verdict import judge as judge_integrity
 from ..errors import InvalidArgument
 
 # the JUnit side, also importable from here: callers import the whole runner from this module
-from .junit import OUTCOMES, JUnitError, Outcome, TestResult, keep_report, module_files, parse_junit
+from .junit import JUnitError, TestResult, keep_report, module_files, parse_junit
+from .suite_run import SuiteRun
 
 PLUGIN_DIR = Path(__file__).parent.parent / "pytest_plugins"
 TAIL_LINES = 60
@@ -75,77 +74,6 @@ STATE_HOMES = {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
 PLAIN_PROFILE = ("-p", "no:faulthandler", "--capture=no", "--assert=plain",
                  "-p", "no:unraisableexception", "-p", "no:threadexception")
 PROFILES = ("normal", "plain")
-
-
-@dataclass
-class SuiteRun:
-    """What one run of the suite did, as the harness observed it."""
-
-    name: str
-    argv: list[str]
-    cwd: str
-    exit_status: int | None  # None when killed by the timeout; -N when ended by signal N
-    timed_out: bool
-    duration_s: float  # wall seconds
-    log_path: Path  # whole stdout+stderr, interleaved
-    junit_path: Path
-    output_tail: str  # last ~60 lines of the log
-    results: dict[str, TestResult]  # by id, in report order; empty when the report is unusable
-    report_problem: str | None  # None when the report was read fine; else why not
-    seed: int | None  # shuffle seed, when the order was shuffled
-    # "cut": ran in its own network namespace (loopback only); "on": [test] network = "on";
-    # "not cut: <reason>": "off" was asked for but this machine cannot (see netless.py)
-    network: str = "on"
-    wrapper: list[str] = field(default_factory=list)  # argv prefix that ran ``argv``, if any
-    # is the report the runner's own? (contain/verdict.py); None for runs made before it existed
-    integrity: Integrity | None = None
-    setup: dict | None = None  # the [test] setup of this clone, when it ran before (clone_setup)
-    profile: str = "normal"  # "plain": PLAIN_PROFILE was added (see run_suite)
-    # UTC wall clock when the suite process started, ISO 8601 (ms): with duration_s it places
-    # the run in time, so runs made at the same time ([test] jobs) can be told apart
-    started_at: str | None = None
-    # how its process started: "fork server" (contain/forkserver.py), "fresh", or "fresh: "
-    # and why it could not be forked
-    start: str = "fresh"
-
-    @property
-    def forged(self) -> list[str]:
-        """Why this run's report cannot be believed (empty: no sign of forgery)."""
-        return list(self.integrity.forged) if self.integrity else []
-
-    def ids_with(self, *outcomes: Outcome) -> set[str]:
-        """Ids of the results whose outcome is one of ``outcomes``."""
-        return {r.id for r in self.results.values() if r.outcome in outcomes}
-
-    def by_file(self, files: Iterable[str]) -> dict[str, TestResult]:
-        """Results whose test file is one of ``files`` (repo-relative paths), by id."""
-        wanted = {PurePosixPath(f).as_posix() for f in files}
-        return {i: r for i, r in self.results.items() if r.file in wanted}
-
-    def to_evidence(self) -> dict:
-        """JSON-serialisable record of the run; results appear as counts per outcome."""
-        counts = Counter(r.outcome for r in self.results.values())
-        return {
-            "name": self.name,
-            "argv": list(self.argv),
-            "cwd": self.cwd,
-            "exit_status": self.exit_status,
-            "timed_out": self.timed_out,
-            "duration_s": round(self.duration_s, 3),
-            "log_path": str(self.log_path),
-            "junit_path": str(self.junit_path),
-            "output_tail": self.output_tail,
-            "counts": {o: counts.get(o, 0) for o in OUTCOMES},
-            "report_problem": self.report_problem,
-            "seed": self.seed,
-            "network": self.network,
-            "wrapper": list(self.wrapper),
-            "integrity": self.integrity.to_evidence() if self.integrity else None,
-            "setup": self.setup,
-            "profile": self.profile,
-            "started_at": self.started_at,
-            "start": self.start,
-        }
 
 
 def collectable(path: str) -> bool:
@@ -263,6 +191,7 @@ def run_suite(
     profile: Literal["normal", "plain"] = "normal",
     fork_server: bool = True,
     slot: int = 0,
+    readonly: Sequence[Path] = (),
 ) -> SuiteRun:
     """Run ``command`` (pytest argv) in ``cwd`` with harness-decided flags; read its JUnit report.
 
@@ -285,7 +214,10 @@ def run_suite(
     from a fork server of its interpreter when one can be had (contain/forkserver.py; else it
     starts fresh and ``SuiteRun.start`` says why); ``slot``: the run's place in a set of
     repeated runs (0 for a run made once), so that repeated runs come from different servers
-    and never share a hash seed. Raises InvalidArgument for a bad ``name``,
+    and never share a hash seed. ``readonly``: folders the run may not write (the user's
+    checkout, the worktree root…; ``cwd`` and the run's HOME and TMPDIR stay writable): the
+    run is contained (contain/netless.py ``enter``) when ``netless.contain_available()``,
+    and ``SuiteRun.contained`` says how or why not. Raises InvalidArgument for a bad ``name``,
     ``evidence_dir``, ``network`` or ``profile``; everything the suite does is recorded, not
     raised.
     """
@@ -332,9 +264,10 @@ def run_suite(
         can_cut, why_not = netless.available() if network == "off" else (False, "")
         cut = network == "off" and can_cut
         state = "on" if network == "on" else "cut" if cut else f"not cut: {why_not}"
+        fence = netless.fence(readonly, [cwd, scratch])
         # a fork server is readied first: it is no leftover of this run (before_child)
         launch = forkpool.Launch(start.interpreter if channel is not None else None, slot,
-                                   boot_args, env, fork_server, cut)
+                                 boot_args, env, fork_server, cut, fence.paths)
         started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
         started = time.monotonic()
         # code under test may leave helpers in sessions of their own; the fork servers are not
@@ -374,8 +307,8 @@ def run_suite(
         problem = replaced
     elif not junit_path.exists():
         problem = f"no JUnit report written (the run ended early: exit status {status})"
-        if cut and status == netless.NETLESS_FAILED:
-            problem += "; the network namespace could not be made (see the log)"
+        if (cut or fence.paths) and status == netless.NETLESS_FAILED:
+            problem += "; the run's namespaces could not be made (see the log)"
     else:
         try:
             results, problem = module_files(parse_junit(junit_path), cwd), None
@@ -394,6 +327,7 @@ def run_suite(
         name=name, argv=argv, cwd=str(cwd), exit_status=None if timed_out else status,
         timed_out=timed_out, duration_s=duration, log_path=log_path, junit_path=junit_path,
         output_tail=_tail(log_path), results=results, report_problem=problem, seed=random_seed,
-        network=state, wrapper=launch.wrapper, integrity=integrity, profile=profile,
+        network=state, contained=fence.state, wrapper=launch.wrapper, integrity=integrity,
+        profile=profile,
         started_at=started_at, start=launch.how,
     )  # fmt: skip

@@ -1,0 +1,172 @@
+"""The harness's test runs are contained (contain/netless.py ``enter``): the agent's code, run by
+the gates, cannot write the user's checkout, its ``.git`` or the store — not by path, not through
+``/proc/<pid>/root`` of a process outside — while the run's own tree, HOME and TMPDIR stay
+writable, and the run ends as its process ended."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from andon.contain import netless
+from andon.runners.pytest import run_suite
+
+from helpers import FAST, MUL_CODE, git, make_project, mul_packet, runner_for, write, write_tree
+
+AVAILABLE, WHY = netless.contain_available()
+pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"runs cannot be contained here: {WHY}")
+PYTEST = [sys.executable, "-m", "pytest"]
+
+
+def cheating_payload(root: Path) -> str:
+    """Code that, on import, tries every way it has to change the user's checkout at ``root``
+    and swallows each failure, so that the packet's own work still passes."""
+    outside = os.getpid()  # this test's process: its /proc entry leads to the host's root
+    return f'''
+
+def _try(write):
+    try:
+        write()
+    except Exception:
+        pass
+
+
+def _attack():
+    import pathlib, subprocess
+    root = pathlib.Path({str(root)!r})
+    _try(lambda: (root / "dropped.txt").write_text("x"))
+    _try(lambda: (root / "src" / "calc" / "__init__.py").write_text("BROKEN = 1\\n"))
+    _try(lambda: (root / ".andon" / "dropped.txt").write_text("x"))
+    _try(lambda: (root / ".git" / "refs" / "heads" / "evil").write_text("0" * 40 + "\\n"))
+    _try(lambda: subprocess.run(["git", "-C", str(root), "branch", "evil2"],
+                                capture_output=True, check=True))
+    _try(lambda: pathlib.Path("/proc/{outside}/root" + str(root) + "/via-proc.txt")
+         .write_text("x"))
+    _try(lambda: pathlib.Path("/proc/{outside}/cwd/via-proc-cwd.txt").write_text("x"))
+
+
+_attack()
+'''
+
+
+def test_code_under_test_cannot_change_the_checkout_its_git_or_the_store(tmp_path):
+    # the patterns gate would block the payload (broad-except) before any test ran: off here,
+    # since the subject is what stands behind it when a cheat gets past the patterns
+    root = make_project(tmp_path / "repo", {"P1-mul": mul_packet("P1")},
+                        config=FAST + "\n[gates.patterns]\nenabled = false\n")
+    state_before = sorted(p.name for p in (root / ".git" / "refs" / "heads").iterdir())
+
+    def agent(ctx):
+        write(ctx, "src/calc/ops.py", MUL_CODE + cheating_payload(root), append=True)
+        return "done"
+
+    runner = runner_for(root, agent)
+    runner.run()
+    # its own work passes: merged, and with it the code that tried (andon judges the tests)
+    assert runner.store.packet("P1")["state"] == "done"
+    assert not (root / "dropped.txt").exists()
+    assert (root / "src" / "calc" / "__init__.py").read_text() == ""
+    assert not (root / ".andon" / "dropped.txt").exists()
+    assert not (root / "via-proc.txt").exists()
+    assert not (Path.cwd() / "via-proc-cwd.txt").exists()
+    assert git(root, "status", "--porcelain") == ""
+    heads = sorted(p.name for p in (root / ".git" / "refs" / "heads").iterdir())
+    assert "evil" not in heads and "evil2" not in git(root, "branch", "--list")
+    assert set(state_before) <= set(heads)
+    # every test run of the attempt says how it was contained
+    runs = [r for a in runner.store.attempts("P1") for g in runner.store.gate_results(a["id"])
+            for r in (g["evidence"] or {}).get("runs", []) if "contained" in r]
+    assert {r["name"] for r in runs} >= {"red-1", "suite"}
+    for r in runs:
+        assert r["contained"].startswith("read-only: "), r["name"]
+        assert str(root.resolve()) in r["contained"].split(": ", 1)[1].split(", ")
+
+
+OWN_WRITES = '''
+import errno, os, pathlib
+
+def test_writes_its_own_tree_home_and_tmp(tmp_path):
+    pathlib.Path("made-here.txt").write_text("x")
+    (tmp_path / "t.txt").write_text("x")
+    (pathlib.Path(os.environ["HOME"]) / "h.txt").write_text("x")
+
+def test_cannot_write_beside_its_tree():
+    try:
+        (pathlib.Path.cwd().parent / "beside.txt").write_text("x")
+    except OSError as exc:
+        assert exc.errno == errno.EROFS
+    else:
+        raise AssertionError("wrote beside its own tree")
+'''
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "fresh"])
+def test_a_contained_run_writes_its_own_tree_home_and_tmp_and_nothing_beside(tmp_path,
+                                                                             fork_server):
+    outer = tmp_path / "outer"
+    project = write_tree(outer / "proj", {"tests/test_own.py": OWN_WRITES})
+    r = run_suite(PYTEST, project, tmp_path / "evidence", "suite", readonly=[outer],
+                  fork_server=fork_server)
+    assert r.contained == f"read-only: {outer.resolve()}"
+    assert r.to_evidence()["contained"] == r.contained
+    assert {i: x.outcome for i, x in r.results.items()} == {
+        "tests.test_own::test_writes_its_own_tree_home_and_tmp": "passed",
+        "tests.test_own::test_cannot_write_beside_its_tree": "passed"}
+    assert (project / "made-here.txt").exists()
+    assert not (outer / "beside.txt").exists()
+
+
+def test_an_uncontained_run_says_nothing_and_writes_anywhere(tmp_path):
+    outer = tmp_path / "outer"
+    project = write_tree(outer / "proj", {"tests/test_own.py": OWN_WRITES})
+    r = run_suite(PYTEST, project, tmp_path / "evidence", "suite")
+    assert r.contained == ""
+    assert r.results["tests.test_own::test_cannot_write_beside_its_tree"].outcome == "failed"
+
+
+def test_where_runs_cannot_be_contained_the_evidence_says_so(tmp_path, monkeypatch):
+    monkeypatch.setattr(netless, "_contain_cached", (False, "user namespaces refused (test)"))
+    project = write_tree(tmp_path / "outer" / "proj", {"tests/test_own.py": OWN_WRITES})
+    r = run_suite(PYTEST, project, tmp_path / "evidence", "suite", readonly=[tmp_path / "outer"])
+    assert r.contained == "not contained: user namespaces refused (test)"
+    assert r.results["tests.test_own::test_writes_its_own_tree_home_and_tmp"].outcome == "passed"
+
+
+def wrapped(folder: Path, script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(netless.wrap(["sh", "-c", script], cut=False, readonly=[str(folder)]),
+                          capture_output=True, text=True, cwd=folder.parent, timeout=60)
+
+
+def test_a_contained_run_ends_as_its_process_ended(tmp_path):
+    folder = tmp_path / "fenced"
+    folder.mkdir()
+    assert wrapped(folder, "exit 3").returncode == 3
+    assert wrapped(folder, "kill -SEGV $$").returncode == -signal.SIGSEGV
+    # its own process is not pid 1 (a signal it sends itself works as anywhere else)
+    assert wrapped(folder, "kill -TERM $$").returncode == -signal.SIGTERM
+
+
+def test_the_read_only_folders_cannot_be_unmounted_or_remounted_from_inside(tmp_path):
+    folder = tmp_path / "fenced"
+    folder.mkdir()
+    p = wrapped(folder, f"umount -l {folder}; mount -o remount,rw {folder}; "
+                        f"mount -o remount,rw,bind {folder}; echo x > {folder}/f; "
+                        f"mount -t tmpfs none {folder} && echo x > {folder}/g; exit 0")
+    assert p.returncode == 0, p.stderr
+    assert "Read-only file system" in p.stderr
+    assert list(folder.iterdir()) == []  # a tmpfs mounted inside is the run's own
+
+
+def test_processes_outside_are_not_in_a_contained_runs_proc(tmp_path):
+    folder = tmp_path / "fenced"
+    folder.mkdir()
+    p = wrapped(folder, f"test -e /proc/{os.getpid()} && echo seen; ls /proc/{os.getpid()}/cwd;"
+                        " exit 0")
+    assert "seen" not in p.stdout
+    assert os.strerror(errno.ENOENT) in p.stderr  # no such pid in the run's own /proc
