@@ -170,3 +170,46 @@ def test_processes_outside_are_not_in_a_contained_runs_proc(tmp_path):
                         " exit 0")
     assert "seen" not in p.stdout
     assert os.strerror(errno.ENOENT) in p.stderr  # no such pid in the run's own /proc
+
+
+def test_pid_1_of_a_contained_run_leads_nowhere(tmp_path):
+    """Pid 1 waits for the run and is not dumpable: its ``/proc/1/cwd`` (the folder it was
+    in before the mounts, below them) and ``/proc/1/environ`` are closed to the run."""
+    folder = tmp_path / "fenced"
+    (folder / "own").mkdir(parents=True)
+    p = subprocess.run(netless.wrap(["sh", "-c", "echo x > /proc/1/cwd/../escaped; "
+                                     "cat /proc/1/environ; exit 0"], cut=False,
+                                    readonly=[str(folder)], writable=[str(folder / "own")]),
+                       capture_output=True, text=True, cwd=folder / "own", timeout=60)
+    assert p.returncode == 0 and p.stderr.count("Permission denied") == 2, p.stderr
+    assert sorted(x.name for x in folder.iterdir()) == ["own"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="what root keeps inside: needs root")
+def test_root_inside_a_contained_run_keeps_every_id(tmp_path):
+    """As root (CI, containers) the run is root over every id, as outside: it can chown a
+    file to another user, and read and write files other users own, in its own tree."""
+    folder = tmp_path / "fenced"
+    (folder / "own").mkdir(parents=True)
+    theirs = folder / "own" / "theirs"
+    theirs.write_text("x")
+    theirs.chmod(0o600)
+    os.chown(theirs, 4242, 4242)
+    p = subprocess.run(netless.wrap(["sh", "-c", "touch mine && chown 1000:1000 mine && "
+                                     "cat theirs && echo y >> theirs"], cut=False,
+                                    readonly=[str(folder)], writable=[str(folder / "own")]),
+                       capture_output=True, text=True, cwd=folder / "own", timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert (folder / "own" / "mine").stat().st_uid == 1000
+    assert theirs.read_text() == "xy\n"
+
+
+def test_doctor_says_whether_test_runs_are_contained(tmp_path):
+    import json
+
+    from helpers import andon
+
+    root = make_project(tmp_path / "p")
+    p = andon(root, "doctor", "--json")
+    assert json.loads(p.stdout)["contained_runs"] == {"available": AVAILABLE, "reason": WHY}
+    assert "test runs contained: yes" in andon(root, "doctor").stdout

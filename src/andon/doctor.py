@@ -216,6 +216,8 @@ def report_json(checks: list[AgentCheck], git: GitCheck, trees: Choice | None = 
     return {"git": asdict(git), "agents": [asdict(c) for c in checks],
             "price_library": {"name": PRICES_LIBRARY, "version": library_version()},
             "network_namespaces": {"available": cut, "reason": why},
+            "contained_runs": dict(zip(("available", "reason"), netless.contain_available(),
+                                       strict=True)),
             "temp_dir": {"path": str(trees.path), "why": trees.why} if trees else None}
 
 
@@ -283,6 +285,11 @@ def render(out: Console, checks: list[AgentCheck], git: GitCheck,
         out.print(f"network namespaces: not available here ({why}) — test runs keep the "
                   'network and their evidence says so; [agent] network = "off" is refused',
                   soft_wrap=True, markup=False)
+    can, why = netless.contain_available()
+    out.print("test runs contained: yes — the code under test cannot write your checkout, its "
+              ".git, .andon/ or other worktrees (docs/gates.md)" if can else
+              f"test runs contained: no ({why}) — the code under test can write your checkout "
+              "by path; each run's evidence says so", soft_wrap=True, markup=False)
     if isinstance(trees, Choice):
         out.print(f"temp dir: {trees.path} ({trees.why}) — the gates' clones and the test "
                   "runs' HOME and TMPDIR ([andon] temp_dir)",

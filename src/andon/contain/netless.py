@@ -138,34 +138,38 @@ def enter(extra_flags=0, cut=True, readonly=(), writable=(), cwd=None):
     new user namespace whose uid/gid map to themselves) and bring its loopback up. With
     ``readonly`` (absolute, resolved folder paths) also contain it (:func:`_contain`): on
     return this is a new process, pid 2 of a pid namespace of its own, in which those
-    folders are read-only except ``writable`` ones below them, in the folder ``cwd``.
-    Raises OSError with the kernel's reason."""
+    folders are read-only except ``writable`` ones below them, in the folder ``cwd``; the
+    process that called waits for it and ends as it ends. Raises OSError with the kernel's
+    reason (in the new process too, when a mount is refused)."""
     import ctypes
 
     uid, gid = os.geteuid(), os.getegid()
     libc = ctypes.CDLL(None, use_errno=True)
     libc.unshare.argtypes = [ctypes.c_int]
     flags = (CLONE_NEWNET if cut else 0) | (CLONE_NEWNS | CLONE_NEWPID if readonly else 0)
-    _unshare(libc, flags | extra_flags, uid, gid)
+    privileged = _unshare(libc, flags | extra_flags, uid, gid)
     if cut:
         loopback_up()
     if readonly:
-        _contain(libc, readonly, writable, cwd or os.getcwd(), uid, gid)
+        _contain(libc, readonly, writable, cwd or os.getcwd(), uid, gid, privileged)
 
 
 def _unshare(libc, flags, uid, gid, user=False):
-    # without a user namespace when privileged (root), else with one mapping uid/gid to
-    # themselves; ``user``: always with one
-    if user or libc.unshare(flags) != 0:
-        first = "" if user else os.strerror(ctypes_errno())
-        if libc.unshare(CLONE_NEWUSER | flags) != 0:
-            err = ctypes_errno()
-            raise OSError(err, f"unshare({_names(flags)}) failed ({first}) and "
-                               f"unshare(CLONE_NEWUSER|{_names(flags)}) failed "
-                               f"({os.strerror(err)})" + _hint())
-        _write("/proc/self/setgroups", "deny")
-        _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
-        _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    """unshare(2) ``flags``: without a user namespace when privileged (root outside a
+    restricted container; returns True), else with one mapping uid/gid to themselves
+    (returns False); ``user``: always with one."""
+    if not user and libc.unshare(flags) == 0:
+        return True
+    first = "" if user else os.strerror(ctypes_errno())
+    if libc.unshare(CLONE_NEWUSER | flags) != 0:
+        err = ctypes_errno()
+        raise OSError(err, f"unshare({_names(flags)}) failed ({first}) and "
+                           f"unshare(CLONE_NEWUSER|{_names(flags)}) failed "
+                           f"({os.strerror(err)})" + _hint())
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
+    _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
+    return False
 
 
 def ctypes_errno():
@@ -179,20 +183,39 @@ def _names(flags):
                                    ("CLONE_NEWNET", CLONE_NEWNET)) if flags & f) or "0"
 
 
-def _contain(libc, readonly, writable, cwd, uid, gid):
-    """The containment of a test run, in the namespaces :func:`enter` made: a fork whose
-    child is pid 1 of the new pid namespace, which forks the run (pid 2) and waits for it.
-    The run mounts its own ``/proc`` (so ``/proc/<pid>/cwd`` of a process outside, such as
-    the shell that started andon, leads nowhere), makes each ``readonly`` folder read-only
-    (a recursive bind mount of itself, remounted read-only) after binding each ``writable``
+def _contain(libc, readonly, writable, cwd, uid, gid, privileged):
+    """The containment of a test run, in the namespaces :func:`enter` made (``privileged``:
+    without a user namespace, as root). A fork whose child is pid 1 of the new pid namespace,
+    which forks the run (pid 2) and waits for it; this process, outside, waits for pid 1. The
+    run mounts its own ``/proc`` (so ``/proc/<pid>/cwd`` of a process outside, such as the
+    shell that started andon, leads nowhere), makes each ``readonly`` folder read-only (a
+    recursive bind mount of itself, remounted read-only) after binding each ``writable``
     folder below one to itself (so it stays writable), and then enters a user namespace of
-    its own, which locks those mounts: no capability it has can undo them. The two waiting
-    processes end as the run ended: its exit status, or killed by the same signal."""
-    r, w = os.pipe()
-    _stand_in(os.fork(), r, w, outside=True)  # this process, outside: waits for pid 1
-    _stand_in(os.fork(), r, w, outside=False)  # pid 1: waits for the run, reaps orphans
-    os.close(r)
-    os.close(w)
+    its own, which locks those mounts: no capability it has there can undo them. As root,
+    pid 1 maps every id of it to itself (a process cannot map more than its own id into its
+    own new namespace), so that the run's root owns and can chown what root can outside. The
+    two waiting processes end as the run ended: its exit status, or the same signal."""
+    status_r, status_w = os.pipe()  # pid 1 -> outside: the run's wait status
+    ask_r, ask_w = os.pipe()  # the run -> pid 1: map my ids (as root)
+    done_r, done_w = os.pipe()  # pid 1 -> the run: mapped
+    one = os.fork()
+    if one:  # outside: waits for pid 1
+        _close(ask_r, ask_w, done_r, done_w, status_w)
+        _end_as(_wait_for(one), os.read(status_r, 32))
+    _set_dying_with_parent()
+    run = os.fork()
+    if run:  # pid 1
+        _close(status_r, ask_w, done_r)
+        os.chdir("/")  # holds nothing of the tree below the mounts
+        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/1/... for the run to follow
+        if os.read(ask_r, 1):
+            for name in ("uid_map", "gid_map"):
+                _write(f"/proc/{run}/{name}", "0 0 4294967295\n")
+            os.write(done_w, b".")
+        _close(ask_r, done_w)
+        os.write(status_w, str(_wait_for(run)).encode())
+        os._exit(0)
+    _close(status_r, status_w, ask_r, done_w)
     _mount(libc, None, "/", None, MS_REC | MS_PRIVATE)  # nothing here reaches the host's
     _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     tops = [p for p in readonly if os.path.isdir(p)
@@ -203,24 +226,34 @@ def _contain(libc, readonly, writable, cwd, uid, gid):
     for top in tops:
         _mount(libc, top, top, None, MS_BIND | MS_REC)
         _mount(libc, None, top, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _kept_flags(top))
-    _unshare(libc, CLONE_NEWNS, uid, gid, user=True)
+    if privileged and uid == 0:
+        if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
+            raise OSError(ctypes_errno(), "unshare(CLONE_NEWUSER|CLONE_NEWNS) failed")
+        os.write(ask_w, b".")
+        if not os.read(done_r, 1):
+            raise OSError(0, "pid 1 could not map the run's ids")
+    else:
+        _unshare(libc, CLONE_NEWNS, uid, gid, user=True)
+    _close(ask_w, done_r)
     os.chdir(cwd)  # onto the new mounts: the old folder is the one below them
 
 
-def _stand_in(pid, r, w, outside):
-    """In the parent of a fork (``pid`` not 0): wait for ``pid`` and end as it ended, never
-    returning. Pid 1 (``outside`` False) reaps every orphan meanwhile and hands the run's
-    wait status to the process outside through the pipe ``r``/``w``: pid 1 cannot end by a
-    signal it sends itself, the process outside can. In the child: return."""
+def _close(*fds):
+    for fd in fds:
+        os.close(fd)
+
+
+def _set_dying_with_parent():
+    # pid 1, and with it the whole namespace, ends when the process outside does
+    import ctypes
     import signal
 
-    if pid == 0:
-        if outside:  # this is pid 1: it, and with it the whole namespace, ends with its parent
-            import ctypes
+    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
-            ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        return
-    os.close(r if not outside else w)
+
+def _wait_for(pid):
+    """The wait status of child ``pid``, reaping any other child meanwhile (pid 1 is handed
+    every orphan of its namespace)."""
     while True:
         try:
             got, status = os.waitpid(-1, 0)
@@ -229,12 +262,16 @@ def _stand_in(pid, r, w, outside):
         except ChildProcessError:
             os._exit(NETLESS_FAILED)
         if got == pid:
-            break
-    if not outside:
-        os.write(w, str(status).encode())
-        os._exit(0)
-    data = os.read(r, 32)
-    status = int(data) if data.isdigit() else status
+            return status
+
+
+def _end_as(status, reported):
+    """End this process as the run ended: ``reported`` (what pid 1 sent: the run's wait
+    status) when there is one, else ``status`` (pid 1's own: killed with the namespace). Pid 1
+    cannot end by a signal it sends itself; this process, outside, can."""
+    import signal
+
+    status = int(reported) if reported.isdigit() else status
     if os.WIFSIGNALED(status):
         import resource
 
