@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -22,6 +23,8 @@ from helpers import FAST, MUL_CODE, git, make_project, mul_packet, runner_for, w
 AVAILABLE, WHY = netless.contain_available()
 pytestmark = pytest.mark.skipif(not AVAILABLE, reason=f"runs cannot be contained here: {WHY}")
 PYTEST = [sys.executable, "-m", "pytest"]
+# a file in the user's real home (where ~/.gitconfig is, which andon's own git reads)
+HOME_DROP = Path(pwd.getpwuid(os.getuid()).pw_dir) / ".andon-contained-runs-test"
 
 
 def cheating_payload(root: Path) -> str:
@@ -49,6 +52,7 @@ def _attack():
     _try(lambda: pathlib.Path("/proc/{outside}/root" + str(root) + "/via-proc.txt")
          .write_text("x"))
     _try(lambda: pathlib.Path("/proc/{outside}/cwd/via-proc-cwd.txt").write_text("x"))
+    _try(lambda: pathlib.Path({str(HOME_DROP)!r}).write_text("[core]\\n\\thooksPath = /x\\n"))
 
 
 _attack()
@@ -67,7 +71,11 @@ def test_code_under_test_cannot_change_the_checkout_its_git_or_the_store(tmp_pat
         return "done"
 
     runner = runner_for(root, agent)
-    runner.run()
+    try:
+        runner.run()
+        assert not HOME_DROP.exists()
+    finally:
+        HOME_DROP.unlink(missing_ok=True)
     # its own work passes: merged, and with it the code that tried (andon judges the tests)
     assert runner.store.packet("P1")["state"] == "done"
     assert not (root / "dropped.txt").exists()
@@ -213,3 +221,33 @@ def test_doctor_says_whether_test_runs_are_contained(tmp_path):
     p = andon(root, "doctor", "--json")
     assert json.loads(p.stdout)["contained_runs"] == {"available": AVAILABLE, "reason": WHY}
     assert "test runs contained: yes" in andon(root, "doctor").stdout
+
+
+def test_a_mount_below_a_read_only_folder_is_read_only_too(tmp_path):
+    """A volume mounted inside the checkout (a tmpfs here) is as read-only as the rest."""
+    folder = tmp_path / "fenced"
+    (folder / "vol").mkdir(parents=True)
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "none", str(folder / "vol")], check=True,
+                       capture_output=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+    try:
+        p = wrapped(folder, f"echo x > {folder}/vol/f; exit 0")
+        assert "Read-only file system" in p.stderr
+        assert list((folder / "vol").iterdir()) == []
+    finally:
+        subprocess.run(["umount", str(folder / "vol")], check=False)
+
+
+def test_pid_1_ignores_the_signals_the_run_sends_it(tmp_path):
+    """Pid 1 ignores SIGINT (Python's own handler would raise there), SIGTERM and SIGHUP
+    before the run starts: its ``SigIgn`` mask says so when the run reads it."""
+    folder = tmp_path / "fenced"
+    folder.mkdir()
+    p = wrapped(folder, "grep SigIgn /proc/1/status")
+    assert p.returncode == 0, p.stderr
+    ignored = int(p.stdout.split()[1], 16)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        assert ignored & (1 << (sig - 1)), sig
+    assert not ignored & (1 << (signal.SIGCHLD - 1))

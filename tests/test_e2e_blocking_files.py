@@ -302,8 +302,18 @@ def test_a_stopped_git_leaves_no_lock_file(tmp_path):
     assert not (root / ".git" / "refs" / "heads" / "new.lock").exists()
 
 
+@pytest.fixture
+def uncontained(monkeypatch):
+    """Test runs as on a machine that cannot contain them (docs/gates.md, "What a test run
+    can write"): where they can, the code under test gets EROFS in .git and makes nothing
+    (tests/test_contained_runs.py); these tests are of the watch behind that."""
+    from andon.contain import netless
+    monkeypatch.setattr(netless, "_contain_cached", (False, "off for this test"))
+
+
 @pytest.mark.parametrize("place", ["refs/heads/evil", "HEAD"])
-def test_code_under_test_that_makes_one_fails_the_gate_that_ran_it(tmp_path, place):
+def test_code_under_test_that_makes_one_fails_the_gate_that_ran_it(tmp_path, place,
+                                                                    uncontained):
     """The agent's code makes the FIFO itself when the tests import it (during the ``suite``
     gate's runs, in a clone, by absolute path): the run ends without hanging, the gate that
     ran the code fails with an ``outside-worktree`` finding naming the file, nothing is
@@ -393,7 +403,8 @@ def test_a_fifo_where_no_look_goes_still_ends_the_run_naming_it(tmp_path):
     assert len(failing) == 1 and f"{fifo} is a FIFO" in failing[0]["summary"], failing
 
 
-def test_code_under_test_that_blocks_the_object_store_fails_its_gate_naming_it(tmp_path):
+def test_code_under_test_that_blocks_the_object_store_fails_its_gate_naming_it(tmp_path,
+                                                                              uncontained):
     """The code under test makes .git/objects/pack/multi-pack-index a FIFO (git opens it to
     read any object; no stat look goes into objects/): the gate's next git command is
     stopped by the watch and the gate fails, naming the file."""

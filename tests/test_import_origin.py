@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from andon.exits import EXIT_OK, EXIT_PREFLIGHT
+from andon.git.repo import Repo
 
 from helpers import config_toml, honest_mul, make_project, mul_packet, runner_for
 
@@ -138,7 +139,7 @@ def test_a_forked_lane_holds_the_clean_answers_and_asks_none_again(tmp_path, mon
         return real_run(argv, **kw)
     monkeypatch.setattr(origin.subprocess, "run", run)
     (tmp_path / "ev").mkdir()
-    ctx = GateContext(repo=None, config=config, packet=None, worktree=root,  # type: ignore
+    ctx = GateContext(repo=Repo(root), config=config, packet=None, worktree=root,  # type: ignore
                       evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
     two = [(_clone(root, tmp_path / "c2"), [lanes.Planned("hermetic-2", slot=1)]),
            (_clone(root, tmp_path / "c3"), [lanes.Planned("hermetic-3", slot=2)])]
@@ -158,7 +159,7 @@ def test_lanes_that_share_a_slot_are_refused_before_any_run(tmp_path):
     from andon.gates.base import GateContext
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         config=config_toml(red_runs=1, hermetic_runs=1))
-    ctx = GateContext(repo=None, config=load_config(root), packet=None,  # type: ignore
+    ctx = GateContext(repo=Repo(root), config=load_config(root), packet=None,  # type: ignore
                       worktree=root, evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
     from andon.errors import InvalidArgument
     with pytest.raises(InvalidArgument, match="'h-3' has slot 0, as a run of another lane"):
@@ -179,7 +180,7 @@ def test_a_lane_that_raises_is_a_harness_error_with_its_traceback(tmp_path, monk
     from andon.gates.base import GateContext
     root = make_project(tmp_path / "repo", {"P1": mul_packet("P1")},
                         config=config_toml(red_runs=1, hermetic_runs=1))
-    ctx = GateContext(repo=None, config=load_config(root), packet=None,  # type: ignore
+    ctx = GateContext(repo=Repo(root), config=load_config(root), packet=None,  # type: ignore
                       worktree=root, evidence_dir=tmp_path / "ev", base_sha="", plant_sha="")
     real = lanes.run_project_suite
 

@@ -30,6 +30,7 @@ worktree below ``/dev/shm`` does not exist ("Failed to write file", every patch 
 
 from __future__ import annotations
 
+import atexit
 import os
 import stat
 import tempfile
@@ -196,6 +197,7 @@ def _system_temp() -> str:
 
 
 _harness: Path | None = None  # set by use(): where harness-only trees go in this process
+_own: str | None = None  # this process's private folder below it (harness_dir)
 
 
 def use(repo: Repo, setting: str, workers: int = 1) -> Choice:
@@ -208,8 +210,24 @@ def use(repo: Repo, setting: str, workers: int = 1) -> Choice:
     return choice
 
 
-def harness_dir() -> str | None:
+def harness_dir() -> str:
     """The ``dir`` for ``tempfile.mkdtemp`` of a tree only the harness and the code under
-    test read (a gate clone, a test run's HOME and TMPDIR, a set-up's scratch): what
-    :func:`use` chose, else None (the system temp dir)."""
-    return str(_harness) if _harness is not None else None
+    test read (a gate clone, a test run's HOME and TMPDIR, a set-up's scratch): a private
+    folder (``andon-trees-*``, 0700) made once per process below what :func:`use` chose,
+    else below the system temp dir; forked workers and lanes inherit it. Its own folder, so
+    that test runs can be fenced off from every tree but their own (gates/base.py
+    ``fenced``), whatever the system temp dir holds besides. Removed at exit when empty."""
+    global _own
+    parent = str(_harness) if _harness is not None else _system_temp()
+    if _own is None or os.path.dirname(_own) != parent or not os.path.isdir(_own):
+        _own = tempfile.mkdtemp(prefix="andon-trees-", dir=parent)
+        atexit.register(_remove_if_empty, _own, os.getpid())
+    return _own
+
+
+def _remove_if_empty(folder: str, pid: int) -> None:
+    if os.getpid() == pid:  # not a forked child's exit: the folder is its parent's
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # trees still in it (the reaper's, a crash's): left as they are

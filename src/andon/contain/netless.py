@@ -30,6 +30,7 @@ Python 3.11 has no ``os.unshare``; nothing here uses ``preexec_fn`` (unsafe with
 """
 
 import os
+import re
 import sys
 import threading
 from pathlib import Path
@@ -208,10 +209,11 @@ def _contain(libc, readonly, writable, cwd, uid, gid, privileged):
         _close(status_r, ask_w, done_r)
         os.chdir("/")  # holds nothing of the tree below the mounts
         libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: no /proc/1/... for the run to follow
-        if os.read(ask_r, 1):
+        _deaf()
+        if os.read(ask_r, 1) == b"m":
             for name in ("uid_map", "gid_map"):
                 _write(f"/proc/{run}/{name}", "0 0 4294967295\n")
-            os.write(done_w, b".")
+        os.write(done_w, b".")  # pid 1 is ready: deaf, not dumpable, out of the tree
         _close(ask_r, done_w)
         os.write(status_w, str(_wait_for(run)).encode())
         os._exit(0)
@@ -225,17 +227,48 @@ def _contain(libc, readonly, writable, cwd, uid, gid, privileged):
             _mount(libc, folder, folder, None, MS_BIND | MS_REC)
     for top in tops:
         _mount(libc, top, top, None, MS_BIND | MS_REC)
-        _mount(libc, None, top, None, MS_REMOUNT | MS_BIND | MS_RDONLY | _kept_flags(top))
+    kept = [f for f in writable if os.path.isdir(f)]
+    for point in _mount_points():  # each mount below a top too (a volume inside the checkout)
+        if any(_below(point, top) for top in tops) and point not in kept:
+            _mount(libc, None, point, None, MS_REMOUNT | MS_BIND | MS_RDONLY
+                   | _kept_flags(point))
     if privileged and uid == 0:
         if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
             raise OSError(ctypes_errno(), "unshare(CLONE_NEWUSER|CLONE_NEWNS) failed")
-        os.write(ask_w, b".")
-        if not os.read(done_r, 1):
-            raise OSError(0, "pid 1 could not map the run's ids")
+        os.write(ask_w, b"m")
     else:
         _unshare(libc, CLONE_NEWNS, uid, gid, user=True)
+        os.write(ask_w, b"-")
+    if not os.read(done_r, 1):  # nothing of the project runs before pid 1 is ready
+        raise OSError(0, "pid 1 of the run's namespace ended before it was ready")
     _close(ask_w, done_r)
     os.chdir(cwd)  # onto the new mounts: the old folder is the one below them
+
+
+def _deaf():
+    # pid 1 ignores every signal a process of its namespace may send it (the kernel drops
+    # those without a handler; Python's own SIGINT handler would be one): only SIGKILL from
+    # outside ends it. SIGCHLD keeps its default, or children would be reaped unseen.
+    import signal
+
+    for sig in signal.valid_signals():
+        if sig not in (signal.SIGCHLD, signal.SIGKILL, signal.SIGSTOP):
+            try:
+                signal.signal(sig, signal.SIG_IGN)
+            except (OSError, ValueError):
+                pass
+
+
+def _mount_points():
+    """The mount points of this mount namespace, innermost last (``/proc/self/mountinfo``;
+    octal escapes such as ``\\040`` for a space decoded)."""
+    points = []
+    with open("/proc/self/mountinfo", "rb") as f:
+        for line in f:
+            raw = line.split(b" ")[4]
+            points.append(os.fsdecode(re.sub(rb"\\([0-7]{3})",
+                                             lambda m: bytes([int(m[1], 8)]), raw)))
+    return points
 
 
 def _close(*fds):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import pwd
 import re
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -213,12 +214,16 @@ def _test_id_in(why: str) -> str | None:
 
 def fenced(repo: Repo, worktree_root: Path | None = None) -> list[Path]:
     """The folders a harness test run may not write (``run_suite``'s ``readonly``): the
-    user's checkout, its git directory, the agents' worktree root and the folder of the
-    harness's trees (every other attempt's worktree and clones) — each unless it is the
-    system temp dir itself, which the run's own HOME and TMPDIR share with everything else."""
+    user's checkout, its git directory, the agents' worktree root, the harness's own tree
+    folder (every other attempt's worktree and clones: tempdir.harness_dir), the user's home
+    (their git config, shell start-up files, a venv kept there), and as root ``/etc``,
+    ``/usr`` and ``/opt`` too (the system's git config and site-packages) — each unless it is
+    the system temp dir itself or ``/``. The run's own tree, HOME and TMPDIR stay writable."""
     system = os.path.realpath(tempfile.gettempdir())
-    harness = tempdir.harness_dir()
-    folders = [repo.root, repo.git_dir, worktree_root, Path(harness) if harness else None]
+    folders = [repo.root, repo.git_dir, worktree_root, Path(tempdir.harness_dir()),
+               Path(pwd.getpwuid(os.getuid()).pw_dir)]
+    if os.geteuid() == 0:
+        folders += [Path("/etc"), Path("/usr"), Path("/opt")]
     return [f for f in folders if f is not None and os.path.realpath(f) not in (system, "/")]
 
 
