@@ -198,6 +198,7 @@ def _system_temp() -> str:
 
 _harness: Path | None = None  # set by use(): where harness-only trees go in this process
 _own: str | None = None  # this process's private folder below it (harness_dir)
+_own_pid = 0  # the process that made it
 
 
 def use(repo: Repo, setting: str, workers: int = 1) -> Choice:
@@ -213,16 +214,28 @@ def use(repo: Repo, setting: str, workers: int = 1) -> Choice:
 def harness_dir() -> str:
     """The ``dir`` for ``tempfile.mkdtemp`` of a tree only the harness and the code under
     test read (a gate clone, a test run's HOME and TMPDIR, a set-up's scratch): a private
-    folder (``andon-trees-*``, 0700) made once per process below what :func:`use` chose,
+    folder (``tmp*``, 0700) made once per process below what :func:`use` chose,
     else below the system temp dir; forked workers and lanes inherit it. Its own folder, so
     that test runs can be fenced off from every tree but their own (gates/base.py
-    ``fenced``), whatever the system temp dir holds besides. Removed at exit when empty."""
-    global _own
+    ``fenced``), whatever the system temp dir holds besides. Removed when empty at exit or
+    at :func:`release`."""
+    global _own, _own_pid
     parent = str(_harness) if _harness is not None else _system_temp()
     if _own is None or os.path.dirname(_own) != parent or not os.path.isdir(_own):
-        _own = tempfile.mkdtemp(prefix="andon-trees-", dir=parent)
-        atexit.register(_remove_if_empty, _own, os.getpid())
+        _own = tempfile.mkdtemp(dir=parent)  # a neutral name: the code under test sees it
+        _own_pid = os.getpid()
+        atexit.register(_remove_if_empty, _own, _own_pid)
     return _own
+
+
+def release() -> None:
+    """Remove this process's tree folder if it is empty (the next :func:`harness_dir` makes
+    another): when its fork servers are closed (contain/forkpool.py ``close_all``)."""
+    global _own
+    if _own is not None and _own_pid == os.getpid():  # never a forked child's: its parent's
+        _remove_if_empty(_own, _own_pid)
+        if not os.path.isdir(_own):
+            _own = None
 
 
 def _remove_if_empty(folder: str, pid: int) -> None:

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO
 
+from .. import tempdir
 from . import netless
 from .forkserver import NOT_AHEAD, PER_RUN, FencePaths, Forked, Server, Unavailable, blocked_plugins
 
@@ -170,12 +171,14 @@ def pids() -> set[int]:
 
 
 def close_all() -> None:
-    """Hang up on every server of this process (they exit) and reap them."""
+    """Hang up on every server of this process (they exit) and reap them; then this
+    process's tree folder, empty now unless a tree is still being deleted, goes too."""
     with _lock:
         servers = list(_pool.values())
         _pool.clear()
     for s in servers:
         s.close()
+    tempdir.release()
 
 
 _inherited: list[Server] = []

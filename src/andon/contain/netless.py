@@ -159,11 +159,13 @@ def _unshare(libc, flags, uid, gid, user=False):
     """unshare(2) ``flags``: without a user namespace when privileged (root outside a
     restricted container; returns True), else with one mapping uid/gid to themselves
     (returns False); ``user``: always with one."""
+    from ctypes import get_errno
+
     if not user and libc.unshare(flags) == 0:
         return True
-    first = "" if user else os.strerror(ctypes_errno())
+    first = "" if user else os.strerror(get_errno())
     if libc.unshare(CLONE_NEWUSER | flags) != 0:
-        err = ctypes_errno()
+        err = get_errno()
         raise OSError(err, f"unshare({_names(flags)}) failed ({first}) and "
                            f"unshare(CLONE_NEWUSER|{_names(flags)}) failed "
                            f"({os.strerror(err)})" + _hint())
@@ -171,12 +173,6 @@ def _unshare(libc, flags, uid, gid, user=False):
     _write("/proc/self/uid_map", f"{uid} {uid} 1\n")
     _write("/proc/self/gid_map", f"{gid} {gid} 1\n")
     return False
-
-
-def ctypes_errno():
-    import ctypes
-
-    return ctypes.get_errno()
 
 
 def _names(flags):
@@ -196,6 +192,8 @@ def _contain(libc, readonly, writable, cwd, uid, gid, privileged):
     pid 1 maps every id of it to itself (a process cannot map more than its own id into its
     own new namespace), so that the run's root owns and can chown what root can outside. The
     two waiting processes end as the run ended: its exit status, or the same signal."""
+    import ctypes
+
     status_r, status_w = os.pipe()  # pid 1 -> outside: the run's wait status
     ask_r, ask_w = os.pipe()  # the run -> pid 1: map my ids (as root)
     done_r, done_w = os.pipe()  # pid 1 -> the run: mapped
@@ -203,7 +201,7 @@ def _contain(libc, readonly, writable, cwd, uid, gid, privileged):
     if one:  # outside: waits for pid 1
         _close(ask_r, ask_w, done_r, done_w, status_w)
         _end_as(_wait_for(one), os.read(status_r, 32))
-    _set_dying_with_parent()
+    libc.prctl(1, 9, 0, 0, 0)  # PR_SET_PDEATHSIG SIGKILL: pid 1 (its namespace) ends with it
     run = os.fork()
     if run:  # pid 1
         _close(status_r, ask_w, done_r)
@@ -234,7 +232,7 @@ def _contain(libc, readonly, writable, cwd, uid, gid, privileged):
                    | _kept_flags(point))
     if privileged and uid == 0:
         if libc.unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0:
-            raise OSError(ctypes_errno(), "unshare(CLONE_NEWUSER|CLONE_NEWNS) failed")
+            raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWUSER|CLONE_NEWNS) failed")
         os.write(ask_w, b"m")
     else:
         _unshare(libc, CLONE_NEWNS, uid, gid, user=True)
@@ -274,14 +272,6 @@ def _mount_points():
 def _close(*fds):
     for fd in fds:
         os.close(fd)
-
-
-def _set_dying_with_parent():
-    # pid 1, and with it the whole namespace, ends when the process outside does
-    import ctypes
-    import signal
-
-    ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
 def _wait_for(pid):
