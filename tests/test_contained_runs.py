@@ -146,8 +146,10 @@ def test_where_runs_cannot_be_contained_the_evidence_says_so(tmp_path, monkeypat
     assert r.results["tests.test_own::test_writes_its_own_tree_home_and_tmp"].outcome == "passed"
 
 
-def wrapped(folder: Path, script: str) -> subprocess.CompletedProcess:
-    return subprocess.run(netless.wrap(["sh", "-c", script], cut=False, readonly=[str(folder)]),
+def wrapped(folder: Path, script: str, readonly: list[str] | None = None
+            ) -> subprocess.CompletedProcess:
+    return subprocess.run(netless.wrap(["sh", "-c", script], cut=False,
+                                       readonly=readonly or [str(folder)]),
                           capture_output=True, text=True, cwd=folder.parent, timeout=60)
 
 
@@ -251,3 +253,31 @@ def test_pid_1_ignores_the_signals_the_run_sends_it(tmp_path):
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         assert ignored & (1 << (sig - 1)), sig
     assert not ignored & (1 << (signal.SIGCHLD - 1))
+
+
+def test_a_run_cannot_rewrite_andon_itself(tmp_path):
+    """The next run's wrapper (contain/netless.py) and andon's venv are read from andon's own
+    installation: a run that rewrote them would run the next one uncontained, and its
+    evidence would still say contained. They are fenced like the checkout."""
+    from andon.gates.base import fenced
+    from andon.git.repo import Repo
+
+    root = make_project(tmp_path / "repo")
+    folders = {str(p.resolve()) for p in fenced(Repo(root))}
+    assert str(netless.WRAPPER.parent.parent) in folders
+    assert str(Path(sys.prefix).resolve()) in folders
+    p = wrapped(root, f"echo '# x' >> {netless.WRAPPER}; touch {sys.prefix}/pwned; exit 0",
+                readonly=[str(p) for p in fenced(Repo(root))])
+    assert p.stderr.count("Read-only file system") == 2, p.stderr
+    assert not Path(sys.prefix, "pwned").exists()
+
+
+def test_dev_has_its_plain_devices_and_no_other(tmp_path):
+    """/dev/null and the like work; every other device node (a raw disk, /dev/mem) cannot be
+    opened: /dev is remounted nodev with those few bound back."""
+    folder = tmp_path / "fenced"
+    folder.mkdir()
+    p = wrapped(folder, "echo x > /dev/null && head -c 4 /dev/urandom > /dev/null && "
+                        "grep -E ' /dev rw?[^ ]*' /proc/self/mountinfo | head -1")
+    assert p.returncode == 0, p.stderr
+    assert "nodev" in p.stdout.split(" - ")[0], p.stdout

@@ -287,7 +287,7 @@ def render(out: Console, checks: list[AgentCheck], git: GitCheck,
                   soft_wrap=True, markup=False)
     can, why = netless.contain_available()
     out.print("test runs contained: yes — the code under test cannot write your checkout, its "
-              ".git, .andon/ or other worktrees (docs/gates.md)" if can else
+              ".git, .andon/, other worktrees or your home (docs/gates.md)" if can else
               f"test runs contained: no ({why}) — the code under test can write your checkout "
               "by path; each run's evidence says so", soft_wrap=True, markup=False)
     if isinstance(trees, Choice):

@@ -1,17 +1,15 @@
 """Run a command without the network: in a new network namespace whose only interface is an
-up loopback (catalogue kind 16: fetching the upstream fix, installing a package).
+up loopback (catalogue kind 16: fetching the upstream fix, installing a package); and, with
+read-only folders given, contained (``enter``: docs/gates.md, "What a test run can write").
 
-``wrap(argv)`` gives the argv that does it::
-
-    [sys.executable, "-I", "-S", ".../andon/contain/netless.py", "--", *argv]
-
-The wrapper (this file, run as a script) calls ``unshare(2)`` through ctypes, brings ``lo``
-up with the SIOCGIFFLAGS/SIOCSIFFLAGS ioctls, resets SIGPIPE and SIGXFSZ (Python ignores them,
-and an ignored signal survives exec) and then ``execvpe``s ``argv`` with its environment and
-cwd unchanged. Exec keeps the pid, so the caller's pidfd wait and process-group kill work as
-for an unwrapped command; the exit status (or death by signal) is the command's own. It runs
-isolated (``-I -S``: no PYTHONPATH, no site, no script dir on sys.path), so a tree holding
-its own ``andon`` package cannot replace it.
+``wrap(argv)`` gives the argv: ``[sys.executable, "-I", "-S", ".../netless.py", <options>,
+"--", *argv]``. The wrapper (this file, run as a script) calls ``unshare(2)`` through ctypes,
+brings ``lo`` up with the SIOCGIFFLAGS/SIOCSIFFLAGS ioctls, resets SIGPIPE and SIGXFSZ (Python
+ignores them, and an ignored signal survives exec) and then ``execvpe``s ``argv`` with its
+environment and cwd unchanged. Exec keeps the pid (uncontained), so the caller's pidfd wait and
+process-group kill work as for an unwrapped command; the exit status (or death by signal) is
+the command's own. It runs isolated (``-I -S``: no PYTHONPATH, no site, no script dir on
+sys.path), so a tree holding its own ``andon`` package cannot replace it.
 
 Which namespaces:
 
@@ -31,6 +29,7 @@ Python 3.11 has no ``os.unshare``; nothing here uses ``preexec_fn`` (unsafe with
 
 import os
 import re
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -42,6 +41,7 @@ CLONE_NEWPID = 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
 MS_RELATIME = 1 << 21
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 SIOCGIFFLAGS = 0x8913
 SIOCSIFFLAGS = 0x8914
 IFF_UP = 0x1
@@ -114,13 +114,11 @@ def fence(readonly, writable):
     far as this machine allows (:func:`contain_available`)."""
     ro = sorted({os.path.realpath(p) for p in readonly if os.path.isdir(p)})
     ro = [p for p in ro if not any(p != q and _below(p, q) for q in ro)]  # the tops
-    if not ro:
-        return Fence(None, "")
-    can, why = contain_available()
+    can, why = contain_available() if ro else (False, "")
     if not can:
-        return Fence(None, f"not contained: {why}")
-    rw = sorted({os.path.realpath(p) for p in writable})
-    return Fence((ro, rw), "read-only: " + ", ".join(ro))
+        return Fence(None, why and f"not contained: {why}")
+    return Fence((ro, sorted({os.path.realpath(p) for p in writable})),
+                 "read-only: " + ", ".join(ro))
 
 
 def contain_available():
@@ -225,6 +223,10 @@ def _contain(libc, readonly, writable, cwd, uid, gid, privileged):
             _mount(libc, folder, folder, None, MS_BIND | MS_REC)
     for top in tops:
         _mount(libc, top, top, None, MS_BIND | MS_REC)
+    for dev in _DEVICES:  # /dev without its devices but these: a raw disk would write anything
+        if os.path.exists(dev) and stat.S_ISCHR(os.lstat(dev).st_mode):
+            _mount(libc, dev, dev, None, MS_BIND)
+    _mount(libc, None, "/dev", None, MS_REMOUNT | MS_BIND | MS_NODEV | _kept_flags("/dev"))
     kept = [f for f in writable if os.path.isdir(f)]
     for point in _mount_points():  # each mount below a top too (a volume inside the checkout)
         if any(_below(point, top) for top in tops) and point not in kept:

@@ -13,6 +13,7 @@ import hashlib
 import os
 import pwd
 import re
+import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -216,12 +217,15 @@ def fenced(repo: Repo, worktree_root: Path | None = None) -> list[Path]:
     """The folders a harness test run may not write (``run_suite``'s ``readonly``): the
     user's checkout, its git directory, the agents' worktree root, the harness's own tree
     folder (every other attempt's worktree and clones: tempdir.harness_dir), the user's home
-    (their git config, shell start-up files, a venv kept there), and as root ``/etc``,
-    ``/usr`` and ``/opt`` too (the system's git config and site-packages) — each unless it is
-    the system temp dir itself or ``/``. The run's own tree, HOME and TMPDIR stay writable."""
+    (their git config, shell start-up files, a venv kept there), andon's own installation
+    (its package and its venv: the next run's wrapper is read from there), and as root
+    ``/etc``, ``/usr`` and ``/opt`` too (the system's git config and site-packages) — each
+    unless it is the system temp dir itself or ``/``. The run's own tree, HOME and TMPDIR
+    stay writable."""
     system = os.path.realpath(tempfile.gettempdir())
     folders = [repo.root, repo.git_dir, worktree_root, Path(tempdir.harness_dir()),
-               Path(pwd.getpwuid(os.getuid()).pw_dir)]
+               Path(pwd.getpwuid(os.getuid()).pw_dir), Path(__file__).resolve().parents[1],
+               Path(sys.prefix)]
     if os.geteuid() == 0:
         folders += [Path("/etc"), Path("/usr"), Path("/opt")]
     return [f for f in folders if f is not None and os.path.realpath(f) not in (system, "/")]

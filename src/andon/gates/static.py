@@ -108,7 +108,7 @@ def run(ctx: GateContext) -> GateResult:
             argv = [sys.executable if (j == 0 and w == "python") else w
                     for j, w in enumerate(command)] + files
             r = run_tool(argv, cwd, ctx.evidence_dir, f"static-{i}", settings.timeout_s,
-                         stderr_apart=True)
+                         stderr_apart=True, readonly=ctx.fenced())  # a tool's plugins run
             runs.append(r.to_evidence())
             tool = tool_name(command)
             if r.timed_out or r.exit_status == 127 or (r.exit_status or 0) < 0:
