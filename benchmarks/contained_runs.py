@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
 import statistics
 import sys
@@ -27,23 +26,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from fork_server import reaped_cpu, self_cpu  # beside this script: the same measures
+
 from andon.config import load_config
 from andon.contain import forkpool, netless
 from andon.demo import build_project
 from andon.runners.pytest import run_suite
-
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def reaped_cpu(pid: int) -> float:
-    """CPU seconds of the children ``pid`` has reaped (cutime + cstime)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[13]) + int(fields[14])) / TICK
-
-
-def self_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 def main() -> int:
